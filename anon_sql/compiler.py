@@ -1,0 +1,405 @@
+"""Policy + plan → sqlglot statements for the release views (``__source``, ``__general``, ``__classes``, the
+release table, ``__checks``). Trees are rendered to text only at the end, in the requested dialect.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from sqlglot import exp
+
+from .errors import PolicyError
+from .methods.base import ROW_ID, AssignmentPlan, LevelPlan
+from .models import ClassColumns, PrivacyModel, TCloseness
+from .sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, render
+from .taxonomy import TOP, Taxonomy
+
+EC_ID = "ec_id"
+WEIGHT = "__w"
+SIZE = "__size"
+KEEP = "__keep"
+
+
+@dataclass
+class ReleaseNames:
+    """Names of the objects a release creates (all in the release's schema)."""
+
+    release: str
+    schema: str | None = None
+
+    def _t(self, suffix: str) -> exp.Table:
+        return exp.Table(this=ident(self.release + suffix), db=ident(self.schema) if self.schema else None)
+
+    @property
+    def table(self) -> exp.Table:
+        return self._t("")
+
+    @property
+    def source(self) -> exp.Table:
+        return self._t("__source")
+
+    @property
+    def general(self) -> exp.Table:
+        return self._t("__general")
+
+    @property
+    def classes(self) -> exp.Table:
+        return self._t("__classes")
+
+    @property
+    def checks(self) -> exp.Table:
+        return self._t("__checks")
+
+    @property
+    def assignment(self) -> exp.Table:
+        return self._t("__assignment")
+
+    @property
+    def ec_values(self) -> exp.Table:
+        return self._t("__ec_values")
+
+    @property
+    def noise(self) -> exp.Table:
+        return self._t("__noise")
+
+    def view_names(self) -> list[str]:
+        return [self.release + s for s in ("__checks", "__classes", "__general", "__source")]
+
+
+@dataclass
+class CompileInput:
+    """Everything the compiler needs; no connection."""
+
+    policy: Any
+    relation: exp.Expression          # the source relation (table or table function)
+    columns: list[str]                # source columns in order
+    plan: LevelPlan | AssignmentPlan
+    taxonomies: dict[str, Taxonomy]
+    models: list[PrivacyModel]
+    dialect: str = "duckdb"
+    schema: str | None = None
+    pseudonym_function: str | None = None    # UDF that pseudonymizes identifiers (DuckDB only)
+    numeric_sensitive: set[str] = field(default_factory=set)
+
+
+@dataclass
+class CompiledRelease:
+    names: ReleaseNames
+    statements: list[tuple[str, exp.Expression]]   # (description, statement)
+    released_columns: list[str]
+    dialect: str
+
+    def sql(self, pretty: bool = False) -> list[str]:
+        return [render(s, self.dialect, pretty=pretty) for _, s in self.statements]
+
+
+# -- columns ------------------------------------------------------------------------------------------------------
+def released_columns(policy, columns: Sequence[str]) -> list[str]:
+    """Source columns that reach the release: all but dropped identifiers (and the count column, kept last)."""
+    out = []
+    for c in columns:
+        attr = policy.attributes.get(c)
+        if attr is not None and attr.role == "identifier" and attr.action == "drop":
+            continue
+        out.append(c)
+    return out
+
+
+def _weight(policy, table: str | None = None) -> exp.Expression:
+    if policy.count_column:
+        return col(policy.count_column, table)
+    return lit(1)
+
+
+def _varchar(e: exp.Expression) -> exp.Expression:
+    return exp.Cast(this=e, to=exp.DataType.build("VARCHAR"))
+
+
+def _mapping_relation(rows: list[tuple[str, str]], alias_name: str, dialect: str) -> exp.Expression:
+    """leaf → value rows as an inline relation with columns (leaf, value); VALUES, or UNION ALL for SQLite."""
+    if dialect == "sqlite":
+        selects = [exp.select(alias(lit(a), "leaf"), alias(lit(b), "value")) for a, b in rows]
+        union: exp.Expression = selects[0]
+        for s in selects[1:]:
+            union = exp.union(union, s, distinct=False)
+        return exp.Subquery(this=union, alias=exp.TableAlias(this=ident(alias_name)))
+    tuples = [exp.Tuple(expressions=[lit(a), lit(b)]) for a, b in rows]
+    return exp.Values(expressions=tuples,
+                      alias=exp.TableAlias(this=ident(alias_name), columns=[ident("leaf"), ident("value")]))
+
+
+def _create_view(name: exp.Table, query: exp.Expression) -> exp.Create:
+    return exp.Create(this=name, kind="VIEW", expression=query, replace=True)
+
+
+# -- the views ----------------------------------------------------------------------------------------------------
+def source_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """Identifiers dropped or pseudonymized; for assignment plans a deterministic row key ``__row``."""
+    policy = ci.policy
+    items: list[exp.Expression] = []
+    for c in released_columns(policy, ci.columns):
+        attr = policy.attributes.get(c)
+        if attr is not None and attr.role == "identifier":  # pseudonymize
+            if not ci.pseudonym_function:
+                raise PolicyError(f"identifier {c!r}: pseudonymization needs a key (set ANON_SQL_KEY or key_file)")
+            items.append(alias(exp.Anonymous(this=ci.pseudonym_function, expressions=[_varchar(col(c))]), c))
+        else:
+            items.append(col(c))
+    if isinstance(ci.plan, AssignmentPlan):
+        order = [exp.Ordered(this=col(c), nulls_first=True) for c in ci.columns]
+        items.append(alias(exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=order)), ROW_ID))
+    return exp.select(*items).from_(ci.relation.copy())
+
+
+def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """Generalized quasi-identifiers: joins to the level maps (level plans) or to the assignment (local recoding)."""
+    policy = ci.policy
+    cols = released_columns(policy, ci.columns)
+    src = "s"
+    if isinstance(ci.plan, LevelPlan):
+        items, joins = [], []
+        for c in cols:
+            level = ci.plan.levels.get(c, 0) if c in policy.quasi else 0
+            if level == 0:
+                items.append(col(c, src))
+                continue
+            tax = ci.taxonomies[c]
+            m = f"m{len(joins)}"
+            rows = list(tax.mapping(level).items())
+            joins.append((_mapping_relation(rows, m, ci.dialect),
+                          exp.EQ(this=_varchar(col(c, src)), expression=col("leaf", m))))
+            null_value = tax.null_parent or TOP
+            items.append(alias(exp.Coalesce(this=col("value", m), expressions=[lit(null_value)]), c))
+        query = exp.select(*items).from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                                   alias=exp.TableAlias(this=ident(src))))
+        for rel, on in joins:
+            query = query.join(rel, on=on, join_type="left")
+        return query
+    # assignment plan: released values per class, joined on the row key
+    plan = ci.plan
+    items = []
+    for c in cols:
+        if c in policy.quasi and c in plan.class_values.columns:
+            items.append(col(c, "v"))
+        else:
+            items.append(col(c, src))
+    items.append(col(EC_ID, "a"))
+    query = (exp.select(*items)
+             .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                              alias=exp.TableAlias(this=ident(src))))
+             .join(exp.Table(this=names.assignment.this.copy(), db=names.assignment.args.get("db"),
+                             alias=exp.TableAlias(this=ident("a"))),
+                   on=exp.EQ(this=col(ROW_ID, src), expression=col(ROW_ID, "a")))
+             .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
+                             alias=exp.TableAlias(this=ident("v"))),
+                   on=exp.EQ(this=col(EC_ID, "a"), expression=col(EC_ID, "v"))))
+    if plan.noise is not None and len(plan.noise):
+        noise = exp.select(*[col(c) for c in cols], col(EC_ID)).from_(names.noise.copy())
+        return exp.union(query, noise, distinct=False)
+    return query
+
+
+def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str], null_safe: bool) -> exp.Select:
+    """One row per class (grouped by ``keys``): size, per sensitive attribute distinct count / sorted counts /
+    t-closeness distance, and one value + pass column per privacy model."""
+    policy = ci.policy
+    duck = ci.dialect == "duckdb"
+    w = _weight(policy)
+    ctes: list[tuple[str, exp.Expression]] = []
+    key_cols = [col(k) for k in keys]
+
+    def keys_of(t: str) -> list[exp.Expression]:
+        return [col(k, t) for k in keys]
+
+    def join_on(a: str, b: str) -> exp.Expression:
+        eq = null_safe_eq if null_safe else (lambda x, y: exp.EQ(this=x, expression=y))
+        return and_all(eq(col(k, a), col(k, b)) for k in keys)
+
+    sens = policy.sensitive
+    base_alias = "z"
+    if not sens:
+        base = exp.select(*key_cols, alias(exp.Sum(this=w), SIZE)).from_(relation.copy()).group_by(*key_cols)
+        ctes.append(("__sz", base))
+    per_attr = []
+    for i, sa in enumerate(sens):
+        sv, sa_q = f"__sv{i}", f"__sa{i}"
+        grouped = (exp.select(*key_cols, alias(col(sa), "__v"), alias(exp.Sum(this=w), "__c"))
+                   .from_(relation.copy()).group_by(*key_cols, col(sa)))
+        ctes.append((sv + "_g", grouped))
+        part = exp.Window(this=exp.Sum(this=col("__c")), partition_by=[col(k) for k in keys])
+        ctes.append((sv, exp.select(*key_cols, col("__v"), col("__c"), alias(part, "__m")).from_(sv + "_g")))
+        total = exp.Subquery(this=exp.select(exp.Sum(this=col("__c"))).from_(sv))
+        gq = f"__gq{i}"
+        ctes.append((gq, exp.select(col("__v"), alias(exp.Div(this=exp.Sum(this=col("__c")), expression=total),
+                                                       "__q")).from_(sv).group_by(col("__v"))))
+        tc_equal = exp.Mul(this=lit(0.5), expression=exp.Paren(this=exp.Add(
+            this=exp.Sum(this=exp.Abs(this=exp.Sub(this=exp.Div(this=col("__c", "x"), expression=col("__m", "x")),
+                                                    expression=col("__q", "g")))),
+            expression=exp.Sub(this=lit(1.0), expression=exp.Sum(this=col("__q", "g"))))))
+        items = [*keys_of("x"), alias(exp.Sum(this=col("__c", "x")), SIZE if i == 0 else f"__size{i}"),
+                 alias(exp.Count(this=exp.Star()), f"__distinct__{sa}")]
+        if duck:
+            ordered = [exp.Ordered(this=col("__c", "x"), desc=True, nulls_first=False)]
+            items.append(alias(exp.ArrayAgg(this=exp.Order(this=col("__c", "x"), expressions=ordered)),
+                               f"__counts__{sa}"))
+        tmodel = next((m for m in ci.models if isinstance(m, TCloseness) and m.attribute == sa), None)
+        if tmodel is None or tmodel.distance == "equal":
+            items.append(alias(tc_equal, f"__tclose__{sa}"))
+        q = (exp.select(*items).from_(exp.Table(this=ident(sv), alias=exp.TableAlias(this=ident("x"))))
+             .join(exp.Table(this=ident(gq), alias=exp.TableAlias(this=ident("g"))),
+                   on=null_safe_eq(col("__v", "x"), col("__v", "g")), join_type="left")
+             .group_by(*keys_of("x")))
+        ctes.append((sa_q, q))
+        if tmodel is not None and tmodel.distance == "ordered":
+            ctes.extend(_ordered_tcloseness_ctes(i, sa, keys, sv, gq))
+        per_attr.append(sa_q)
+
+    # assemble: base (first per-attribute aggregate, or sizes), joined with the other aggregates
+    first = per_attr[0] if per_attr else "__sz"
+    select_items: list[exp.Expression] = [*keys_of(base_alias), col(SIZE, base_alias)]
+    query = exp.select().from_(exp.Table(this=ident(first), alias=exp.TableAlias(this=ident(base_alias))))
+    for i, sa_q in enumerate(per_attr):
+        a = base_alias if i == 0 else f"a{i}"
+        if i > 0:
+            query = query.join(exp.Table(this=ident(sa_q), alias=exp.TableAlias(this=ident(a))), on=join_on(base_alias, a))
+        sa = sens[i]
+        select_items.append(col(f"__distinct__{sa}", a))
+        if duck:
+            select_items.append(col(f"__counts__{sa}", a))
+        tmodel = next((m for m in ci.models if isinstance(m, TCloseness) and m.attribute == sa), None)
+        if tmodel is not None and tmodel.distance == "ordered":
+            t_alias = f"t{i}"
+            query = query.join(exp.Table(this=ident(f"__tco{i}"), alias=exp.TableAlias(this=ident(t_alias))),
+                               on=join_on(base_alias, t_alias))
+            select_items.append(col(f"__tclose__{sa}", t_alias))
+        else:
+            select_items.append(col(f"__tclose__{sa}", a))
+    inner = query.select(*select_items)
+    for name, cte in ctes:
+        inner = inner.with_(name, as_=cte)
+
+    # outer: model checks over the class columns
+    cc = ClassColumns(lambda c: col(c))
+    outer_items: list[exp.Expression] = [exp.Star()]
+    oks = []
+    for model in ci.models:
+        if not duck and not model.portable:
+            raise PolicyError(
+                f"{model.describe()} has no portable SQL form yet; compile for dialect 'duckdb' "
+                f"(requested: {ci.dialect!r})"
+            )
+        for chk in model.sql_checks(cc):
+            outer_items.append(alias(chk.value, f"{chk.name}_value"))
+            outer_items.append(alias(chk.ok, f"{chk.name}_ok"))
+            oks.append(col(f"{chk.name}_ok"))
+    for j, req in enumerate(ci.policy.privacy.requirements):
+        win = exp.Window(this=exp.Sum(this=col(SIZE)), partition_by=[col(q) for q in req.quasi])
+        outer_items.append(alias(win, f"req{j}_value"))
+        outer_items.append(alias(exp.GTE(this=win.copy(), expression=lit(req.k)), f"req{j}_ok"))
+        oks.append(col(f"req{j}_ok"))
+    outer_items.append(alias(and_all(oks), "__all_ok"))
+    return exp.select(*outer_items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("c"))))
+
+
+def _ordered_tcloseness_ctes(i: int, sa: str, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]]:
+    """EMD with ordered ground distance: Σ_i |Σ_{j<=i} (p_j − q_j)| / (m − 1) over the ordered domain."""
+    dom, grid, cum, out = f"__dom{i}", f"__grid{i}", f"__cum{i}", f"__tco{i}"
+    rank = exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=[exp.Ordered(this=col("__v"))]))
+    ctes: list[tuple[str, exp.Expression]] = [
+        (dom, exp.select(col("__v"), col("__q"), alias(rank, "__r")).from_(gq)),
+    ]
+    cls = exp.select(*[col(k) for k in keys]).distinct().from_(sv)
+    grid_q = (exp.select(*[col(k, "k") for k in keys], col("__v", "d"), col("__q", "d"), col("__r", "d"))
+              .from_(exp.Subquery(this=cls, alias=exp.TableAlias(this=ident("k"))))
+              .join(exp.Table(this=ident(dom), alias=exp.TableAlias(this=ident("d"))), join_type="cross"))
+    ctes.append((grid, grid_q))
+    p = exp.Coalesce(this=exp.Div(this=col("__c", "x"), expression=col("__m", "x")), expressions=[lit(0.0)])
+    running = exp.Window(
+        this=exp.Sum(this=exp.Sub(this=p, expression=col("__q", "gr"))),
+        partition_by=[col(k, "gr") for k in keys],
+        order=exp.Order(expressions=[exp.Ordered(this=col("__r", "gr"))]),
+        spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW"),
+    )
+    on = and_all([*[null_safe_eq(col(k, "gr"), col(k, "x")) for k in keys],
+                  null_safe_eq(col("__v", "gr"), col("__v", "x"))])
+    cum_q = (exp.select(*[col(k, "gr") for k in keys], alias(running, "__cum"))
+             .from_(exp.Table(this=ident(grid), alias=exp.TableAlias(this=ident("gr"))))
+             .join(exp.Table(this=ident(sv), alias=exp.TableAlias(this=ident("x"))), on=on, join_type="left"))
+    ctes.append((cum, cum_q))
+    m = exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(dom))
+    denom = exp.Greatest(this=exp.Sub(this=m, expression=lit(1)), expressions=[lit(1)])
+    ctes.append((out, exp.select(*[col(k) for k in keys],
+                                 alias(exp.Div(this=exp.Sum(this=exp.Abs(this=col("__cum"))), expression=denom),
+                                       f"__tclose__{sa}"))
+                 .from_(cum).group_by(*[col(k) for k in keys])))
+    return ctes
+
+
+def classes_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """Classes of the generalized (pre-suppression) table with an ``ec_id`` and the suppression decision."""
+    policy = ci.policy
+    if isinstance(ci.plan, AssignmentPlan):
+        keys = [EC_ID]
+        null_safe = False
+    else:
+        keys = list(policy.quasi)
+        null_safe = True
+    stats = class_stats_query(ci, names.general.copy(), keys, null_safe)
+    order = [exp.Ordered(this=col(k), nulls_first=True) for k in keys]
+    items: list[exp.Expression] = [exp.Star()]
+    if keys != [EC_ID]:
+        items.append(alias(exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=order)), EC_ID))
+    suppress = ci.policy.privacy.max_suppression > 0
+    items.append(alias(col("__all_ok") if suppress else exp.true(), KEEP))
+    return exp.select(*items).from_(exp.Subquery(this=stats, alias=exp.TableAlias(this=ident("s"))))
+
+
+def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """The released rows: generalized records of the kept classes, with ``ec_id`` (count column merged)."""
+    policy = ci.policy
+    cols = released_columns(policy, ci.columns)
+    if isinstance(ci.plan, AssignmentPlan):
+        on = exp.EQ(this=col(EC_ID, "g"), expression=col(EC_ID, "c"))
+    else:
+        on = and_all(null_safe_eq(col(q, "g"), col(q, "c")) for q in policy.quasi)
+    data_cols = [c for c in cols if c != policy.count_column]
+    items: list[exp.Expression] = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
+    query = (exp.select(*items)
+             .from_(exp.Table(this=names.general.this.copy(), db=names.general.args.get("db"),
+                              alias=exp.TableAlias(this=ident("g"))))
+             .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
+                             alias=exp.TableAlias(this=ident("c"))), on=on)
+             .where(col(KEEP, "c")))
+    if policy.count_column:
+        group = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
+        total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=exp.DataType.build("BIGINT"))
+        query = query.select(alias(total, policy.count_column))
+        query = query.group_by(*group)
+        order_cols = [col(EC_ID)] + [col(c) for c in data_cols]
+    else:
+        order_cols = [col(EC_ID)] + [col(c) for c in data_cols]
+    wrapped = exp.select(exp.Star()).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("r"))))
+    return wrapped.order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order_cols])
+
+
+def checks_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """The independent verification: per released class, every model's value and pass flag."""
+    keys = [EC_ID, *ci.policy.quasi]
+    return class_stats_query(ci, names.table.copy(), keys, null_safe=True)
+
+
+def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> CompiledRelease:
+    """All statements of a release, in execution order (the assignment/noise tables of local-recoding plans are
+    created by the release runner before these)."""
+    names = names or ReleaseNames(ci.policy.name, ci.schema)
+    stmts: list[tuple[str, exp.Expression]] = [
+        ("source view", _create_view(names.source, source_view(ci, names))),
+        ("generalized view", _create_view(names.general, general_view(ci, names))),
+        ("classes view", _create_view(names.classes, classes_view(ci, names))),
+        ("release table", exp.Create(this=names.table, kind="TABLE", expression=release_table_query(ci, names))),
+        ("checks view", _create_view(names.checks, checks_view(ci, names))),
+    ]
+    cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column] + [EC_ID]
+    if ci.policy.count_column:
+        cols.append(ci.policy.count_column)
+    return CompiledRelease(names, stmts, cols, ci.dialect)

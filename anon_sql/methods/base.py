@@ -1,0 +1,72 @@
+"""The method contract (after scikit-learn): parameters from the policy, ``plan(context)`` returns one of two plans.
+
+* :class:`LevelPlan` — full-domain recoding: one generalization level per quasi-identifier.
+* :class:`AssignmentPlan` — local recoding: record → ec_id plus the released quasi-identifier values of each class.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+
+ROW_ID = "__row"
+
+
+@dataclass
+class LevelPlan:
+    """A node of the generalization lattice: attribute → level (level 0 = original value)."""
+
+    levels: dict[str, int]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.levels)
+
+
+@dataclass
+class AssignmentPlan:
+    """Record → class assignment.
+
+    ``assignment`` has columns ``__row`` (the deterministic row key of the ``__source`` view) and ``ec_id``;
+    ``class_values`` has ``ec_id`` and one released (text) value per quasi-identifier; ``noise`` optionally holds
+    dummy records (all released columns + ``ec_id``) that the method adds (θ-sensitive k-anonymity).
+    """
+
+    assignment: pd.DataFrame
+    class_values: pd.DataFrame
+    noise: pd.DataFrame | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": "assignment", "classes": int(self.class_values["ec_id"].nunique()), **self.info}
+
+
+Plan = LevelPlan | AssignmentPlan
+
+
+@dataclass
+class MethodContext:
+    """What a method may use: the connection, the resolved policy pieces and a progress callback."""
+
+    con: Any
+    policy: Any
+    source_view: str             # name of the ``__source`` view (identifiers already dropped)
+    taxonomies: dict[str, Any]   # quasi-identifier → Taxonomy (only those that have one)
+    models: list[Any]
+    records: int
+    progress: Callable[[str], None] = lambda message: None
+
+
+class Method:
+    """Base class of every anonymization method."""
+
+    name = "method"
+    plan_kind = "levels"          # "levels" or "assignment"
+    needs_taxonomies = True       # full-domain methods refuse quasi-identifiers without a taxonomy
+
+    def __init__(self, **params: Any):
+        self.params = params
+
+    def plan(self, ctx: MethodContext) -> Plan:
+        raise NotImplementedError

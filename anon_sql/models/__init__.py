@@ -1,0 +1,42 @@
+"""Privacy models: one class per model, built from a policy's ``[privacy]`` table."""
+from __future__ import annotations
+
+from ..errors import PolicyError
+from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck
+from .standard import (DistinctLDiversity, EntropyLDiversity, KAnonymity, RecursiveCLDiversity, SimpsonDiversity,
+                       TCloseness, ThetaSensitivity)
+
+
+def build_models(policy) -> list[PrivacyModel]:
+    """The class-level models of a policy (k-anonymity first, then one per sensitive attribute and model)."""
+    p = policy.privacy
+    models: list[PrivacyModel] = [KAnonymity(p.k if p.k is not None else 1)]
+    for sa in policy.sensitive:
+        if p.l_diversity:
+            kind = p.l_diversity.get("kind", "distinct")
+            l = p.l_diversity["l"]
+            if kind == "distinct":
+                models.append(DistinctLDiversity(sa, l))
+            elif kind == "entropy":
+                models.append(EntropyLDiversity(sa, l))
+            elif kind == "recursive":
+                models.append(RecursiveCLDiversity(sa, p.l_diversity["c"], l))
+            # kind == "slicing" is verified by the slicing method's own check, not per generalized class
+        if p.t_closeness is not None:
+            spec = p.t_closeness if isinstance(p.t_closeness, dict) else {"t": p.t_closeness}
+            if "t" not in spec:
+                raise PolicyError("privacy.t_closeness needs t, e.g. t_closeness = 0.2 or { t = 0.2, distance = \"ordered\" }")
+            distance = spec.get("distance", "equal")
+            if distance not in ("equal", "ordered"):
+                raise PolicyError(f"privacy.t_closeness.distance {distance!r} is not 'equal' or 'ordered'")
+            models.append(TCloseness(sa, spec["t"], distance))
+        if p.simpson:
+            models.append(SimpsonDiversity(sa, p.simpson.get("diversity"), p.simpson.get("evenness")))
+        if p.theta:
+            models.append(ThetaSensitivity(sa, p.theta["mu"]))
+    return models
+
+
+__all__ = ["build_models", "PrivacyModel", "ClassStats", "SensitiveCounts", "SQLCheck", "ClassColumns",
+           "KAnonymity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
+           "SimpsonDiversity", "ThetaSensitivity"]

@@ -1,0 +1,94 @@
+"""Resolve a policy's source — a table or view of the database, a .csv/.parquet path, or a DataFrame — to a relation."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+from sqlglot import exp
+
+from .errors import SourceError
+from .sqlbuild import ident, lit, render
+
+FILE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
+
+
+@dataclass
+class Source:
+    """A readable relation: the sqlglot expression to select from, and its columns with DuckDB types."""
+
+    label: str
+    relation: exp.Expression
+    columns: list[str]
+    types: dict[str, str]
+
+    def select_all(self) -> exp.Select:
+        return exp.select("*").from_(self.relation.copy())
+
+
+def is_path(source: str) -> bool:
+    return Path(source).suffix.lower() in FILE_SUFFIXES or "/" in source
+
+
+def file_relation(path: str) -> exp.Expression:
+    """``read_csv(path, auto_detect = true)`` / ``read_parquet(path)`` as a table-valued function."""
+    suffix = Path(path).suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        call = exp.Anonymous(this="read_parquet", expressions=[lit(path)])
+    else:
+        call = exp.Anonymous(this="read_csv", expressions=[
+            lit(path), exp.EQ(this=exp.column("auto_detect"), expression=exp.true())])
+    return exp.Table(this=call)
+
+
+def table_relation(name: str) -> exp.Table:
+    """A (possibly schema-qualified, dot-separated) table name as a quoted table reference."""
+    parts = name.split(".") if "." in name and not Path(name).suffix else [name]
+    if len(parts) == 2:
+        return exp.Table(this=ident(parts[1]), db=ident(parts[0]))
+    return exp.Table(this=ident(name))
+
+
+def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    parts = name.split(".", 1) if "." in name else [None, name]
+    schema, tbl = parts if len(parts) == 2 else (None, parts[0])
+    if schema:
+        rows = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+            [schema, tbl]).fetchall()
+    else:
+        rows = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [tbl]).fetchall()
+    return bool(rows[0][0])
+
+
+def resolve(con: duckdb.DuckDBPyConnection, source: str | pd.DataFrame, label: str | None = None) -> Source:
+    """Find the source and read its columns; raise :class:`SourceError` naming what exists when it is not found."""
+    if isinstance(source, pd.DataFrame):
+        name = label or "__anon_dataframe_source"
+        con.register(name, source)
+        relation: exp.Expression = exp.Table(this=ident(name))
+        label = name
+    elif is_path(source):
+        if not Path(source).exists():
+            raise SourceError(f"source file {source!r} does not exist")
+        relation = file_relation(source)
+        label = source
+    else:
+        if not relation_exists(con, source):
+            tables = [r[0] for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema <> 'anon' ORDER BY 1"
+            ).fetchall()]
+            raise SourceError(
+                f"source {source!r} is not a table or view of the database (found: {tables[:20]}); "
+                "load it first, or give a .csv/.parquet path"
+            )
+        relation = table_relation(source)
+        label = source
+    try:
+        described = con.execute(render(exp.Describe(this=exp.select("*").from_(relation.copy())))).fetchall()
+    except duckdb.Error as err:
+        raise SourceError(f"cannot read source {label!r}: {err}") from None
+    columns = [r[0] for r in described]
+    types = {r[0]: r[1] for r in described}
+    return Source(label, relation, columns, types)

@@ -1,0 +1,81 @@
+"""Small builders over sqlglot so that every name and literal in generated SQL is a quoted node, never pasted text."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import sqlglot
+from sqlglot import exp
+
+
+def ident(name: str) -> exp.Identifier:
+    """A quoted identifier: any name (spaces, quotes, semicolons, non-ASCII) round-trips as a name."""
+    return exp.to_identifier(str(name), quoted=True)
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    """A quoted column reference, optionally qualified by a table alias."""
+    return exp.Column(this=ident(name), table=ident(table) if table else None)
+
+
+def table(name: str, schema: str | None = None, alias: str | None = None) -> exp.Table:
+    """A quoted table reference ``schema.name AS alias``."""
+    t = exp.Table(this=ident(name), db=ident(schema) if schema else None)
+    if alias:
+        t.set("alias", exp.TableAlias(this=ident(alias)))
+    return t
+
+
+def lit(value: Any) -> exp.Expression:
+    """A SQL literal for a Python scalar (None → NULL, bool → TRUE/FALSE, numbers, strings)."""
+    if value is None:
+        return exp.null()
+    if isinstance(value, bool):
+        return exp.true() if value else exp.false()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return exp.Literal.number(value)
+    if hasattr(value, "item"):  # numpy scalar
+        return lit(value.item())
+    return exp.Literal.string(str(value))
+
+
+def alias(expression: exp.Expression, name: str) -> exp.Alias:
+    """``expression AS "name"``."""
+    return exp.Alias(this=expression, alias=ident(name))
+
+
+def func(name: str, *args: exp.Expression, schema: str | None = None) -> exp.Expression:
+    """A call of a (possibly schema-qualified) function or macro by name."""
+    call = exp.Anonymous(this=name, expressions=list(args))
+    if schema:
+        return exp.Dot(this=exp.to_identifier(schema), expression=call)
+    return call
+
+
+def values_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], alias_name: str) -> exp.Expression:
+    """An inline ``(VALUES ...) AS alias(columns)`` derived table built from Python rows."""
+    tuples = [exp.Tuple(expressions=[lit(v) for v in row]) for row in rows]
+    return exp.Values(
+        expressions=tuples,
+        alias=exp.TableAlias(this=ident(alias_name), columns=[ident(c) for c in columns]),
+    )
+
+
+def null_safe_eq(left: exp.Expression, right: exp.Expression) -> exp.Expression:
+    """``left IS NOT DISTINCT FROM right``: NULL quasi-identifier values form a class of their own."""
+    return exp.NullSafeEQ(this=left, expression=right)
+
+
+def and_all(conditions: Iterable[exp.Expression]) -> exp.Expression:
+    """Conjunction of conditions (TRUE when empty)."""
+    conds = list(conditions)
+    return exp.and_(*conds) if conds else exp.true()
+
+
+def render(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = False) -> str:
+    """Render an expression tree as SQL text for a dialect (the only place trees become text)."""
+    return expression.sql(dialect=dialect, pretty=pretty)
+
+
+def parse(sql: str, dialect: str = "duckdb") -> exp.Expression:
+    """Parse one SQL statement (used for shipped .sql files and round-trip tests)."""
+    return sqlglot.parse_one(sql, read=dialect)

@@ -1,0 +1,73 @@
+-- anon_sql diversity macros (schema anon): the formulas of udfs/kernels.py as DuckDB SQL macros.
+-- They persist in the database file and need no Python. Install with anon_sql.udfs.duckdb_udfs.install_macros(con)
+-- (which creates the schema first) or run this file after CREATE SCHEMA IF NOT EXISTS anon.
+-- c = list of per-value counts (any numeric list, cast to DOUBLE[]; counts <= 0 are ignored); l = list of raw values, where NULL elements count as one
+-- value of their own (each element is wrapped in a struct before counting: DuckDB's list functions drop NULLs).
+-- NULL lists and empty value lists give NULL. Lambdas use the DuckDB 2.0 syntax `lambda x: ...`;
+-- `list_transform([e], lambda _f: ...)[1]` binds e once (a "let"). Lambda parameters start with an underscore so
+-- they do not capture columns of the caller's arguments. Every statement ends with ';' at the end of a line.
+
+-- per-value counts of a list, NULL counted as a value
+CREATE OR REPLACE MACRO anon.value_counts(l) AS
+    map_values(list_aggregate(list_transform(l, lambda _v: {'v': _v}), 'histogram'));
+
+-- Shannon entropy in nats: -Σ p ln p (entropy l-diversity = exp of it)
+CREATE OR REPLACE MACRO anon.entropy_counts(c) AS
+    list_transform([list_filter(c::DOUBLE[], lambda _n: _n > 0)], lambda _f:
+        list_transform([list_sum(_f)::DOUBLE], lambda _m:
+            -list_sum(list_transform(_f, lambda _n: (_n / _m) * ln(_n / _m))))[1])[1];
+
+CREATE OR REPLACE MACRO anon.entropy(l) AS
+    anon.entropy_counts(anon.value_counts(l));
+
+-- Simpson diversity D = 1 / Σ p²
+CREATE OR REPLACE MACRO anon.simpson_diversity_counts(c) AS
+    list_transform([list_filter(c::DOUBLE[], lambda _n: _n > 0)], lambda _f:
+        list_transform([list_sum(_f)::DOUBLE], lambda _m:
+            1.0 / list_sum(list_transform(_f, lambda _n: (_n / _m) * (_n / _m))))[1])[1];
+
+CREATE OR REPLACE MACRO anon.simpson_diversity(l) AS
+    anon.simpson_diversity_counts(anon.value_counts(l));
+
+-- Simpson evenness E = D / #distinct
+CREATE OR REPLACE MACRO anon.simpson_evenness_counts(c) AS
+    list_transform([list_filter(c::DOUBLE[], lambda _n: _n > 0)], lambda _f:
+        anon.simpson_diversity_counts(_f) / len(_f))[1];
+
+CREATE OR REPLACE MACRO anon.simpson_evenness(l) AS
+    anon.simpson_evenness_counts(anon.value_counts(l));
+
+-- θ-sensitivity variance: the values ranked by descending frequency get weights x = 1, 2, ...;
+-- σ² = Σ f x² / m − (Σ f x / m)²  (ties in frequency do not change it)
+CREATE OR REPLACE MACRO anon.theta_variance_counts(c) AS
+    list_transform([list_sort(list_filter(c::DOUBLE[], lambda _n: _n > 0), 'DESC')], lambda _f:
+        list_transform([list_sum(_f)::DOUBLE], lambda _m:
+            list_sum(list_transform(_f, lambda _n, _x: _n * _x * _x)) / _m
+            - pow(list_sum(list_transform(_f, lambda _n, _x: _n * _x)) / _m, 2))[1])[1];
+
+CREATE OR REPLACE MACRO anon.theta_variance(l) AS
+    anon.theta_variance_counts(anon.value_counts(l));
+
+-- σ² of a fully diverse class of m records, (m² − 1) / 12, and the threshold θ(m) = μ (m² − 1) / 12
+CREATE OR REPLACE MACRO anon.theta_full(m) AS
+    (m::DOUBLE * m::DOUBLE - 1.0) / 12.0;
+
+CREATE OR REPLACE MACRO anon.theta_threshold(m, mu) AS
+    mu::DOUBLE * anon.theta_full(m);
+
+-- σ² >= θ(m) with a 1e-9 tolerance, m = Σ counts (for a value list: its length, NULL elements included)
+CREATE OR REPLACE MACRO anon.theta_ok_counts(c, mu) AS
+    list_transform([list_filter(c::DOUBLE[], lambda _n: _n > 0)], lambda _f:
+        anon.theta_variance_counts(_f) >= anon.theta_threshold(list_sum(_f), mu) - 1e-9)[1];
+
+CREATE OR REPLACE MACRO anon.theta_ok(l, mu) AS
+    anon.theta_ok_counts(anon.value_counts(l), mu);
+
+-- recursive (cc, l)-diversity: r1 < cc · (r_l + r_{l+1} + ...), r_i the i-th largest count; false with < l values
+CREATE OR REPLACE MACRO anon.recursive_l_ok_counts(c, cc, l) AS
+    list_transform([list_sort(list_filter(c::DOUBLE[], lambda _n: _n > 0), 'DESC')], lambda _f:
+        CASE WHEN len(_f) < l THEN false
+             ELSE _f[1] < cc * coalesce(list_sum(_f[l:]), 0.0) END)[1];
+
+CREATE OR REPLACE MACRO anon.recursive_l_ok(vals, cc, l) AS
+    anon.recursive_l_ok_counts(anon.value_counts(vals), cc, l);

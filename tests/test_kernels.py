@@ -1,0 +1,332 @@
+"""Diversity kernels: golden cases (spec 03, 05) through the numpy kernels, the arrow UDFs and the SQL macros, and
+properties asserting kernel == UDF == macro."""
+
+from __future__ import annotations
+
+import math
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anon_sql.udfs import duckdb_udfs, kernels
+
+EC_DIVERSE = ["Hepatitis", "Phthisis", "Asthma", "Obesity"]
+EC_FLU = ["Flu", "Flu", "Cancer", "HIV"]
+METRICS = ["entropy", "simpson_diversity", "simpson_evenness", "theta_variance"]
+KERNEL = {name: getattr(kernels, name) for name in METRICS}
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = duckdb.connect()
+    duckdb_udfs.register(c)
+    duckdb_udfs.install_macros(c)
+    yield c
+    c.close()
+
+
+def sql_fn(style: str, name: str) -> str:
+    return f"anon_{name}" if style == "udf" else f"anon.{name}"
+
+
+def close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None or (isinstance(a, float) and math.isnan(a)):
+        return (a is None or math.isnan(a)) and (b is None or math.isnan(b))
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# golden cases
+
+SIMPSON_GOLDEN = [
+    (["a", "a", "b", "b"], 2.0, 1.0),
+    (["a", "a", "a", "a"], 1.0, 1.0),
+    (["a", "b", "c", "c"], 1 / (0.25**2 + 0.25**2 + 0.5**2), 2.6666666666666665 / 3),
+]
+THETA_GOLDEN = [(EC_DIVERSE, 1.25), (EC_FLU, 0.6875)]
+
+
+@pytest.mark.parametrize(("values", "d", "e"), SIMPSON_GOLDEN)
+def test_simpson_golden_kernel(values, d, e):
+    assert kernels.simpson_diversity(values) == pytest.approx(d)
+    assert kernels.simpson_evenness(values) == pytest.approx(e)
+    assert kernels.simpson_diversity_counts(kernels.value_counts(values)) == pytest.approx(d)
+    assert kernels.simpson_evenness_counts(kernels.value_counts(values)) == pytest.approx(e)
+
+
+def test_simpson_golden_rounded():
+    assert round(kernels.simpson_diversity(["a", "b", "c", "c"]), 3) == 2.667
+    assert round(kernels.simpson_evenness(["a", "b", "c", "c"]), 3) == 0.889
+
+
+@pytest.mark.parametrize(("values", "var"), THETA_GOLDEN)
+def test_theta_golden_kernel(values, var):
+    assert kernels.theta_variance(values) == pytest.approx(var)
+    assert kernels.theta_variance_counts(kernels.value_counts(values)) == pytest.approx(var)
+
+
+def test_theta_threshold_golden():
+    assert kernels.theta_full(4) == pytest.approx(1.25)
+    assert [kernels.theta_full(m) for m in (2, 3, 5)] == pytest.approx([0.25, 2 / 3, 2.0])
+    assert kernels.theta_threshold(4, 0.6) == pytest.approx(0.75)
+    assert kernels.theta_threshold(4, 0.5) == pytest.approx(0.625)
+    assert kernels.theta_ok(EC_FLU, 0.6) is False
+    assert kernels.theta_ok(EC_FLU, 0.5) is True
+    assert kernels.theta_ok(EC_DIVERSE, 1.0) is True  # σ² == θ exactly: tolerance keeps it passing
+
+
+def test_theta_ties_do_not_matter():
+    # {a,a,b,b,c}: a and b tie; any tie order gives the same σ²
+    assert kernels.theta_variance_counts([2, 2, 1]) == pytest.approx(kernels.theta_variance_counts([2, 1, 2]))
+    f, x = np.array([2, 2, 1]), np.array([1, 2, 3])
+    assert kernels.theta_variance_counts([2, 2, 1]) == pytest.approx((f * x * x).sum() / 5 - ((f * x).sum() / 5) ** 2)
+
+
+def test_entropy_and_recursive_kernel():
+    assert kernels.entropy(["a", "b"]) == pytest.approx(math.log(2))
+    assert math.exp(kernels.entropy(EC_DIVERSE)) == pytest.approx(4)
+    assert kernels.entropy(["x", "x"]) == 0.0
+    assert kernels.recursive_l_ok_counts([3, 1, 1], 2, 2) is True  # 3 < 2·(1+1)
+    assert kernels.recursive_l_ok_counts([4, 1, 1], 2, 2) is False  # 4 < 4 fails
+    assert kernels.recursive_l_ok_counts([3, 1], 5, 3) is False  # fewer than l values
+    assert kernels.recursive_l_ok_counts([1, 3, 1, 0], 2, 2) is True  # order and zeros irrelevant
+    assert kernels.recursive_l_ok(["a", "a", "a", None, "b"], 2, 2) is True
+    with pytest.raises(ValueError):
+        kernels.recursive_l_ok_counts([1, 1], 2, 0)
+
+
+def test_null_is_a_value_kernel():
+    assert sorted(kernels.value_counts(["a", None, None, "a", float("nan")]).tolist()) == [2, 3]
+    assert kernels.simpson_diversity([None, None, "a", "a"]) == pytest.approx(2.0)
+    assert kernels.theta_variance([1, None, 2, np.nan]) == pytest.approx(kernels.theta_variance_counts([2, 1, 1]))
+    assert kernels.entropy(np.array([1.0, np.nan])) == pytest.approx(math.log(2))
+
+
+def test_empty_class_kernel():
+    for name in METRICS:
+        assert math.isnan(KERNEL[name]([]))
+    assert kernels.theta_ok([], 0.5) is False
+    assert kernels.recursive_l_ok_counts([], 2, 1) is False
+
+
+def test_batch_matches_single():
+    classes = [EC_DIVERSE, EC_FLU, [], ["a", None, None], [1, 1, 2]]
+    for name in METRICS:
+        got = kernels.batch(KERNEL[name], classes)
+        want = [KERNEL[name](c) for c in classes]
+        assert all(close(a, b) for a, b in zip(got.tolist(), want, strict=True)), name
+    assert kernels.batch(kernels.theta_ok, classes, 0.6).tolist() == [True, False, False, False, False]
+    counts = [kernels.value_counts(c) for c in classes]
+    assert np.allclose(kernels.batch(kernels.theta_variance_counts, counts),
+                       kernels.batch(kernels.theta_variance, classes), equal_nan=True)
+    assert kernels.batch(kernels.recursive_l_ok_counts, [[3, 1, 1], [4, 1, 1]], 2, 2).tolist() == [True, False]
+    assert kernels.batch(len, classes).tolist() == [4, 4, 0, 3, 3]  # any kernel: one call per class
+    assert kernels.batch(kernels.entropy, [np.array([1, 2]), np.array([3.0, np.nan])]).tolist() == pytest.approx(
+        [math.log(2)] * 2)
+
+
+@pytest.mark.parametrize("style", ["udf", "macro"])
+@pytest.mark.parametrize(("values", "d", "e"), SIMPSON_GOLDEN)
+def test_simpson_golden_sql(con, style, values, d, e):
+    got = con.execute(
+        f"SELECT {sql_fn(style, 'simpson_diversity')}(?::VARCHAR[]), {sql_fn(style, 'simpson_evenness')}(?::VARCHAR[])",
+        [values, values]).fetchone()
+    assert got == pytest.approx((d, e))
+
+
+@pytest.mark.parametrize("style", ["udf", "macro"])
+def test_theta_golden_sql(con, style):
+    tv, ok = sql_fn(style, "theta_variance"), sql_fn(style, "theta_ok")
+    row = con.execute(
+        f"SELECT {tv}($1::VARCHAR[]), {tv}($2::VARCHAR[]), {ok}($2::VARCHAR[], 0.6), {ok}($2::VARCHAR[], 0.5),"
+        f" {ok}($1::VARCHAR[], 0.6)", [EC_DIVERSE, EC_FLU]).fetchone()
+    assert row[:2] == pytest.approx((1.25, 0.6875))
+    assert row[2:] == (False, True, True)
+
+
+def test_macro_only_golden(con):
+    row = con.execute(
+        "SELECT anon.theta_threshold(4, 0.6), anon.theta_threshold(4, 0.5), anon.theta_full(5),"
+        " anon.theta_variance_counts([1, 2, 1]), anon.simpson_diversity_counts([1, 1, 2]),"
+        " anon.simpson_evenness_counts([2, 2]), anon.entropy_counts([1, 1]), anon.value_counts([1, NULL, NULL])"
+    ).fetchone()
+    assert row[:7] == pytest.approx((0.75, 0.625, 2.0, 0.6875, 1 / 0.375, 1.0, math.log(2)))
+    assert sorted(row[7]) == [1, 2]
+    rec = con.execute(
+        "SELECT anon.recursive_l_ok_counts([3, 1, 1], 2, 2), anon.recursive_l_ok_counts([4, 1, 1], 2, 2),"
+        " anon.recursive_l_ok_counts([3, 1], 5, 3), anon.recursive_l_ok_counts([1, 3, 1, 0], 2, 2),"
+        " anon.recursive_l_ok(['a', 'a', 'a', NULL, 'b'], 2, 2)").fetchone()
+    assert rec == (True, False, False, True, True)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# UDF typing, NULLs, registration
+
+
+@pytest.mark.parametrize("style", ["udf", "macro"])
+@pytest.mark.parametrize(("literal", "values"), [
+    ("[1, 1, 2, NULL]::INTEGER[]", [1, 1, 2, None]),
+    ("[1, 1, 2, NULL]::BIGINT[]", [1, 1, 2, None]),
+    ("['x', 'x', 'y', NULL]::VARCHAR[]", ["x", "x", "y", None]),
+    ("[1.5, 1.5, 2.25, NULL]::DOUBLE[]", [1.5, 1.5, 2.25, None]),
+    ("[1.5, 1.5, 2.25, NULL]", [1.5, 1.5, 2.25, None]),  # DECIMAL
+    ("[true, true, false, NULL]", [True, True, False, None]),
+    ("[DATE '2020-01-01', DATE '2020-01-01', DATE '2021-01-01', NULL]", ["d1", "d1", "d2", None]),
+    ("[[1], [1], [2], NULL]", [(1,), (1,), (2,), None]),
+])
+def test_sql_element_types(con, style, literal, values):
+    for name in METRICS:
+        got = con.execute(f"SELECT {sql_fn(style, name)}({literal})").fetchone()[0]
+        assert close(got, KERNEL[name](values)), (name, literal)
+    got = con.execute(f"SELECT {sql_fn(style, 'theta_ok')}({literal}, 0.5)").fetchone()[0]
+    assert got is kernels.theta_ok(values, 0.5)
+
+
+@pytest.mark.parametrize("style", ["udf", "macro"])
+def test_sql_nulls_and_empty(con, style):
+    for name in METRICS:
+        f = sql_fn(style, name)
+        assert con.execute(f"SELECT {f}(NULL::INTEGER[]), {f}([]::INTEGER[])").fetchone() == (None, None)
+        # NULL elements are one value: {NULL, NULL, 1, 1} is {a, a, b, b}
+        assert close(con.execute(f"SELECT {f}([NULL, NULL, 1, 1])").fetchone()[0], KERNEL[name]("aabb"))
+    ok = sql_fn(style, "theta_ok")
+    assert con.execute(f"SELECT {ok}(NULL::INTEGER[], 0.5), {ok}([1, 2], NULL)").fetchone() == (None, None)
+
+
+def test_udf_null_literal_list(con):
+    assert con.execute("SELECT anon_entropy(NULL), anon_theta_ok(NULL, 0.5)").fetchone() == (None, None)
+
+
+def test_udf_column_of_lists_and_row_mu(con):
+    rows = con.execute(
+        "SELECT anon_theta_ok(x, mu), anon.theta_ok(x, mu), anon_simpson_diversity(x) FROM"
+        " (VALUES (['Flu','Flu','Cancer','HIV'], 0.6), (['Flu','Flu','Cancer','HIV'], 0.5), (NULL, 0.5),"
+        "         (['a','b'], 0.9)) t(x, mu)").fetchall()
+    d_flu = 1 / (0.5**2 + 0.25**2 + 0.25**2)
+    assert rows == [(False, False, pytest.approx(d_flu)), (True, True, pytest.approx(d_flu)), (None, None, None),
+                    (True, True, 2.0)]
+
+
+def test_udf_not_a_list_errors(con):
+    with pytest.raises(duckdb.Error):
+        con.execute("SELECT anon_entropy(1)").fetchall()
+
+
+def test_register_and_install_idempotent():
+    c = duckdb.connect()
+    duckdb_udfs.register(c)
+    duckdb_udfs.register(c)
+    duckdb_udfs.install_macros(c)
+    duckdb_udfs.install_macros(c)
+    assert c.execute("SELECT anon_entropy(['a', 'b']), anon.entropy(['a', 'b'])").fetchone() == pytest.approx(
+        (math.log(2), math.log(2)))
+    names = {r[0] for r in c.execute(
+        "SELECT function_name FROM duckdb_functions() WHERE function_name LIKE 'anon_%'").fetchall()}
+    assert names == set(duckdb_udfs.UDF_NAMES)
+    c.close()
+
+
+def test_macro_statements_packaged():
+    stmts = duckdb_udfs.macro_statements()
+    assert all(s.upper().startswith("CREATE OR REPLACE MACRO ANON.") for s in stmts)
+    names = {s.split()[4].split("(")[0] for s in stmts}
+    assert {"anon.value_counts", "anon.entropy", "anon.theta_ok", "anon.recursive_l_ok_counts"} <= names
+    assert len(names) == len(stmts)
+
+
+def test_macros_persist_without_python(tmp_path):
+    path = str(tmp_path / "macros.duckdb")
+    c = duckdb.connect(path)
+    duckdb_udfs.install_macros(c)
+    c.close()
+    fresh = duckdb.connect(path)  # no register(), no install_macros()
+    try:
+        assert not fresh.execute(
+            "SELECT count(*) FROM duckdb_functions() WHERE function_name LIKE 'anon_%'").fetchone()[0]
+        row = fresh.execute(
+            "SELECT anon.simpson_diversity(['a','a','b','b']), anon.theta_variance($1::VARCHAR[]),"
+            " anon.theta_ok($1::VARCHAR[], 0.6), anon.theta_ok($1::VARCHAR[], 0.5), anon.entropy([1, NULL]),"
+            " anon.recursive_l_ok_counts([3, 1, 1], 2, 2)", [EC_FLU]).fetchone()
+        assert row == (2.0, pytest.approx(0.6875), False, True, pytest.approx(math.log(2)), True)
+    finally:
+        fresh.close()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# properties: kernel == UDF == macro
+
+
+def _lists(elements):
+    return st.lists(st.lists(st.one_of(st.none(), elements), max_size=25), min_size=1, max_size=12)
+
+
+STRATEGIES = {
+    "VARCHAR": (_lists(st.sampled_from(["a", "b", "c", "d", "e", "f", "", "NULL"])), pa.string()),
+    "BIGINT": (_lists(st.integers(-3, 6)), pa.int64()),
+    "DOUBLE": (_lists(st.sampled_from([0.0, -1.5, 2.25, 1e300, 3.0])), pa.float64()),
+}
+PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _check_all(con, lists, arrow_type, mu):
+    tbl = pa.table({"i": pa.array(range(len(lists)), pa.int64()), "x": pa.array(lists, pa.list_(arrow_type))})
+    con.register("prop_lists", tbl)
+    try:
+        cols = ", ".join(f"anon_{n}(x), anon.{n}(x)" for n in METRICS)
+        rows = con.execute(
+            f"SELECT {cols}, anon_theta_ok(x, $mu), anon.theta_ok(x, $mu) FROM prop_lists ORDER BY i",
+            {"mu": mu}).fetchall()
+    finally:
+        con.unregister("prop_lists")
+    batched = {n: kernels.batch(KERNEL[n], lists) for n in METRICS}
+    for j, (values, row) in enumerate(zip(lists, rows, strict=True)):
+        for k, name in enumerate(METRICS):
+            want = KERNEL[name](values)
+            udf, macro = row[2 * k], row[2 * k + 1]
+            if not values:
+                assert math.isnan(want) and udf is None and macro is None
+                continue
+            assert close(udf, want) and close(macro, want), (name, values, want, udf, macro)
+            assert close(float(batched[name][j]), want)
+        udf_ok, macro_ok = row[-2:]
+        if values:
+            assert udf_ok is macro_ok is kernels.theta_ok(values, mu), (values, mu)
+        else:
+            assert udf_ok is None and macro_ok is None
+
+
+@pytest.mark.parametrize("kind", list(STRATEGIES))
+def test_property_kernel_udf_macro_agree(con, kind):
+    strategy, arrow_type = STRATEGIES[kind]
+
+    @PROPERTY_SETTINGS
+    @given(lists=strategy, mu=st.sampled_from([0.5, 0.6, 0.75, 0.9]))
+    def run(lists, mu):
+        _check_all(con, lists, arrow_type, mu)
+
+    run()
+
+
+@PROPERTY_SETTINGS
+@given(counts=st.lists(st.integers(0, 9), max_size=12), c=st.sampled_from([0.5, 1.0, 2.0, 3.5]),
+       l=st.integers(1, 5))
+def test_property_counts_macros(con, counts, c, l):
+    row = con.execute(
+        "SELECT anon.entropy_counts($c), anon.simpson_diversity_counts($c), anon.simpson_evenness_counts($c),"
+        " anon.theta_variance_counts($c), anon.recursive_l_ok_counts($c, $cc, $l)",
+        {"c": counts, "cc": c, "l": l}).fetchone()
+    positive = [n for n in counts if n > 0]
+    for got, fn in zip(row[:4], [kernels.entropy_counts, kernels.simpson_diversity_counts,
+                                 kernels.simpson_evenness_counts, kernels.theta_variance_counts], strict=True):
+        want = fn(counts)
+        assert close(got, want) if positive else (got is None and math.isnan(want))
+    assert row[4] is kernels.recursive_l_ok_counts(counts, c, l)
+    # the counts of the raw values give the same numbers as the values themselves
+    values = [v for v, n in enumerate(positive) for _ in range(n)]
+    if values:
+        assert close(kernels.theta_variance(values), kernels.theta_variance_counts(counts))
+        assert kernels.recursive_l_ok(values, c, l) is kernels.recursive_l_ok_counts(counts, c, l)
