@@ -117,6 +117,10 @@ def _resolve_taxonomies(con, policy: Policy, src: Source, need: bool) -> dict[st
         if isinstance(spec, str):
             tax = catalog.load_taxonomy(con, spec)
             if tax is None:
+                from .taxonomies import load as load_builtin
+
+                tax = load_builtin(spec)
+            if tax is None:
                 if spec.endswith(".csv"):
                     tax = from_arx_csv(spec, q)
                 else:
@@ -211,7 +215,7 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, repl
         if isinstance(plan, AssignmentPlan):
             _write_assignment(con, names, plan)
         if exists:
-            con.execute(render(exp.Drop(this=names.table.copy(), kind="TABLE", exists=True)))
+            con.execute(render(exp.Drop(tables=[names.table.copy()], kind="TABLE", exists=True)))
         say("materializing")
         for _, stmt in compiled.statements:
             con.execute(render(stmt))
@@ -249,7 +253,10 @@ def _write_assignment(con, names: ReleaseNames, plan: AssignmentPlan) -> None:
 
 
 def _plan_dict(plan) -> dict[str, Any]:
-    return plan.as_dict()
+    """The plan for Release.plan: a level vector (every QI) or the assignment summary (no trace)."""
+    out = plan.as_dict()
+    out.pop("trace", None)
+    return out
 
 
 def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int, plan) -> dict[str, Any]:
@@ -356,6 +363,17 @@ def _write_catalog(con, rel: Release, compiled: CompiledRelease, src: Source) ->
     con.execute(render(ins))
     rows = [[rel.name, k, float(v), _DIRECTION.get(k, "info")] for k, v in rel.metrics.items()]
     con.executemany("INSERT INTO anon.metrics VALUES (?, ?, ?, ?)", rows)
+    trace = rel.info.get("trace")
+    con.execute("DELETE FROM anon.search_trace WHERE release = ?", [rel.name])
+    if trace:
+        frame = pd.DataFrame([{
+            "release": rel.name, "step": int(t.get("step", i)), "node": json.dumps(t.get("node"), default=str),
+            "event": t.get("event"), "violations": t.get("violations"), "distinct_rows": t.get("distinct_rows"),
+            "feasible": t.get("feasible"), "score": t.get("score")} for i, t in enumerate(trace)])
+        con.register("__anon_trace_frame", frame)
+        con.execute("INSERT INTO anon.search_trace SELECT release, step, node, event, violations, distinct_rows, "
+                    "feasible, score FROM __anon_trace_frame")
+        con.unregister("__anon_trace_frame")
 
 
 _DIRECTION = {"k": "higher", "records_at_risk": "lower", "prosecutor_risk_max": "lower",

@@ -1,0 +1,19 @@
+"""Built-in taxonomies shipped with the package (ARX format: value;level1;...;*), usable by name in policies."""
+from __future__ import annotations
+
+from importlib import resources
+
+from anon_sql.taxonomy import Taxonomy, from_arx_text
+
+
+def names() -> list[str]:
+    """Names of the built-in taxonomies (file names without .csv)."""
+    return sorted(p.name[:-4] for p in resources.files(__name__).iterdir() if p.name.endswith(".csv"))
+
+
+def load(name: str) -> Taxonomy | None:
+    """A built-in taxonomy by name, or None."""
+    if name not in names():
+        return None
+    text = resources.files(__name__).joinpath(name + ".csv").read_text(encoding="utf-8")
+    return from_arx_text(text, name, spec={"kind": "builtin", "name": name})

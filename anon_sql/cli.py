@@ -1,0 +1,199 @@
+"""The ``anon-sql`` command line. Exit codes: 0 ok, 1 other error, 2 usage / bad input, 3 privacy requirement not met."""
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+import click
+import duckdb
+import pandas as pd
+
+from . import api, catalog
+from .errors import AnonSQLError, PrivacyRequirementError
+from .policy import coerce_policy
+
+STAGES = ("planning", "materializing", "verifying")
+
+
+def _connect(db: str | None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(db or ":memory:", read_only=read_only)
+
+
+@contextlib.contextmanager
+def _errors():
+    """Turn library errors into a one-line message and the documented exit code."""
+    try:
+        yield
+    except AnonSQLError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except duckdb.Error as err:
+        click.echo(f"error: database: {err}", err=True)
+        sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="anon-sql")
+def main() -> None:
+    """anon_sql: privacy-preserving data publishing inside DuckDB."""
+
+
+@main.command()
+@click.option("--db", default=None, help="DuckDB file to write to (default: in-memory).")
+def demo(db: str | None) -> None:
+    """Run the whole pipeline on built-in example data and print the verified release."""
+    from .demo import run_demo
+
+    with _errors():
+        run_demo(_connect(db), echo=click.echo)
+
+
+@main.command()
+@click.option("--db", required=True, help="DuckDB database file.")
+def init(db: str) -> None:
+    """Create the `anon` catalog schema, macros and UDFs in a database (idempotent)."""
+    with _errors():
+        con = _connect(db)
+        catalog.install(con)
+        click.echo(f"installed the anon catalog in {db}")
+
+
+@main.group()
+def taxonomy() -> None:
+    """Load, build and show generalization taxonomies (stored in anon.taxonomies)."""
+
+
+@taxonomy.command("load")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--db", required=True, help="DuckDB database file.")
+@click.option("--name", default=None, help="Catalog name (default: the file name).")
+def taxonomy_load(path: str, db: str, name: str | None) -> None:
+    """Load an ARX-format hierarchy CSV (value;level1;...;*)."""
+    with _errors():
+        tax = api.load_taxonomy_file(_connect(db), path, name)
+        click.echo(f"loaded taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
+
+
+@taxonomy.command("build")
+@click.argument("name")
+@click.option("--db", required=True, help="DuckDB database file.")
+@click.option("--table", required=True, help="Table whose column provides the leaves.")
+@click.option("--column", required=True, help="Column whose distinct values are the leaves.")
+@click.option("--kind", type=click.Choice(["interval", "mask", "date", "top"]), required=True)
+@click.option("--widths", default=None, help="interval: comma-separated widths per level, e.g. 5,10,20.")
+@click.option("--levels", type=int, default=None, help="mask: number of masked characters at the top.")
+def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, widths: str | None,
+                   levels: int | None) -> None:
+    """Build a taxonomy from a column (interval widths, masking, dates, or a plain * top)."""
+    spec: dict = {"kind": kind}
+    if widths:
+        spec["widths"] = [float(w) if "." in w else int(w) for w in widths.split(",")]
+    if levels is not None:
+        spec["levels"] = levels
+    with _errors():
+        tax = api.build_taxonomy_from_column(_connect(db), name, table, column, spec)
+        click.echo(f"built taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
+
+
+@taxonomy.command("show")
+@click.argument("name", required=False)
+@click.option("--db", required=True, help="DuckDB database file.")
+def taxonomy_show(name: str | None, db: str) -> None:
+    """List the stored taxonomies, or print one in ARX format."""
+    with _errors():
+        con = _connect(db)
+        if not name:
+            for n in catalog.taxonomy_names(con):
+                click.echo(n)
+            return
+        tax = catalog.load_taxonomy(con, name)
+        if tax is None:
+            raise AnonSQLError(f"no taxonomy named {name!r} (known: {catalog.taxonomy_names(con)})")
+        click.echo(tax.to_arx_csv(), nl=False)
+
+
+@main.command("release")
+@click.argument("policy", type=click.Path(exists=True, dir_okay=False))
+@click.option("--db", default=None, help="DuckDB database file (default: in-memory; a file source is read).")
+@click.option("--dry-run", is_flag=True, help="Plan, materialize and verify inside a transaction, then roll back.")
+@click.option("--explain", is_flag=True, help="Print the generated SQL statements.")
+@click.option("--replace", is_flag=True, help="Replace an existing release table atomically.")
+def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, replace: bool) -> None:
+    """Release the table a policy file (TOML or .sql) describes."""
+    from .release import release
+
+    with _errors():
+        con = _connect(db)
+        pol = coerce_policy(policy)
+        with click.progressbar(length=len(STAGES), label=f"release {pol.name}", file=sys.stderr,
+                               show_eta=False) as bar:
+            def progress(message: str) -> None:
+                if message in STAGES:
+                    bar.update(1)
+            rel = release(con, pol, replace=replace, dry_run=dry_run, progress=progress)
+        click.echo(rel.summary())
+        click.echo("")
+        click.echo(rel.checks.to_string(index=False))
+        click.echo("")
+        for k, v in rel.metrics.items():
+            click.echo(f"{k}: {v:.6g}")
+        if explain:
+            click.echo("")
+            click.echo(";\n\n".join(rel.sql) + ";")
+        if dry_run:
+            click.echo("\n(dry run: nothing was created)")
+
+
+@main.command("sql")
+@click.argument("policy", type=click.Path(exists=True, dir_okay=False))
+@click.option("--dialect", default="duckdb", type=click.Choice(api.DIALECTS), show_default=True)
+@click.option("--db", default=None, help="Database with the source and catalog (needed for searches).")
+def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
+    """Print the SQL a policy compiles to, for an engine dialect."""
+    with _errors():
+        con = _connect(db) if db else None
+        for stmt in api.compile(policy, dialect=dialect, con=con, pretty=True):
+            click.echo(stmt + ";\n")
+
+
+@main.command("check")
+@click.argument("release_name")
+@click.option("--db", required=True, help="DuckDB database file holding the release.")
+def check_cmd(release_name: str, db: str) -> None:
+    """Re-run the privacy checks of a materialized release; exit 3 when one fails."""
+    with _errors():
+        frame = api.check(_connect(db), release_name)
+        click.echo(frame.to_string(index=False))
+        if not frame["passed"].all():
+            failed = frame.loc[~frame["passed"], "check"].tolist()
+            click.echo(f"FAILED: {failed}", err=True)
+            sys.exit(PrivacyRequirementError.exit_code)
+        click.echo("all checks passed")
+
+
+@main.command("export")
+@click.argument("release_name")
+@click.option("--db", required=True, help="DuckDB database file holding the release.")
+@click.option("--to", "to", required=True, help="Target: file.parquet or a new file.duckdb.")
+def export_cmd(release_name: str, db: str, to: str) -> None:
+    """Write the released table and its EC table (and nothing else) to Parquet or a new DuckDB file."""
+    with _errors():
+        for path in api.export(_connect(db), release_name, to):
+            click.echo(f"wrote {path}")
+
+
+def _register_optional() -> None:
+    """Commands contributed by optional modules (analytics, reports) when present."""
+    try:
+        from .cli_analyze import analyze
+    except ImportError:
+        return
+    main.add_command(analyze)
+
+
+_register_optional()
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
