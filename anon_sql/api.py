@@ -16,6 +16,7 @@ from .models import build_models
 from .policy import Policy, coerce_policy
 from .source import is_path, relation_exists, table_relation
 from .sqlbuild import col, ident, lit, render
+from .taxonomies import load as builtin_taxonomy
 from .taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv, needs_values
 
 DIALECTS = ("duckdb", "spark", "postgres", "trino", "sqlite")
@@ -57,6 +58,8 @@ def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.Du
             taxonomies[q] = build_taxonomy(f"{policy.name}.{q}", spec)
         elif isinstance(spec, str) and spec.endswith(".csv"):
             taxonomies[q] = from_arx_csv(spec, q)
+        elif isinstance(spec, str) and builtin_taxonomy(spec) is not None:
+            taxonomies[q] = builtin_taxonomy(spec)
         elif spec is not None:
             raise PolicyError(f"quasi-identifier {q!r}: taxonomy {spec!r} needs the data or the catalog; "
                               "pass con= to compile")

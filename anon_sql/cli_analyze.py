@@ -36,6 +36,11 @@ def _file_reader(path: str) -> type[exp.Expression] | None:
     return _READERS.get(suffixes[-1]) if suffixes else None
 
 
+def _scan(reader: type[exp.Expression], path: str) -> exp.Expression:
+    """``read_csv('path')`` / ``read_parquet('path')`` with the path as a quoted literal."""
+    return reader(this=lit(path)) if reader is exp.ReadCSV else reader(expressions=[lit(path)])
+
+
 def open_source(source: str, db: str | None) -> tuple[duckdb.DuckDBPyConnection, str]:
     """Connect (``db`` read-only, else in memory) and return the table name; a CSV/Parquet path becomes a temp view
     named after the file (DuckDB sniffs delimiter, header and line ends)."""
@@ -53,7 +58,7 @@ def open_source(source: str, db: str | None) -> tuple[duckdb.DuckDBPyConnection,
     name = Path(source).name.split(".")[0] or "source"
     view = exp.Create(this=table_ref(name), kind="VIEW", replace=True,
                       properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
-                      expression=exp.select(exp.Star()).from_(exp.Table(this=reader(this=lit(str(source))))))
+                      expression=exp.select(exp.Star()).from_(exp.Table(this=_scan(reader, str(source)))))
     con.execute(render(view))
     return con, name
 

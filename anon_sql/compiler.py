@@ -128,8 +128,9 @@ def _mapping_relation(rows: list[tuple[str, str]], alias_name: str, dialect: str
                       alias=exp.TableAlias(this=ident(alias_name), columns=[ident("leaf"), ident("value")]))
 
 
-def _create_view(name: exp.Table, query: exp.Expression) -> exp.Create:
-    return exp.Create(this=name, kind="VIEW", expression=query, replace=True)
+def _create_view(name: exp.Table, query: exp.Expression, dialect: str = "duckdb") -> exp.Create:
+    # SQLite has no CREATE OR REPLACE VIEW; its compiled script is meant for a fresh database
+    return exp.Create(this=name, kind="VIEW", expression=query, replace=dialect != "sqlite")
 
 
 # -- the views ----------------------------------------------------------------------------------------------------
@@ -291,12 +292,12 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         for chk in model.sql_checks(cc):
             outer_items.append(alias(chk.value, f"{chk.name}_value"))
             outer_items.append(alias(chk.ok, f"{chk.name}_ok"))
-            oks.append(col(f"{chk.name}_ok"))
+            oks.append(chk.ok.copy())  # not the alias: SQLite reads an unknown "name" as a string
     for j, req in enumerate(ci.policy.privacy.requirements):
         win = exp.Window(this=exp.Sum(this=col(SIZE)), partition_by=[col(q) for q in req.quasi])
         outer_items.append(alias(win, f"req{j}_value"))
         outer_items.append(alias(exp.GTE(this=win.copy(), expression=lit(req.k)), f"req{j}_ok"))
-        oks.append(col(f"req{j}_ok"))
+        oks.append(exp.GTE(this=win.copy(), expression=lit(req.k)))
     outer_items.append(alias(and_all(oks), "__all_ok"))
     return exp.select(*outer_items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("c"))))
 
@@ -393,11 +394,11 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
     created by the release runner before these)."""
     names = names or ReleaseNames(ci.policy.name, ci.schema)
     stmts: list[tuple[str, exp.Expression]] = [
-        ("source view", _create_view(names.source, source_view(ci, names))),
-        ("generalized view", _create_view(names.general, general_view(ci, names))),
-        ("classes view", _create_view(names.classes, classes_view(ci, names))),
+        ("source view", _create_view(names.source, source_view(ci, names), ci.dialect)),
+        ("generalized view", _create_view(names.general, general_view(ci, names), ci.dialect)),
+        ("classes view", _create_view(names.classes, classes_view(ci, names), ci.dialect)),
         ("release table", exp.Create(this=names.table, kind="TABLE", expression=release_table_query(ci, names))),
-        ("checks view", _create_view(names.checks, checks_view(ci, names))),
+        ("checks view", _create_view(names.checks, checks_view(ci, names), ci.dialect)),
     ]
     cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column] + [EC_ID]
     if ci.policy.count_column:

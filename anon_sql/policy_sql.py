@@ -110,6 +110,9 @@ def parse_policy_sql(sql: str) -> dict[str, Any]:
             if not isinstance(kw, exp.Kwarg):
                 raise PolicyError(f"{item.sql('duckdb')!r}: options are written name => value")
             spec[kw.this.name] = _value(kw.expression)
+        if args[0].name in attributes:
+            raise PolicyError(f"column {args[0].name!r} appears in two roles ({attributes[args[0].name]['role']} "
+                              f"and {spec['role']}); give each column one role")
         attributes[args[0].name] = spec
     out["attributes"] = attributes
     return out

@@ -98,7 +98,12 @@ def _create(con: duckdb.DuckDBPyConnection, name: str, fn: Callable[..., Any], r
         con.remove_function(name)  # re-registering a name raises, so replace it
     except (duckdb.InvalidInputException, duckdb.CatalogException):
         pass
-    con.create_function(name, fn, None, return_type, type="arrow", null_handling="special", side_effects=False)
+    try:
+        con.create_function(name, fn, None, return_type, type="arrow", null_handling="special", side_effects=False)
+    except (duckdb.NotImplementedException, duckdb.CatalogException) as err:
+        # another connection to the same database instance registered it already: the same kernel serves both
+        if "already exists" not in str(err):
+            raise
 
 
 def register(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

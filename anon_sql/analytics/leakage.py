@@ -39,7 +39,7 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
 
 
 def resolve_columns(columns: dict[str, str], names: Sequence[str], table: str, role: str) -> list[str]:
-    """Map requested names to the table's column names (case-insensitive, like DuckDB); PolicyError lists the columns."""
+    """Map requested names to the table's columns (case-insensitive, like DuckDB); PolicyError lists the columns."""
     if isinstance(names, str):
         names = [names]
     by_lower = {c.lower(): c for c in columns}
@@ -74,7 +74,7 @@ def _record_weight(con: duckdb.DuckDBPyConnection, table: str, count_column: str
         weight = col(count_column)
     checks = exp.select(
         alias(exp.Count(this=exp.Star()), "rows"),
-        alias(exp.Sum(this=weight), "records"),
+        alias(exp.Sum(this=weight.copy()), "records"),
         alias(_count_if(exp.Is(this=weight.copy(), expression=exp.null())), "nulls"),
         alias(_count_if(exp.LT(this=weight.copy(), expression=lit(0))), "negatives"),
     ).from_(table_ref(table))
@@ -110,7 +110,8 @@ def _leakage_query(table: str, sets: list[tuple[str, ...]], weight: exp.Expressi
     )
     # ΔS = log2 n − Σ_j (|E_j|/n) log2 |E_j|, computed in nats, then converted to bits and normalized by log2 n.
     ln_n = exp.Ln(this=col("n"))
-    delta_nats = exp.Paren(this=exp.Sub(this=ln_n.copy(), expression=exp.Div(this=col("size_ln_size"), expression=col("n"))))
+    mean_ln_size = exp.Div(this=col("size_ln_size"), expression=col("n"))
+    delta_nats = exp.Paren(this=exp.Sub(this=ln_n.copy(), expression=mean_ln_size))
     return (
         exp.select(
             col("set_id"),

@@ -1,4 +1,4 @@
-"""KTFS feature relevance (seed 003, spec/04 §1): symmetrical uncertainty, Kendall's tau-b redundancy and δ selection."""
+"""KTFS feature relevance (seed 003, spec/04 §1): symmetrical uncertainty, Kendall tau-b redundancy, δ selection."""
 from __future__ import annotations
 
 import warnings
@@ -16,13 +16,13 @@ from anon_sql.errors import PolicyError, SourceError
 from anon_sql.sqlbuild import alias, col, lit, render, table as table_ref
 
 
-def fetch_encoded(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, str],
-                  names: Sequence[str]) -> dict[str, np.ndarray]:
-    """Fetch only ``names`` as float arrays: numeric columns as values (NULL → NaN), others as ordinal codes
-    (DENSE_RANK in value order, NULL its own last code); rows in a deterministic order."""
+def fetch_encoded(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, str], names: Sequence[str],
+                  categorical: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """Fetch only ``names`` as float arrays: numeric columns as values (NULL → NaN), others and ``categorical`` ones
+    as ordinal codes (DENSE_RANK in value order, NULL its own last code); rows in a deterministic order."""
     exprs = []
     for i, name in enumerate(names):
-        if is_numeric_type(columns[name]):
+        if is_numeric_type(columns[name]) and name not in categorical:
             value: exp.Expression = exp.cast(col(name), "DOUBLE")
         else:
             rank = exp.Window(this=exp.DenseRank(),
@@ -69,14 +69,12 @@ def _abs_rho(x: np.ndarray, y: np.ndarray) -> float:
 def feature_relevance(con: duckdb.DuckDBPyConnection, table: str, features: Sequence[str], target: str,
                       delta: float = 0.2, *, bins: int = 10, redundancy: float = 0.8, score: str = "kendall",
                       vulnerable: Sequence[str] = ()) -> pd.DataFrame:
-    """KTFS: SU relevance to ``target``, |τ_b| and |ρ| scores, Kendall redundancy elimination, and the features to
-    anonymize (score < ``delta``, or listed in ``vulnerable``); sorted by SU, most relevant first.
-
-    SU discretizes numeric columns with more than ``bins`` distinct values into equal-frequency bins and uses other
-    columns' values as categories. Non-numeric columns enter τ and ρ as ordinal codes in value order. A feature whose
-    |τ_b| with a more relevant kept feature is >= ``redundancy`` is redundant: not kept, so not selected.
-    A score that is undefined (constant column) counts as 0. ``score`` = "spearman" uses |ρ| instead of |τ_b|.
-    """
+    """KTFS (spec/04 §1): SU relevance to ``target``, |τ_b| and |ρ|, Kendall redundancy elimination, and the features
+    to anonymize (kept and score < ``delta``, or listed in ``vulnerable``); most relevant (SU) first."""
+    # Choices where the spec is silent: SU bins only numeric columns with more than ``bins`` distinct values (others
+    # are categories); non-numeric columns enter τ and ρ as ordinal codes in value order, NULLs are left out of τ and
+    # ρ but are a category of their own in SU; a redundant feature is eliminated from FS, so it is not selected unless
+    # listed in ``vulnerable``; an undefined score (constant column) counts as 0; SU ties keep the caller's order.
     columns = table_columns(con, table)
     if isinstance(features, str):
         features = [features]
@@ -104,6 +102,7 @@ def feature_relevance(con: duckdb.DuckDBPyConnection, table: str, features: Sequ
         raise SourceError(f"table {table!r} is empty; feature relevance needs rows")
     y_cat = _categories(y, is_numeric_type(columns[tgt]), bins)
 
+    # Step 1: SU(X, Y) = 2 I(X;Y) / (H(X) + H(Y)) is scikit-learn's NMI with arithmetic averaging.
     rows = []
     for name, given in zip(feats, features):
         x = data[name]
@@ -124,11 +123,11 @@ def feature_relevance(con: duckdb.DuckDBPyConnection, table: str, features: Sequ
                                     if _abs_tau(data[r["_column"]], data[k["_column"]]) >= redundancy), None)
         if r["redundant_with"] is None:
             kept.append(r)
-    # Step 4: kept features scoring below δ are the ones to anonymize (plus those marked identity-vulnerable).
+    # Step 4: kept features scoring below δ are the ones to anonymize; identity-vulnerable ones always are.
     key = "kendall_tau" if score == "kendall" else "spearman"
     for r in rows:
         value = 0.0 if np.isnan(r[key]) else r[key]
-        r["selected_for_anonymization"] = bool(r["redundant_with"] is None and (value < delta or r["_column"] in vuln))
+        r["selected_for_anonymization"] = bool(r["_column"] in vuln or (r["redundant_with"] is None and value < delta))
     out = pd.DataFrame(rows).drop(columns="_column")
     out["redundant_with"] = out["redundant_with"].astype(object).where(out["redundant_with"].notna(), None)
     return out[["attribute", "su", "kendall_tau", "spearman", "redundant_with", "selected_for_anonymization"]]

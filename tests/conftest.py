@@ -1,0 +1,66 @@
+"""Shared fixtures: data locations, connections, and the seed 000 / Adult policies used across tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import anon_sql
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def data_path(*parts: str) -> Path:
+    path = DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data {path} not present")
+    return path
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect()
+    anon_sql.install(c)
+    yield c
+    c.close()
+
+
+def load_seed000(c: duckdb.DuckDBPyConnection, table: str = "t1") -> None:
+    c.execute(f"CREATE TABLE {table} AS SELECT * FROM read_csv(?)", [str(data_path("examples", "seed000_table1.csv"))])
+
+
+def load_adult(c: duckdb.DuckDBPyConnection, table: str = "adult") -> None:
+    c.execute(f"CREATE TABLE {table} AS SELECT * FROM read_csv(?, delim=';', header=true)",
+              [str(data_path("adult", "adult.csv"))])
+
+
+SEED000_TAXONOMIES = {
+    "zip": {"kind": "mask"},
+    "age": {"kind": "interval", "bounds": [[20, 35, 45, 65, 86], [20, 45, 86], [20, 86]]},
+    "alcohol": {"kind": "mapping", "mapping": {"Low": ["Yes"], "Med": ["Yes"], "High": ["Yes"], "No": ["Any"]}},
+}
+
+
+def seed000_policy(method: str = "levels", **extra) -> dict:
+    d = {
+        "name": "r000", "source": "t1", "method": method, "count_column": "n", "default_role": "insensitive",
+        "attributes": {"row": {"role": "identifier"},
+                       **{q: {"role": "quasi", "taxonomy": t} for q, t in SEED000_TAXONOMIES.items()}},
+        "privacy": {"k": 3},
+    }
+    d.update(extra)
+    return d
+
+
+ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation"]
+
+
+def adult_policy(levels: dict | None = None, **privacy) -> dict:
+    return {
+        "name": "adult_rel", "source": "adult", "method": "levels",
+        "attributes": {**{q: {"role": "quasi", "taxonomy": f"adult_{q}"} for q in ADULT_QIS},
+                       "salary-class": {"role": "sensitive"}},
+        "privacy": {"k": 5, **privacy},
+        "method_params": {"levels": levels or {}},
+    }
