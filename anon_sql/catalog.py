@@ -83,9 +83,48 @@ def taxonomy_names(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [r[0] for r in con.execute("SELECT name FROM anon.taxonomies ORDER BY name").fetchall()]
 
 
+def store_vulnerability(con: duckdb.DuckDBPyConnection, source: str, target: str, iv: pd.DataFrame,
+                        transaction: bool = True) -> None:
+    """Replace the stored identity vulnerability of (source, target, QI set) by ``iv`` (an identity_vulnerability
+    result) in ``anon.identity_vulnerability``; ``transaction=False`` when the caller already holds one."""
+    con.execute(_sql_file("catalog.sql"))       # idempotent: creates the table in catalogs installed before it existed
+    quasi = json.dumps(sorted(iv["attribute"].astype(str)))
+    a = iv.attrs
+    rows = [[source, target, quasi, str(r.attribute), float(r.iv), float(r.importance), float(r.importance_std),
+             None if pd.isna(r.relative) else float(r.relative), a.get("oob_score"), a.get("seed"),
+             a.get("n_estimators")] for r in iv.itertuples(index=False)]
+    if transaction:
+        con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM anon.identity_vulnerability WHERE source = ? AND target = ? AND quasi = ?",
+                    [source, target, quasi])
+        con.executemany("INSERT INTO anon.identity_vulnerability (source, target, quasi, attribute, iv, importance, "
+                        "importance_std, relative, oob_score, seed, n_estimators) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if transaction:
+            con.execute("COMMIT")
+    except Exception:
+        if transaction:
+            con.execute("ROLLBACK")
+        raise
+
+
+def load_vulnerability(con: duckdb.DuckDBPyConnection, source: str, target: str,
+                       quasi: list[str]) -> pd.DataFrame | None:
+    """The stored identity vulnerability of (source, target, QI set), or None."""
+    exists = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'anon' "
+                         "AND table_name = 'identity_vulnerability'").fetchall()[0][0]
+    if not exists:
+        return None
+    df = con.execute("SELECT * FROM anon.identity_vulnerability WHERE source = ? AND target = ? AND quasi = ? "
+                     "ORDER BY attribute", [source, target, json.dumps(sorted(map(str, quasi)))]).df()
+    return df if len(df) else None
+
+
 def releases(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     ensure_installed(con)
     return con.execute("SELECT * FROM anon.releases ORDER BY created_at").df()
 
 
-__all__ = ["install", "store_taxonomy", "load_taxonomy", "taxonomy_names", "releases", "lit"]
+__all__ = ["install", "store_taxonomy", "load_taxonomy", "taxonomy_names", "releases", "store_vulnerability",
+           "load_vulnerability", "lit"]

@@ -120,8 +120,16 @@ def taxonomy_show(name: str | None, db: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Plan, materialize and verify inside a transaction, then roll back.")
 @click.option("--explain", is_flag=True, help="Print the generated SQL statements.")
 @click.option("--replace", is_flag=True, help="Replace an existing release table atomically.")
-def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, replace: bool) -> None:
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+              help="spark: run on a local Spark session (needs the spark extra; see docs/spark.md).")
+@click.option("--source-path", default=None, help="spark: read this Parquet/CSV instead of the policy's source.")
+@click.option("--output", default=None, help="spark: write the released rows as Parquet to this path.")
+def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, replace: bool, engine: str,
+                source_path: str | None, output: str | None) -> None:
     """Release the table a policy file (TOML or .sql) describes."""
+    if engine == "spark":
+        from .spark.cli import release_on_spark
+        return release_on_spark(policy, source_path, output, replace=replace, explain=explain, dry_run=dry_run)
     from .release import release
 
     with _errors():
@@ -191,6 +199,9 @@ def _register_optional() -> None:
     except ImportError:
         return
     main.add_command(analyze)
+    from .cli_report import report, sweep
+    main.add_command(report)
+    main.add_command(sweep)
 
 
 _register_optional()

@@ -41,15 +41,15 @@ def _scan(reader: type[exp.Expression], path: str) -> exp.Expression:
     return reader(this=lit(path)) if reader is exp.ReadCSV else reader(expressions=[lit(path)])
 
 
-def open_source(source: str, db: str | None) -> tuple[duckdb.DuckDBPyConnection, str]:
-    """Connect (``db`` read-only, else in memory) and return the table name; a CSV/Parquet path becomes a temp view
-    named after the file (DuckDB sniffs delimiter, header and line ends)."""
+def open_source(source: str, db: str | None, read_only: bool = True) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """Connect (``db`` read-only unless told, else in memory) and return the table name; a CSV/Parquet path becomes
+    a temp view named after the file (DuckDB sniffs delimiter, header and line ends)."""
     reader = _file_reader(source)
     if db is not None and not Path(db).is_file():
         raise SourceError(f"database file {db!r} does not exist; pass an existing DuckDB file to --db")
     if reader is None and db is None:
         raise PolicyError(f"{source!r} is not a .csv/.parquet path, so it must be a table: pass its database with --db")
-    con = duckdb.connect(db, read_only=True) if db is not None else duckdb.connect()
+    con = duckdb.connect(db, read_only=read_only) if db is not None else duckdb.connect()
     if reader is None:
         return con, source
     if not Path(source).is_file():
@@ -85,6 +85,8 @@ def _show(df: pd.DataFrame) -> str:
               help="Leakage of every attribute set of this size.")
 @click.option("--vulnerability", "do_vulnerability", is_flag=True,
               help="Identity vulnerability of the QIs (random forest); needs --target.")
+@click.option("--store", is_flag=True,
+              help="Store the identity vulnerabilities in --db (anon.identity_vulnerability) for method \"adaptive\".")
 @click.option("--relevance", "do_relevance", is_flag=True, help="KTFS feature relevance to --target.")
 @click.option("--target", help="Sensitive/class attribute for --vulnerability and --relevance.")
 @click.option("--quasi", help="Comma-separated attributes to analyze (default: every column but target and count).")
@@ -96,16 +98,18 @@ def _show(df: pd.DataFrame) -> str:
               help="KTFS threshold: features scoring below it are selected for anonymization.")
 @click.option("--qi-threshold", type=click.FloatRange(0.0, 1.0), default=QI_THRESHOLD, show_default=True,
               help="Normalized leakage from which an attribute is suggested as a quasi-identifier.")
-def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_vulnerability: bool,
+def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_vulnerability: bool, store: bool,
             do_relevance: bool, target: str | None, quasi: str | None, count_column: str | None, seed: int,
             n_estimators: int, delta: float, qi_threshold: float) -> None:
     """Rank the attributes of TABLE (a table in --db, or a .csv/.parquet path) by leakage, vulnerability, relevance."""
     if (do_vulnerability or do_relevance) and not target:
         raise click.UsageError("--vulnerability and --relevance need --target COL (the sensitive or class attribute)")
+    if store and not (do_vulnerability and db):
+        raise click.UsageError("--store needs --vulnerability and --db FILE (the database that keeps the catalog)")
     if not (do_leakage or do_vulnerability or do_relevance):
         do_leakage = True
     try:
-        con, name = open_source(table, db)
+        con, name = open_source(table, db, read_only=not store)
     except (AnonSQLError, duckdb.Error) as err:
         raise _CliError(err) from err
     try:
@@ -118,7 +122,7 @@ def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_
         if do_leakage:
             _print_leakage(con, name, attributes, count_column, combinations, qi_threshold)
         if do_vulnerability:
-            _print_vulnerability(con, name, attributes, target, seed, n_estimators, count_column)
+            _print_vulnerability(con, name, attributes, target, seed, n_estimators, count_column, store)
         if do_relevance:
             _print_relevance(con, name, attributes, target, delta, count_column)
     except (AnonSQLError, duckdb.Error) as err:
@@ -143,7 +147,7 @@ def _print_leakage(con: duckdb.DuckDBPyConnection, name: str, attributes: list[s
 
 
 def _print_vulnerability(con: duckdb.DuckDBPyConnection, name: str, attributes: list[str], target: str, seed: int,
-                         n_estimators: int, count_column: str | None) -> None:
+                         n_estimators: int, count_column: str | None, store: bool = False) -> None:
     """Identity vulnerability table, the OOB score and any weak-estimate warning (on stderr)."""
     if count_column:
         click.echo(f"note: --count-column {count_column!r} is ignored by --vulnerability (one row = one record)",
@@ -154,6 +158,11 @@ def _print_vulnerability(con: duckdb.DuckDBPyConnection, name: str, attributes: 
     click.echo(f"Identity vulnerability of the QIs for {target!r} (random forest, {n_estimators} trees, seed {seed}):")
     click.echo(_show(df))
     click.echo(f"OOB score ({df.attrs['task']}): {df.attrs['oob_score']:.4f}")
+    if store:
+        from anon_sql import catalog
+
+        catalog.store_vulnerability(con, name, target, df)
+        click.echo(f"stored in anon.identity_vulnerability (source {name!r}, target {target!r})")
     for w in caught:
         if issubclass(w.category, UserWarning):
             click.echo(f"warning: {w.message}", err=True)

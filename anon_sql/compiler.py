@@ -158,19 +158,7 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     cols = released_columns(policy, ci.columns)
     src = "s"
     if isinstance(ci.plan, LevelPlan):
-        items, joins = [], []
-        for c in cols:
-            level = ci.plan.levels.get(c, 0) if c in policy.quasi else 0
-            if level == 0:
-                items.append(col(c, src))
-                continue
-            tax = ci.taxonomies[c]
-            m = f"m{len(joins)}"
-            rows = list(tax.mapping(level).items())
-            joins.append((_mapping_relation(rows, m, ci.dialect),
-                          exp.EQ(this=_varchar(col(c, src)), expression=col("leaf", m))))
-            null_value = tax.null_parent or TOP
-            items.append(alias(exp.Coalesce(this=col("value", m), expressions=[lit(null_value)]), c))
+        items, joins = _generalized_items(ci, cols, src)
         query = exp.select(*items).from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
                                                    alias=exp.TableAlias(this=ident(src))))
         for rel, on in joins:
@@ -178,6 +166,7 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         return query
     # assignment plan: released values per class, joined on the row key
     plan = ci.plan
+    flag = noise_flag(plan)
     items = []
     for c in cols:
         if c in policy.quasi and c in plan.class_values.columns:
@@ -185,6 +174,8 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         else:
             items.append(col(c, src))
     items.append(col(EC_ID, "a"))
+    if flag:
+        items.append(alias(exp.false(), flag))
     query = (exp.select(*items)
              .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
                               alias=exp.TableAlias(this=ident(src))))
@@ -195,17 +186,81 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
                              alias=exp.TableAlias(this=ident("v"))),
                    on=exp.EQ(this=col(EC_ID, "a"), expression=col(EC_ID, "v"))))
     if plan.noise is not None and len(plan.noise):
-        noise = exp.select(*[col(c) for c in cols], col(EC_ID)).from_(names.noise.copy())
+        # columns the noise records do not carry are NULL (typed by the first branch of the UNION)
+        noise_items = [col(c) if c in plan.noise.columns else alias(exp.null(), c) for c in cols]
+        noise_items.append(col(EC_ID))
+        if flag:
+            noise_items.append(alias(exp.true(), flag))
+        noise = exp.select(*noise_items).from_(names.noise.copy())
         return exp.union(query, noise, distinct=False)
     return query
 
 
-def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str], null_safe: bool) -> exp.Select:
+def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
+                       ) -> tuple[list[exp.Expression], list[tuple[exp.Expression, exp.Expression]]]:
+    """Select items for ``cols`` of relation ``src`` with the plan's QIs mapped through their level maps, and the
+    LEFT JOINs (inline leaf → value relations) that do it. NULL maps to the taxonomy's NULL parent or ``*``."""
+    items: list[exp.Expression] = []
+    joins: list[tuple[exp.Expression, exp.Expression]] = []
+    for c in cols:
+        level = ci.plan.levels.get(c, 0) if c in ci.policy.quasi else 0
+        if level == 0:
+            items.append(col(c, src))
+            continue
+        tax = ci.taxonomies[c]
+        m = f"m{len(joins)}"
+        rows = list(tax.mapping(level).items())
+        joins.append((_mapping_relation(rows, m, ci.dialect),
+                      exp.EQ(this=_varchar(col(c, src)), expression=col("leaf", m))))
+        items.append(alias(exp.Coalesce(this=col("value", m), expressions=[lit(tax.null_parent or TOP)]), c))
+    return items, joins
+
+
+def _level_base(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """Level plans: the source aggregated once to distinct (QI, sensitive) combinations with their record counts,
+    then generalized — classes are computed from these counts, never from a second pass over the rows."""
+    policy = ci.policy
+    keep = [*policy.quasi, *[s for s in policy.sensitive if s not in policy.quasi]]
+    grouped = (exp.select(*[col(c) for c in keep], alias(exp.Sum(this=_weight(policy)), WEIGHT))
+               .from_(names.source.copy()).group_by(*[col(c) for c in keep]))
+    items, joins = _generalized_items(ci, keep, "b")
+    query = exp.select(*items, col(WEIGHT, "b")).from_(exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("b"))))
+    for rel, on in joins:
+        query = query.join(rel, on=on, join_type="left")
+    return query
+
+
+def _level_combos(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """Level plans: each distinct original QI tuple → its released QI values, ``ec_id`` and keep flag (small)."""
+    quasi = list(ci.policy.quasi)
+    distinct = exp.select(*[col(q) for q in quasi]).distinct().from_(names.source.copy())
+    items, joins = _generalized_items(ci, quasi, "d")
+    originals = [alias(col(q, "d"), f"__o{i}") for i, q in enumerate(quasi)]
+    mapped = exp.select(*originals, *items).from_(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("d"))))
+    for rel, on in joins:
+        mapped = mapped.join(rel, on=on, join_type="left")
+    on = and_all(null_safe_eq(col(q, "x"), col(q, "c")) for q in quasi)
+    return (exp.select(*[col(f"__o{i}", "x") for i in range(len(quasi))], *[col(q, "x") for q in quasi],
+                       col(EC_ID, "c"))
+            .from_(exp.Subquery(this=mapped, alias=exp.TableAlias(this=ident("x"))))
+            .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
+                            alias=exp.TableAlias(this=ident("c"))), on=on)
+            .where(col(KEEP, "c")))
+
+
+def noise_flag(plan) -> str | None:
+    """The boolean column that marks noise records in the release (``plan.info["noise_flag"]``), if any."""
+    return plan.info.get("noise_flag") if isinstance(plan, AssignmentPlan) else None
+
+
+def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str], null_safe: bool,
+                      weight: exp.Expression | None = None) -> exp.Select:
     """One row per class (grouped by ``keys``): size, per sensitive attribute distinct count / sorted counts /
     t-closeness distance, and one value + pass column per privacy model."""
     policy = ci.policy
     duck = ci.dialect == "duckdb"
-    w = _weight(policy)
+    w = weight if weight is not None else _weight(policy)
+    needs_values = any(getattr(m, "needs_values", False) for m in ci.models)
     ctes: list[tuple[str, exp.Expression]] = []
     key_cols = [col(k) for k in keys]
 
@@ -243,6 +298,8 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
             ordered = [exp.Ordered(this=col("__c", "x"), desc=True, nulls_first=False)]
             items.append(alias(exp.ArrayAgg(this=exp.Order(this=col("__c", "x"), expressions=ordered)),
                                f"__counts__{sa}"))
+            if needs_values:
+                items.append(alias(exp.ArrayAgg(this=_varchar(col("__v", "x"))), f"__values__{sa}"))
         tmodel = next((m for m in ci.models if isinstance(m, TCloseness) and m.attribute == sa), None)
         if tmodel is None or tmodel.distance == "equal":
             items.append(alias(tc_equal, f"__tclose__{sa}"))
@@ -267,6 +324,8 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         select_items.append(col(f"__distinct__{sa}", a))
         if duck:
             select_items.append(col(f"__counts__{sa}", a))
+            if needs_values:
+                select_items.append(col(f"__values__{sa}", a))
         tmodel = next((m for m in ci.models if isinstance(m, TCloseness) and m.attribute == sa), None)
         if tmodel is not None and tmodel.distance == "ordered":
             t_alias = f"t{i}"
@@ -345,7 +404,11 @@ def classes_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     else:
         keys = list(policy.quasi)
         null_safe = True
-    stats = class_stats_query(ci, names.general.copy(), keys, null_safe)
+    if isinstance(ci.plan, LevelPlan):
+        base = exp.Subquery(this=_level_base(ci, names), alias=exp.TableAlias(this=ident("gb")))
+        stats = class_stats_query(ci, base, keys, null_safe, weight=col(WEIGHT))
+    else:
+        stats = class_stats_query(ci, names.general.copy(), keys, null_safe)
     order = [exp.Ordered(this=col(k), nulls_first=True) for k in keys]
     items: list[exp.Expression] = [exp.Star()]
     if keys != [EC_ID]:
@@ -364,21 +427,34 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     else:
         on = and_all(null_safe_eq(col(q, "g"), col(q, "c")) for q in policy.quasi)
     data_cols = [c for c in cols if c != policy.count_column]
-    items: list[exp.Expression] = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
-    query = (exp.select(*items)
-             .from_(exp.Table(this=names.general.this.copy(), db=names.general.args.get("db"),
-                              alias=exp.TableAlias(this=ident("g"))))
-             .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
-                             alias=exp.TableAlias(this=ident("c"))), on=on)
-             .where(col(KEEP, "c")))
-    if policy.count_column:
-        group = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
-        total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=exp.DataType.build("BIGINT"))
-        query = query.select(alias(total, policy.count_column))
-        query = query.group_by(*group)
-        order_cols = [col(EC_ID)] + [col(c) for c in data_cols]
+    if noise_flag(ci.plan):
+        data_cols.append(noise_flag(ci.plan))
+    if isinstance(ci.plan, LevelPlan):
+        quasi = list(policy.quasi)
+        items = [col(c, "k") if c in quasi else col(c, "g") for c in data_cols] + [col(EC_ID, "k")]
+        on = and_all(null_safe_eq(col(q, "g"), col(f"__o{i}", "k")) for i, q in enumerate(quasi))
+        query = (exp.select(*items)
+                 .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                  alias=exp.TableAlias(this=ident("g"))))
+                 .join(exp.Subquery(this=_level_combos(ci, names), alias=exp.TableAlias(this=ident("k"))), on=on))
+        grouping = items
     else:
-        order_cols = [col(EC_ID)] + [col(c) for c in data_cols]
+        items = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
+        query = (exp.select(*items)
+                 .from_(exp.Table(this=names.general.this.copy(), db=names.general.args.get("db"),
+                                  alias=exp.TableAlias(this=ident("g"))))
+                 .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
+                                 alias=exp.TableAlias(this=ident("c"))), on=on)
+                 .where(col(KEEP, "c")))
+        grouping = items
+    if policy.count_column:
+        total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=exp.DataType.build("BIGINT"))
+        query = query.select(alias(total, policy.count_column)).group_by(*[g.copy() for g in grouping])
+    # byte-for-byte determinism: quasi-identifiers are constant inside a class, so ordering by ec_id and the
+    # other released columns fixes the order (identical rows are interchangeable)
+    order_cols = [col(EC_ID)] + [col(c) for c in data_cols if c not in policy.quasi]
+    if policy.count_column:
+        order_cols.append(col(policy.count_column))
     wrapped = exp.select(exp.Star()).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("r"))))
     return wrapped.order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order_cols])
 
@@ -400,7 +476,9 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
         ("release table", exp.Create(this=names.table, kind="TABLE", expression=release_table_query(ci, names))),
         ("checks view", _create_view(names.checks, checks_view(ci, names), ci.dialect)),
     ]
-    cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column] + [EC_ID]
+    cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column]
+    cols += [noise_flag(ci.plan)] if noise_flag(ci.plan) else []
+    cols.append(EC_ID)
     if ci.policy.count_column:
         cols.append(ci.policy.count_column)
     return CompiledRelease(names, stmts, cols, ci.dialect)

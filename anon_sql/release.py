@@ -60,8 +60,12 @@ class Release:
         ]
         return "\n".join(lines)
 
-    def report(self) -> str:
-        """A plain-text report: plan, checks and metrics."""
+    def report(self, format: str = "text") -> str:
+        """A report of plan, checks and metrics: plain text, or ``"html"`` / ``"json"`` (anon_sql.report)."""
+        if format != "text":
+            from .report import from_release, render
+
+            return render(from_release(self), format)
         parts = [self.summary(), "", "checks:", self.checks.to_string(index=False), "", "metrics:"]
         parts += [f"  {k}: {v:.6g}" if isinstance(v, float) else f"  {k}: {v}" for k, v in self.metrics.items()]
         return "\n".join(parts)
@@ -86,8 +90,9 @@ def _effective_policy(policy: Policy, src: Source) -> Policy:
         raise PolicyError("the policy has no quasi-identifier (role = \"quasi\"): nothing to anonymize")
     if not others:
         return policy
-    attrs = {c: policy.attributes.get(c) or Attribute(c, policy.default_role) for c in src.columns
-             if c != policy.count_column}
+    # the policy's own attributes first, in its order (ties between plans follow it), then the defaulted ones
+    attrs = dict(policy.attributes)
+    attrs.update({c: Attribute(c, policy.default_role) for c in others})
     d = policy.to_dict()
     d["attributes"] = {c: a.to_dict() for c, a in attrs.items()}
     return Policy.from_dict(d)
@@ -168,7 +173,7 @@ def prepare(con, policy, source: pd.DataFrame | None = None):
                           "no release can have classes that large")
     method = get_method(policy.method, policy.method_params)
     taxonomies = _resolve_taxonomies(con, policy, src, need=method.needs_taxonomies)
-    models = build_models(policy)
+    models = build_models(policy, con)
     return policy, src, taxonomies, models, records, method
 
 
@@ -209,6 +214,7 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, repl
         say("planning")
         ctx = MethodContext(con, policy, policy.name + "__source", taxonomies, models, records, say)
         plan = method.plan(ctx)
+        policy = _released_policy(policy, plan)
         ci = CompileInput(policy, src.relation, src.columns, plan, taxonomies, models,
                           pseudonym_function=pseudonym_fn, numeric_sensitive=numeric_sa)
         compiled = compile_release(ci, names)
@@ -227,6 +233,10 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, repl
         rel = Release(policy.name, policy, sql_text, _plan_dict(plan), result["classes"], result["checks"],
                       result["metrics"], records, result["records_out"], result["suppressed"], result["noise"],
                       materialized=not dry_run, info={"seconds": time.perf_counter() - t0, **getattr(plan, "info", {})})
+        if policy.metrics.get("compute"):   # [metrics] compute = [...]: measured inside the transaction
+            from .metrics import attach
+
+            attach(con, rel, taxonomies, src)
         if dry_run:
             con.execute("ROLLBACK")
             return rel
@@ -252,6 +262,19 @@ def _write_assignment(con, names: ReleaseNames, plan: AssignmentPlan) -> None:
         con.unregister("__anon_plan_frame")
 
 
+def _released_policy(policy: Policy, plan) -> Policy:
+    """A method that chooses which quasi-identifiers it generalizes (UPA with quasi = "ktfs") lists them in
+    ``plan.info["released_quasi"]``; the others are released unchanged, so they are insensitive in the release."""
+    chosen = getattr(plan, "info", {}).get("released_quasi")
+    if chosen is None or set(chosen) == set(policy.quasi):
+        return policy
+    d = policy.to_dict()
+    for q in policy.quasi:
+        if q not in chosen:
+            d["attributes"][q] = {"role": "insensitive"}
+    return Policy.from_dict(d)
+
+
 def _plan_dict(plan) -> dict[str, Any]:
     """The plan for Release.plan: a level vector (every QI) or the assignment summary (no trace)."""
     out = plan.as_dict()
@@ -267,8 +290,10 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
     weight = exp.Sum(this=col(policy.count_column)) if policy.count_column else exp.Count(this=exp.Star())
     released = int(con.execute(render(exp.select(weight).from_(names.table.copy()))).fetchall()[0][0] or 0)
     noise = 0
-    if isinstance(plan, AssignmentPlan) and plan.noise is not None:
-        noise = int(len(plan.noise)) if not policy.count_column else int(plan.noise[policy.count_column].sum())
+    if isinstance(plan, AssignmentPlan) and plan.noise is not None and len(plan.noise):
+        released_noise = plan.noise[plan.noise[EC_ID].isin(checks[EC_ID])]   # noise of suppressed classes is gone
+        noise = (int(len(released_noise)) if policy.count_column not in released_noise
+                 else int(released_noise[policy.count_column].sum()))
     suppressed = records - (released - noise)
     summary = []
     failures = []
@@ -307,7 +332,7 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
         "cavg": float((n_out / max(len(checks), 1)) / (policy.privacy.k or 1)),
         "discernibility": float((sizes.astype(float) ** 2).sum() + records * suppressed),
     }
-    classes = checks.drop(columns=[c for c in checks.columns if c.startswith("__counts__")])
+    classes = checks.drop(columns=[c for c in checks.columns if c.startswith(("__counts__", "__values__"))])
     return {"checks": pd.DataFrame(summary), "classes": classes, "failures": failures, "records_out": released,
             "suppressed": suppressed, "noise": noise, "metrics": metrics}
 
@@ -333,6 +358,25 @@ def _failure_message(con, policy: Policy, compiled: CompiledRelease, result: dic
 def _json_struct(columns: list[str], table_alias: str | None = None) -> exp.Expression:
     fields = [exp.PropertyEQ(this=exp.Literal.string(c), expression=col(c, table_alias)) for c in columns]
     return exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)])
+
+
+def _merge_ec_stats(con, release: str, frame: pd.DataFrame) -> None:
+    """Merge a method's own per-class statistics (``plan.info["ec_stats"]``: ec_id + flat columns, e.g. adaptive's
+    Simpson D/E and levels) into the JSON ``stats`` of ``anon.equivalence_classes``."""
+    con.register("__anon_ec_stats", frame)
+    merged = exp.Anonymous(this="json_merge_patch", expressions=[
+        col("stats", "e"), _json_struct([c for c in frame.columns if c != EC_ID], "x")])
+    on = exp.and_(exp.EQ(this=col(EC_ID, "e"), expression=col(EC_ID, "x")),
+                  exp.EQ(this=col("release", "e"), expression=lit(release)))
+    upd = exp.Update(this=exp.Table(this=ident("equivalence_classes"), db=ident("anon"),
+                                    alias=exp.TableAlias(this=ident("e"))),
+                     expressions=[exp.EQ(this=col("stats"),
+                                         expression=exp.Cast(this=merged, to=exp.DataType.build("VARCHAR")))],
+                     from_=exp.From(this=exp.Table(this=ident("__anon_ec_stats"),
+                                                   alias=exp.TableAlias(this=ident("x")))),
+                     where=exp.Where(this=on))
+    con.execute(render(upd))
+    con.unregister("__anon_ec_stats")
 
 
 def _write_catalog(con, rel: Release, compiled: CompiledRelease, src: Source) -> None:
@@ -361,7 +405,10 @@ def _write_catalog(con, rel: Release, compiled: CompiledRelease, src: Source) ->
         columns=["release", "ec_id", "size", "qi_values", "stats"],
     )
     con.execute(render(ins))
-    rows = [[rel.name, k, float(v), _DIRECTION.get(k, "info")] for k, v in rel.metrics.items()]
+    if isinstance(rel.info.get("ec_stats"), pd.DataFrame) and len(rel.info["ec_stats"]):
+        _merge_ec_stats(con, rel.name, rel.info["ec_stats"])
+    directions = {**rel.info.get("metric_directions", {}), **_DIRECTION}
+    rows = [[rel.name, k, float(v), directions.get(k, "info")] for k, v in rel.metrics.items()]
     con.executemany("INSERT INTO anon.metrics VALUES (?, ?, ?, ?)", rows)
     trace = rel.info.get("trace")
     con.execute("DELETE FROM anon.search_trace WHERE release = ?", [rel.name])

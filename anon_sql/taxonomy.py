@@ -160,8 +160,13 @@ def _with_top(name: str, frame: pd.DataFrame, top: bool, kind: str, spec: dict) 
     return Taxonomy(name, frame, kind=kind, spec=spec)
 
 
+def _present(values: Iterable[Any]) -> list[Any]:
+    """The non-NULL values (None, NaN and pd.NA are NULL: a NULL is a value of its own, never a leaf)."""
+    return [v for v in values if not pd.isna(v)]
+
+
 def _numbers(values: Iterable[Any]) -> tuple[list[str], np.ndarray]:
-    texts = sorted({str(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))})
+    texts = sorted({str(v) for v in _present(values)})
     try:
         nums = np.array([float(t) for t in texts])
     except ValueError as err:
@@ -218,7 +223,7 @@ def _label(lo: float, hi: float, integral: bool) -> str:
 
 def mask(name: str, values: Iterable[Any], levels: int | None = None, char: str = "*") -> Taxonomy:
     """Masking hierarchy for codes: level L replaces the last L characters by ``*`` (52003 → 5200* → ... → *****)."""
-    texts = sorted({str(v) for v in values if v is not None})
+    texts = sorted({str(v) for v in _present(values)})
     if not texts:
         raise TaxonomyError(f"mask taxonomy {name!r}: the column has no non-NULL values")
     n = levels if levels is not None else max(len(t) for t in texts)
@@ -233,7 +238,7 @@ def mask(name: str, values: Iterable[Any], levels: int | None = None, char: str 
 
 def dates(name: str, values: Iterable[Any]) -> Taxonomy:
     """Date hierarchy: day (YYYY-MM-DD) → month (YYYY-MM) → year (YYYY) → ``*``."""
-    texts = sorted({str(v) for v in values if v is not None})
+    texts = sorted({str(v) for v in _present(values)})
     parsed = pd.to_datetime(pd.Series(texts), errors="coerce")
     if parsed.isna().any():
         bad = [t for t, p in zip(texts, parsed) if pd.isna(p)][:10]
@@ -244,7 +249,7 @@ def dates(name: str, values: Iterable[Any]) -> Taxonomy:
 
 def top_only(name: str, values: Iterable[Any]) -> Taxonomy:
     """The trivial hierarchy: each value, then ``*``."""
-    texts = sorted({str(v) for v in values if v is not None})
+    texts = sorted({str(v) for v in _present(values)})
     return Taxonomy(name, pd.DataFrame({0: texts, 1: TOP}), kind="top", spec={"kind": "top"})
 
 

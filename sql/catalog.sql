@@ -68,3 +68,20 @@ CREATE TABLE IF NOT EXISTS anon.search_trace (
     feasible    BOOLEAN,
     score       DOUBLE
 );
+
+-- identity vulnerability of quasi-identifiers (seed 002): written by `anon-sql analyze --vulnerability --store` and
+-- by method "adaptive" (iv = "computed"); one current estimate per (source, target, quasi set)
+CREATE TABLE IF NOT EXISTS anon.identity_vulnerability (
+    source          VARCHAR,      -- the table analysed
+    target          VARCHAR,      -- the sensitive attribute the random forest predicts
+    quasi           VARCHAR,      -- JSON list of the forest's quasi-identifiers, sorted (the IV depends on the set)
+    attribute       VARCHAR,
+    iv              DOUBLE,       -- importance clamped at 0, normalized to sum 1
+    importance      DOUBLE,       -- mean increase of the held-out error when the attribute is permuted
+    importance_std  DOUBLE,
+    relative        DOUBLE,       -- importance / std
+    oob_score       DOUBLE,       -- out-of-bag accuracy (classification) or R² (regression)
+    seed            INTEGER,
+    n_estimators    INTEGER,
+    created_at      TIMESTAMP DEFAULT current_timestamp
+);

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from ..errors import PolicyError
 from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck
+from .p_sensitive import PSensitivity
 from .standard import (DistinctLDiversity, EntropyLDiversity, KAnonymity, RecursiveCLDiversity, SimpsonDiversity,
                        TCloseness, ThetaSensitivity)
 
 
-def build_models(policy) -> list[PrivacyModel]:
-    """The class-level models of a policy (k-anonymity first, then one per sensitive attribute and model)."""
+def build_models(policy, con=None) -> list[PrivacyModel]:
+    """The class-level models of a policy (k-anonymity first, then one per sensitive attribute and model);
+    ``con`` lets a model read tables it names (p-sensitivity's category table)."""
     p = policy.privacy
     models: list[PrivacyModel] = [KAnonymity(p.k if p.k is not None else 1)]
     for sa in policy.sensitive:
@@ -34,9 +36,11 @@ def build_models(policy) -> list[PrivacyModel]:
             models.append(SimpsonDiversity(sa, p.simpson.get("diversity"), p.simpson.get("evenness")))
         if p.theta:
             models.append(ThetaSensitivity(sa, p.theta["mu"]))
+        if p.p_sensitive is not None:
+            models.append(PSensitivity.from_policy(sa, p.p_sensitive, con))
     return models
 
 
 __all__ = ["build_models", "PrivacyModel", "ClassStats", "SensitiveCounts", "SQLCheck", "ClassColumns",
            "KAnonymity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
-           "SimpsonDiversity", "ThetaSensitivity"]
+           "SimpsonDiversity", "ThetaSensitivity", "PSensitivity"]

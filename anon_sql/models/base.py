@@ -25,6 +25,7 @@ class SensitiveCounts:
     n_values: int
     global_freq: np.ndarray | None = None  # distribution of the whole table (for t-closeness), length n_values
     value_rank: np.ndarray | None = None   # order of values for the ordered distance (rank per value code)
+    labels: np.ndarray | None = None       # the value of each code (models that map values, e.g. p+-sensitivity)
 
     @classmethod
     def from_codes(cls, class_idx: np.ndarray, value_codes: np.ndarray, weights: np.ndarray, n_classes: int,

@@ -178,7 +178,8 @@ class SimpsonDiversity(_SensitiveModel):
     def __init__(self, attribute: str, diversity: float | None = None, evenness: float | None = None):
         super().__init__(attribute)
         self.diversity, self.evenness = diversity, evenness
-        self.monotone = True
+        # D never decreases when classes merge; E can ({a:1, b:1} and {a:10} both have E = 1, their union 0.59)
+        self.monotone = evenness is None
 
     def values(self, stats: ClassStats) -> tuple[np.ndarray, np.ndarray]:
         sc = stats.sensitive[self.attribute]

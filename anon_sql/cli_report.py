@@ -1,0 +1,103 @@
+"""`anon-sql report` and `anon-sql sweep`: metrics of a release (text / HTML / JSON) and metrics across parameters."""
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import click
+import duckdb
+
+from .errors import AnonSQLError
+
+
+@contextlib.contextmanager
+def _errors():
+    """Library errors → one line on stderr and the documented exit code (2 bad input, 1 other)."""
+    try:
+        yield
+    except AnonSQLError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except duckdb.Error as err:
+        click.echo(f"error: database: {err}", err=True)
+        sys.exit(1)
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+
+@click.command("report")
+@click.argument("release_name")
+@click.option("--db", required=True, help="DuckDB database file holding the release.")
+@click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False), help="Write an HTML report here.")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write a JSON report here.")
+@click.option("--metrics", default=None, help="Comma-separated metric names (default: all registered metrics).")
+@click.option("--classify", "target", default=None, help="Also report classification accuracy for this target column.")
+@click.option("--models", default=None, help="Classifiers for --classify (default: all): tree_gini, c45, "
+                                             "naive_bayes, svm, random_forest, mlp.")
+@click.option("--folds", default=10, show_default=True, help="Stratified CV folds for --classify.")
+@click.option("--sample", default=10_000, show_default=True,
+              help="Seeded row subsample for --classify (0 = all rows; SVM/MLP are slow on large tables).")
+def report(release_name: str, db: str, html_path: str | None, json_path: str | None, metrics: str | None,
+           target: str | None, models: str | None, folds: int, sample: int) -> None:
+    """Print (and optionally write as HTML / JSON) the metrics report of a release."""
+    from .report import build, render
+
+    with _errors():
+        con = duckdb.connect(db, read_only=True)
+        options = {"models": _split(models), "folds": folds, "sample": sample or None}
+        rep = build(con, release_name, _split(metrics), classify=target, classify_options=options)
+        click.echo(render(rep, "text"))
+        for path, fmt in ((html_path, "html"), (json_path, "json")):
+            if path:
+                Path(path).write_text(render(rep, fmt), encoding="utf-8")
+                click.echo(f"wrote {path}")
+
+
+@click.command("sweep")
+@click.argument("policy", type=click.Path(exists=True, dir_okay=False))
+@click.option("--param", "params", required=True, multiple=True,
+              help="NAME=V1,V2,... e.g. k=2,5,10 or l_diversity.l=2,3 (repeat for a grid).")
+@click.option("--db", default=None, help="DuckDB database file (default: in-memory; a file source is read).")
+@click.option("--metrics", default=None, help="Comma-separated metric names (default: the policy's [metrics] "
+                                              "compute, else a cheap default set).")
+@click.option("--csv", "csv_path", default=None, type=click.Path(dir_okay=False), help="Also write the table as CSV.")
+def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | None, csv_path: str | None) -> None:
+    """Dry-run a policy once per parameter value and tabulate the metrics (nothing is created)."""
+    import itertools
+
+    import pandas as pd
+
+    from .policy import coerce_policy
+    from .report import parse_values, set_param, sweep as run_sweep
+
+    with _errors():
+        con = duckdb.connect(db or ":memory:")
+        grid = []
+        for p in params:
+            name, sep, values = p.partition("=")
+            if not sep or not name.strip():
+                raise click.UsageError(f"--param {p!r}: write NAME=V1,V2,... e.g. k=2,5,10")
+            grid.append((name.strip(), parse_values(values)))
+        base = coerce_policy(policy)
+        frames = []
+        # the last parameter is swept by report.sweep; the others form the outer grid
+        for combo in itertools.product(*[v for _, v in grid[:-1]]):
+            pol = base
+            for (name, _), value in zip(grid[:-1], combo):
+                pol = set_param(pol, name, value)
+            frame = run_sweep(con, pol, grid[-1][0], grid[-1][1], _split(metrics),
+                              progress=lambda m: click.echo(f"sweep: {m}", err=True))
+            for (name, _), value in zip(grid[:-1], combo):
+                frame.insert(0, name, value)
+            frames.append(frame)
+        table = pd.concat(frames, ignore_index=True)
+        shown = table.drop(columns=[c for c in ("message",) if c in table])
+        click.echo(shown.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        for msg in table.get("message", pd.Series(dtype=object)).dropna().unique():
+            click.echo(f"failed: {msg}", err=True)
+        if csv_path:
+            table.to_csv(csv_path, index=False)
+            click.echo(f"wrote {csv_path}")

@@ -1,0 +1,436 @@
+"""The generalization lattice of a release, evaluated from counts (spec/01 §2–§5).
+
+One DuckDB GROUP BY over the ``__source`` view builds the base table of distinct (quasi-identifier, sensitive, other
+released column) combinations with their record counts. A node (one level per quasi-identifier) is evaluated by
+mapping integer taxonomy codes and re-aggregating in numpy, rolled up from the smallest cached finer node: the cost of
+a node is O(#distinct combinations), never a rescan of the source. Feasibility follows the compiler's semantics
+exactly (one suppression round of every class failing a model or an <S,k> window, then the remainder re-checked), so
+a node the lattice calls feasible is one the SQL verification accepts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from .errors import TaxonomyError
+from .models import ClassStats, SensitiveCounts
+from .sqlbuild import alias, col, render, table
+from .taxonomy import TOP, Taxonomy
+
+# objective → True when higher is better
+OBJECTIVES: dict[str, bool] = {"distinct_rows": True, "ncp": False, "discernibility": False, "precision": True}
+EPS = 1e-9
+_CACHE_SLOTS = 64
+_CACHE_GROUPS = 4_000_000
+# models whose per-class pass survives merging with any other class, so the records needing suppression can only
+# shrink under generalization (a model may declare ``suppression_monotone`` itself)
+_SUPPRESSION_MONOTONE = {"k_anonymity", "distinct_l_diversity"}
+
+
+@dataclass
+class NodeEval:
+    """What a node's table looks like: classes, violating / distinct rows, suppression, feasibility, scores.
+
+    ``scores`` are measured on the released table (after suppression); ``bounds`` are the same measures without
+    suppression, which bound the score of the node and of every generalization of it (spec/01 §5).
+    """
+
+    node: tuple[int, ...]
+    classes: int
+    violations: int | None           # distinct rows whose class fails a model or an <S,k> window (None: rows untracked)
+    distinct_rows: int | None        # distinct released rows after suppression
+    rows_before: int | None          # distinct rows before suppression
+    need: float                      # records in failing classes (before suppression)
+    suppressed: float
+    within_budget: bool
+    feasible: bool
+    scores: dict[str, float | None]
+    bounds: dict[str, float | None]
+    failures: dict[str, tuple[int, float]] = field(default_factory=dict)  # check → (classes, records) failing
+
+    @property
+    def total(self) -> int:
+        return int(sum(self.node))
+
+
+@dataclass
+class _Encoding:
+    """One quasi-identifier: leaf codes (NULL last) → code at each level, domain sizes and NCP per code."""
+
+    name: str
+    height: int
+    codes: list[np.ndarray]
+    cards: list[int]
+    ncp: list[np.ndarray]
+    leaves: list[str]
+
+
+@dataclass
+class _State:
+    """A node's group table: distinct (quasi-identifier codes, rest code) with record counts."""
+
+    node: tuple[int, ...]
+    q: list[np.ndarray]
+    rest: np.ndarray
+    w: np.ndarray
+
+
+def _encode(name: str, tax: Taxonomy) -> _Encoding:
+    lv = tax.levels
+    leaves = lv["level0"].tolist()
+    n = len(leaves)
+    null_anc = tax.null_parent or TOP
+    codes, cards, ncp = [np.arange(n + 1, dtype=np.int64)], [n + 1], [np.zeros(n + 1)]
+    for level in range(1, tax.height + 1):
+        inv, uniq = pd.factorize(pd.Series(lv[f"level{level}"].tolist() + [null_anc], dtype=object))
+        counts = np.bincount(inv[:n], minlength=len(uniq))
+        frac = (counts - 1) / (n - 1) if n > 1 else np.zeros(len(uniq))
+        frac = np.where(counts == 0, 1.0, frac)  # reached only by NULL: nothing is known about the value
+        codes.append(inv.astype(np.int64))
+        cards.append(len(uniq))
+        ncp.append(frac)
+    return _Encoding(name, tax.height, codes, cards, ncp, leaves)
+
+
+def _factorize(key: np.ndarray) -> tuple[np.ndarray, int]:
+    codes, uniq = pd.factorize(key, sort=False)
+    return codes.astype(np.int64, copy=False), len(uniq)
+
+
+def _first_index(codes: np.ndarray, n: int) -> np.ndarray:
+    """Index of the first row of each code."""
+    first = np.empty(n, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    return first
+
+
+def _combine(columns: Sequence[np.ndarray], cards: Sequence[int], length: int) -> np.ndarray:
+    """One int64 key per row for a tuple of code columns (re-densified before it could overflow)."""
+    key = np.zeros(length, dtype=np.int64)
+    radix = 1
+    for c, card in zip(columns, cards):
+        if radix * card >= 2 ** 62:
+            key, radix = _factorize(key)
+        key = key * card + c
+        radix *= card
+    return key
+
+
+def quantize(value: float) -> float:
+    """Scores compared for ties are rounded so that roll-up order cannot make equal scores differ."""
+    return float(round(value, 9))
+
+
+class Lattice:
+    """Full-domain generalization lattice of a policy's quasi-identifiers with count-based node evaluation."""
+
+    def __init__(self, con: Any, policy: Any, source_view: str, taxonomies: dict[str, Taxonomy],
+                 models: Sequence[Any], records: int, rows: bool = True):
+        self.policy = policy
+        self.quasi: list[str] = list(policy.quasi)
+        missing = [q for q in self.quasi if q not in taxonomies]
+        if missing:
+            raise TaxonomyError(f"quasi-identifier(s) {missing} have no taxonomy; a lattice search needs one each")
+        self.enc = [_encode(q, taxonomies[q]) for q in self.quasi]
+        self.heights = tuple(e.height for e in self.enc)
+        self.models = list(models)
+        self.requirements = [([self.quasi.index(a) for a in r.quasi], int(r.k)) for r in policy.privacy.requirements]
+        self.records = float(records)
+        self.allow_suppression = policy.privacy.max_suppression > 0
+        self.budget = policy.privacy.max_suppression * records
+        self.rows = rows
+        self.root = tuple(0 for _ in self.quasi)
+        self.top = self.heights
+        self._maps: dict[tuple[int, int, int], np.ndarray | None] = {}
+        self._evals: dict[tuple[int, ...], NodeEval] = {}
+        self.evaluations = 0
+        self._base = self._load_base(con, source_view)
+        q = len(self.quasi)
+        self._slots = np.full((_CACHE_SLOTS, q), np.iinfo(np.int16).max, dtype=np.int16)
+        self._slot_groups = np.full(_CACHE_SLOTS, np.inf)
+        self._slot_used = np.zeros(_CACHE_SLOTS, dtype=np.int64)
+        self._slot_state: list[_State | None] = [None] * _CACHE_SLOTS
+        self._clock = 0
+        self._restricted = [j for j, e in enumerate(self.enc) if any(self._map(j, a, b) is None
+                            for a in range(1, e.height + 1) for b in range(a + 1, e.height + 1))]
+
+    @classmethod
+    def from_context(cls, ctx: Any, rows: bool = True) -> "Lattice":
+        """The lattice of a method context (``ctx.source_view`` is read once)."""
+        return cls(ctx.con, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.records, rows=rows)
+
+    # -- the base table ----------------------------------------------------------------------------------------
+    def _load_base(self, con: Any, source_view: str) -> _State:
+        view = table(source_view)
+        probe = con.execute(render(exp.select("*").from_(view.copy()).limit(0)))
+        columns = [d[0] for d in probe.description]
+        probe.fetchall()
+        count = self.policy.count_column
+        sens: list[str] = []
+        for m in self.models:
+            a = getattr(m, "attribute", None)
+            if getattr(m, "needs_sensitive", False) and a is not None and a not in sens:
+                sens.append(a)
+        others = [c for c in columns if c not in self.quasi and c != count and c not in sens] if self.rows else []
+        rest_cols = sens + others
+        group_cols = self.quasi + rest_cols
+        w_name = "__anon_w"
+        while w_name in columns:
+            w_name += "_"
+        weight = exp.Sum(this=col(count)) if count else exp.Count(this=exp.Star())
+        inner = (exp.select(*[col(c) for c in group_cols], alias(weight, w_name)).from_(view)
+                 .group_by(*[col(c) for c in group_cols]))
+
+        def rank(cols: list[str]) -> exp.Expression:
+            order = exp.Order(expressions=[exp.Ordered(this=col(c)) for c in cols])
+            return exp.Sub(this=exp.Window(this=exp.DenseRank(), order=order), expression=exp.Literal.number(1))
+
+        items: list[exp.Expression] = [alias(exp.Cast(this=col(c), to=exp.DataType.build("VARCHAR")), f"__q{i}")
+                                       for i, c in enumerate(self.quasi)]
+        items += [alias(rank([s]), f"__s{i}") for i, s in enumerate(sens)]
+        items += [alias(exp.Cast(this=col(s), to=exp.DataType.build("VARCHAR")), f"__v{i}") for i, s in enumerate(sens)]
+        if rest_cols:
+            items.append(alias(rank(rest_cols), "__r"))
+        items.append(col(w_name))
+        # a fixed row order makes float sums (and so scores and traces) identical run to run
+        ordered = (exp.select(*items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("b"))))
+                   .order_by(*[exp.Ordered(this=col(c), nulls_first=True) for c in group_cols]))
+        frame = con.execute(render(ordered)).df()
+        n = len(frame)
+        qcodes = []
+        for i, e in enumerate(self.enc):
+            values = frame[f"__q{i}"]
+            codes = np.asarray(pd.Categorical(values.astype(object), categories=e.leaves).codes, dtype=np.int64)
+            bad = (codes < 0) & values.notna().to_numpy()
+            if bad.any():
+                raise TaxonomyError(f"taxonomy of {e.name!r} has no leaf for value(s) "
+                                    f"{sorted(set(values[bad].astype(str)))[:10]}")
+            qcodes.append(np.where(codes < 0, len(e.leaves), codes))
+        rest = frame["__r"].to_numpy(np.int64) if rest_cols else np.zeros(n, dtype=np.int64)
+        self.n_rest = int(rest.max()) + 1 if n else 1
+        self.sensitive = sens
+        self.sa_of_rest, self.sa_card, self.sa_labels = [], [], []
+        for i in range(len(sens)):
+            s = frame[f"__s{i}"].to_numpy(np.int64)
+            lookup = np.zeros(self.n_rest, dtype=np.int64)
+            lookup[rest] = s
+            self.sa_of_rest.append(lookup)
+            self.sa_card.append(int(s.max()) + 1 if n else 0)
+            labels = np.empty(self.sa_card[-1], dtype=object)  # the VARCHAR value of each code (None = NULL)
+            values = frame[f"__v{i}"]
+            labels[s] = np.where(values.notna().to_numpy(), values.astype(object).to_numpy(), None)
+            self.sa_labels.append(labels)
+        self.base_rows = n
+        return _State(self.root, qcodes, rest, frame[w_name].to_numpy(np.float64))
+
+    # -- structure ---------------------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return int(np.prod([h + 1 for h in self.heights], dtype=np.float64))
+
+    def successors(self, node: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """Nodes one level higher in one attribute, in attribute order."""
+        return [node[:j] + (node[j] + 1,) + node[j + 1:] for j in range(len(node)) if node[j] < self.heights[j]]
+
+    def predecessors(self, node: tuple[int, ...]) -> list[tuple[int, ...]]:
+        return [node[:j] + (node[j] - 1,) + node[j + 1:] for j in range(len(node)) if node[j] > 0]
+
+    def all_nodes(self) -> np.ndarray:
+        """Every level vector, ordered by total level, then lexicographically (the tie order of spec/00)."""
+        shape = tuple(h + 1 for h in self.heights)
+        nodes = np.indices(shape).reshape(len(shape), -1).T.astype(np.int16)
+        return nodes[np.argsort(nodes.sum(axis=1), kind="stable")]
+
+    def as_dict(self, node: Sequence[int]) -> dict[str, int]:
+        return {q: int(level) for q, level in zip(self.quasi, node)}
+
+    def check_node(self, node: Sequence[int]) -> tuple[int, ...]:
+        node = tuple(int(x) for x in node)
+        if len(node) != len(self.quasi) or any(not 0 <= x <= h for x, h in zip(node, self.heights)):
+            raise ValueError(f"node {node} is not in the lattice of {self.quasi} (heights {self.heights})")
+        return node
+
+    # -- roll-up -----------------------------------------------------------------------------------------------
+    def _map(self, j: int, a: int, b: int) -> np.ndarray | None:
+        """Code at level a → code at level b of attribute j (None when NULL's parent makes it not a function)."""
+        e = self.enc[j]
+        if a == 0:
+            return e.codes[b]
+        key = (j, a, b)
+        if key not in self._maps:
+            m = np.zeros(e.cards[a], dtype=np.int64)
+            m[e.codes[a]] = e.codes[b]
+            self._maps[key] = m if np.array_equal(m[e.codes[a]], e.codes[b]) else None
+        return self._maps[key]
+
+    def _source(self, node: tuple[int, ...]) -> _State:
+        """The cached state finer than ``node`` with the fewest groups (the base table if none)."""
+        target = np.asarray(node, dtype=np.int16)
+        ok = np.all(self._slots <= target, axis=1)
+        for j in self._restricted:
+            ok &= (self._slots[:, j] == 0) | (self._slots[:, j] == target[j])
+        if ok.any():
+            i = int(np.argmin(np.where(ok, self._slot_groups, np.inf)))
+            if self._slot_groups[i] < len(self._base.w):
+                self._clock += 1
+                self._slot_used[i] = self._clock
+                return self._slot_state[i]  # type: ignore[return-value]
+        return self._base
+
+    def _remember(self, state: _State) -> None:
+        if len(state.w) >= len(self._base.w):
+            return
+        free = np.flatnonzero(~np.isfinite(self._slot_groups))
+        i = int(free[0]) if len(free) else int(np.argmin(self._slot_used))
+        self._store(i, state)
+        while np.nansum(np.where(np.isfinite(self._slot_groups), self._slot_groups, 0)) > _CACHE_GROUPS:
+            used = np.where(np.isfinite(self._slot_groups), self._slot_used, np.iinfo(np.int64).max)
+            self._store(int(np.argmin(used)), None)
+
+    def _store(self, i: int, state: _State | None) -> None:
+        self._clock += 1
+        self._slot_state[i] = state
+        self._slot_used[i] = self._clock
+        if state is None:
+            self._slots[i] = np.iinfo(np.int16).max
+            self._slot_groups[i] = np.inf
+        else:
+            self._slots[i] = state.node
+            self._slot_groups[i] = len(state.w)
+
+    # -- evaluation --------------------------------------------------------------------------------------------
+    def evaluate(self, node: Sequence[int]) -> NodeEval:
+        """Evaluate a node once (cached): classes, violations, distinct rows, suppression, feasibility, scores."""
+        node = self.check_node(node)
+        hit = self._evals.get(node)
+        if hit is not None:
+            return hit
+        self.evaluations += 1
+        src = self._source(node)
+        state, sizes, reps, g_cls = self._rollup(src, node)
+        result = self._judge(node, sizes, reps, g_cls, state)
+        if node != self.root:
+            self._remember(state)
+        self._evals[node] = result
+        return result
+
+    def _rollup(self, src: _State, node: tuple[int, ...]) -> tuple[_State, np.ndarray, list[np.ndarray], np.ndarray]:
+        """Map ``src`` up to ``node`` and re-aggregate: (group table, class sizes, class codes, class of group)."""
+        q = []
+        for j, (a, b) in enumerate(zip(src.node, node)):
+            q.append(src.q[j] if a == b else self._map(j, a, b)[src.q[j]])  # type: ignore[index]
+        cards = [e.cards[b] for e, b in zip(self.enc, node)]
+        cls, n_cls = _factorize(_combine(q, cards, len(src.w)))
+        sizes = np.bincount(cls, weights=src.w, minlength=n_cls)
+        first = _first_index(cls, n_cls)
+        reps = [a[first] for a in q]
+        if self.n_rest > 1:
+            grp, n_grp = _factorize(cls * self.n_rest + src.rest)
+            g_first = _first_index(grp, n_grp)
+            state = _State(node, [a[g_first] for a in q], src.rest[g_first],
+                           np.bincount(grp, weights=src.w, minlength=n_grp))
+            return state, sizes, reps, cls[g_first]
+        state = _State(node, reps, np.zeros(n_cls, dtype=np.int64), sizes)
+        return state, sizes, reps, np.arange(n_cls, dtype=np.int64)
+
+    def _stats(self, sizes: np.ndarray, g_cls: np.ndarray, g_rest: np.ndarray, g_w: np.ndarray,
+               compact: bool) -> ClassStats:
+        sens = {}
+        for i, sa in enumerate(self.sensitive):
+            codes, card, labels = self.sa_of_rest[i][g_rest], self.sa_card[i], self.sa_labels[i]
+            if compact:  # after suppression the SQL's value domain is what remains (ordered distance's m)
+                present, codes = np.unique(codes, return_inverse=True)
+                card, labels = len(present), labels[present]
+            sc = SensitiveCounts.from_codes(g_cls, codes, g_w, len(sizes), card)
+            sc.labels = labels
+            sens[sa] = sc
+        return ClassStats(sizes, sens)
+
+    def _checks(self, stats: ClassStats, reps: list[np.ndarray]) -> list[tuple[str, np.ndarray]]:
+        """(name, pass per class) for every model and every <S,k> window, as the classes view computes them."""
+        out = []
+        n = stats.n_classes
+        for m in self.models:
+            out.append((m.describe(), np.asarray(m.check(stats), dtype=bool) if n else np.ones(0, dtype=bool)))
+        for idx, k in self.requirements:
+            f, _ = _factorize(_combine([reps[j] for j in idx], [int(reps[j].max(initial=0)) + 1 for j in idx], n))
+            window = np.bincount(f, weights=stats.sizes)[f] if n else np.zeros(0)
+            out.append((f"<{{{', '.join(self.quasi[j] for j in idx)}}}, {k}>", window >= k))
+        return out
+
+    def _judge(self, node: tuple[int, ...], sizes: np.ndarray, reps: list[np.ndarray], g_cls: np.ndarray,
+               state: _State) -> NodeEval:
+        stats = self._stats(sizes, g_cls, state.rest, state.w, compact=False)
+        ok = np.ones(len(sizes), dtype=bool)
+        failures = {}
+        for name, passed in self._checks(stats, reps):
+            if not passed.all():
+                failures[name] = (int((~passed).sum()), float(sizes[~passed].sum()))
+            ok &= passed
+        need = float(sizes[~ok].sum())
+        rows_before = len(state.w) if self.rows else None
+        violations = int(np.count_nonzero(~ok[g_cls])) if self.rows else None
+        if not self.allow_suppression:
+            kept, suppressed, within = np.ones(len(sizes), dtype=bool), 0.0, need == 0
+            feasible = within
+        else:
+            kept, suppressed = ok, need
+            within = need <= self.budget + EPS
+            feasible = within and (need == 0 or self._remainder_ok(sizes, reps, g_cls, state, ok))
+        bounds = self._measures(node, sizes, reps, np.ones(len(sizes), dtype=bool), 0.0, rows_before)
+        if suppressed:
+            rows_after = int(np.count_nonzero(kept[g_cls])) if self.rows else None
+            scores = self._measures(node, sizes, reps, kept, suppressed, rows_after)
+        else:
+            rows_after, scores = rows_before, dict(bounds)
+        return NodeEval(node, len(sizes), violations, rows_after, rows_before, need, suppressed, within, feasible,
+                        scores, bounds, failures)
+
+    def _remainder_ok(self, sizes: np.ndarray, reps: list[np.ndarray], g_cls: np.ndarray, state: _State,
+                      kept: np.ndarray) -> bool:
+        """Does what is left after suppressing the failing classes pass every check (the SQL verification)?"""
+        if not kept.any():
+            return True
+        new_id = np.cumsum(kept) - 1
+        g_keep = kept[g_cls]
+        stats = self._stats(sizes[kept], new_id[g_cls[g_keep]], state.rest[g_keep], state.w[g_keep], compact=True)
+        return all(passed.all() for _, passed in self._checks(stats, [r[kept] for r in reps]))
+
+    def _measures(self, node: tuple[int, ...], sizes: np.ndarray, reps: list[np.ndarray], kept: np.ndarray,
+                  suppressed: float, rows: int | None) -> dict[str, float | None]:
+        n, q = self.records, len(self.quasi)
+        w = np.where(kept, sizes, 0.0)
+        ncp = sum(float(np.dot(w, e.ncp[b][r])) for e, b, r in zip(self.enc, node, reps))
+        level_loss = sum(b / e.height for e, b in zip(self.enc, node) if e.height)
+        kept_records = n - suppressed
+        denom = n * q if n and q else 1.0
+        return {
+            "distinct_rows": None if rows is None else float(rows),
+            "ncp": (ncp + suppressed * q) / denom,
+            "discernibility": float(np.dot(w, sizes)) + n * suppressed,
+            "precision": 1.0 - (kept_records * level_loss + suppressed * q) / denom,
+        }
+
+    # -- objectives --------------------------------------------------------------------------------------------
+    def loss(self, ev: NodeEval, objective: str, bound: bool = False) -> float:
+        """The objective as a quantity to minimize (bound=True: a lower bound for the node and its generalizations)."""
+        value = (ev.bounds if bound else ev.scores)[objective]
+        if value is None:
+            raise ValueError(f"objective {objective!r} needs the lattice built with rows=True")
+        return quantize(-value if OBJECTIVES[objective] else value)
+
+    def rank_key(self, ev: NodeEval, objective: str) -> tuple:
+        """Sort key of a feasible node: best objective, then fewest total levels, then smallest level vector."""
+        return (self.loss(ev, objective), ev.total, ev.node)
+
+    def suppression_monotone(self) -> bool:
+        """Whether the records needing suppression can only shrink under generalization (for every model)."""
+        return all(getattr(m, "suppression_monotone", m.name in _SUPPRESSION_MONOTONE) for m in self.models)
+
+    def describe_failure(self, ev: NodeEval) -> str:
+        parts = [f"{name} fails for {c} classes ({r:g} records)" for name, (c, r) in ev.failures.items()]
+        return "; ".join(parts) or "the remainder after suppression fails a requirement"

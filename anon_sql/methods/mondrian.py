@@ -1,0 +1,266 @@
+"""``method = "mondrian"``: strict multidimensional Mondrian (LeFevre, DeWitt & Ramakrishnan 2006).
+
+Partitions are split recursively at the weighted median of the quasi-identifier with the widest normalized range
+(numeric: (max − min) / global range; categorical: by default (leaves under the partition's lowest common ancestor
+− 1) / (leaves − 1), the NCP of the value it would release). A categorical split groups the children of that
+ancestor into two halves. A split is allowed only if both halves satisfy every privacy model of the policy
+(``model.check`` on :class:`ClassStats`). The recursion runs level by level, vectorized over all open partitions of a
+level; partition ids follow the depth-first order of the split tree. Deterministic: ties go to the earlier
+attribute, then the lower cut.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import PolicyError, PrivacyRequirementError
+from ..models import ClassStats, PrivacyModel, SensitiveCounts
+from . import register
+from .base import ROW_ID, AssignmentPlan, Method, MethodContext
+from .local_values import QIColumn, SourceData, class_values, load_source, segment_lca
+
+
+@dataclass
+class StatsBuilder:
+    """Builds :class:`ClassStats` for any grouping of rows (the halves of candidate splits)."""
+
+    weights: np.ndarray
+    sensitive: dict[str, np.ndarray]
+    labels: dict[str, np.ndarray]
+    global_freq: dict[str, np.ndarray]
+    needs_sensitive: bool
+
+    @classmethod
+    def from_source(cls, data: SourceData, models: Sequence[PrivacyModel]) -> "StatsBuilder":
+        freq = {s: np.bincount(c, weights=data.weights, minlength=len(data.sensitive_values[s]))
+                for s, c in data.sensitive.items()}
+        labels = {s: v.to_numpy(dtype=object) for s, v in data.sensitive_values.items()}
+        return cls(data.weights, data.sensitive, labels, freq, any(m.needs_sensitive for m in models))
+
+    def build(self, rows: np.ndarray, cls: np.ndarray, n: int) -> ClassStats:
+        w = self.weights[rows]
+        sens = {}
+        if self.needs_sensitive:
+            for s, codes in self.sensitive.items():
+                nv = len(self.labels[s])
+                sc = SensitiveCounts.from_codes(cls, codes[rows], w, n, nv, value_rank=np.arange(nv))
+                sc.global_freq = self.global_freq[s]
+                sc.labels = self.labels[s]
+                sens[s] = sc
+        return ClassStats(np.bincount(cls, weights=w, minlength=n), sens)
+
+
+def all_ok(models: Sequence[PrivacyModel], stats: ClassStats) -> np.ndarray:
+    """Per class: does it satisfy every model?"""
+    ok = np.ones(stats.n_classes, dtype=bool)
+    for m in models:
+        ok &= np.asarray(m.check(stats), dtype=bool)
+    return ok
+
+
+@dataclass
+class MondrianResult:
+    pid: np.ndarray      # partition of each row, 0..n_partitions-1 in depth-first order
+    n_partitions: int
+    depth: int
+
+
+WIDTHS = ("leaves", "distinct", "mixed")
+_DENSE_CELLS = 20_000_000
+
+
+def _distinct(order: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Distinct values per segment of a (segment-grouped) code array."""
+    seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
+    span = int(order.max()) + 1 if len(order) else 1
+    if len(starts) * span <= _DENSE_CELLS:
+        present = np.bincount(seg * span + order, minlength=len(starts) * span) > 0
+        return present.reshape(len(starts), span).sum(axis=1)
+    return np.bincount(np.unique(seg * span + order) // span, minlength=len(starts))
+
+
+def _widths(columns: Sequence[QIColumn], rows: np.ndarray, starts: np.ndarray,
+            categorical: str = "leaves") -> tuple[np.ndarray, dict]:
+    """Normalized width of every open partition on every QI, and the LCA level of the categorical ones.
+
+    Categorical width: ``leaves`` = (leaves under the LCA − 1)/(leaves − 1), the NCP of the released value;
+    ``distinct`` = (distinct values − 1)/(values − 1); ``mixed`` = their mean."""
+    widths = np.zeros((len(starts), len(columns)))
+    lcas: dict[int, np.ndarray] = {}
+    for j, c in enumerate(columns):
+        if c.numeric:
+            x = c.x[rows]
+            with np.errstate(invalid="ignore"):
+                span = np.fmax.reduceat(x, starts) - np.fmin.reduceat(x, starts)
+            w = np.nan_to_num(span / c.span, nan=0.0) if c.span > 0 else np.zeros(len(starts))
+            nan = np.isnan(x).astype(np.int8)
+            mixed = np.maximum.reduceat(nan, starts) != np.minimum.reduceat(nan, starts)
+            widths[:, j] = w + mixed   # a NULL/non-NULL mix is split off first
+        else:
+            level, code = segment_lca(c, rows, starts)
+            leaves = np.empty(len(starts), dtype=np.float64)
+            for lv in np.unique(level):
+                m = level == lv
+                leaves[m] = c.leaves[lv][code[m]]
+            w = (leaves - 1) / (c.total_leaves - 1) if c.total_leaves > 1 else np.zeros(len(starts))
+            if categorical != "leaves":
+                d = (_distinct(c.order[rows], starts) - 1) / max(c.total_leaves - 1, 1)
+                w = d if categorical == "distinct" else (w + d) / 2
+            widths[:, j] = w
+            lcas[j] = level
+    return widths, lcas
+
+
+def _median_cut(seg: np.ndarray, key: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
+    """Per segment: the key value whose cut (key <= cut | key > cut) splits the weight closest to half (ties: the
+    lower cut). Every segment given has at least two distinct keys."""
+    kmax = int(key.max()) + 1
+    if m * kmax <= _DENSE_CELLS:   # histogram per segment
+        hist = np.bincount(seg * kmax + key, weights=w, minlength=m * kmax).reshape(m, kmax)
+        present = np.bincount(seg * kmax + key, minlength=m * kmax).reshape(m, kmax) > 0
+        cum = np.cumsum(hist, axis=1)
+        total = cum[:, -1:]
+        last = np.cumsum(present, axis=1) == present.sum(axis=1, keepdims=True)
+        dist = np.where(present & ~last, np.abs(cum - total / 2.0), np.inf)
+        return np.argmin(dist, axis=1)
+    o = np.argsort(seg * kmax + key, kind="stable")
+    sg, k, wt = seg[o], key[o], w[o]
+    cum = np.cumsum(wt)
+    new_seg = np.r_[True, sg[1:] != sg[:-1]]
+    first = np.flatnonzero(new_seg)
+    cin = cum - (cum[first] - wt[first])[np.cumsum(new_seg) - 1]
+    total = np.bincount(sg, weights=wt, minlength=m)
+    last_of_key = np.r_[(k[1:] != k[:-1]) | (sg[1:] != sg[:-1]), True]
+    last_of_seg = np.r_[sg[1:] != sg[:-1], True]
+    vi = np.flatnonzero(last_of_key & ~last_of_seg)
+    dist = np.abs(cin[vi] - total[sg[vi]] / 2.0)
+    oo = np.lexsort((vi, dist, sg[vi]))
+    sv = sg[vi][oo]
+    pick = np.r_[True, sv[1:] != sv[:-1]]
+    cut = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
+    cut[sv[pick]] = k[vi][oo][pick]
+    return cut
+
+
+def _reorder(perm: np.ndarray, seg: np.ndarray, side: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Rows of the kept segments, each segment's left rows before its right rows (stable, no sort)."""
+    sel = keep[seg]
+    rows, sg, left = perm[sel], seg[sel], side[sel] == 0
+    if len(rows) == 0:
+        return rows
+    first = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
+    g = np.cumsum(np.r_[True, sg[1:] != sg[:-1]]) - 1
+    c0, c1 = np.cumsum(left), np.cumsum(~left)
+    before0, before1 = c0[first] - left[first], c1[first] - ~left[first]
+    n_left = np.diff(np.r_[before0, c0[-1]])
+    rank = np.where(left, c0 - 1 - before0[g], n_left[g] + c1 - 1 - before1[g])
+    out = np.empty(len(rows), dtype=np.int64)
+    out[first[g] + rank] = rows
+    return out
+
+
+def partition(columns: Sequence[QIColumn], models: Sequence[PrivacyModel], stats: StatsBuilder,
+              progress=None, categorical_width: str = "leaves") -> MondrianResult:
+    """Strict Mondrian over all rows: returns each row's partition (see the module docstring and :func:`_widths`)."""
+    n = len(stats.weights)
+    q = len(columns)
+    pid = np.zeros(n, dtype=np.int64)
+    perm = np.arange(n)          # rows of the open partitions, grouped by partition in depth-first order
+    n_parts, depth = 1, 0
+    while len(perm) and q:
+        p = pid[perm]
+        starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+        parts = p[starts]
+        m = len(parts)
+        seg = np.repeat(np.arange(m), np.diff(np.r_[starts, len(perm)]))
+        widths, lcas = _widths(columns, perm, starts, categorical_width)
+        ranked = np.argsort(-widths, axis=1, kind="stable")
+        decided = np.zeros(m, dtype=bool)
+        side = np.zeros(len(perm), dtype=np.int64)
+        for r in range(q):
+            attr = ranked[:, r]
+            cand = ~decided & (widths[np.arange(m), attr] > 0)
+            if not cand.any():
+                continue
+            cr = np.flatnonzero(cand[seg])
+            cseg = seg[cr]
+            a_row = attr[cseg]
+            key = np.empty(len(cr), dtype=np.int64)
+            for j in np.unique(attr[cand]):
+                sel = a_row == j
+                rr = perm[cr[sel]]
+                c = columns[j]
+                key[sel] = c.order[rr] if c.numeric else c.tree[c.order[rr], lcas[j][cseg[sel]] - 1]
+            cut = _median_cut(cseg, key, stats.weights[perm[cr]], m)
+            s = (key > cut[cseg]).astype(np.int64)
+            cidx = np.flatnonzero(cand)
+            remap = np.full(m, -1, dtype=np.int64)
+            remap[cidx] = np.arange(len(cidx))
+            ok = all_ok(models, stats.build(perm[cr], remap[cseg] * 2 + s, 2 * len(cidx)))
+            ok = ok.reshape(-1, 2).all(axis=1)
+            decided[cidx[ok]] = True
+            take = ok[remap[cseg]]
+            side[cr[take]] = s[take]
+        split = np.zeros(n_parts, dtype=bool)
+        split[parts[decided]] = True
+        inc = 1 + split.astype(np.int64)
+        base = np.cumsum(inc) - inc
+        pid = base[pid]
+        pid[perm] += side
+        n_parts = int(inc.sum())
+        perm = _reorder(perm, seg, side, decided)
+        if decided.any():
+            depth += 1
+            if progress:
+                progress(f"mondrian: depth {depth}, {n_parts} partitions")
+    return MondrianResult(pid, n_parts, depth)
+
+
+def check_root(models: Sequence[PrivacyModel], stats: StatsBuilder) -> None:
+    """Fail early when the whole table, as one class, already violates a model (no partition can satisfy it)."""
+    n = len(stats.weights)
+    root = stats.build(np.arange(n), np.zeros(n, dtype=np.int64), 1)
+    failing = [m.describe() for m in models if not bool(np.asarray(m.check(root))[0])]
+    if failing:
+        raise PrivacyRequirementError(
+            f"the whole table, taken as a single class, does not satisfy {', '.join(failing)}; no partition "
+            "can, so no release was created: relax the requirement (smaller k / l, larger t) or use more data"
+        )
+
+
+@register
+class Mondrian(Method):
+    """Strict multidimensional Mondrian local recoding; ``[method_params] categorical_width`` = "leaves" (default),
+    "distinct" or "mixed" chooses how a categorical QI's width is measured (:func:`_widths`)."""
+
+    name = "mondrian"
+    plan_kind = "assignment"
+    needs_taxonomies = False
+
+    def __init__(self, **params: Any):
+        unknown = sorted(set(params) - {"categorical_width"})
+        if unknown:
+            raise PolicyError(f"method 'mondrian': unknown method_params {unknown}; known: ['categorical_width']")
+        self.categorical_width = params.get("categorical_width", "leaves")
+        if self.categorical_width not in WIDTHS:
+            raise PolicyError(f"method_params.categorical_width must be one of {list(WIDTHS)}, "
+                              f"got {self.categorical_width!r}")
+        super().__init__(**params)
+
+    def plan(self, ctx: MethodContext) -> AssignmentPlan:
+        data = load_source(ctx)
+        stats = StatsBuilder.from_source(data, ctx.models)
+        check_root(ctx.models, stats)
+        result = partition(data.columns, ctx.models, stats, ctx.progress, self.categorical_width)
+        ec = result.pid + 1
+        assignment = pd.DataFrame({ROW_ID: data.rows, "ec_id": ec})
+        info: dict[str, Any] = {"partitions": result.n_partitions, "depth": result.depth}
+        if self.categorical_width != "leaves":
+            info["categorical_width"] = self.categorical_width
+        return AssignmentPlan(assignment, class_values(ec, data.columns), None, info)
+
+
+__all__ = ["WIDTHS", "Mondrian", "MondrianResult", "StatsBuilder", "all_ok", "check_root", "partition"]

@@ -1,0 +1,393 @@
+"""Full-domain lattice searches: ``iab`` (seed 000, Algorithm 1), ``exhaustive``, ``greedy`` and ``optimal``.
+
+Every method evaluates nodes through :class:`anon_sql.lattice.Lattice` (counts, never rows) and returns a
+:class:`LevelPlan` listing every quasi-identifier, with the search statistics and trace in ``info``.
+Ties between equally good nodes: fewest total levels, then the smallest level vector in policy order (spec/00).
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import PolicyError, PrivacyRequirementError
+from ..lattice import OBJECTIVES, Lattice, NodeEval
+from . import register
+from .base import LevelPlan, Method, MethodContext
+
+_PROGRESS_EVERY = 500
+
+
+class _Trace:
+    """The search trace: one entry per event (evaluated, expanded, pruned, best, moved, chosen)."""
+
+    def __init__(self, lattice: Lattice, objective: str):
+        self.lattice, self.objective, self.rows = lattice, objective, []
+
+    def add(self, event: str, ev: NodeEval) -> None:
+        score = ev.scores.get(self.objective)
+        self.rows.append({"step": len(self.rows), "node": self.lattice.as_dict(ev.node), "event": event,
+                          "violations": ev.violations, "distinct_rows": ev.distinct_rows, "feasible": ev.feasible,
+                          "score": None if score is None else float(score)})
+
+
+class _LatticeSearch(Method):
+    """Shared parameter handling, lattice construction, result and failure reporting."""
+
+    default_objective = "distinct_rows"
+    params_allowed: tuple[str, ...] = ("objective",)
+    max_nodes = 0
+    rows = True   # whether the search needs distinct rows / violations (the base table then keeps every column)
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        unknown = sorted(set(params) - set(self.params_allowed))
+        if unknown:
+            raise PolicyError(f"method {self.name!r} does not take method_params {unknown}; "
+                              f"it takes {list(self.params_allowed)}")
+        self.objective = params.get("objective", self.default_objective)
+        if self.objective not in OBJECTIVES:
+            raise PolicyError(f"method_params.objective = {self.objective!r} is not one of "
+                              f"{', '.join(repr(o) for o in OBJECTIVES)}")
+
+    def plan(self, ctx: MethodContext) -> LevelPlan:
+        """Build the lattice (one GROUP BY over the source view), then search it."""
+        t0 = time.perf_counter()
+        ctx.progress(f"{self.name}: building the base table of distinct combinations")
+        lattice = Lattice.from_context(ctx, rows=self.rows or self.objective == "distinct_rows")
+        ctx.progress(f"{self.name}: {lattice.base_rows} combinations, lattice of {lattice.size} nodes")
+        plan = self.search(lattice, ctx)
+        searched, total = plan.info["seconds"], time.perf_counter() - t0
+        plan.info.update(search_seconds=searched, base_seconds=total - searched, seconds=total)
+        return plan
+
+    def search(self, lattice: Lattice, ctx: MethodContext) -> LevelPlan:
+        """Search a built lattice; ``info["seconds"]`` is the search time alone."""
+        raise NotImplementedError
+
+    def _check_size(self, lat: Lattice, alternative: str) -> None:
+        limit = int(self.params.get("max_nodes", self.max_nodes))
+        if lat.size > limit:
+            raise PolicyError(f"method {self.name!r}: the lattice has {lat.size} nodes, more than "
+                              f"method_params.max_nodes = {limit}; raise max_nodes or {alternative}")
+
+    def _tick(self, ctx: MethodContext, lattice: Lattice) -> None:
+        if lattice.evaluations % _PROGRESS_EVERY == 0:
+            ctx.progress(f"{self.name}: {lattice.evaluations} nodes evaluated")
+
+    def _result(self, lattice: Lattice, best: NodeEval | None, trace: _Trace, t0: float, ctx: MethodContext,
+                **counts: int) -> LevelPlan:
+        if best is None:
+            raise PrivacyRequirementError(no_feasible_message(lattice, ctx, complete=self.name != "greedy"))
+        trace.add("chosen", best)
+        # nodes_generated: generalized tables the search produced (the root, the input itself, is not counted)
+        info = {"nodes_generated": counts.get("generated", lattice.evaluations),
+                "nodes_evaluated": lattice.evaluations, "nodes_expanded": counts.get("expanded", 0),
+                "seconds": time.perf_counter() - t0, "objective": self.objective,
+                "score": best.scores.get(self.objective), "lattice_size": lattice.size,
+                "violations": best.violations, "distinct_rows": best.distinct_rows,
+                "suppressed": best.suppressed, "trace": trace.rows}
+        info.update({k: v for k, v in counts.items() if k not in ("generated", "expanded")})
+        ctx.progress(f"{self.name}: chose {lattice.as_dict(best.node)}")
+        return LevelPlan(lattice.as_dict(best.node), info)
+
+
+def no_feasible_message(lattice: Lattice, ctx: MethodContext, complete: bool = True) -> str:
+    """Name what fails even at the top of every taxonomy, and the suppression budget that would satisfy it
+    (``complete``: the search covered the lattice; greedy only its path)."""
+    top = lattice.evaluate(lattice.top)
+    policy = ctx.policy
+    what = lattice.describe_failure(top)
+    frac = top.need / lattice.records if lattice.records else 0.0
+    suggestion = math.ceil(frac * 1e4) / 1e4
+    if top.need > lattice.budget:
+        hint = (f"meeting it at the top node needs suppression of {top.need:g} of {lattice.records:g} records: allow "
+                f"it with max_suppression = {suggestion:g} (or more), or relax k / the requirements")
+    else:
+        hint = ("suppressing the failing classes leaves a requirement unmet on the remainder: relax k / the "
+                "requirements, or allow more suppression")
+    found = (f"no generalization of {lattice.quasi} satisfies the privacy requirements" if complete else
+             f"the greedy path up to the top of {lattice.quasi} met no node satisfying the privacy requirements "
+             "(method = \"iab\" or \"optimal\" searches the whole lattice)")
+    return f"release {policy.name!r}: {found}; at the top of every taxonomy {what}; {hint}"
+
+
+@register
+class IAB(_LatticeSearch):
+    """Intelligent Anonymity Balance (seed 000, Algorithm 1): best-first on distinct rows, pruned by monotonicity."""
+
+    name = "iab"
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        if self.objective != "distinct_rows":
+            raise PolicyError("method 'iab' maximizes distinct rows (seed 000); for objective "
+                              f"{self.objective!r} use method = \"optimal\" or \"exhaustive\"")
+
+    def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:
+        t0 = time.perf_counter()
+        trace = _Trace(lat, self.objective)
+        root = lat.evaluate(lat.root)
+        trace.add("evaluated", root)
+        best = root if root.feasible else None
+        if best is not None:
+            trace.add("best", root)
+        generated = {lat.root}
+        heap: list[tuple] = []
+        expanded = 0
+
+        def expand(ev: NodeEval) -> None:
+            nonlocal expanded
+            expanded += 1
+            trace.add("expanded", ev)
+            for child in lat.successors(ev.node):
+                if child in generated:
+                    continue
+                generated.add(child)
+                c = lat.evaluate(child)
+                self._tick(ctx, lat)
+                trace.add("evaluated", c)
+                if not c.feasible and best is not None and c.rows_before <= best.distinct_rows:
+                    trace.add("pruned", c)  # generalizing can only shrink m: it can never beat best
+                    continue
+                heapq.heappush(heap, (-c.rows_before, c.violations, c.total, len(generated), child))
+
+        expand(root)
+        while heap and (best is None or -heap[0][0] > best.distinct_rows):
+            ev = lat.evaluate(heapq.heappop(heap)[-1])
+            if ev.feasible:
+                if best is None or lat.rank_key(ev, "distinct_rows") < lat.rank_key(best, "distinct_rows"):
+                    best = ev
+                    trace.add("best", ev)
+                # without suppression a feasible node is never expanded; with it, a generalization may keep more
+                # rows (less suppression), so expand while its pre-suppression rows could still beat best
+                if lat.allow_suppression and ev.rows_before > best.distinct_rows:
+                    expand(ev)
+            else:
+                expand(ev)
+        return self._result(lat, best, trace, t0, ctx, generated=len(generated) - 1, expanded=expanded)
+
+
+@register
+class Exhaustive(_LatticeSearch):
+    """Evaluate every node of the lattice (seed 000, method 1): the correctness oracle of the other searches."""
+
+    name = "exhaustive"
+    params_allowed = ("objective", "max_nodes")
+    max_nodes = 200_000
+
+    def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:
+        t0 = time.perf_counter()
+        self._check_size(lat, 'use method = "optimal"')
+        trace = _Trace(lat, self.objective)
+        best, best_key = None, None
+        for node in lat.all_nodes():
+            ev = lat.evaluate(tuple(int(x) for x in node))
+            self._tick(ctx, lat)
+            trace.add("evaluated", ev)
+            if ev.feasible:
+                key = lat.rank_key(ev, self.objective)
+                if best_key is None or key < best_key:
+                    best, best_key = ev, key
+                    trace.add("best", ev)
+        return self._result(lat, best, trace, t0, ctx, generated=lat.size - 1, expanded=0)
+
+
+@register
+class Greedy(_LatticeSearch):
+    """From the root, move to the child with the fewest violating rows until the table is feasible (seed 000)."""
+
+    name = "greedy"
+
+    def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:
+        t0 = time.perf_counter()
+        trace = _Trace(lat, self.objective)
+        cur = lat.evaluate(lat.root)
+        trace.add("evaluated", cur)
+        generated = {lat.root}
+        expanded = 0
+        while not cur.feasible:
+            children = lat.successors(cur.node)
+            if not children:
+                return self._result(lat, None, trace, t0, ctx)
+            expanded += 1
+            trace.add("expanded", cur)
+            evs = []
+            for child in children:
+                generated.add(child)
+                ev = lat.evaluate(child)
+                trace.add("evaluated", ev)
+                evs.append(ev)
+            # fewest violating rows; ties: more distinct rows, then fewest levels / smallest vector
+            cur = min(evs, key=lambda e: (e.violations, -e.rows_before, e.total, e.node))
+            trace.add("moved", cur)
+        return self._result(lat, cur, trace, t0, ctx, generated=len(generated) - 1, expanded=expanded)
+
+
+@register
+class Optimal(_LatticeSearch):
+    """Globally optimal full-domain search for large lattices (after ARX's Flash): binary search on chains with
+    predictive tagging where feasibility is monotone, plus lower-bound pruning by the objective.
+
+    What it relies on (each step is exact, the result equals ``exhaustive``'s):
+    * objective bounds — a node's score measured without suppression is a lower bound (for ``distinct_rows``:
+      an upper bound) on the score of the node and of every generalization of it, with or without suppression; a
+      generalization also has more levels, so a node whose bound cannot beat the best found prunes its whole
+      up-cone. Without suppression the bound is the score: this subsumes "every generalization of a feasible node
+      is dominated by it".
+    * tagging — without suppression and with only monotone models (``model.monotone``), feasibility is monotone
+      (the <S,k> windows are too): an infeasible node makes its whole down-cone infeasible. With a suppression
+      budget, feasibility is not monotone (the remainder is re-checked after suppression, and suppression changes
+      t-closeness' reference distribution), but the records needing suppression shrink under generalization when
+      every model's per-class pass survives merging (k-anonymity, distinct l-diversity): a node over budget makes
+      its down-cone infeasible, and nodes within budget are evaluated one by one. Otherwise nothing is tagged.
+    """
+
+    name = "optimal"
+    default_objective = "discernibility"
+    params_allowed = ("objective", "max_nodes")
+    max_nodes = 2_000_000   # the tags take ~(2 + 2·Σ(height+1)) bytes per node
+    rows = False
+
+    def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:
+        t0 = time.perf_counter()
+        self._check_size(lat, "use fewer quasi-identifiers or shallower taxonomies")
+        trace = _Trace(lat, self.objective)
+        flash = _Flash(lat, self.objective, trace, lambda: self._tick(ctx, lat))
+        if flash.predicate is not None:
+            ctx.progress(f"optimal: classifying the lattice ({flash.predicate})")
+            flash.classify()
+        flash.sweep()
+        return self._result(lat, flash.best, trace, t0, ctx, generated=flash.touched, expanded=flash.paths,
+                            tagged_infeasible=int(flash.tag_false.sum()), pruned=int(flash.pruned.sum()))
+
+
+class _Flash:
+    """Lattice-wide state of the optimal search: node tags (predicate true / false), pruned cones, the best node."""
+
+    def __init__(self, lat: Lattice, objective: str, trace: _Trace, tick: Any):
+        self.lat, self.obj, self.trace, self.tick = lat, objective, trace, tick
+        self.nodes = nodes = lat.all_nodes()
+        n, self.q = nodes.shape
+        shape = np.array([h + 1 for h in lat.heights])
+        self.strides = np.array([int(np.prod(shape[j + 1:])) for j in range(self.q)], dtype=np.int64)
+        self.pos = np.empty(n, dtype=np.int64)
+        self.pos[nodes.astype(np.int64) @ self.strides] = np.arange(n)
+        self.sums = nodes.sum(axis=1)
+        self.rel = np.array([1.0 / h if h else 0.0 for h in lat.heights])
+        # cones as ANDs of per-attribute masks: ge[j][l] = nodes whose level j is >= l (le: <= l)
+        self.ge = [[nodes[:, j] >= lvl for lvl in range(h + 1)] for j, h in enumerate(lat.heights)]
+        self.le = [[nodes[:, j] <= lvl for lvl in range(h + 1)] for j, h in enumerate(lat.heights)]
+        if not lat.allow_suppression and all(m.monotone for m in lat.models):
+            self.predicate: str | None = "feasible"
+        elif lat.allow_suppression and lat.suppression_monotone():
+            self.predicate = "within_budget"
+        else:
+            self.predicate = None
+        self.tag_true, self.tag_false, self.pruned, self.seen = (np.zeros(n, dtype=bool) for _ in range(4))
+        self.ev_pos: list[int] = []
+        self.ev_bound: list[float] = []
+        self.ev_done: list[bool] = []
+        self.best: NodeEval | None = None
+        self.key: tuple | None = None
+        self.paths = self.touched = 0
+
+    def cone(self, masks: list[list[np.ndarray]], i: int) -> np.ndarray:
+        out = masks[0][self.nodes[i, 0]].copy()
+        for j in range(1, self.q):
+            out &= masks[j][self.nodes[i, j]]
+        return out
+
+    def _prunable(self, js: np.ndarray) -> np.ndarray:
+        """Bounds that cannot beat the best (an equal bound loses on levels unless below best's level sum)."""
+        if self.key is None:
+            return np.zeros(len(js), dtype=bool)
+        bounds, at = np.array(self.ev_bound)[js], np.array(self.ev_pos)[js]
+        return (bounds > self.key[0]) | ((bounds == self.key[0]) & (self.sums[at] >= self.key[1]))
+
+    def _prune(self, js: np.ndarray) -> None:
+        for j in js:
+            i = self.ev_pos[j]
+            self.ev_done[j] = True
+            cone = self.cone(self.ge, i)
+            cone[i] = False
+            newly = cone & ~self.pruned
+            if newly.any():
+                self.pruned[newly] = True
+                self.trace.rows.append({"step": len(self.trace.rows), "node": self.lat.as_dict(self.nodes[i]),
+                                        "event": "pruned", "violations": None, "distinct_rows": None,
+                                        "feasible": None, "score": None})
+
+    def visit(self, i: int) -> NodeEval:
+        """Evaluate node i; update the best, the tags and the pruned cones."""
+        ev = self.lat.evaluate(tuple(int(x) for x in self.nodes[i]))
+        self.seen[i] = True
+        self.tick()
+        self.trace.add("evaluated", ev)
+        improved = False
+        if ev.feasible:
+            key = self.lat.rank_key(ev, self.obj)
+            if self.key is None or key < self.key:
+                self.best, self.key, improved = ev, key, True
+                self.trace.add("best", ev)
+        if self.predicate is not None:
+            if getattr(ev, self.predicate):
+                self.tag_true[self.cone(self.ge, i)] = True
+            else:
+                self.tag_false[self.cone(self.le, i)] = True
+        self.ev_pos.append(i)
+        self.ev_bound.append(self.lat.loss(ev, self.obj, bound=True))
+        self.ev_done.append(False)
+        # the newest bound, and after a better best every earlier bound not yet applied
+        js = np.flatnonzero(~np.array(self.ev_done)) if improved else np.array([len(self.ev_pos) - 1])
+        self._prune(js[self._prunable(js)])
+        return ev
+
+    def _path(self, start: int, open_: np.ndarray) -> list[int]:
+        """Climb from ``start`` through open nodes, raising the attribute with the lowest relative level."""
+        path = [start]
+        while True:
+            cur = tuple(int(x) for x in self.nodes[path[-1]])
+            order = sorted((j for j in range(self.q) if cur[j] < self.lat.heights[j]),
+                           key=lambda j: (cur[j] * self.rel[j], j))
+            nxt = None
+            for j in order:
+                c = int(self.pos[int(np.dot(cur, self.strides)) + int(self.strides[j])])
+                if open_[c]:
+                    nxt = c
+                    break
+            if nxt is None:
+                return path
+            path.append(nxt)
+
+    def classify(self) -> None:
+        """Flash: binary search for the predicate's boundary on chains of open nodes until every node is tagged."""
+        while True:
+            open_ = ~(self.tag_true | self.tag_false | self.pruned)
+            if not open_.any():
+                return
+            path = self._path(int(np.argmax(open_)), open_)
+            self.paths += 1
+            self.touched += len(path)
+            lo, hi = 0, len(path) - 1
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                i = path[mid]
+                if self.pruned[i] or self.tag_true[i]:
+                    hi = mid - 1
+                elif self.tag_false[i]:
+                    lo = mid + 1
+                elif getattr(self.visit(i), self.predicate):  # type: ignore[arg-type]
+                    hi = mid - 1
+                else:
+                    lo = mid + 1
+
+    def sweep(self) -> None:
+        """Evaluate, bottom-up, every node neither tagged infeasible, pruned nor evaluated."""
+        for i in np.flatnonzero(~(self.tag_false | self.pruned | self.seen)):
+            if not self.pruned[i]:
+                self.touched += 1
+                self.visit(int(i))

@@ -1,0 +1,532 @@
+"""``method = "theta"``: θ-sensitive k-anonymity (Khan et al. 2020, Algorithm 1; spec/05 §3).
+
+1. Order the records: Mondrian partitions of similar QIs, split only while both halves keep enough distinct
+   sensitive values for classes of k (depth-first; inside a partition each value is spread evenly), or the plain QI
+   sort of the paper (``order = "sorted"``). Cut the order into classes of k (the last absorbs the remainder).
+2. For each class below θ(m) = μ·(m² − 1)/12, in order: swap its most frequent sensitive value with a value of a
+   later class (within ``window`` classes, nearest first) that the class lacks (backCheck, trying that class's values
+   by descending frequency), provided the later class stays >= θ (a later class below θ qualifies when its σ² does
+   not drop: it is fixed in its own turn). The last class swaps only with the one before it, when neither's most
+   frequent value occurs in the other (crossCheck). Classes at the same offset of segments longer than the window
+   have disjoint windows, so they are processed in one vectorized step.
+3. Classes still below θ get noise records (seeded): the fewest dummy records with a sensitive value absent from
+   the class that lift σ² to θ. If some class cannot be lifted even so, the release fails closed (or, with a
+   suppression budget, those classes are suppressed by the release).
+4. Generalize each final class locally (:mod:`local_values`), so moved records are covered.
+
+Swaps are bookkept on the class × value count matrix (whole records move; which record of a value moves is drawn
+with the policy's seed). σ² and θ come from ``udfs/kernels.py``, the kernel behind ``anon_theta_variance``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import PolicyError, PrivacyRequirementError
+from ..models import ClassStats, KAnonymity, PrivacyModel
+from ..udfs import kernels
+from . import register
+from .base import ROW_ID, AssignmentPlan, Method, MethodContext
+from .local_values import SourceData, class_values, load_source
+from .mondrian import StatsBuilder, partition
+
+_PARAMS = ("window", "order", "noise_flag")
+_ORDERS = ("mondrian", "sorted")
+_MAX_CELLS = 50_000_000  # classes × sensitive values held in the count matrix
+_SEGMENT = 4             # lockstep segments span this many windows
+_RESCUE_MISSES = 32      # consecutive failed last-resort searches after which the rest is left to the report
+
+
+def variances(counts: np.ndarray) -> np.ndarray:
+    """σ² of every row of a class × value count matrix (the θ-variance kernel)."""
+    r, v = counts.shape
+    return kernels.theta_variance_segments(counts.ravel(), np.repeat(np.arange(r), v), r)
+
+
+def theta_ok(counts: np.ndarray, mu: float) -> np.ndarray:
+    """σ² >= θ(m) for every row of a class × value count matrix (the θ kernel, tolerance included)."""
+    r, v = counts.shape
+    return kernels.theta_ok_segments(counts.ravel(), np.repeat(np.arange(r), v), r, mu)
+
+
+@dataclass
+class ThetaResult:
+    """Outcome of the swap and noise phases over records in class order."""
+
+    cls: np.ndarray          # final class of each record (position in the class order), 0-based
+    noise_cls: np.ndarray    # class of each noise record
+    noise_val: np.ndarray    # sensitive value code of each noise record
+    counts: np.ndarray       # final class × value counts, noise included
+    swaps: int
+    below_before: int        # classes below θ before any swap
+    unreachable: np.ndarray  # classes still below θ at the end
+
+
+def _partner(C: np.ndarray, c: int, classes: np.ndarray, mu: float, ok: np.ndarray,
+             batch: int = 1024) -> tuple[int, int, bool] | None:
+    """backCheck over ``classes`` (in order of preference): the first class b holding a value v that class c lacks
+    such that b stays >= θ after the swap (c gives its most frequent value u, b gives v); a b already below θ also
+    qualifies when the swap does not lower its σ² (it is fixed in its own turn). Within b, v by descending count.
+    Returns (b, v, b passes after the swap).
+
+    When u is absent from b and v occurs once in b, b's multiset of counts is unchanged, so the swap qualifies
+    without evaluating σ²; the kernel only judges the other candidates up to the first such class."""
+    cc = C[c]
+    u = int(np.argmax(cc))
+    absent = cc == 0
+    for lo in range(0, len(classes), batch):
+        bs = classes[lo:lo + batch]
+        block = C[bs]
+        opts = (block > 0) & absent
+        same = (block == 1) & opts & (block[:, u] == 0)[:, None]
+        rows = np.flatnonzero(same.any(axis=1))
+        stop = int(rows[0]) if len(rows) else len(bs) - 1
+        other = opts[: stop + 1] & ~same[: stop + 1]
+        bi, vi = np.nonzero(other)
+        fine = after_ok = np.zeros(0, dtype=bool)
+        if len(bi):
+            cand = block[bi]
+            idx = np.arange(len(bi))
+            cand[idx, vi] -= 1
+            cand[idx, u] += 1
+            var = variances(np.vstack([cand, block[bi]]))
+            after, now = var[: len(bi)], var[len(bi):]
+            after_ok = after >= kernels.theta_threshold(cand.sum(axis=1), mu) - kernels.THETA_TOLERANCE
+            fine = after_ok | (~ok[bs[bi]] & (after >= now - kernels.THETA_TOLERANCE))
+        good = np.flatnonzero(fine)
+        first_kernel = int(bi[good].min()) if len(good) else None
+        if len(rows) and (first_kernel is None or stop <= first_kernel):
+            r = stop
+            g = good[bi[good] == r] if len(good) else good
+            if len(g):   # at the same class, values b holds more than once come first (descending count)
+                g = g[np.lexsort((vi[g], -block[r, vi[g]]))[0]]
+                return int(bs[r]), int(vi[g]), bool(after_ok[g])
+            return int(bs[r]), int(np.flatnonzero(same[r])[0]), bool(ok[bs[r]])
+        if first_kernel is not None:
+            g = good[bi[good] == first_kernel]
+            g = g[np.lexsort((vi[g], -block[first_kernel, vi[g]]))[0]]
+            return int(bs[first_kernel]), int(vi[g]), bool(after_ok[g])
+    return None
+
+
+def _swap(C: np.ndarray, c: int, b: int, give: int, take: int) -> None:
+    C[c, give] -= 1
+    C[c, take] += 1
+    C[b, take] -= 1
+    C[b, give] += 1
+
+
+def swaps_needed(counts: np.ndarray, mu: float) -> np.ndarray:
+    """Per class (rows of a count matrix): how many swaps — each takes one record of the most frequent value out
+    and a value new to the class in — lift it to θ. The trajectory does not depend on the partners, so every
+    class's trajectory goes through the kernel in one call (a fully diverse class always passes)."""
+    counts = np.atleast_2d(counts)
+    f = -np.sort(-counts, axis=1)                     # counts in descending order
+    m = f.sum(axis=1)
+    steps = m - (f > 0).sum(axis=1)
+    top = int(steps.max()) if len(steps) else 0
+    need = np.zeros(len(f), dtype=np.int64)
+    if top == 0:
+        return need
+    state = np.hstack([f, np.zeros((len(f), top), dtype=f.dtype)])
+    rows, owner = [], []
+    live = np.flatnonzero(steps > 0)
+    for j in range(top):
+        live = live[steps[live] > j]
+        first_max = np.argmax(state[live], axis=1)
+        state[live, first_max] -= 1
+        state[live, f.shape[1] + j] = 1
+        rows.append(state[live].copy())
+        owner.append(live)
+    rows_all, owner_all = np.vstack(rows), np.concatenate(owner)
+    step_all = np.concatenate([np.full(len(o), j + 1) for j, o in enumerate(owner)])
+    passing = theta_ok(rows_all, mu)
+    need[:] = steps
+    hit = np.flatnonzero(passing)
+    np.minimum.at(need, owner_all[hit], step_all[hit])
+    return need
+
+
+def noise_needed(counts: np.ndarray, mu: float, allowed: np.ndarray) -> np.ndarray:
+    """Per class (rows of a count matrix): the fewest noise records — each a distinct ``allowed`` value absent
+    from the class — that lift it to θ; −1 when even all of them fall short. One kernel call for all classes."""
+    counts = np.atleast_2d(counts)
+    n, nv = counts.shape
+    absent = ((counts == 0) & allowed[None, :]).sum(axis=1)
+    need = np.full(n, -1, dtype=np.int64)
+    owner = np.repeat(np.arange(n), absent)
+    if len(owner) == 0:
+        return need
+    j = np.arange(len(owner)) - np.repeat(np.cumsum(absent) - absent, absent) + 1   # 1..absent per class
+    trials = np.hstack([counts[owner], (np.arange(nv)[None, :] < j[:, None]).astype(counts.dtype)])
+    hit = np.flatnonzero(theta_ok(trials, mu))
+    best = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(best, owner[hit], j[hit])
+    found = best < np.iinfo(np.int64).max
+    need[found] = best[found]
+    return need
+
+
+def _fix(C: np.ndarray, c: int, need: int, partners: np.ndarray, mu: float, ok: np.ndarray,
+         dirty: np.ndarray) -> int:
+    """Swap class c with ``partners`` (nearest first) until it reaches θ (``need`` swaps) or no partner qualifies.
+    Partners whose multiset of counts changed are marked ``dirty`` (their precomputed need is stale)."""
+    done = 0
+    while done < need:
+        found = _partner(C, c, partners, mu, ok)
+        if found is None:
+            break
+        b, v, b_ok = found
+        if C[b, v] > 1 or C[b, int(np.argmax(C[c]))] > 0:
+            dirty[b] = True
+        _swap(C, c, b, int(np.argmax(C[c])), v)
+        ok[b] = b_ok
+        done += 1
+    ok[c] = done >= need
+    return done
+
+
+def _lockstep(C: np.ndarray, mu: float, window: int, ok: np.ndarray, need: np.ndarray) -> int:
+    """backCheck swaps for all classes but the last, in order within segments of ``window`` classes and in
+    lockstep across segments: the classes at the same offset of every segment have disjoint windows (the next
+    ``window`` classes), so their partner searches run as one vectorized step. Rules as in :func:`_partner`."""
+    n, nv = C.shape
+    s_len = _SEGMENT * max(window, 1)
+    steps = np.arange(1, window + 1)
+    swaps = 0
+    dirty = np.zeros(n, dtype=bool)
+    for t in range(s_len):
+        cs = np.arange(t, n - 1, s_len)
+        cs = cs[~ok[cs]]
+        redo = cs[dirty[cs]]
+        if len(redo):
+            need[redo] = swaps_needed(C[redo], mu)
+        done = np.zeros(len(cs), dtype=np.int64)
+        while len(cs):
+            a = len(cs)
+            cc = C[cs]
+            u = np.argmax(cc, axis=1)
+            idx = cs[:, None] + steps[None, :]
+            valid = idx < n
+            idx = np.minimum(idx, n - 1)
+            block = C[idx]                                        # classes × window × values
+            opts = (block > 0) & (cc == 0)[:, None, :] & valid[:, :, None]
+            u_in_b = np.take_along_axis(block, u[:, None, None], axis=2)[:, :, 0] > 0
+            same = opts & (block == 1) & ~u_in_b[:, :, None]
+            has_same = same.any(axis=2)
+            first_same = np.where(has_same.any(axis=1), np.argmax(has_same, axis=1), window)
+            ai, wi, vi = np.nonzero(opts & ~same & (steps[None, :, None] - 1 <= first_same[:, None, None]))
+            # candidates: (class, offset, value, priority) — kernel-judged ones and each class's first "same" one
+            if len(ai):
+                cand = block[ai, wi].copy()
+                r = np.arange(len(ai))
+                cand[r, vi] -= 1
+                cand[r, u[ai]] += 1
+                var = variances(np.vstack([cand, block[ai, wi]]))
+                after, now = var[: len(ai)], var[len(ai):]
+                after_ok = after >= kernels.theta_threshold(cand.sum(axis=1), mu) - kernels.THETA_TOLERANCE
+                later = idx[ai, wi] % s_len > t       # not processed yet in this sweep
+                fine = after_ok | (~ok[idx[ai, wi]] & later & (after >= now - kernels.THETA_TOLERANCE))
+                ai, wi, vi, after_ok = ai[fine], wi[fine], vi[fine], after_ok[fine]
+                prio = -block[ai, wi, vi]
+            else:
+                prio = after_ok = np.zeros(0, dtype=np.int64)
+            sa = np.flatnonzero(first_same < window)
+            sv = np.argmax(same[sa, first_same[sa]], axis=1)
+            ai = np.r_[ai, sa]
+            wi = np.r_[wi, first_same[sa]]
+            vi = np.r_[vi, sv]
+            prio = np.r_[prio, np.zeros(len(sa), dtype=np.int64)]
+            b_ok = np.r_[after_ok.astype(bool), ok[idx[sa, first_same[sa]]]]
+            kernel = np.r_[np.ones(len(ai) - len(sa), dtype=bool), np.zeros(len(sa), dtype=bool)]
+            if len(ai) == 0:
+                break
+            o = np.lexsort((vi, prio, wi, ai))
+            pick = o[np.r_[True, ai[o][1:] != ai[o][:-1]]]
+            pa, b, v = ai[pick], idx[ai[pick], wi[pick]], vi[pick]
+            c, give = cs[pa], u[pa]
+            dirty[b[kernel[pick]]] = True
+            C[c, give] -= 1
+            C[c, v] += 1
+            C[b, v] -= 1
+            C[b, give] += 1
+            ok[b] = b_ok[pick]
+            swaps += len(c)
+            done[pa] += 1
+            finished = done[pa] >= need[c]
+            ok[c[finished]] = True
+            keep = np.zeros(a, dtype=bool)
+            keep[pa[~finished]] = True                            # found a partner and still needs more
+            cs, done = cs[keep], done[keep]
+    return swaps
+
+
+def swap_phase(C: np.ndarray, mu: float, window: int, ok: np.ndarray, allowed: np.ndarray | None = None) -> int:
+    """Algorithm 1's swaps on the count matrix (in place); returns the number of swaps.
+
+    Every class below θ but the last swaps with the next ``window`` classes (backCheck, :func:`_lockstep`); the
+    last class crossChecks with the one before it. A class that even noise could not lift to θ (absent
+    ``allowed`` values exhausted) may, as a last resort, swap with any class within ``8 · window``, nearest first."""
+    n = C.shape[0]
+    allowed = np.ones(C.shape[1], dtype=bool) if allowed is None else allowed
+    need = np.zeros(n, dtype=np.int64)
+    failing = np.flatnonzero(~ok)
+    need[failing] = swaps_needed(C[failing], mu)
+    swaps = _lockstep(C, mu, window, ok, need)
+    c, p = n - 1, n - 2
+    while n > 1 and not ok[c]:   # crossCheck: the last class with the class before it
+        ms_n, ms_p = int(np.argmax(C[c])), int(np.argmax(C[p]))
+        if C[p, ms_n] > 0 or C[c, ms_p] > 0:
+            break
+        cand = C[p].copy()
+        cand[ms_p] -= 1
+        cand[ms_n] += 1
+        if not theta_ok(cand[None, :], mu)[0]:
+            break
+        _swap(C, c, p, ms_n, ms_p)
+        swaps += 1
+        ok[[c, p]] = theta_ok(C[[c, p]], mu)
+    dirty = np.zeros(n, dtype=bool)
+    failing = np.flatnonzero(~ok)
+    misses = 0
+    for c in failing[noise_needed(C[failing], mu, allowed) < 0]:
+        c = int(c)
+        near = np.arange(max(c - 8 * window, 0), min(c + 8 * window + 1, n))
+        near = near[np.argsort(np.abs(near - c), kind="stable")][1:]
+        swaps += _fix(C, c, int(swaps_needed(C[c], mu)[0]), near, mu, ok, dirty)
+        misses = 0 if ok[c] or noise_needed(C[c:c + 1], mu, allowed)[0] >= 0 else misses + 1
+        if misses >= _RESCUE_MISSES:   # the data cannot supply these classes: stop searching, report them
+            break
+    return swaps
+
+
+def noise_phase(C: np.ndarray, mu: float, ok: np.ndarray, weights: np.ndarray,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """addNoise: for each class below θ, the fewest absent values that lift it to θ, drawn without replacement with
+    probability ∝ ``weights`` (an exponential race on seeded uniforms)."""
+    fail = np.flatnonzero(~ok)
+    allowed = weights > 0
+    need = noise_needed(C[fail], mu, allowed)
+    fail, need = fail[need > 0], need[need > 0]
+    if len(fail) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    ci, vi = np.nonzero((C[fail] == 0) & allowed[None, :])
+    race = -np.log(rng.random(len(ci))) / weights[vi]
+    o = np.lexsort((vi, race, ci))
+    ci, vi = ci[o], vi[o]
+    first = np.flatnonzero(np.r_[True, ci[1:] != ci[:-1]])
+    rank = np.arange(len(ci)) - np.repeat(first, np.diff(np.r_[first, len(ci)]))
+    take = rank < need[ci]
+    cls, val = fail[ci[take]], vi[take]
+    np.add.at(C, (cls, val), 1)
+    ok[fail] = True
+    return cls.astype(np.int64), val.astype(np.int64)
+
+
+def realize_moves(cls0: np.ndarray, values: np.ndarray, before: np.ndarray, after: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Turn the count changes into record moves: per value, the records a class lost (drawn with the seed) go to
+    the classes that gained it, matched in class order so records travel as little as possible."""
+    n, v = before.shape
+    delta = (after - before).ravel()
+    o = np.lexsort((rng.random(len(values)), values, cls0))
+    g = cls0[o] * v + values[o]
+    first = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
+    rank = np.arange(len(o)) - np.repeat(first, np.diff(np.r_[first, len(o)]))
+    movers = o[rank < np.maximum(-delta, 0)[g]]
+    gain = np.repeat(np.arange(n * v), np.maximum(delta, 0))
+    mo = np.lexsort((cls0[movers], values[movers]))
+    ro = np.lexsort((gain // v, gain % v))
+    cls = cls0.copy()
+    cls[movers[mo]] = gain[ro] // v
+    return cls
+
+
+def theta_anonymize(values: np.ndarray, n_values: int, k: int, mu: float, window: int = 64,
+                    seed: int = 0, noise_weights: np.ndarray | None = None) -> ThetaResult:
+    """θ-sensitive classes over sensitive-value codes given in class order (steps 1–3 of the module docstring)."""
+    values = np.asarray(values, dtype=np.int64)
+    n_classes = max(len(values) // k, 1)
+    cls0 = np.minimum(np.arange(len(values)) // k, n_classes - 1)
+    if n_classes * n_values > _MAX_CELLS:
+        raise PolicyError(f"method 'theta': {n_classes} classes × {n_values} sensitive values is too large for the "
+                          "swap phase; use a larger k or coarsen the sensitive attribute")
+    before = np.bincount(cls0 * n_values + values, minlength=n_classes * n_values).reshape(n_classes, n_values)
+    C = before.copy()
+    ok = theta_ok(C, mu)
+    below = int((~ok).sum())
+    rng = np.random.default_rng(seed)
+    weights = (np.bincount(values, minlength=n_values).astype(float) if noise_weights is None
+               else np.asarray(noise_weights, dtype=float))
+    swaps = swap_phase(C, mu, window, ok, weights > 0)
+    cls = realize_moves(cls0, values, before, C, rng)
+    noise_c, noise_v = noise_phase(C, mu, ok, weights, rng)
+    return ThetaResult(cls, noise_c, noise_v, C, swaps, below, np.flatnonzero(~ok))
+
+
+def min_distinct(k: int, mu: float, n_values: int) -> int:
+    """The fewest distinct values a class of k records needs to reach θ(k): its best shape with d values is one
+    value k − d + 1 times and d − 1 singletons (the kernel judges each d)."""
+    top = min(k, n_values)
+    rows = np.zeros((top, top), dtype=np.int64)
+    for d in range(1, top + 1):
+        rows[d - 1, 0] = k - d + 1
+        rows[d - 1, 1:d] = 1
+    good = np.flatnonzero(theta_ok(rows, mu))
+    return int(good[0]) + 1 if len(good) else top
+
+
+class ThetaFeasible(PrivacyModel):
+    """Internal split constraint of the ordering Mondrian: a partition of L records must hold enough distinct
+    sensitive values for ⌊L/k⌋ classes of ``d`` distinct values each (Σ_v min(f_v, ⌊L/k⌋) >= d·⌊L/k⌋)."""
+
+    name = "theta_feasible"
+    needs_sensitive = True
+
+    def __init__(self, attribute: str, k: int, d: int):
+        self.attribute, self.k, self.d = attribute, k, d
+
+    def check(self, stats: ClassStats) -> np.ndarray:
+        sc = stats.sensitive[self.attribute]
+        slots = np.floor(stats.sizes / self.k)
+        supply = np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
+        return supply >= self.d * slots
+
+
+def class_order(data: SourceData, k: int, order: str, sa: str, mu: float) -> np.ndarray:
+    """Row indices in class order.
+
+    ``mondrian``: Mondrian partitions whose every split keeps both halves θ-feasible (:class:`ThetaFeasible`), in
+    depth-first order; inside a partition each sensitive value is spread evenly over the partition's sequence, so
+    any k consecutive records hold a proportional mix. ``sorted``: the records sorted on the QIs (the paper)."""
+    keys = [c.order for c in reversed(data.columns)]
+    if order == "sorted":
+        return np.lexsort(keys) if keys else np.arange(data.n)
+    values = data.sensitive[sa]
+    nv = len(data.sensitive_values[sa])
+    stats = StatsBuilder(data.weights, {sa: values}, {sa: data.sensitive_values[sa].to_numpy()},
+                         {sa: np.bincount(values, minlength=nv).astype(float)}, True)
+    models: list[PrivacyModel] = [KAnonymity(k), ThetaFeasible(sa, k, min_distinct(k, mu, nv))]
+    n = data.n
+    if not models[1].check(stats.build(np.arange(n), np.zeros(n, dtype=np.int64), 1))[0]:
+        models = models[:1]   # the whole table is not θ-feasible: keep QI locality, swaps and noise do the rest
+    pid = partition(data.columns, models, stats).pid
+    group = pid * nv + values
+    o = np.lexsort(keys + [group])                 # rows of each (partition, value) in QI order
+    g = group[o]
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    size = np.diff(np.r_[first, len(g)])
+    rank = np.arange(len(g)) - np.repeat(first, size)
+    spot = np.empty(len(g))
+    spot[o] = (rank + 0.5) / np.repeat(size, size)   # evenly spaced positions in [0, 1)
+    return np.lexsort((values, spot, pid))
+
+
+@register
+class ThetaSensitive(Method):
+    """θ-sensitive k-anonymity; ``[method_params]`` window (int, 64), order ("mondrian" | "sorted"), noise_flag."""
+
+    name = "theta"
+    plan_kind = "assignment"
+    needs_taxonomies = False
+
+    def __init__(self, **params: Any):
+        unknown = sorted(set(params) - set(_PARAMS))
+        if unknown:
+            raise PolicyError(f"method 'theta': unknown method_params {unknown}; known: {list(_PARAMS)}")
+        window = params.get("window", 64)
+        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+            raise PolicyError(f"method_params.window must be an integer >= 1 (later classes a class may swap "
+                              f"with), got {window!r}")
+        order = params.get("order", "mondrian")
+        if order not in _ORDERS:
+            raise PolicyError(f"method_params.order must be one of {list(_ORDERS)}, got {order!r}")
+        flag = params.get("noise_flag")
+        if flag is not None and (not isinstance(flag, str) or not flag.strip()):
+            raise PolicyError(f"method_params.noise_flag must be a column name, got {flag!r}")
+        super().__init__(**params)
+        self.window, self.order, self.noise_flag = window, order, flag
+
+    def _validate(self, ctx: MethodContext) -> tuple[float, int, str]:
+        policy = ctx.policy
+        theta = policy.privacy.theta
+        if not theta or "mu" not in theta:
+            raise PolicyError("method 'theta' needs the threshold factor: [privacy] theta = { mu = 0.6 }")
+        k = policy.privacy.k
+        if k is None or k < 2:
+            raise PolicyError(f"method 'theta' needs privacy.k >= 2 (Algorithm 1 refuses smaller k), got {k!r}")
+        if len(policy.sensitive) != 1:
+            raise PolicyError(f"method 'theta' protects exactly one sensitive attribute; the policy has "
+                              f"{policy.sensitive or 'none'}: give exactly one column role = \"sensitive\"")
+        if policy.count_column:
+            raise PolicyError("method 'theta' moves single records between classes: expand the count column "
+                              f"{policy.count_column!r} to one row per record and drop count_column")
+        if self.noise_flag and self.noise_flag in policy.attributes:
+            raise PolicyError(f"method_params.noise_flag {self.noise_flag!r} is already a column of the source; "
+                              "choose another name")
+        return float(theta["mu"]), int(k), policy.sensitive[0]
+
+    def plan(self, ctx: MethodContext) -> AssignmentPlan:
+        mu, k, sa = self._validate(ctx)
+        data = load_source(ctx)
+        ctx.progress("theta: ordering records")
+        order = class_order(data, k, self.order, sa, mu)
+        uniques = data.sensitive_values[sa]
+        weights = np.bincount(data.sensitive[sa], minlength=len(uniques)).astype(float)
+        weights[uniques.isna().to_numpy()] = 0.0          # never invent NULL sensitive values
+        ctx.progress("theta: swaps and noise")
+        res = theta_anonymize(data.sensitive[sa][order], len(uniques), k, mu, self.window, ctx.policy.seed, weights)
+        if len(res.unreachable) and ctx.policy.privacy.max_suppression == 0:
+            raise PrivacyRequirementError(self._unreachable_message(res, mu, k, sa, len(uniques)))
+        ec = np.empty(data.n, dtype=np.int64)
+        ec[order] = res.cls + 1
+        values = class_values(ec, data.columns)
+        noise = self._noise_frame(values, res, uniques, sa)
+        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), values, noise,
+                              self._info(res, mu, k))
+
+    @staticmethod
+    def _unreachable_message(res: ThetaResult, mu: float, k: int, sa: str, n_values: int) -> str:
+        records = int(res.counts[res.unreachable].sum())
+        return (f"θ-sensitivity (μ = {mu}) cannot be reached for {len(res.unreachable)} of {len(res.counts)} classes "
+                f"({records} records) even after {res.swaps} swaps and noise: a class of {k} records needs at least "
+                f"{min_distinct(k, mu, n_values)} distinct values of {sa!r} (it has {n_values}), and adding noise "
+                "raises θ with the class size. No release was created; lower k or μ, or allow the suppression of "
+                f"those records (max_suppression >= {records / max(len(res.cls), 1):.4g})")
+
+    @staticmethod
+    def _noise_frame(values: pd.DataFrame, res: ThetaResult, uniques: pd.Series, sa: str) -> pd.DataFrame | None:
+        """Dummy records: the class's released QI values and a sensitive value absent from the class."""
+        if len(res.noise_cls) == 0:
+            return None
+        ec = res.noise_cls + 1
+        frame = values.set_index("ec_id").loc[ec].reset_index()
+        frame[sa] = uniques.iloc[res.noise_val].reset_index(drop=True)
+        return frame
+
+    def _info(self, res: ThetaResult, mu: float, k: int) -> dict[str, Any]:
+        sizes = res.counts.sum(axis=1)
+        var = variances(res.counts)
+        theta = kernels.theta_threshold(sizes, mu)
+        info: dict[str, Any] = {
+            "mu": mu, "order": self.order, "window": self.window,
+            "classes_below_theta_before": res.below_before, "swaps": res.swaps,
+            "noise_records": int(len(res.noise_cls)), "noise_classes": int(len(np.unique(res.noise_cls))),
+            "classes_below_theta_after": int(len(res.unreachable)),
+            "theta_by_size": {int(m): float(kernels.theta_threshold(m, mu)) for m in np.unique(sizes)},
+            "variance_min": float(var.min()), "variance_mean": float(var.mean()),
+            "min_variance_margin": float((var - theta).min()),
+        }
+        if len(sizes) <= 50:
+            info["variance"] = [round(float(v), 6) for v in var]
+            info["theta"] = [round(float(t), 6) for t in theta]
+        if self.noise_flag:
+            info["noise_flag"] = self.noise_flag
+        return info
+
+
+__all__ = ["ThetaFeasible", "ThetaResult", "ThetaSensitive", "class_order", "min_distinct", "noise_needed",
+           "noise_phase", "realize_moves", "swap_phase", "swaps_needed", "theta_anonymize", "theta_ok", "variances"]

@@ -1,0 +1,187 @@
+"""Mondrian on Adult (8 QIs, spec/07) beside anonypy, and θ-sensitive k-anonymity on Adult scaled to 1M rows.
+
+    python bench/bench_mondrian.py                          # Mondrian k = 10, 5 (+ anonypy if importable), θ 1M k = 8
+    python bench/bench_mondrian.py --k 10 --no-anonypy --theta-rows 0
+    python bench/bench_mondrian.py --theta-rows 1000000 --theta-k 8 --k
+
+anon_sql runs twice per k: categorical_width "leaves" (default: the width is the NCP of the LCA it would release)
+and "mixed" (mean of that and the distinct-value share, closer to anonypy's span). Columns: "release s" =
+anon_sql.release end to end (plan, materialize, SQL verification, catalog); "plan s" = the
+method alone. NCP(tax) = the product's NCP (anon_sql.metrics: taxonomy leaves for categorical QIs); NCP(set) = the
+partition NCP both tools can be scored on: numeric (max − min)/range, categorical (distinct − 1)/(domain − 1).
+The 1M-row θ input is Adult resampled with replacement (seed 42), age jittered by −2..2 and occupation re-drawn from
+a random Adult record with the same education and sex (plain copies would put ~33 identical records side by side).
+anonypy is only a benchmark peer: install it with `pip install anonypy` in the benchmark environment.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+import anon_sql
+import anon_sql.metrics
+
+ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
+QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "salary-class"]
+SA = "occupation"
+
+
+def adult_frame() -> pd.DataFrame:
+    return duckdb.sql(f"SELECT * FROM read_csv('{ADULT / 'adult.csv'}', delim = ';', header = true)").df()
+
+
+def policy(name: str, source: str, method: str, qis: list[str], **privacy) -> dict:
+    attrs = {q: {"role": "quasi"} for q in qis}
+    for q in qis:
+        if q != "age":
+            attrs[q]["taxonomy"] = str(ADULT / f"adult_hierarchy_{q}.csv")
+    attrs[SA] = {"role": "sensitive"}
+    return {"name": name, "source": source, "method": method, "default_role": "insensitive", "seed": 42,
+            "attributes": attrs, "privacy": privacy}
+
+
+def set_ncp(df: pd.DataFrame, qis: list[str], groups: np.ndarray) -> float:
+    """Partition NCP: per record and QI, numeric (max − min)/range, categorical (distinct − 1)/(domain − 1)."""
+    total = 0.0
+    g = pd.Series(groups, index=df.index)
+    for q in qis:
+        col = df[q]
+        by = col.groupby(g)
+        if pd.api.types.is_numeric_dtype(col) and not isinstance(col.dtype, pd.CategoricalDtype):
+            span = float(col.max() - col.min()) or 1.0
+            per = (by.transform("max") - by.transform("min")) / span
+        else:
+            dom = max(col.nunique() - 1, 1)
+            per = (by.transform("nunique") - 1) / dom
+        total += float(per.sum())
+    return total / (len(df) * len(qis))
+
+
+def timed_release(con, pol: dict) -> tuple[anon_sql.Release, float, float]:
+    marks: dict[str, float] = {}
+    t0 = time.perf_counter()
+    rel = anon_sql.release(con, pol, progress=lambda m: marks.setdefault(m, time.perf_counter()))
+    total = time.perf_counter() - t0
+    plan = marks.get("materializing", t0) - marks.get("planning", t0)
+    return rel, total, plan
+
+
+def bench_mondrian(ks: list[int], with_anonypy: bool) -> list[dict]:
+    df = adult_frame()
+    con = duckdb.connect()
+    anon_sql.install(con)
+    con.register("adult_df", df)
+    con.execute("CREATE TABLE adult AS SELECT * FROM adult_df")
+    rows = []
+    anon_sql.release(con, policy("warm_up", "adult", "mondrian", QIS, k=max(ks)))   # one-time costs, untimed
+    runs = [(k, w) for k in ks for w in ("leaves", "mixed")]
+    for k, width in runs:
+        name = f"mondrian_k{k}_{width}"
+        pol = policy(name, "adult", "mondrian", QIS, k=k)
+        pol["method_params"] = {"categorical_width": width}
+        rel, total, plan = timed_release(con, pol)
+        ncp_tax = anon_sql.metrics.compute(con, name, ["ncp"])["ncp"]
+        pairs = con.execute(f'SELECT s.__row, a.ec_id FROM "{name}__source" s JOIN "{name}__assignment" a '
+                            "USING (__row)").df()
+        src = con.execute(f'SELECT * FROM "{name}__source"').df().set_index("__row").loc[pairs["__row"]]
+        rows.append({"tool": f"anon_sql mondrian ({width})", "k": k, "release s": total, "plan s": plan,
+                     "classes": rel.plan["partitions"], "min class": int(rel.metrics["k"]), "NCP(tax)": ncp_tax,
+                     "NCP(set)": set_ncp(src.reset_index(drop=True), QIS, pairs["ec_id"].to_numpy())})
+        if with_anonypy and width == "mixed":
+            rows.append(bench_anonypy(df, k))
+    con.close()
+    return rows
+
+
+def bench_anonypy(df: pd.DataFrame, k: int) -> dict:
+    from anonypy import anonypy as ap, mondrian
+
+    frame = df[QIS + [SA]].copy()
+    for q in QIS:
+        if q != "age":
+            frame[q] = frame[q].astype("category")
+    t0 = time.perf_counter()
+    m = mondrian.Mondrian(frame, QIS, SA)
+    parts = m.partition(k)
+    ap.anonymize(frame, parts, QIS, SA)          # what Preserver.anonymize_k_anonymity does after partitioning
+    seconds = time.perf_counter() - t0
+    groups = np.empty(len(frame), dtype=np.int64)
+    for i, p in enumerate(parts):               # labels for scoring only (not timed)
+        groups[frame.index.get_indexer(p)] = i
+    sizes = np.bincount(groups)
+    return {"tool": "anonypy 0.2.1", "k": k, "release s": seconds, "plan s": seconds, "classes": len(parts),
+            "min class": int(sizes.min()), "NCP(tax)": float("nan"), "NCP(set)": set_ncp(frame, QIS, groups)}
+
+
+def scaled_adult(rows: int, seed: int = 42) -> pd.DataFrame:
+    """Adult resampled to ``rows`` (see the module docstring), seeded."""
+    df = adult_frame()
+    rng = np.random.default_rng(seed)
+    big = df.iloc[rng.integers(0, len(df), rows)].reset_index(drop=True)
+    big["age"] = np.clip(big["age"].to_numpy() + rng.integers(-2, 3, rows), 17, 90)
+    pools = df.groupby(["education", "sex"]).indices
+    key = pd.MultiIndex.from_frame(big[["education", "sex"]])
+    occupation = df[SA].to_numpy()
+    out = np.empty(rows, dtype=object)
+    for (edu, sex), pool in pools.items():   # one vectorized draw per (education, sex) group
+        m = (key.get_level_values(0) == edu) & (key.get_level_values(1) == sex)
+        out[m] = occupation[pool[rng.integers(0, len(pool), int(m.sum()))]]
+    big[SA] = out
+    return big
+
+
+def bench_theta(rows: int, k: int, mu: float) -> dict:
+    big = scaled_adult(rows)
+    con = duckdb.connect()
+    anon_sql.install(con)
+    con.register("big_df", big)
+    con.execute("CREATE TABLE adult_big AS SELECT * FROM big_df")
+    con.unregister("big_df")
+    qis = [q for q in QIS if q != "salary-class"]
+    rel, total, plan = timed_release(con, policy(f"theta_k{k}", "adult_big", "theta", qis, k=k, theta={"mu": mu}))
+    con.close()
+    return {"tool": f"anon_sql theta μ={mu}", "k": k, "rows": rows, "release s": total, "plan s": plan,
+            "classes": len(rel.classes), "swaps": rel.info["swaps"], "noise": rel.noise,
+            "noise %": 100.0 * rel.noise / rows, "passed": rel.passed}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--k", type=int, nargs="*", default=[10, 5])
+    ap.add_argument("--no-anonypy", action="store_true")
+    ap.add_argument("--theta-rows", type=int, default=1_000_000)
+    ap.add_argument("--theta-k", type=int, default=8)
+    ap.add_argument("--mu", type=float, default=0.6)
+    args = ap.parse_args()
+    with_anonypy = not args.no_anonypy
+    if with_anonypy:
+        try:
+            import anonypy  # noqa: F401
+        except ImportError:
+            print("anonypy is not installed: timing anon_sql alone")
+            with_anonypy = False
+    pd.set_option("display.width", 160)
+    if args.k:
+        out = pd.DataFrame(bench_mondrian(args.k, with_anonypy))
+        print(f"Mondrian, Adult {len(adult_frame())} rows, QIs {QIS}, sensitive {SA}")
+        print(out.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        if with_anonypy:
+            for k in args.k:
+                b = out[(out.k == k) & (out.tool.str.startswith("anonypy"))].iloc[0]
+                for _, a in out[(out.k == k) & (out.tool.str.startswith("anon_sql"))].iterrows():
+                    print(f"k={k} {a['tool']}: release {b['release s'] / a['release s']:.0f}× faster end to end, "
+                          f"plan {b['plan s'] / a['plan s']:.0f}× faster; NCP(set) {a['NCP(set)']:.4f} vs anonypy "
+                          f"{b['NCP(set)']:.4f}")
+    if args.theta_rows:
+        res = pd.DataFrame([bench_theta(args.theta_rows, args.theta_k, args.mu)])
+        print(f"\nθ-sensitive k-anonymity, Adult scaled to {args.theta_rows} rows (7 QIs, sensitive {SA})")
+        print(res.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+if __name__ == "__main__":
+    main()
