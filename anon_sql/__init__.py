@@ -29,6 +29,9 @@ __all__ = [
 
 def __getattr__(name: str):
     """Analytics are imported lazily (scikit-learn / scipy load only when used)."""
+    if name == "metrics":  # anon_sql.metrics(con, release, names) — the package module is callable
+        import importlib
+        return importlib.import_module(".metrics", __name__)
     if name == "leakage":
         from .analytics.leakage import leakage
         return leakage
