@@ -168,8 +168,9 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     plan = ci.plan
     flag = noise_flag(plan)
     items = []
+    row_values = bool(plan.info.get("row_values"))   # per-row released values keyed by __row (slicing)
     for c in cols:
-        if c in policy.quasi and c in plan.class_values.columns:
+        if c in plan.class_values.columns and (c in policy.quasi or row_values):
             items.append(col(c, "v"))
         else:
             items.append(col(c, src))
@@ -184,7 +185,8 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
                    on=exp.EQ(this=col(ROW_ID, src), expression=col(ROW_ID, "a")))
              .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
                              alias=exp.TableAlias(this=ident("v"))),
-                   on=exp.EQ(this=col(EC_ID, "a"), expression=col(EC_ID, "v"))))
+                   on=exp.EQ(this=col(ROW_ID if row_values else EC_ID, "a"),
+                             expression=col(ROW_ID if row_values else EC_ID, "v"))))
     if plan.noise is not None and len(plan.noise):
         # columns the noise records do not carry are NULL (typed by the first branch of the UNION)
         noise_items = [col(c) if c in plan.noise.columns else alias(exp.null(), c) for c in cols]
@@ -224,27 +226,26 @@ def _level_base(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     grouped = (exp.select(*[col(c) for c in keep], alias(exp.Sum(this=_weight(policy)), WEIGHT))
                .from_(names.source.copy()).group_by(*[col(c) for c in keep]))
     items, joins = _generalized_items(ci, keep, "b")
-    query = exp.select(*items, col(WEIGHT, "b")).from_(exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("b"))))
+    originals = [alias(col(q, "b"), f"__o{i}") for i, q in enumerate(policy.quasi)]
+    query = exp.select(*originals, *items, col(WEIGHT, "b")).from_(
+        exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("b"))))
     for rel, on in joins:
         query = query.join(rel, on=on, join_type="left")
     return query
 
 
-def _level_combos(ci: CompileInput, names: ReleaseNames) -> exp.Select:
-    """Level plans: each distinct original QI tuple → its released QI values, ``ec_id`` and keep flag (small)."""
+def _level_combos(ci: CompileInput, base: str, classes: str) -> exp.Select:
+    """Level plans: each distinct original QI tuple → its released QI values and ``ec_id``, for kept classes only;
+    built from the aggregated base (no second pass over the rows)."""
     quasi = list(ci.policy.quasi)
-    distinct = exp.select(*[col(q) for q in quasi]).distinct().from_(names.source.copy())
-    items, joins = _generalized_items(ci, quasi, "d")
-    originals = [alias(col(q, "d"), f"__o{i}") for i, q in enumerate(quasi)]
-    mapped = exp.select(*originals, *items).from_(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("d"))))
-    for rel, on in joins:
-        mapped = mapped.join(rel, on=on, join_type="left")
-    on = and_all(null_safe_eq(col(q, "x"), col(q, "c")) for q in quasi)
-    return (exp.select(*[col(f"__o{i}", "x") for i in range(len(quasi))], *[col(q, "x") for q in quasi],
+    originals = [col(f"__o{i}", "x") for i in range(len(quasi))]
+    distinct = exp.select(*originals, *[col(q, "x") for q in quasi]).distinct().from_(
+        exp.Table(this=ident(base), alias=exp.TableAlias(this=ident("x"))))
+    on = and_all(null_safe_eq(col(q, "d"), col(q, "c")) for q in quasi)
+    return (exp.select(*[col(f"__o{i}", "d") for i in range(len(quasi))], *[col(q, "d") for q in quasi],
                        col(EC_ID, "c"))
-            .from_(exp.Subquery(this=mapped, alias=exp.TableAlias(this=ident("x"))))
-            .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
-                            alias=exp.TableAlias(this=ident("c"))), on=on)
+            .from_(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("d"))))
+            .join(exp.Table(this=ident(classes), alias=exp.TableAlias(this=ident("c"))), on=on)
             .where(col(KEEP, "c")))
 
 
@@ -397,18 +398,19 @@ def _ordered_tcloseness_ctes(i: int, sa: str, keys: list[str], sv: str, gq: str)
 
 def classes_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     """Classes of the generalized (pre-suppression) table with an ``ec_id`` and the suppression decision."""
-    policy = ci.policy
-    if isinstance(ci.plan, AssignmentPlan):
-        keys = [EC_ID]
-        null_safe = False
-    else:
-        keys = list(policy.quasi)
-        null_safe = True
     if isinstance(ci.plan, LevelPlan):
-        base = exp.Subquery(this=_level_base(ci, names), alias=exp.TableAlias(this=ident("gb")))
-        stats = class_stats_query(ci, base, keys, null_safe, weight=col(WEIGHT))
+        return _classes_select(ci, exp.Subquery(this=_level_base(ci, names), alias=exp.TableAlias(this=ident("gb"))))
+    return _classes_select(ci, names.general.copy())
+
+
+def _classes_select(ci: CompileInput, relation: exp.Expression) -> exp.Select:
+    """Per-class statistics of ``relation`` (level plans: the aggregated base with weights ``__w``; assignment
+    plans: the generalized rows), plus ``ec_id`` and the keep flag."""
+    if isinstance(ci.plan, AssignmentPlan):
+        keys, null_safe, weight = [EC_ID], False, None
     else:
-        stats = class_stats_query(ci, names.general.copy(), keys, null_safe)
+        keys, null_safe, weight = list(ci.policy.quasi), True, col(WEIGHT)
+    stats = class_stats_query(ci, relation, keys, null_safe, weight=weight)
     order = [exp.Ordered(this=col(k), nulls_first=True) for k in keys]
     items: list[exp.Expression] = [exp.Star()]
     if keys != [EC_ID]:
@@ -436,7 +438,8 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         query = (exp.select(*items)
                  .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
                                   alias=exp.TableAlias(this=ident("g"))))
-                 .join(exp.Subquery(this=_level_combos(ci, names), alias=exp.TableAlias(this=ident("k"))), on=on))
+                 .join(exp.Subquery(this=_level_combos(ci, "__lb", "__lc"), alias=exp.TableAlias(this=ident("k"))),
+                       on=on))
         grouping = items
     else:
         items = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
@@ -456,6 +459,10 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if policy.count_column:
         order_cols.append(col(policy.count_column))
     wrapped = exp.select(exp.Star()).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("r"))))
+    if isinstance(ci.plan, LevelPlan):
+        # one aggregation of the rows feeds both the classes and the row → class map (CTE shared, not rescanned)
+        wrapped = wrapped.with_("__lb", as_=_level_base(ci, names))
+        wrapped = wrapped.with_("__lc", as_=_classes_select(ci, exp.Table(this=ident("__lb"))))
     return wrapped.order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order_cols])
 
 

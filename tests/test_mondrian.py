@@ -3,7 +3,6 @@
 errors, determinism, and property tests on random tables."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import duckdb
@@ -22,8 +21,6 @@ from anon_sql.taxonomy import from_mapping
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ADULT = DATA / "adult"
 QIS = ["age", "sex", "race", "marital-status", "education", "native-country", "workclass"]
-NUM = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
-RANGE = re.compile(rf"^\[({NUM})-({NUM})\]$")
 
 
 def texts(series: pd.Series) -> list:
@@ -91,7 +88,7 @@ def test_parse_range_round_trip(lo, width):
     assert parse_range("*") is None and parse_range(None) is None
 
 
-# -- releases ------------------------------------------------------------------------------------------------------------
+# -- releases ----------------------------------------------------------------------------------------------------
 @pytest.fixture
 def con():
     c = duckdb.connect()

@@ -25,7 +25,8 @@ QIS = ["age", "sex", "race", "marital-status", "education", "native-country", "w
 
 
 def sigma2(values) -> float:
-    """σ² by spec/05 §1, written out: ranks 1, 2, ... by descending frequency (ties by value), Σfx²/m − (Σfx/m)²."""
+    """σ² by spec/05 §1, written out: ranks 1, 2, ... by descending frequency (ties by value),
+    Σfx²/m − (Σfx/m)²."""
     counts = pd.Series(list(values)).value_counts()
     counts = counts.sort_index().sort_values(ascending=False, kind="stable")
     f = counts.to_numpy(dtype=float)
@@ -119,7 +120,7 @@ def test_table4a_release_checks_theta_and_p_plus(con):
                                "name": "r4p3"})
 
 
-# -- the θ method ------------------------------------------------------------------------------------------------------
+# -- the θ method --------------------------------------------------------------------------------------------------
 def test_theta_release_table4a_swaps_every_class_reaches_theta(con):
     pol = table4a_policy("theta", theta={"mu": 0.6})
     pol["method_params"] = {"order": "sorted"}   # the paper's sorted classes: EC3 {Flu, Flu, Cancer, HIV} first
@@ -233,7 +234,7 @@ def test_swaps_and_noise_needed_golden():
     assert [min_distinct(k, 0.6, 14) for k in (4, 8, 16)] == [4, 6, 12]
 
 
-# -- Adult ---------------------------------------------------------------------------------------------------------------
+# -- Adult ---------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def adult():
     path = ADULT / "adult.csv"
@@ -285,7 +286,8 @@ def test_theta_adult_k16_fails_closed(adult):
 
 # -- p-sensitive models ------------------------------------------------------------------------------------------------
 def _table4a_stats():
-    labels = np.array(["Asthma", "Cancer", "Flu", "HIV", "Hepatitis", "Indigestion", "Obesity", "Phthisis"], dtype=object)
+    labels = np.array(["Asthma", "Cancer", "Flu", "HIV", "Hepatitis", "Indigestion", "Obesity", "Phthisis"],
+                      dtype=object)
     code = {v: i for i, v in enumerate(labels)}
     rows = ["HIV", "Cancer", "Flu", "Indigestion", "Hepatitis", "Phthisis", "Asthma", "Obesity", "HIV", "Cancer",
             "Flu", "Flu"]
@@ -305,7 +307,7 @@ def test_p_sensitive_numpy_golden():
     assert PSensitivity.from_policy("disease", {"p": 3, "plus": True, "categories": cats}).check(stats).tolist() == \
         [False, False, False]
     assert PSensitivity.from_policy("disease", {"p": 4}).check(stats).tolist() == [True, True, False]
-    # (p, α): default weights (i − 1)/(n − 1) over categories 1..4 → EC1 {1, 4} = 1, EC2 {2, 3} = 1, EC3 {1, 4} = 1
+    # (p, α): default weights (i − 1)/(n − 1), categories 1..4: EC1 {1, 4}, EC2 {2, 3}, EC3 {1, 4} all weigh 1
     alpha = PSensitivity.from_policy("disease", {"p": 2, "alpha": 1.0, "categories": cats})
     assert alpha.values(stats)["weight"] == pytest.approx([1.0, 1.0, 1.0])
     weights = {"1": 0.0, "2": 0.25, "3": 0.25, "4": 0.5}

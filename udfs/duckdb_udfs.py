@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from anon_sql.udfs import kernels
+from anon_sql.udfs import kernels, slicing
 
 __all__ = ["UDF_NAMES", "install_macros", "macro_statements", "register"]
 
@@ -90,7 +90,7 @@ _DOUBLE_UDFS: dict[str, Callable[..., np.ndarray]] = {
     "anon_simpson_evenness": kernels.simpson_evenness_segments,
     "anon_theta_variance": kernels.theta_variance_segments,
 }
-UDF_NAMES: tuple[str, ...] = (*_DOUBLE_UDFS, "anon_theta_ok")
+UDF_NAMES: tuple[str, ...] = (*_DOUBLE_UDFS, "anon_theta_ok", "anon_slicing_diversity")
 
 
 def _create(con: duckdb.DuckDBPyConnection, name: str, fn: Callable[..., Any], return_type: Any) -> None:
@@ -111,6 +111,7 @@ def register(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     for name, seg_kernel in _DOUBLE_UDFS.items():
         _create(con, name, _double_udf(seg_kernel), duckdb.sqltypes.DOUBLE)
     _create(con, "anon_theta_ok", _theta_ok_udf, duckdb.sqltypes.BOOLEAN)
+    _create(con, "anon_slicing_diversity", slicing.slicing_diversity_udf, duckdb.sqltypes.DOUBLE)
     return con
 
 

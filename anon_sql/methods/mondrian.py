@@ -63,6 +63,8 @@ def all_ok(models: Sequence[PrivacyModel], stats: ClassStats) -> np.ndarray:
 
 @dataclass
 class MondrianResult:
+    """Each row's partition and the shape of the split tree."""
+
     pid: np.ndarray      # partition of each row, 0..n_partitions-1 in depth-first order
     n_partitions: int
     depth: int

@@ -57,7 +57,8 @@ def load_categories(spec: Any, attribute: str, con=None) -> tuple[dict[str, str]
     """value → category from a CSV path, a table (needs ``con``) or an inline table; and (table, value column)
     when it is a table of the database (the SQL check then joins that table)."""
     if isinstance(spec, dict):
-        pairs = [(str(v), str(c)) for c, values in spec.items() for v in (values if isinstance(values, list) else [values])]
+        pairs = [(str(v), str(c)) for c, values in spec.items()
+                 for v in (values if isinstance(values, list) else [values])]
         table = None
     elif isinstance(spec, str) and (spec.lower().endswith(".csv") or Path(spec).is_file()):
         if not Path(spec).is_file():

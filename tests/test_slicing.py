@@ -1,0 +1,252 @@
+"""l-diverse slicing pieces (seed 001 §2): φ² golden values and SQL vs pandas, PAM on a hand-made distance matrix,
+and p(t, s) of the slicing kernel against hand computations from Definitions 8–10 (Table 10) and against a naive
+O(n²) reference implementation on random sliced tables."""
+from __future__ import annotations
+
+from fractions import Fraction as F
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.stats import chi2_contingency
+
+from anon_sql.methods.slicing import correlation_matrix, pam, phi2
+from anon_sql.udfs.slicing import slicing_diverse, slicing_max_p, slicing_probabilities
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+TABLE2 = DATA / "examples" / "seed001_table2.csv"
+
+
+# -- φ² ------------------------------------------------------------------------------------------------------------
+def test_phi2_independent_and_bijection():
+    assert phi2(np.array([[10, 20], [30, 60]])) == pytest.approx(0.0)          # f_ij = f_i f_j
+    assert phi2(np.diag([3, 5, 7])) == pytest.approx(1.0)                       # bijection
+    assert phi2(np.array([[4, 0, 0], [0, 2, 3]])) == pytest.approx(1.0)         # function of a 3-valued attribute
+    assert phi2(np.array([[5, 6]])) == 0.0                                      # constant attribute
+
+
+def test_phi2_formula_recomputed():
+    t = np.array([[12, 3, 5], [2, 9, 4]], dtype=float)
+    f = t / t.sum()
+    fi, fj = f.sum(axis=1, keepdims=True), f.sum(axis=0, keepdims=True)
+    expected = ((f - fi * fj) ** 2 / (fi * fj)).sum() / (min(t.shape) - 1)
+    assert phi2(t) == pytest.approx(expected)
+    chi2 = chi2_contingency(t, correction=False)[0]
+    assert phi2(t) == pytest.approx(chi2 / t.sum() / (min(t.shape) - 1))
+
+
+def test_correlation_matrix_sql_matches_pandas():
+    c = duckdb.connect()
+    c.execute("CREATE TABLE t2 AS SELECT * FROM read_csv(?)", [str(TABLE2)])
+    attrs = ["sex", "age", "zipcode", "diagnosis"]
+    got = correlation_matrix(c, "t2", attrs, numeric=["age", "zipcode"], bins=3)
+    frame = c.execute("SELECT * FROM t2").df()
+    for a in ("age", "zipcode"):   # equal-width bins, 3 of them
+        lo, hi = frame[a].min(), frame[a].max()
+        frame[a] = np.minimum(2, np.floor((frame[a] - lo) / ((hi - lo) / 3)))
+    for i, a in enumerate(attrs):
+        for j, b in enumerate(attrs):
+            ct = pd.crosstab(frame[a], frame[b]).to_numpy()
+            assert got[i, j] == pytest.approx(phi2(ct) if i != j else 1.0)
+    # zipcode's 3 bins are the 3 buckets and each has one sex majority: sex–zipcode is not independent
+    assert 0 < got[0, 2] < 1 and got[1, 1] == 1.0
+    c.close()
+
+
+# -- PAM -----------------------------------------------------------------------------------------------------------
+def test_pam_finds_the_obvious_clusters():
+    # points 0, 1, 2 close together, 3, 4 close together, 5 alone
+    d = np.array([[0, .1, .2, .9, .9, .8],
+                  [.1, 0, .1, .9, .8, .9],
+                  [.2, .1, 0, .8, .9, .9],
+                  [.9, .9, .8, 0, .1, .7],
+                  [.9, .8, .9, .1, 0, .7],
+                  [.8, .9, .9, .7, .7, 0]])
+    labels, medoids = pam(d, 3)
+    groups = sorted(sorted(np.flatnonzero(labels == g).tolist()) for g in range(3))
+    assert groups == [[0, 1, 2], [3, 4], [5]] and medoids.tolist()[0] == 1
+    labels, _ = pam(d, 2)
+    assert sorted(sorted(np.flatnonzero(labels == g).tolist()) for g in range(2)) in ([[0, 1, 2], [3, 4, 5]],)
+    with pytest.raises(ValueError, match="columns"):
+        pam(d, 7)
+
+
+# -- p(t, s): hand computations from Definitions 8–10 ----------------------------------------------------------------
+def _codes(values) -> np.ndarray:
+    return pd.factorize(pd.Series(values), sort=True)[0]
+
+
+def _p_table(frame: pd.DataFrame, bucket, groups: list[list[str]], sens: str) -> dict:
+    """{t's key columns → {s: p(t, s)}} through the kernel."""
+    col_codes = [_codes(frame[g].astype(str).agg("|".join, axis=1)) for g in groups[:-1]]
+    rest = [a for a in groups[-1] if a != sens]
+    skey = _codes(frame[rest].astype(str).agg("|".join, axis=1)) if rest else np.zeros(len(frame), dtype=int)
+    s_codes = _codes(frame[sens])
+    labels = sorted(frame[sens].unique())
+    sig, p = slicing_probabilities(np.asarray(bucket), np.column_stack(col_codes) if col_codes else
+                                   np.zeros((len(frame), 0)), skey, s_codes)
+    keys = frame[[a for g in groups for a in g if a != sens]].astype(str).agg("|".join, axis=1)
+    return {k: {labels[j]: p[sig[i], j] for j in range(len(labels)) if p[sig[i], j] > 0} for i, k in enumerate(keys)}
+
+
+def test_table10_matching_probabilities():
+    # Table 10: fixed-interval values, columns {sex, age} | {zipcode, diagnosis}, buckets of 3
+    t = pd.read_csv(TABLE2)
+    t["age"] = np.repeat([22, 32, 38], 3)
+    t["zipcode"] = np.repeat([620709, 641013, 651571], 3)
+    bucket = np.repeat([0, 1, 2], 3)
+    got = _p_table(t, bucket, [["sex", "age"], ["zipcode", "diagnosis"]], "diagnosis")
+    # t = (Female, 22, 620709): only B1 matches (f1 = 3/3, f2 = 3/3), D = {Flu 2/3, Dyspepsia 1/3}
+    assert got["Female|22|620709"] == pytest.approx({"Flu": 2 / 3, "Dyspepsia": 1 / 3})
+    # B2 and B3 tuples: every diagnosis of their bucket with 1/3
+    assert got["Male|32|641013"] == pytest.approx({"Gastritis": 1 / 3, "Cancer": 1 / 3, "Pneumonia": 1 / 3})
+    assert got["Female|38|651571"] == pytest.approx({"Breast Cancer": 1 / 3, "Insomnia": 1 / 3, "Flu": 1 / 3})
+    assert got["Male|38|651571"] == pytest.approx({"Breast Cancer": 1 / 3, "Insomnia": 1 / 3, "Flu": 1 / 3})
+    codes = [_codes(t[["sex", "age"]].astype(str).agg("|".join, axis=1))]
+    args = (bucket, np.column_stack(codes), _codes(t["zipcode"]), _codes(t["diagnosis"]))
+    assert slicing_max_p(*args).tolist() == pytest.approx([2 / 3] * 3 + [1 / 3] * 6)
+    # under its own definitions Table 10 is neither 2- nor 3-diverse (the paper says 2-diverse: spec/02 §2.3)
+    assert not slicing_diverse(*args, l=2) and not slicing_diverse(*args, l=3)
+    # bucket B2 alone is 3-diverse and not 4-diverse
+    b2 = slice(3, 6)
+    sub = (bucket[b2] - 1, args[1][b2], args[2][b2], _codes(t["diagnosis"][b2]))
+    assert slicing_diverse(*sub, l=2) and slicing_diverse(*sub, l=3) and not slicing_diverse(*sub, l=4)
+
+
+def test_tuple_matching_several_buckets():
+    # columns {sex} | {diagnosis} (C_c = {S}, f_c = 1) over Table 2's buckets of 3
+    t = pd.read_csv(TABLE2)
+    bucket = np.repeat([0, 1, 2], 3)
+    got = _p_table(t, bucket, [["sex"], ["diagnosis"]], "diagnosis")
+    # Female: f(t, B1) = 1, f(t, B3) = 2/3 → p(t, B1) = 3/5, p(t, B3) = 2/5
+    female = {"Flu": F(3, 5) * F(2, 3) + F(2, 5) * F(1, 3), "Dyspepsia": F(3, 5) * F(1, 3),
+              "Breast Cancer": F(2, 5) * F(1, 3), "Insomnia": F(2, 5) * F(1, 3)}
+    assert got["Female"] == pytest.approx({k: float(v) for k, v in female.items()})
+    # Male: f(t, B2) = 1, f(t, B3) = 1/3 → p(t, B2) = 3/4, p(t, B3) = 1/4
+    male = {"Gastritis": F(1, 4), "Cancer": F(1, 4), "Pneumonia": F(1, 4), "Breast Cancer": F(1, 12),
+            "Insomnia": F(1, 12), "Flu": F(1, 12)}
+    assert got["Male"] == pytest.approx({k: float(v) for k, v in male.items()})
+    assert sum(female.values()) == 1 and sum(male.values()) == 1
+
+
+# -- p(t, s) against the naive definition ------------------------------------------------------------------------------
+def _naive(bucket, groups, skey, sens, n_sens):
+    """Definitions 8–10 literally: a loop over tuples and buckets (O(n²), test only)."""
+    n = len(bucket)
+    out = np.zeros((n, n_sens))
+    for r in range(n):
+        f = {}
+        for b in np.unique(bucket):
+            m = bucket == b
+            fb = np.prod([np.mean(groups[m, i] == groups[r, i]) for i in range(groups.shape[1])])
+            fb *= np.mean(skey[m] == skey[r])
+            f[b] = fb
+        ft = sum(f.values())
+        for b, fb in f.items():
+            m = (bucket == b) & (skey == skey[r])
+            if fb == 0:
+                continue
+            for s in range(n_sens):
+                out[r, s] += fb / ft * np.mean(sens[m] == s)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(4, 30).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(0, 3), min_size=n, max_size=n), st.lists(st.integers(0, 2), min_size=n, max_size=n),
+    st.lists(st.integers(0, 2), min_size=n, max_size=n), st.lists(st.integers(0, 1), min_size=n, max_size=n),
+    st.lists(st.integers(0, 3), min_size=n, max_size=n))))
+def test_kernel_matches_naive_definition(data):
+    bucket, g1, g2, skey, sens = (np.array(x) for x in data)
+    bucket = pd.factorize(bucket)[0]
+    groups = np.column_stack([g1, g2])
+    sig, p = slicing_probabilities(bucket, groups, skey, sens, n_sens=4)
+    naive = _naive(bucket, groups, skey, sens, 4)
+    np.testing.assert_allclose(p[sig], naive, atol=1e-12)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+
+
+# -- method = "slicing" ------------------------------------------------------------------------------------------------
+def _slicing_policy(name="sl", seed=7, **params):
+    return {"name": name, "source": "t2", "method": "slicing", "seed": seed,
+            "attributes": {"sex": {"role": "quasi"}, "age": {"role": "quasi"}, "zipcode": {"role": "quasi"},
+                           "diagnosis": {"role": "sensitive"}},
+            "privacy": {"k": 3, "l_diversity": {"kind": "slicing", "l": 2}},
+            "method_params": {"columns": 2, "sensitive_column_size": 1, **params}}
+
+
+@pytest.fixture
+def t2(con):
+    con.execute("CREATE TABLE t2 AS SELECT * FROM read_csv(?)", [str(TABLE2)])
+    return con
+
+
+def test_slicing_release_buckets_permutation_and_diversity(t2):
+    import anon_sql
+    rel = anon_sql.release(t2, _slicing_policy())
+    groups = rel.plan["columns"]
+    assert groups[-1] == ["diagnosis"] and sorted(a for g in groups for a in g) == ["age", "diagnosis", "sex",
+                                                                                        "zipcode"]
+    out = t2.execute("SELECT sex, CAST(age AS INTEGER) AS age, CAST(zipcode AS INTEGER) AS zipcode, diagnosis, "
+                     "ec_id FROM sl").df()
+    src = t2.execute("SELECT s.*, a.ec_id FROM sl__source s JOIN sl__assignment a USING (__row)").df()
+    assert rel.passed and out.groupby("ec_id").size().min() >= 3 and len(out) == 9
+    # inside each bucket, every column group's multiset of value combinations is the original one
+    for g in groups:
+        for b in out["ec_id"].unique():
+            got = sorted(map(tuple, out.loc[out.ec_id == b, g].astype(str).values.tolist()))
+            want = sorted(map(tuple, src.loc[src.ec_id == b, g].astype(str).values.tolist()))
+            assert got == want
+    # the released buckets are l-diverse under Definition 10 (recomputed with the kernel from the original tuples)
+    qi = groups[0]
+    gc = _codes(src[qi].astype(str).agg("|".join, axis=1))
+    maxp = slicing_max_p(src["ec_id"].to_numpy(), gc[:, None], np.zeros(9, dtype=int), _codes(src["diagnosis"]))
+    assert maxp.max() <= 0.5 and rel.plan["max_p"] == pytest.approx(maxp.max())
+    # the same value in SQL over the released table (one non-sensitive group: released signatures = original ones)
+    sql_p = t2.execute("SELECT anon_slicing_diversity(list(ec_id), list([concat_ws('|', sex, age, zipcode)]), "
+                       "list(''), list(diagnosis)) FROM sl").fetchone()[0]
+    assert sql_p == pytest.approx(maxp.max())
+    # same seed ⇒ same release; another seed permutes differently
+    anon_sql.release(t2, _slicing_policy("sl2"))
+    anon_sql.release(t2, _slicing_policy("sl3", seed=8))
+    a, b, c = (t2.execute(f"SELECT * FROM {n} ORDER BY ALL").df() for n in ("sl", "sl2", "sl3"))
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.equals(c)
+
+
+def test_slicing_fails_closed_when_not_diverse(t2):
+    import anon_sql
+    from anon_sql.errors import PolicyError, PrivacyRequirementError
+    # α = 2 puts a unique-valued QI next to the diagnosis: D(t, B) is a point mass, max p(t, s) = 1 > 1/2
+    with pytest.raises(PrivacyRequirementError, match="max p"):
+        anon_sql.release(t2, _slicing_policy("bad", sensitive_column_size=2))
+    assert not t2.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'bad'").fetchone()[0]
+    with pytest.raises(PolicyError, match="columns"):
+        anon_sql.release(t2, _slicing_policy("bad", columns=0))
+    with pytest.raises(PolicyError, match="unknown method_params"):
+        anon_sql.release(t2, _slicing_policy("bad", buckets=3))
+
+
+def test_permutation_stays_inside_buckets():
+    from anon_sql.methods.slicing import permute_within_buckets
+    bucket = np.repeat([0, 1, 2], [4, 3, 5])
+    for src in permute_within_buckets(bucket, 3, 2):
+        assert sorted(src.tolist()) == list(range(12)) and (bucket[src] == bucket).all()
+
+
+def test_udf_matches_hand_computation(con):
+    con.execute("CREATE TABLE t2 AS SELECT * FROM read_csv(?)", [str(TABLE2)])
+    # Table 2's buckets of 3, columns {sex} | {diagnosis}: max p = p(Female, Flu) = 8/15 (test above)
+    got = con.execute("WITH t AS (SELECT *, CASE WHEN age < 30 THEN 0 WHEN age < 35 THEN 1 ELSE 2 END AS b FROM t2) "
+                      "SELECT anon_slicing_diversity(list(b), list([sex]), list(''), list(diagnosis)) FROM t"
+                      ).fetchone()[0]
+    assert got == pytest.approx(8 / 15)
+    # Table 10 values, columns {sex, age} | {zipcode, diagnosis}: 2/3
+    got = con.execute("WITH t AS (SELECT *, CASE WHEN age < 30 THEN 0 WHEN age < 35 THEN 1 ELSE 2 END AS b FROM t2) "
+                      "SELECT anon_slicing_diversity(list(b), list([sex, CAST(b AS VARCHAR)]), list(b), "
+                      "list(diagnosis)) FROM t").fetchone()[0]
+    assert got == pytest.approx(2 / 3)
+    assert con.execute("SELECT anon_slicing_diversity([], [], [], [])").fetchone()[0] is None
