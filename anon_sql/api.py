@@ -9,9 +9,9 @@ import pandas as pd
 from sqlglot import exp
 
 from . import catalog
-from .compiler import CompileInput, ReleaseNames, compile_release, SIZE
+from .compiler import CompileInput, ReleaseNames, compile_release
 from .errors import AnonSQLError, PolicyError, SourceError
-from .methods import AssignmentPlan, LevelPlan, get_method
+from .methods import LevelPlan, get_method
 from .models import build_models
 from .policy import Policy, coerce_policy
 from .source import is_path, relation_exists, table_relation
@@ -82,17 +82,10 @@ def check(con: duckdb.DuckDBPyConnection, release_name: str) -> pd.DataFrame:
     names = ReleaseNames(release_name)
     if not relation_exists(con, release_name + "__checks"):
         raise SourceError(f"{release_name!r} is not a release of this database (no {release_name}__checks view)")
+    from .release import check_summary
+
     frame = con.execute(render(exp.select("*").from_(names.checks.copy()))).df()
-    rows = []
-    for c in [c for c in frame.columns if c.endswith("_ok") and c != "__all_ok"]:
-        name = c[:-3]
-        failing = frame[~frame[c].astype(bool)]
-        vals = frame.get(f"{name}_value")
-        rows.append({"check": name, "classes": len(frame), "failing_classes": len(failing),
-                     "failing_records": int(failing[SIZE].sum()) if len(failing) else 0,
-                     "worst_value": (float(vals.max()) if name.startswith("t_closeness") else float(vals.min()))
-                     if vals is not None and len(vals) else None,
-                     "passed": len(failing) == 0})
+    rows = check_summary(frame)
     return pd.DataFrame(rows)
 
 

@@ -1,16 +1,13 @@
 """The ``anon-sql`` command line. Exit codes: 0 ok, 1 other error, 2 usage / bad input, 3 privacy requirement not met."""
 from __future__ import annotations
 
-import contextlib
-import json
 import sys
-from pathlib import Path
 
 import click
 import duckdb
-import pandas as pd
 
 from . import api, catalog
+from .cli_errors import cli_errors as _errors
 from .errors import AnonSQLError, PrivacyRequirementError
 from .policy import coerce_policy
 
@@ -19,19 +16,6 @@ STAGES = ("planning", "materializing", "verifying")
 
 def _connect(db: str | None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(db or ":memory:", read_only=read_only)
-
-
-@contextlib.contextmanager
-def _errors():
-    """Turn library errors into a one-line message and the documented exit code."""
-    try:
-        yield
-    except AnonSQLError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(err.exit_code)
-    except duckdb.Error as err:
-        click.echo(f"error: database: {err}", err=True)
-        sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,27 +1,12 @@
 """`anon-sql report` and `anon-sql sweep`: metrics of a release (text / HTML / JSON) and metrics across parameters."""
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
 
 import click
 import duckdb
 
-from .errors import AnonSQLError
-
-
-@contextlib.contextmanager
-def _errors():
-    """Library errors → one line on stderr and the documented exit code (2 bad input, 1 other)."""
-    try:
-        yield
-    except AnonSQLError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(err.exit_code)
-    except duckdb.Error as err:
-        click.echo(f"error: database: {err}", err=True)
-        sys.exit(1)
+from .cli_errors import cli_errors as _errors
 
 
 def _split(text: str | None) -> list[str] | None:

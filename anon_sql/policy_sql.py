@@ -17,7 +17,6 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.tokens import TokenType
 
 from .errors import PolicyError
 from .sqlbuild import ident, lit

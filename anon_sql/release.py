@@ -15,7 +15,7 @@ import pandas as pd
 from sqlglot import exp
 
 from . import catalog
-from .compiler import EC_ID, SIZE, CompileInput, CompiledRelease, ReleaseNames, compile_release, released_columns
+from .compiler import EC_ID, SIZE, CompileInput, CompiledRelease, ReleaseNames, compile_release
 from .errors import PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError, TaxonomyError
 from .methods import AssignmentPlan, LevelPlan, MethodContext, get_method
 from .models import build_models
@@ -155,14 +155,8 @@ def _is_numeric(type_name: str) -> bool:
     return any(x in t for x in ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "NUMERIC")) and "[]" not in t
 
 
-# -- running ----------------------------------------------------------------------------------------------------
-def prepare(con, policy, source: pd.DataFrame | None = None):
-    """Resolve a policy against a connection: effective policy, source, taxonomies, models, records, method."""
-    policy = coerce_policy(policy)
-    catalog.ensure_installed(con)
-    src = resolve(con, source if source is not None else policy.source)
-    policy = _effective_policy(policy, src)
-    records = _count_records(con, src, policy)
+def check_records(policy: Policy, src: Source, records: int) -> None:
+    """Refuse an empty source, a missing k, or a k larger than the number of records."""
     if records == 0:
         raise SourceError(f"source {src.label!r} is empty: there is nothing to release")
     k = policy.privacy.k
@@ -171,6 +165,17 @@ def prepare(con, policy, source: pd.DataFrame | None = None):
     if k > records:
         raise PolicyError(f"privacy.k = {k} is larger than the {records} records of {src.label!r}; "
                           "no release can have classes that large")
+
+
+# -- running ----------------------------------------------------------------------------------------------------
+def prepare(con, policy, source: pd.DataFrame | None = None):
+    """Resolve a policy against a connection: effective policy, source, taxonomies, models, records, method."""
+    policy = coerce_policy(policy)
+    catalog.ensure_installed(con)
+    src = resolve(con, source if source is not None else policy.source)
+    policy = _effective_policy(policy, src)
+    records = _count_records(con, src, policy)
+    check_records(policy, src, records)
     method = get_method(policy.method, policy.method_params)
     taxonomies = _resolve_taxonomies(con, policy, src, need=method.needs_taxonomies)
     models = build_models(policy, con)
@@ -286,7 +291,6 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
     """Run the checks view over the materialized release and reconcile the record counts."""
     names = compiled.names
     checks = con.execute(render(exp.select("*").from_(names.checks.copy()).order_by(col(EC_ID)))).df()
-    ok_cols = [c for c in checks.columns if c.endswith("_ok") and c != "__all_ok"]
     weight = exp.Sum(this=col(policy.count_column)) if policy.count_column else exp.Count(this=exp.Star())
     released = int(con.execute(render(exp.select(weight).from_(names.table.copy()))).fetchall()[0][0] or 0)
     noise = 0
@@ -295,21 +299,8 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
         noise = (int(len(released_noise)) if policy.count_column not in released_noise
                  else int(released_noise[policy.count_column].sum()))
     suppressed = records - (released - noise)
-    summary = []
-    failures = []
-    for c in ok_cols:
-        name = c[: -len("_ok")]
-        failing = checks[~checks[c].astype(bool)]
-        vals = checks[f"{name}_value"] if f"{name}_value" in checks else None
-        worst = None
-        if vals is not None and len(vals):
-            worst = float(vals.max()) if name.startswith("t_closeness") else float(vals.min())
-        row = {"check": name, "classes": len(checks), "failing_classes": len(failing),
-               "failing_records": int(failing[SIZE].sum()) if len(failing) else 0, "worst_value": worst,
-               "passed": len(failing) == 0}
-        summary.append(row)
-        if len(failing):
-            failures.append(row)
+    summary = check_summary(checks)
+    failures = [row for row in summary if not row["passed"]]
     budget = policy.privacy.max_suppression * records
     if suppressed > budget + 1e-9:
         failures.append({"check": "max_suppression", "failing_records": suppressed})
@@ -335,6 +326,22 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
     classes = checks.drop(columns=[c for c in checks.columns if c.startswith(("__counts__", "__values__"))])
     return {"checks": pd.DataFrame(summary), "classes": classes, "failures": failures, "records_out": released,
             "suppressed": suppressed, "noise": noise, "metrics": metrics}
+
+
+def check_summary(checks: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per check column of a checks frame: classes, failing classes / records, worst value, passed."""
+    rows = []
+    for c in [c for c in checks.columns if c.endswith("_ok") and c != "__all_ok"]:
+        name = c[: -len("_ok")]
+        failing = checks[~checks[c].astype(bool)]
+        vals = checks[f"{name}_value"] if f"{name}_value" in checks else None
+        worst = None
+        if vals is not None and len(vals):
+            worst = float(vals.max()) if name.startswith("t_closeness") else float(vals.min())
+        rows.append({"check": name, "classes": len(checks), "failing_classes": len(failing),
+                     "failing_records": int(failing[SIZE].sum()) if len(failing) else 0, "worst_value": worst,
+                     "passed": len(failing) == 0})
+    return rows
 
 
 def _failure_message(con, policy: Policy, compiled: CompiledRelease, result: dict, records: int) -> str:

@@ -18,11 +18,11 @@ from sqlglot import exp
 
 from .. import catalog as duck_catalog
 from ..compiler import CompileInput, ReleaseNames, compile_release
-from ..errors import PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError, TaxonomyError
+from ..errors import PolicyError, PrivacyRequirementError, ReleaseExistsError, TaxonomyError
 from ..methods import AssignmentPlan, LevelPlan, MethodContext, get_method
 from ..models import build_models
 from ..policy import Policy, coerce_policy
-from ..release import (Release, _count_records, _effective_policy, _failure_message, _is_numeric, _plan_dict,
+from ..release import (Release, _count_records, _effective_policy, _failure_message, _is_numeric, _plan_dict, check_records,
                        _value_counts, _verify)
 from ..source import Source
 from ..sqlbuild import alias, col, ident, render
@@ -61,14 +61,7 @@ def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, outp
             raise PolicyError(f"release name {policy.name!r} would overwrite the source; choose another")
         policy = _effective_policy(policy, src)
         records = _count_records(sq, src, policy)
-        if records == 0:
-            raise SourceError(f"source {src.label!r} is empty: there is nothing to release")
-        k = policy.privacy.k
-        if k is None:
-            raise PolicyError("privacy.k is required (the minimum class size, e.g. k = 5)")
-        if k > records:
-            raise PolicyError(f"privacy.k = {k} is larger than the {records} records of {src.label!r}; "
-                              "no release can have classes that large")
+        check_records(policy, src, records)
         method = get_method(policy.method, policy.method_params)
         taxonomies = resolve_taxonomies(sq, policy, src, method.needs_taxonomies, catalog)
     models = build_models(policy, catalog)
