@@ -403,15 +403,17 @@ def _write_catalog(con, rel: Release, compiled: CompiledRelease, src: Source) ->
     con.execute("DELETE FROM anon.policies WHERE name = ?", [policy.name])
     con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
                 [policy.name, policy.to_toml(), policy.to_json()])
-    checks_cols = [c for c in rel.classes.columns if c.endswith("_value") or c.startswith("__distinct__")]
-    stats_cols = [c for c in checks_cols]
+    stats_cols = [c for c in rel.classes.columns if c.endswith("_value") or c.startswith("__distinct__")]
+    # the verified per-class frame is already in hand: insert from it rather than re-aggregating the release
+    con.register("__anon_classes_frame", rel.classes)
     ins = exp.insert(
         exp.select(lit(rel.name), col(EC_ID), col(SIZE), _json_struct(policy.quasi), _json_struct(stats_cols))
-        .from_(compiled.names.checks.copy()),
+        .from_(exp.Table(this=ident("__anon_classes_frame"))),
         exp.Table(this=ident("equivalence_classes"), db=ident("anon")),
         columns=["release", "ec_id", "size", "qi_values", "stats"],
     )
     con.execute(render(ins))
+    con.unregister("__anon_classes_frame")
     if isinstance(rel.info.get("ec_stats"), pd.DataFrame) and len(rel.info["ec_stats"]):
         _merge_ec_stats(con, rel.name, rel.info["ec_stats"])
     directions = {**rel.info.get("metric_directions", {}), **_DIRECTION}
