@@ -7,7 +7,7 @@ import click
 import duckdb
 
 from . import api, catalog
-from .cli_errors import cli_errors as _errors
+from .cli_errors import cli_errors as _errors, echo_release
 from .errors import AnonSQLError, PrivacyRequirementError
 from .policy import coerce_policy
 
@@ -125,15 +125,7 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
                 if message in STAGES:
                     bar.update(1)
             rel = release(con, pol, replace=replace, dry_run=dry_run, progress=progress)
-        click.echo(rel.summary())
-        click.echo("")
-        click.echo(rel.checks.to_string(index=False))
-        click.echo("")
-        for k, v in rel.metrics.items():
-            click.echo(f"{k}: {v:.6g}")
-        if explain:
-            click.echo("")
-            click.echo(";\n\n".join(rel.sql) + ";")
+        echo_release(rel, explain)
         if dry_run:
             click.echo("\n(dry run: nothing was created)")
 

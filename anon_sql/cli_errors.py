@@ -1,4 +1,4 @@
-"""One error boundary for every CLI command: a one-line message and the documented exit code."""
+"""Pieces every CLI command shares: the error boundary (one line, documented exit code) and the release printout."""
 from __future__ import annotations
 
 import contextlib
@@ -21,3 +21,18 @@ def cli_errors():
     except duckdb.Error as err:
         click.echo(f"error: database: {err}", err=True)
         sys.exit(1)
+
+
+def echo_release(rel, explain: bool = False, extra: list[str] | None = None) -> None:
+    """Print a release's summary, its checks, its metrics, any ``extra`` lines and (``explain``) its SQL."""
+    click.echo(rel.summary())
+    click.echo("")
+    click.echo(rel.checks.to_string(index=False))
+    click.echo("")
+    for k, v in rel.metrics.items():
+        click.echo(f"{k}: {v:.6g}")
+    for line in extra or []:
+        click.echo(line)
+    if explain:
+        click.echo("")
+        click.echo(";\n\n".join(rel.sql) + ";")

@@ -105,8 +105,13 @@ def _count_records(con, src: Source, policy: Policy) -> int:
     return int(value or 0)
 
 
-def _resolve_taxonomies(con, policy: Policy, src: Source, need: bool) -> dict[str, Taxonomy]:
-    """Catalog, file or inline taxonomy per quasi-identifier; checked to cover every value of the data."""
+def resolve_taxonomies(con, policy: Policy, src: Source, need: bool, catalog_con=None) -> dict[str, Taxonomy]:
+    """Catalog, built-in, ARX file or inline taxonomy per quasi-identifier, checked to cover every value of the data.
+
+    ``con`` answers the value-count queries (DuckDB, or the Spark wrapper); ``catalog_con`` is the DuckDB connection
+    whose ``anon`` catalog holds named taxonomies (None: built-ins, files and inline specs only)."""
+    from .taxonomies import load as load_builtin
+
     out: dict[str, Taxonomy] = {}
     for q in policy.quasi:
         spec = policy.attributes[q].taxonomy
@@ -120,20 +125,18 @@ def _resolve_taxonomies(con, policy: Policy, src: Source, need: bool) -> dict[st
             continue
         values = _value_counts(con, src, q, policy.count_column)
         if isinstance(spec, str):
-            tax = catalog.load_taxonomy(con, spec)
+            tax = catalog.load_taxonomy(catalog_con, spec) if catalog_con is not None else None
+            tax = tax or load_builtin(spec)
+            if tax is None and spec.endswith(".csv"):
+                tax = from_arx_csv(spec, q)
             if tax is None:
-                from .taxonomies import load as load_builtin
-
-                tax = load_builtin(spec)
-            if tax is None:
-                if spec.endswith(".csv"):
-                    tax = from_arx_csv(spec, q)
-                else:
-                    raise TaxonomyError(
-                        f"quasi-identifier {q!r}: taxonomy {spec!r} is not in the catalog "
-                        f"(known: {catalog.taxonomy_names(con)}); load it with `anon-sql taxonomy load` or "
-                        "anon_sql.load_taxonomy, or give an inline spec"
-                    )
+                where = (f"not in the catalog (known: {catalog.taxonomy_names(catalog_con)})"
+                         if catalog_con is not None else "not built in, and no catalog connection was given "
+                         "(on Spark pass catalog=, a DuckDB connection with the anon catalog)")
+                raise TaxonomyError(
+                    f"quasi-identifier {q!r}: taxonomy {spec!r} is {where}; load it with `anon-sql taxonomy load` "
+                    "or anon_sql.load_taxonomy, give an ARX CSV path, or an inline spec"
+                )
         elif isinstance(spec, dict):
             tax = build_taxonomy(f"{policy.name}.{q}", spec, values["v"].tolist())
         else:
@@ -177,7 +180,7 @@ def prepare(con, policy, source: pd.DataFrame | None = None):
     records = _count_records(con, src, policy)
     check_records(policy, src, records)
     method = get_method(policy.method, policy.method_params)
-    taxonomies = _resolve_taxonomies(con, policy, src, need=method.needs_taxonomies)
+    taxonomies = resolve_taxonomies(con, policy, src, method.needs_taxonomies, catalog_con=con)
     models = build_models(policy, con)
     return policy, src, taxonomies, models, records, method
 

@@ -66,7 +66,7 @@ class ReleaseData:
     def from_catalog(cls, con, name: str, params: dict[str, Any] | None = None) -> "ReleaseData":
         """Read the release's catalog row (policy, plan, counts) and reload its taxonomies through the policy."""
         from ..catalog import is_installed
-        from ..release import _resolve_taxonomies
+        from ..release import resolve_taxonomies
 
         if not is_installed(con):
             raise SourceError("this database has no anon catalog, so no release to measure; create one with "
@@ -86,7 +86,7 @@ class ReleaseData:
         policy_json, plan_json, label, records_in, suppressed, noise = rows[0]
         policy = Policy.from_dict(json.loads(policy_json))
         src = cls._source(con, name, label)
-        taxonomies = _resolve_taxonomies(con, policy, src, need=False)
+        taxonomies = resolve_taxonomies(con, policy, src, False, catalog_con=con)
         return cls(con, name, policy, json.loads(plan_json or "{}"), taxonomies, src, records_in or 0,
                    suppressed or 0, noise or 0, params)
 

@@ -16,17 +16,16 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from .. import catalog as duck_catalog
 from ..compiler import CompileInput, ReleaseNames, compile_release
-from ..errors import PolicyError, PrivacyRequirementError, ReleaseExistsError, TaxonomyError
+from ..errors import PolicyError, PrivacyRequirementError, ReleaseExistsError
 from ..methods import AssignmentPlan, LevelPlan, MethodContext, get_method
 from ..models import build_models
 from ..policy import Policy, coerce_policy
-from ..release import (Release, _count_records, _effective_policy, _failure_message, _is_numeric, _plan_dict, check_records,
-                       _value_counts, _verify)
+from ..release import (Release, _count_records, _effective_policy, _failure_message, _is_numeric, _plan_dict,
+                       _verify, check_records, resolve_taxonomies as _resolve_taxonomies)
 from ..source import Source
 from ..sqlbuild import alias, col, ident, render
-from ..taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv
+from ..taxonomy import Taxonomy
 from . import udfs
 from .engine import JobCounter, SparkSQL, require_pyspark, resolve_source, table_exists
 
@@ -233,34 +232,5 @@ def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str,
 
 def resolve_taxonomies(sq: SparkSQL, policy: Policy, src: Source, need: bool,
                        catalog: duckdb.DuckDBPyConnection | None = None) -> dict[str, Taxonomy]:
-    """Catalog (``catalog`` connection), built-in, ARX file or inline taxonomy per quasi-identifier; checked to
-    cover every value of the data (values as Spark's text)."""
-    from ..taxonomies import load as load_builtin
-
-    out: dict[str, Taxonomy] = {}
-    for q in policy.quasi:
-        spec = policy.attributes[q].taxonomy
-        if spec is None:
-            if need:
-                raise PolicyError(
-                    f"quasi-identifier {q!r} has no taxonomy, and method {policy.method!r} generalizes every value "
-                    "through one: give it taxonomy = \"name\" (a built-in or an ARX CSV path) or an inline builder, "
-                    "e.g. { kind = \"interval\", widths = [5, 10, 20] } or { kind = \"top\" }")
-            continue
-        values = _value_counts(sq, src, q, policy.count_column)
-        if isinstance(spec, str):
-            tax = duck_catalog.load_taxonomy(catalog, spec) if catalog is not None else None
-            tax = tax or load_builtin(spec)
-            if tax is None and spec.endswith(".csv"):
-                tax = from_arx_csv(spec, q)
-            if tax is None:
-                raise TaxonomyError(f"quasi-identifier {q!r}: taxonomy {spec!r} is neither built in nor an ARX CSV "
-                                    "path; on Spark, pass catalog= (a DuckDB connection with the anon catalog) for "
-                                    "catalog taxonomies, or give an inline spec")
-        elif isinstance(spec, dict):
-            tax = build_taxonomy(f"{policy.name}.{q}", spec, values["v"].tolist())
-        else:
-            raise PolicyError(f"quasi-identifier {q!r}: taxonomy must be a name or an inline table, got {spec!r}")
-        tax.check_covers(values["v"], values["n"], column=q)
-        out[q] = tax
-    return out
+    """The DuckDB path's taxonomy resolution, with value counts from Spark (values as Spark's text)."""
+    return _resolve_taxonomies(sq, policy, src, need, catalog_con=catalog)

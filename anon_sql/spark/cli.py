@@ -5,6 +5,7 @@ import sys
 
 import click
 
+from ..cli_errors import echo_release
 from ..errors import AnonSQLError
 from ..policy import coerce_policy
 
@@ -31,15 +32,5 @@ def release_on_spark(policy_path: str, source_path: str | None, output: str | No
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         click.echo(f"error: spark: {first}", err=True)
         sys.exit(1)
-    click.echo(rel.summary())
-    click.echo("")
-    click.echo(rel.checks.to_string(index=False))
-    click.echo("")
-    for k, v in rel.metrics.items():
-        click.echo(f"{k}: {v:.6g}")
-    click.echo(f"spark jobs: {rel.info.get('spark_jobs')}")
-    if output:
-        click.echo(f"wrote {output}")
-    if explain:
-        click.echo("")
-        click.echo(";\n\n".join(rel.sql) + ";")
+    extra = [f"spark jobs: {rel.info.get('spark_jobs')}"] + ([f"wrote {output}"] if output else [])
+    echo_release(rel, explain, extra)
