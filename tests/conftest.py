@@ -30,6 +30,16 @@ def load_seed000(c: duckdb.DuckDBPyConnection, table: str = "t1") -> None:
     c.execute(f"CREATE TABLE {table} AS SELECT * FROM read_csv(?)", [str(data_path("examples", "seed000_table1.csv"))])
 
 
+@pytest.fixture(scope="module")
+def adult():
+    """A catalog-installed database holding Adult as table `adult` (shared by a test module)."""
+    c = duckdb.connect()
+    anon_sql.install(c)
+    load_adult(c)
+    yield c
+    c.close()
+
+
 def load_adult(c: duckdb.DuckDBPyConnection, table: str = "adult") -> None:
     c.execute(f"CREATE TABLE {table} AS SELECT * FROM read_csv(?, delim=';', header=true)",
               [str(data_path("adult", "adult.csv"))])

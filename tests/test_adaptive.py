@@ -80,17 +80,6 @@ def dm_from_release(con, name: str, iv: dict[str, float]) -> tuple[float, pd.Dat
 
 
 # -- fixtures ------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def adult():
-    path = DATA / "adult" / "adult.csv"
-    if not path.exists():
-        pytest.skip(f"shared data {path} not present")
-    c = duckdb.connect()
-    anon_sql.install(c)
-    c.execute("CREATE TABLE adult AS SELECT * FROM read_csv(?, delim=';')", [str(path)])
-    yield c
-    c.close()
-
 
 def adult_policy(name: str, k: int, method: str = "adaptive", **params) -> dict:
     return {"name": name, "source": "adult", "method": method, "seed": 0, "default_role": "insensitive",

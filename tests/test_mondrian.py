@@ -89,13 +89,6 @@ def test_parse_range_round_trip(lo, width):
 
 
 # -- releases ----------------------------------------------------------------------------------------------------
-@pytest.fixture
-def con():
-    c = duckdb.connect()
-    anon_sql.install(c)
-    yield c
-    c.close()
-
 
 def covers(con, name: str, numeric, categorical, taxonomies) -> None:
     """Every record's original values lie in its class's released values (ranges / taxonomy ancestors)."""
@@ -170,17 +163,6 @@ def test_mondrian_errors(con):
 
 
 # -- Adult, pycanon as the independent oracle ------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def adult():
-    path = ADULT / "adult.csv"
-    if not path.exists():
-        pytest.skip(f"shared data {path} not present")
-    c = duckdb.connect()
-    anon_sql.install(c)
-    c.execute("CREATE TABLE adult AS SELECT * FROM read_csv(?, delim = ';', header = true)", [str(path)])
-    yield c
-    c.close()
-
 
 def adult_mondrian(name: str, **privacy) -> dict:
     attrs = {q: {"role": "quasi"} for q in QIS}

@@ -17,9 +17,9 @@ from anon_sql.methods.theta import min_distinct, noise_needed, swaps_needed, the
 from anon_sql.models import ClassStats, SensitiveCounts, ThetaSensitivity, build_models
 from anon_sql.models.p_sensitive import PSensitivity
 from anon_sql.udfs import kernels
+from conftest import data_path
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-EXAMPLES = DATA / "examples"
 ADULT = DATA / "adult"
 QIS = ["age", "sex", "race", "marital-status", "education", "native-country", "workclass"]
 
@@ -40,10 +40,7 @@ def theta_of(m, mu) -> float:
 
 
 def example(name: str) -> Path:
-    path = EXAMPLES / name
-    if not path.exists():
-        pytest.skip(f"shared data {path} not present")
-    return path
+    return data_path("examples", name)
 
 
 @pytest.fixture
@@ -235,17 +232,6 @@ def test_swaps_and_noise_needed_golden():
 
 
 # -- Adult ---------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def adult():
-    path = ADULT / "adult.csv"
-    if not path.exists():
-        pytest.skip(f"shared data {path} not present")
-    c = duckdb.connect()
-    anon_sql.install(c)
-    c.execute("CREATE TABLE adult AS SELECT * FROM read_csv(?, delim = ';', header = true)", [str(path)])
-    yield c
-    c.close()
-
 
 def adult_theta(name: str, k: int, mu: float = 0.6) -> dict:
     attrs = {q: {"role": "quasi"} for q in QIS}
