@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from ..errors import PolicyError
+
 ROW_ID = "__row"
 
 
@@ -64,8 +66,14 @@ class Method:
     name = "method"
     plan_kind = "levels"          # "levels" or "assignment"
     needs_taxonomies = True       # full-domain methods refuse quasi-identifiers without a taxonomy
+    params_allowed: tuple[str, ...] | None = None   # the [method_params] keys it takes (None: not checked)
 
     def __init__(self, **params: Any):
+        if self.params_allowed is not None:
+            unknown = sorted(set(params) - set(self.params_allowed))
+            if unknown:
+                raise PolicyError(f"method {self.name!r}: unknown method_params {unknown}; "
+                                  f"it takes {list(self.params_allowed)}")
         self.params = params
 
     def plan(self, ctx: MethodContext) -> Plan:

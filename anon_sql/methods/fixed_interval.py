@@ -112,14 +112,12 @@ class FixedInterval(Method):
     ("width" | "frequency"), ``theta`` (default: one unit of the column's precision)."""
 
     name = "fixed_interval"
+    params_allowed = ("intervals", "strategy", "theta")
     plan_kind = "assignment"
     needs_taxonomies = False
 
     def __init__(self, **params: Any):
-        unknown = sorted(set(params) - {"intervals", "strategy", "theta"})
-        if unknown:
-            raise PolicyError(f"method 'fixed_interval': unknown method_params {unknown}; "
-                              "known: ['intervals', 'strategy', 'theta']")
+        super().__init__(**params)
         self.intervals = params.get("intervals")
         if self.intervals is not None and (not isinstance(self.intervals, int) or self.intervals < 1):
             raise PolicyError(f"method_params.intervals must be a positive integer, got {self.intervals!r}")
@@ -129,7 +127,6 @@ class FixedInterval(Method):
         self.theta = params.get("theta")
         if self.theta is not None and not isinstance(self.theta, (int, float)):
             raise PolicyError(f"method_params.theta must be a number, got {self.theta!r}")
-        super().__init__(**params)
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         k = int(getattr(ctx.policy.privacy, "k", None) or 1)

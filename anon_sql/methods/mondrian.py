@@ -239,18 +239,16 @@ class Mondrian(Method):
     "distinct" or "mixed" chooses how a categorical QI's width is measured (:func:`_widths`)."""
 
     name = "mondrian"
+    params_allowed = ("categorical_width",)
     plan_kind = "assignment"
     needs_taxonomies = False
 
     def __init__(self, **params: Any):
-        unknown = sorted(set(params) - {"categorical_width"})
-        if unknown:
-            raise PolicyError(f"method 'mondrian': unknown method_params {unknown}; known: ['categorical_width']")
+        super().__init__(**params)
         self.categorical_width = params.get("categorical_width", "leaves")
         if self.categorical_width not in WIDTHS:
             raise PolicyError(f"method_params.categorical_width must be one of {list(WIDTHS)}, "
                               f"got {self.categorical_width!r}")
-        super().__init__(**params)
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         data = load_source(ctx)

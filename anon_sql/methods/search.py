@@ -44,10 +44,6 @@ class _LatticeSearch(Method):
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        unknown = sorted(set(params) - set(self.params_allowed))
-        if unknown:
-            raise PolicyError(f"method {self.name!r} does not take method_params {unknown}; "
-                              f"it takes {list(self.params_allowed)}")
         self.objective = params.get("objective", self.default_objective)
         if self.objective not in OBJECTIVES:
             raise PolicyError(f"method_params.objective = {self.objective!r} is not one of "

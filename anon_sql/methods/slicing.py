@@ -172,17 +172,15 @@ class Slicing(Method):
     plan_kind = "assignment"
     needs_taxonomies = False
     _PARAMS = ("columns", "sensitive_column_size", "bins")
+    params_allowed = _PARAMS
 
     def __init__(self, **params: Any):
-        unknown = sorted(set(params) - set(self._PARAMS))
-        if unknown:
-            raise PolicyError(f"method 'slicing': unknown method_params {unknown}; known: {list(self._PARAMS)}")
+        super().__init__(**params)
         for name, default in zip(self._PARAMS, (2, 2, 10)):
             v = params.get(name, default)
             if not isinstance(v, int) or v < 1:
                 raise PolicyError(f"method_params.{name} must be a positive integer, got {v!r}")
             setattr(self, name, v)
-        super().__init__(**params)
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         policy = ctx.policy

@@ -430,13 +430,12 @@ class ThetaSensitive(Method):
     """θ-sensitive k-anonymity; ``[method_params]`` window (int, 64), order ("mondrian" | "sorted"), noise_flag."""
 
     name = "theta"
+    params_allowed = _PARAMS
     plan_kind = "assignment"
     needs_taxonomies = False
 
     def __init__(self, **params: Any):
-        unknown = sorted(set(params) - set(_PARAMS))
-        if unknown:
-            raise PolicyError(f"method 'theta': unknown method_params {unknown}; known: {list(_PARAMS)}")
+        super().__init__(**params)
         window = params.get("window", 64)
         if not isinstance(window, int) or isinstance(window, bool) or window < 1:
             raise PolicyError(f"method_params.window must be an integer >= 1 (later classes a class may swap "
@@ -447,7 +446,6 @@ class ThetaSensitive(Method):
         flag = params.get("noise_flag")
         if flag is not None and (not isinstance(flag, str) or not flag.strip()):
             raise PolicyError(f"method_params.noise_flag must be a column name, got {flag!r}")
-        super().__init__(**params)
         self.window, self.order, self.noise_flag = window, order, flag
 
     def _validate(self, ctx: MethodContext) -> tuple[float, int, str]:

@@ -323,13 +323,11 @@ class UPA(Method):
     """Clustering-based k-anonymization with optional KTFS attribute selection (see the module docstring)."""
 
     name = "upa"
+    params_allowed = _PARAMS
     plan_kind = "assignment"
     needs_taxonomies = False
 
     def __init__(self, **params: Any):
-        unknown = sorted(set(params) - set(_PARAMS))
-        if unknown:
-            raise PolicyError(f"method 'upa': unknown method_params {unknown}; known: {', '.join(_PARAMS)}")
         super().__init__(**params)
         self.quasi = params.get("quasi", "policy")
         if self.quasi not in ("policy", "ktfs"):
