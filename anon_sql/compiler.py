@@ -11,13 +11,15 @@ from sqlglot import exp
 from .errors import PolicyError
 from .methods.base import ROW_ID, AssignmentPlan, LevelPlan
 from .models import ClassColumns, PrivacyModel, TCloseness
+from . import base_counts
 from .sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, render
 from .taxonomy import TOP, Taxonomy
 
 EC_ID = "ec_id"
-WEIGHT = "__w"
+WEIGHT = base_counts.WEIGHT
 SIZE = "__size"
 KEEP = "__keep"
+BASE_STATEMENT = "base counts"   # the runner skips it when prepare() already made the table
 
 
 @dataclass
@@ -152,6 +154,11 @@ def source_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     return exp.select(*items).from_(ci.relation.copy())
 
 
+def source_statement(ci: CompileInput, names: ReleaseNames) -> exp.Create:
+    """``CREATE VIEW <release>__source``: the first statement, which methods read their data through."""
+    return _create_view(names.source, source_view(ci, names), ci.dialect)
+
+
 def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     """Generalized quasi-identifiers: joins to the level maps (level plans) or to the assignment (local recoding)."""
     policy = ci.policy
@@ -162,7 +169,7 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         query = exp.select(*items).from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
                                                    alias=exp.TableAlias(this=ident(src))))
         for rel, on in joins:
-            query = query.join(rel, on=on, join_type="left")
+            query = query.join(rel, on=on, join_type="left", copy=False)
         return query
     # assignment plan: released values per class, joined on the row key
     plan = ci.plan
@@ -218,20 +225,29 @@ def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
     return items, joins
 
 
-def _level_base(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+def _level_base(ci: CompileInput, names: ReleaseNames, base: exp.Table | None = None) -> exp.Select:
     """Level plans: the source aggregated once to distinct (QI, sensitive) combinations with their record counts,
-    then generalized — classes are computed from these counts, never from a second pass over the rows."""
+    then generalized — classes are computed from these counts, never from a second pass over the rows. ``base``:
+    read the counts from that table (DuckDB's temp base table) instead of aggregating inline."""
     policy = ci.policy
-    keep = [*policy.quasi, *[s for s in policy.sensitive if s not in policy.quasi]]
-    grouped = (exp.select(*[col(c) for c in keep], alias(exp.Sum(this=_weight(policy)), WEIGHT))
-               .from_(names.source.copy()).group_by(*[col(c) for c in keep]))
+    keep = base_counts.keys(policy)
+    if base is None:
+        counts: exp.Expression = exp.Subquery(this=base_counts.query(policy, names.source),
+                                              alias=exp.TableAlias(this=ident("b")))
+    else:
+        counts = base.copy()
+        counts.set("alias", exp.TableAlias(this=ident("b")))
     items, joins = _generalized_items(ci, keep, "b")
     originals = [alias(col(q, "b"), f"__o{i}") for i, q in enumerate(policy.quasi)]
-    query = exp.select(*originals, *items, col(WEIGHT, "b")).from_(
-        exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("b"))))
+    query = exp.select(*originals, *items, col(WEIGHT, "b")).from_(counts)
     for rel, on in joins:
-        query = query.join(rel, on=on, join_type="left")
+        query = query.join(rel, on=on, join_type="left", copy=False)
     return query
+
+
+def uses_base_table(ci: CompileInput) -> bool:
+    """DuckDB level plans keep the base counts in a temp table that the release statement reads."""
+    return ci.dialect == "duckdb" and isinstance(ci.plan, LevelPlan)
 
 
 def _level_combos(ci: CompileInput, base: str, classes: str) -> exp.Select:
@@ -335,9 +351,10 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
             select_items.append(col(f"__tclose__{sa}", t_alias))
         else:
             select_items.append(col(f"__tclose__{sa}", a))
-    inner = query.select(*select_items)
+    inner = query.select(*select_items, copy=False)
     for name, cte in ctes:
-        inner = inner.with_(name, as_=cte)
+        # DuckDB: the one aggregation over the rows is computed once, not inlined into each CTE that reads it
+        inner = inner.with_(name, as_=cte, materialized=True if duck and name.endswith("_g") else None, copy=False)
 
     # outer: model checks over the class columns
     cc = ClassColumns(lambda c: col(c))
@@ -424,45 +441,73 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     """The released rows: generalized records of the kept classes, with ``ec_id`` (count column merged)."""
     policy = ci.policy
     cols = released_columns(policy, ci.columns)
-    if isinstance(ci.plan, AssignmentPlan):
-        on = exp.EQ(this=col(EC_ID, "g"), expression=col(EC_ID, "c"))
-    else:
-        on = and_all(null_safe_eq(col(q, "g"), col(q, "c")) for q in policy.quasi)
     data_cols = [c for c in cols if c != policy.count_column]
     if noise_flag(ci.plan):
         data_cols.append(noise_flag(ci.plan))
     if isinstance(ci.plan, LevelPlan):
-        quasi = list(policy.quasi)
-        items = [col(c, "k") if c in quasi else col(c, "g") for c in data_cols] + [col(EC_ID, "k")]
-        on = and_all(null_safe_eq(col(q, "g"), col(f"__o{i}", "k")) for i, q in enumerate(quasi))
-        query = (exp.select(*items)
-                 .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
-                                  alias=exp.TableAlias(this=ident("g"))))
-                 .join(exp.Subquery(this=_level_combos(ci, "__lb", "__lc"), alias=exp.TableAlias(this=ident("k"))),
-                       on=on))
-        grouping = items
-    else:
-        items = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
-        query = (exp.select(*items)
-                 .from_(exp.Table(this=names.general.this.copy(), db=names.general.args.get("db"),
-                                  alias=exp.TableAlias(this=ident("g"))))
-                 .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
-                                 alias=exp.TableAlias(this=ident("c"))), on=on)
-                 .where(col(KEEP, "c")))
-        grouping = items
+        base = base_counts.temp_table(names.release) if uses_base_table(ci) else None
+        if base is not None and not policy.count_column and set(data_cols) <= set(base_counts.keys(policy)):
+            query = _expanded_release(ci, data_cols)
+        else:
+            query = _joined_release(ci, names, data_cols)
+        # one aggregation of the rows feeds both the classes and the row → class map (CTE shared, not rescanned)
+        query = query.with_("__lb", as_=_level_base(ci, names, base), copy=False)
+        return query.with_("__lc", as_=_classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
+    items = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
+    query = (exp.select(*items)
+             .from_(exp.Table(this=names.general.this.copy(), db=names.general.args.get("db"),
+                              alias=exp.TableAlias(this=ident("g"))))
+             .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
+                             alias=exp.TableAlias(this=ident("c"))),
+                   on=exp.EQ(this=col(EC_ID, "g"), expression=col(EC_ID, "c")))
+             .where(col(KEEP, "c")))
+    return _ordered_rows(policy, query, items, data_cols)
+
+
+def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
+    """Every released column is a quasi-identifier or sensitive attribute: a record is fully described by its base
+    combination, so each kept combination, in (ec_id, sensitive values) order, is written ``__w`` times (UNNEST,
+    which keeps that order) instead of re-reading, joining and sorting the source rows."""
+    quasi = list(ci.policy.quasi)
+    items = [col(c, "c") if c in quasi else col(c, "b") for c in data_cols] + [col(EC_ID, "c"), col(WEIGHT, "b")]
+    on = and_all(null_safe_eq(col(q, "b"), col(q, "c")) for q in quasi)
+    order = [col(EC_ID)] + [col(c) for c in data_cols if c not in quasi]
+    kept = (exp.select(*items)
+            .from_(exp.Table(this=ident("__lb"), alias=exp.TableAlias(this=ident("b"))))
+            .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))), on=on)
+            .where(col(KEEP, "c"))
+            .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    copies = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(0), end=col(WEIGHT), is_end_exclusive=True)])
+    out = [col(c) for c in data_cols] + [col(EC_ID)]
+    repeated = exp.select(*out, alias(copies, "__i")).from_(
+        exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("x"))))
+    return exp.select(*[c.copy() for c in out]).from_(
+        exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
+
+
+def _joined_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str]) -> exp.Select:
+    """The source rows joined to the map original QI tuple → (released values, ec_id) of the kept classes."""
+    quasi = list(ci.policy.quasi)
+    items = [col(c, "k") if c in quasi else col(c, "g") for c in data_cols] + [col(EC_ID, "k")]
+    on = and_all(null_safe_eq(col(q, "g"), col(f"__o{i}", "k")) for i, q in enumerate(quasi))
+    query = (exp.select(*items)
+             .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                              alias=exp.TableAlias(this=ident("g"))))
+             .join(exp.Subquery(this=_level_combos(ci, "__lb", "__lc"), alias=exp.TableAlias(this=ident("k"))),
+                   on=on))
+    return _ordered_rows(ci.policy, query, items, data_cols)
+
+
+def _ordered_rows(policy, query: exp.Select, items: list[exp.Expression], data_cols: list[str]) -> exp.Select:
+    """Merge rows by the count column (if any) and fix the row order: by ec_id and the other released columns,
+    never the source's order (quasi-identifiers are constant inside a class; identical rows are interchangeable)."""
     if policy.count_column:
         total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=exp.DataType.build("BIGINT"))
-        query = query.select(alias(total, policy.count_column)).group_by(*[g.copy() for g in grouping])
-    # byte-for-byte determinism: quasi-identifiers are constant inside a class, so ordering by ec_id and the
-    # other released columns fixes the order (identical rows are interchangeable)
+        query = query.select(alias(total, policy.count_column)).group_by(*[g.copy() for g in items])
     order_cols = [col(EC_ID)] + [col(c) for c in data_cols if c not in policy.quasi]
     if policy.count_column:
         order_cols.append(col(policy.count_column))
     wrapped = exp.select(exp.Star()).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("r"))))
-    if isinstance(ci.plan, LevelPlan):
-        # one aggregation of the rows feeds both the classes and the row → class map (CTE shared, not rescanned)
-        wrapped = wrapped.with_("__lb", as_=_level_base(ci, names))
-        wrapped = wrapped.with_("__lc", as_=_classes_select(ci, exp.Table(this=ident("__lb"))))
     return wrapped.order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order_cols])
 
 
@@ -477,12 +522,19 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
     created by the release runner before these)."""
     names = names or ReleaseNames(ci.policy.name, ci.schema)
     stmts: list[tuple[str, exp.Expression]] = [
-        ("source view", _create_view(names.source, source_view(ci, names), ci.dialect)),
+        ("source view", source_statement(ci, names)),
         ("generalized view", _create_view(names.general, general_view(ci, names), ci.dialect)),
         ("classes view", _create_view(names.classes, classes_view(ci, names), ci.dialect)),
+    ]
+    base = base_counts.temp_table(names.release) if uses_base_table(ci) else None
+    if base is not None:
+        stmts.append((BASE_STATEMENT, base_counts.create(ci.policy, names.source, base)))
+    stmts += [
         ("release table", exp.Create(this=names.table, kind="TABLE", expression=release_table_query(ci, names))),
         ("checks view", _create_view(names.checks, checks_view(ci, names), ci.dialect)),
     ]
+    if base is not None:
+        stmts.append(("drop base counts", base_counts.drop(base)))
     cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column]
     cols += [noise_flag(ci.plan)] if noise_flag(ci.plan) else []
     cols.append(EC_ID)

@@ -14,8 +14,9 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from . import catalog
-from .compiler import EC_ID, SIZE, CompileInput, CompiledRelease, ReleaseNames, compile_release
+from . import base_counts, catalog
+from .compiler import (BASE_STATEMENT, EC_ID, SIZE, CompileInput, CompiledRelease, ReleaseNames, compile_release,
+                       source_statement)
 from .errors import PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError, TaxonomyError
 from .methods import AssignmentPlan, LevelPlan, MethodContext, get_method
 from .models import build_models
@@ -105,11 +106,13 @@ def _count_records(con, src: Source, policy: Policy) -> int:
     return int(value or 0)
 
 
-def resolve_taxonomies(con, policy: Policy, src: Source, need: bool, catalog_con=None) -> dict[str, Taxonomy]:
+def resolve_taxonomies(con, policy: Policy, src: Source, need: bool, catalog_con=None,
+                       value_counts: Callable[[str], pd.DataFrame] | None = None) -> dict[str, Taxonomy]:
     """Catalog, built-in, ARX file or inline taxonomy per quasi-identifier, checked to cover every value of the data.
 
     ``con`` answers the value-count queries (DuckDB, or the Spark wrapper); ``catalog_con`` is the DuckDB connection
-    whose ``anon`` catalog holds named taxonomies (None: built-ins, files and inline specs only)."""
+    whose ``anon`` catalog holds named taxonomies (None: built-ins, files and inline specs only); ``value_counts``
+    (column → frame v, n) replaces the per-column scans of the source (e.g. reads the base counts)."""
     from .taxonomies import load as load_builtin
 
     out: dict[str, Taxonomy] = {}
@@ -123,7 +126,7 @@ def resolve_taxonomies(con, policy: Policy, src: Source, need: bool, catalog_con
                     "e.g. { kind = \"interval\", widths = [5, 10, 20] } or { kind = \"top\" }"
                 )
             continue
-        values = _value_counts(con, src, q, policy.count_column)
+        values = value_counts(q) if value_counts is not None else _value_counts(con, src, q, policy.count_column)
         if isinstance(spec, str):
             tax = catalog.load_taxonomy(catalog_con, spec) if catalog_con is not None else None
             tax = tax or load_builtin(spec)
@@ -171,8 +174,11 @@ def check_records(policy: Policy, src: Source, records: int) -> None:
 
 
 # -- running ----------------------------------------------------------------------------------------------------
-def prepare(con, policy, source: pd.DataFrame | None = None):
-    """Resolve a policy against a connection: effective policy, source, taxonomies, models, records, method."""
+def prepare(con, policy, source: pd.DataFrame | None = None, base: bool = False):
+    """Resolve a policy against a connection: effective policy, source, taxonomies, models, records, method.
+
+    ``base``: for a level method, aggregate the source once into the release's temp base-count table
+    (:mod:`anon_sql.base_counts`) and check taxonomy coverage from it; the caller drops it."""
     policy = coerce_policy(policy)
     catalog.ensure_installed(con)
     src = resolve(con, source if source is not None else policy.source)
@@ -180,8 +186,19 @@ def prepare(con, policy, source: pd.DataFrame | None = None):
     records = _count_records(con, src, policy)
     check_records(policy, src, records)
     method = get_method(policy.method, policy.method_params)
-    taxonomies = resolve_taxonomies(con, policy, src, method.needs_taxonomies, catalog_con=con)
-    models = build_models(policy, con)
+    counts = None
+    table = base_counts.temp_table(policy.name)
+    if base and method.plan_kind == "levels":
+        con.execute(render(base_counts.create(policy, src.relation, table)))
+        counts = lambda column: base_counts.value_counts(con, table, column)  # noqa: E731
+    try:
+        taxonomies = resolve_taxonomies(con, policy, src, method.needs_taxonomies, catalog_con=con,
+                                        value_counts=counts)
+        models = build_models(policy, con)
+    except BaseException:
+        if counts is not None:
+            con.execute(render(base_counts.drop(table)))
+        raise
     return policy, src, taxonomies, models, records, method
 
 
@@ -191,7 +208,16 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, repl
     """Plan, compile, materialize and verify a release in one transaction; see the module docstring."""
     say = progress or (lambda message: None)
     t0 = time.perf_counter()
-    policy, src, taxonomies, models, records, method = prepare(con, policy, source)
+    policy, src, taxonomies, models, records, method = prepare(con, policy, source, base=True)
+    try:
+        return _run(con, policy, src, taxonomies, models, records, method, replace, dry_run, say, t0)
+    finally:   # the temp base counts (level methods) outlive a rollback: drop them whatever happened
+        con.execute(render(base_counts.drop(base_counts.temp_table(policy.name))))
+
+
+def _run(con, policy: Policy, src: Source, taxonomies, models, records: int, method, replace: bool, dry_run: bool,
+         say: Callable[[str], None], t0: float) -> Release:
+    """The body of :func:`release` once the policy is prepared."""
     names = ReleaseNames(policy.name)
     if policy.name in (src.label,) or policy.name.startswith("anon."):
         raise PolicyError(f"release name {policy.name!r} would overwrite the source or the catalog; choose another")
@@ -217,8 +243,7 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, repl
                              pseudonym_function=pseudonym_fn, numeric_sensitive=numeric_sa)
         if method.plan_kind == "assignment":
             probe.plan = AssignmentPlan(pd.DataFrame(), pd.DataFrame())
-        first = compile_release(probe, names).statements[0][1]
-        con.execute(render(first))
+        con.execute(render(source_statement(probe, names)))
         say("planning")
         ctx = MethodContext(con, policy, policy.name + "__source", taxonomies, models, records, say)
         plan = method.plan(ctx)
@@ -231,8 +256,9 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, repl
         if exists:
             con.execute(render(exp.Drop(tables=[names.table.copy()], kind="TABLE", exists=True)))
         say("materializing")
-        for _, stmt in compiled.statements:
-            con.execute(render(stmt))
+        for what, stmt in compiled.statements:
+            if what != BASE_STATEMENT or method.plan_kind != "levels":   # prepare() made the base counts
+                con.execute(render(stmt))
         say("verifying")
         result = _verify(con, policy, compiled, models, records, plan)
         sql_text = compiled.sql(pretty=True)

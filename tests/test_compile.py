@@ -21,7 +21,8 @@ def _policy():
 @pytest.mark.parametrize("dialect", ["spark", "postgres", "trino", "duckdb"])
 def test_statements_parse_back_in_dialect(dialect):
     stmts = anon_sql.compile(_policy(), dialect=dialect)
-    assert len(stmts) == 5
+    # DuckDB adds the temp base-count table (create, then drop) that the release statement reads
+    assert len(stmts) == (7 if dialect == "duckdb" else 5)
     for s in stmts:
         tree = sqlglot.parse_one(s, read=dialect)
         assert tree is not None and tree.sql(dialect=dialect)

@@ -1,0 +1,54 @@
+"""The source aggregated once: distinct (quasi-identifier, sensitive) combinations with their record counts.
+
+Level plans generalize these counts, never the rows, and taxonomy coverage reads per-column counts from them, so a
+DuckDB level release scans the source once for planning and once to write the released rows.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from sqlglot import exp
+
+from .sqlbuild import alias, col, ident, render
+
+WEIGHT = "__w"
+SUFFIX = "__base"
+
+
+def keys(policy: Any) -> list[str]:
+    """Grouping columns: the quasi-identifiers, then the sensitive attributes that are not also quasi."""
+    return [*policy.quasi, *[s for s in policy.sensitive if s not in policy.quasi]]
+
+
+def query(policy: Any, relation: exp.Expression) -> exp.Select:
+    """``SELECT keys, SUM(weight) AS __w FROM relation GROUP BY keys``."""
+    cols = [col(c) for c in keys(policy)]
+    total = exp.Sum(this=col(policy.count_column)) if policy.count_column else exp.Count(this=exp.Star())
+    return (exp.select(*cols, alias(total, WEIGHT))
+            .from_(relation.copy()).group_by(*[c.copy() for c in cols]))
+
+
+def temp_table(release_name: str) -> exp.Table:
+    """The session-temporary table that holds a release's base counts (``temp.main."<release>__base"``)."""
+    return exp.Table(this=ident(release_name + SUFFIX), db=ident("main"), catalog=ident("temp"))
+
+
+def create(policy: Any, relation: exp.Expression, table: exp.Table) -> exp.Create:
+    """``CREATE OR REPLACE TEMP TABLE table AS <query>`` (DuckDB)."""
+    return exp.Create(this=table.copy(), kind="TABLE", replace=True, expression=query(policy, relation),
+                      properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+
+
+def drop(table: exp.Table) -> exp.Drop:
+    """``DROP TABLE IF EXISTS table``."""
+    return exp.Drop(tables=[table.copy()], kind="TABLE", exists=True)
+
+
+def value_counts(con: Any, table: exp.Table, column: str) -> pd.DataFrame:
+    """Per-value record counts of one key column (as text, like the taxonomy leaves), read from the base table."""
+    v = exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR"))
+    n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=exp.DataType.build("BIGINT"))
+    q = (exp.select(alias(v, "v"), alias(n, "n"))
+         .from_(table.copy()).group_by(v.copy()))
+    return con.execute(render(q)).df()
