@@ -79,14 +79,14 @@ def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, outp
         kind_plan: LevelPlan | AssignmentPlan = (AssignmentPlan(pd.DataFrame(), pd.DataFrame())
                                                  if method.plan_kind == "assignment" else LevelPlan({}))
         probe = CompileInput(policy, src.relation, src.columns, kind_plan, taxonomies, models, dialect=flavor,
-                             numeric_sensitive=numeric_sa)
+                             numeric_sensitive=numeric_sa, engine="spark")
         with jobs.stage("plan"):
             # assignment plans key rows by ROW_NUMBER over every column: computed once, cached
             runner.run(compile_release(probe, names).statements[0][1], cache=method.plan_kind == "assignment")
             say("planning")
             plan = _plan(spark, sq, method, policy, names.source.name, taxonomies, models, records, say)
         ci = CompileInput(policy, src.relation, src.columns, plan, taxonomies, models, dialect=flavor,
-                          numeric_sensitive=numeric_sa)
+                          numeric_sensitive=numeric_sa, engine="spark")
         compiled = compile_release(ci, names)
         say("materializing")
         with jobs.stage("materialize"):
