@@ -453,6 +453,40 @@ def min_distinct(k: int, mu: float, n_values: int) -> int:
     return int(good[0]) + 1 if len(good) else top
 
 
+def max_excess(k: int, mu: float, n_values: int) -> int:
+    """The most records beyond its distinct values (r − d) that a class of r >= k real records can hold and still
+    reach θ, noise records (each a distinct absent value) allowed; −1 when no class of >= k records can.
+
+    Over the best shapes: one value r − d + 1 times, d − 1 + j singletons (j noise records), which put the
+    duplicates on rank 1 (tests/test_theta.py checks this against every shape for 14 values). Classes of
+    r records with θ(r) above (n − 1)²/4, the largest variance of ranks 1..n (Popoviciu), cannot pass."""
+    v = n_values
+    r_max = k
+    while kernels.theta_threshold(r_max, mu) <= (v - 1) ** 2 / 4 + kernels.THETA_TOLERANCE:
+        r_max += 1
+    r, d, j = (a.ravel() for a in np.meshgrid(np.arange(k, r_max), np.arange(1, v + 1), np.arange(v),
+                                               indexing="ij"))
+    keep = (d <= r) & (d + j <= v)
+    r, d, j = r[keep], d[keep], j[keep]
+    a, top, m = r - d + 1, d + j, (r + j).astype(float)
+    s1 = a + top * (top + 1) / 2 - 1                      # Σ f·x over ranks 1..top
+    s2 = a + top * (top + 1) * (2 * top + 1) / 6 - 1      # Σ f·x²
+    ok = s2 / m - (s1 / m) ** 2 >= kernels.theta_threshold(m, mu) - kernels.THETA_TOLERANCE
+    return int((r - d)[ok].max()) if ok.any() else -1
+
+
+def capacity(freq: np.ndarray, k: int, mu: float) -> int:
+    """An upper bound on the records that classes of >= k real records reaching θ can hold, given the sensitive
+    values' frequencies: with n <= ⌊N/k⌋ classes, value v occurs in at most min(f_v, n) of them, and a class holds
+    at most :func:`max_excess` records beyond its distinct values, so N <= Σ_v min(f_v, n) + E·n is necessary."""
+    freq = np.asarray(freq, dtype=np.int64)
+    n = int(freq.sum()) // k
+    e = max_excess(k, mu, int((freq > 0).sum()))
+    if e < 0 or n == 0:
+        return 0
+    return int(np.minimum(freq, n).sum()) + e * n
+
+
 class ThetaFeasible(PrivacyModel):
     """Internal split constraint of the ordering Mondrian: a partition of L records must hold enough distinct
     sensitive values for ⌊L/k⌋ classes of ``d`` distinct values each (Σ_v min(f_v, ⌊L/k⌋) >= d·⌊L/k⌋)."""
@@ -544,6 +578,10 @@ class ThetaSensitive(Method):
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         mu, k, sa = self._validate(ctx)
         data = load_source(ctx)
+        freq = np.bincount(data.sensitive[sa], minlength=len(data.sensitive_values[sa]))
+        cap = capacity(freq, k, mu)
+        if cap < data.n and ctx.policy.privacy.max_suppression == 0:
+            raise PrivacyRequirementError(self._bound_message(freq, cap, data.n, mu, k, sa))
         ctx.progress("theta: ordering records")
         candidates = class_order(data, k, self.order, sa, mu)
         uniques = data.sensitive_values[sa]
@@ -569,13 +607,24 @@ class ThetaSensitive(Method):
                               self._info(res, mu, k))
 
     @staticmethod
+    def _bound_message(freq: np.ndarray, cap: int, n: int, mu: float, k: int, sa: str) -> str:
+        v = int((freq > 0).sum())
+        e = max_excess(k, mu, v)
+        return (f"θ-sensitivity (μ = {mu}) with k = {k} is impossible on this data, even with noise records: "
+                f"{n} records need {n // k} or fewer classes of >= {k}; each value of {sa!r} occurs in at most "
+                f"min(its frequency, {n // k}) classes and a class reaching θ holds at most {e} records beyond its "
+                f"distinct values, so at most {cap} of the {n} records fit ({n - cap} too many). No release was "
+                "created; lower k or μ, or allow suppression (max_suppression)")
+
+    @staticmethod
     def _unreachable_message(res: ThetaResult, mu: float, k: int, sa: str, n_values: int) -> str:
         records = int(res.counts[res.unreachable].sum())
         return (f"θ-sensitivity (μ = {mu}) cannot be reached for {len(res.unreachable)} of {len(res.counts)} classes "
                 f"({records} records) even after {res.swaps} swaps and noise: a class of {k} records needs at least "
-                f"{min_distinct(k, mu, n_values)} distinct values of {sa!r} (it has {n_values}), and adding noise "
-                "raises θ with the class size. No release was created; lower k or μ, or allow the suppression of "
-                f"those records (max_suppression >= {records / max(len(res.cls), 1):.4g})")
+                f"{min_distinct(k, mu, n_values)} distinct values of {sa!r} without noise, at least "
+                f"{k - max_excess(k, mu, n_values)} with noise (it has {n_values}). No release was created; lower k "
+                f"or μ, or allow the suppression of those records (max_suppression >= "
+                f"{records / max(len(res.cls), 1):.4g})")
 
     @staticmethod
     def _noise_frame(values: pd.DataFrame, res: ThetaResult, uniques: pd.Series, sa: str) -> pd.DataFrame | None:
@@ -608,5 +657,6 @@ class ThetaSensitive(Method):
         return info
 
 
-__all__ = ["ThetaFeasible", "ThetaResult", "ThetaSensitive", "class_order", "min_distinct", "noise_needed",
+__all__ = ["ThetaFeasible", "ThetaResult", "ThetaSensitive", "capacity", "class_order", "deal_classes",
+           "max_excess", "min_distinct", "noise_needed",
            "noise_phase", "realize_moves", "swap_phase", "swaps_needed", "theta_anonymize", "theta_ok", "variances"]
