@@ -4,11 +4,14 @@
     python bench/bench_mondrian.py --k 10 --no-anonypy --theta-rows 0
     python bench/bench_mondrian.py --theta-rows 1000000 --theta-k 8 --k
 
-anon_sql runs twice per k: categorical_width "leaves" (default: the width is the NCP of the LCA it would release)
-and "mixed" (mean of that and the distinct-value share, closer to anonypy's span). Columns: "release s" =
-anon_sql.release end to end (plan, materialize, SQL verification, catalog); "plan s" = the
-method alone. NCP(tax) = the product's NCP (anon_sql.metrics: taxonomy leaves for categorical QIs); NCP(set) = the
-partition NCP both tools can be scored on: numeric (max − min)/range, categorical (distinct − 1)/(domain − 1).
+anon_sql runs twice per k: categorical_width "leaves" (default: the width is the NCP of the LCA it would release;
+equal widths go to the larger distinct-value share) and "mixed" (mean of that and the distinct-value share).
+Columns: "release s" = anon_sql.release end to end (plan, materialize, SQL verification, catalog); "plan s" = the
+method alone. Both NCPs are spec/06 NCP scored here from the data and the hierarchy files, for every tool's
+partition (numeric QIs (max − min)/range): NCP(set) releases a categorical class as the set of its values, what
+anonypy releases and what its splits measure — (distinct − 1)/(leaves − 1), the comparison the target is judged
+on; NCP(tax) releases the lowest common ancestor, what anon_sql releases — (leaves under it − 1)/(leaves − 1),
+equal to anon_sql.metrics' "ncp" (asserted for the anon_sql rows).
 The 1M-row θ input is Adult resampled with replacement (seed 42), age jittered by −2..2 and occupation re-drawn from
 a random Adult record with the same education and sex (plain copies would put ~33 identical records side by side).
 anonypy is only a benchmark peer: install it with `pip install anonypy` in the benchmark environment.
@@ -55,8 +58,9 @@ def hierarchy(q: str) -> pd.DataFrame:
 def ncp(df: pd.DataFrame, qis: list[str], groups: np.ndarray) -> tuple[float, float]:
     """spec/06 NCP of a partition under the two ways of releasing a categorical class, scored here from the data
     and the hierarchy files (not by anon_sql): numeric QIs (max − min)/range either way; categorical QIs
-    "set" = the set of its distinct values (anonypy's release): (distinct − 1)/(distinct in the table − 1), and
-    "taxonomy" = the lowest common ancestor (anon_sql's release): (leaves under it − 1)/(leaves − 1)."""
+    "set" = the set of its distinct values (anonypy's release, and the span its splits compare): (distinct − 1) /
+    (leaves − 1), and "taxonomy" = the lowest common ancestor (anon_sql's release): (leaves under it − 1) /
+    (leaves − 1); leaves = the hierarchy's (spec/06 |leaves(q)|; workclass has 8, the data 7)."""
     totals = np.zeros(2)
     g = pd.Series(groups, index=df.index)
     for q in qis:
@@ -67,8 +71,8 @@ def ncp(df: pd.DataFrame, qis: list[str], groups: np.ndarray) -> tuple[float, fl
             totals += float(per.sum())
             continue
         text = col.astype(str)
-        totals[0] += float(((text.groupby(g).transform("nunique") - 1) / max(text.nunique() - 1, 1)).sum())
         h = hierarchy(q).set_index("level0")
+        totals[0] += float(((text.groupby(g).transform("nunique") - 1) / (len(h) - 1)).sum())
         leaves = np.full(len(df), float(len(h)))                     # the top covers every leaf
         for j in reversed(range(1, h.shape[1])):                      # lowest level at which the class agrees
             lab = text.map(h[f"level{j}"])
