@@ -588,15 +588,15 @@ class ThetaSensitive(Method):
         weights = np.bincount(data.sensitive[sa], minlength=len(uniques)).astype(float)
         weights[uniques.isna().to_numpy()] = 0.0          # never invent NULL sensitive values
         ctx.progress("theta: swaps and noise")
-        best: tuple[tuple[int, int, int], np.ndarray, ThetaResult] | None = None
-        for order, classes in candidates:
+        best: tuple[tuple[int, int, int], np.ndarray, ThetaResult, int] | None = None
+        for i, (order, classes) in enumerate(candidates):
             res = theta_anonymize(data.sensitive[sa][order], len(uniques), k, mu, self.window, ctx.policy.seed,
                                   weights, classes)
             sizes = res.counts.sum(axis=1)
             score = (len(res.unreachable), len(res.noise_cls), int((sizes * sizes).sum()))
             if best is None or score < best[0]:
-                best = (score, order, res)
-        _, order, res = best
+                best = (score, order, res, i)
+        _, order, res, chosen = best
         if len(res.unreachable) and ctx.policy.privacy.max_suppression == 0:
             raise PrivacyRequirementError(self._unreachable_message(res, mu, k, sa, len(uniques)))
         ec = np.empty(data.n, dtype=np.int64)
@@ -604,7 +604,9 @@ class ThetaSensitive(Method):
         values = class_values(ec, data.columns)
         noise = self._noise_frame(values, res, uniques, sa)
         return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), values, noise,
-                              self._info(res, mu, k))
+                              {**self._info(res, mu, k),
+                               "formation": ["classes of k and k + 1", "classes of k"][chosen] if len(candidates) > 1
+                               else "chunks of k"})
 
     @staticmethod
     def _bound_message(freq: np.ndarray, cap: int, n: int, mu: float, k: int, sa: str) -> str:
