@@ -355,6 +355,17 @@ def brute_max_excess(k: int, mu: float, v: int) -> int:
     return best
 
 
+def test_capacity_bound_small_cases_and_limits():
+    # 4 values, k = 4: only all-distinct classes of 4 pass without noise; a class [2, 1, 1] + noise [2, 1, 1, 1]
+    # (σ² 1.36 >= θ(5) = 1.2) holds 1 record beyond its distinct values, and nothing holds more
+    assert brute_max_excess(4, 0.6, 4) == max_excess(4, 0.6, 4) == 1
+    # 11 records → at most 2 classes: Σ min(f, 2) + 1·2 = 2 + 1 + 1 + 1 + 2 = 7 < 11, so k = 4 is impossible
+    assert capacity(np.array([8, 1, 1, 1]), 4, 0.6) == 7
+    # too many sensitive values to enumerate: no bound is claimed (the method then just runs)
+    assert max_excess(8, 0.6, 500) is None
+    assert capacity(np.full(500, 3), 8, 0.6) == 1500
+
+
 def test_theta_adult_k16_is_impossible_even_with_noise(adult):
     # A proof by a computed bound, not by the method failing. Any θ-sensitive 16-anonymous release of Adult has
     # n <= ⌊30162/16⌋ = 1885 classes of >= 16 real records; occupation v occurs in at most min(f_v, n) classes, and a

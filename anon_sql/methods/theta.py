@@ -38,8 +38,9 @@ _PARAMS = ("window", "order", "noise_flag")
 _ORDERS = ("mondrian", "sorted")
 _MAX_CELLS = 50_000_000  # classes × sensitive values held in the count matrix
 _SEGMENT = 4             # lockstep segments span this many windows
-_WINDOW = 256            # default: later classes a class may swap with (Adult at 1M rows, k = 8: 64 → 569 noise
-                         # records, 256 → 111, 1024 → 45; 0.8 s and 2.3 s more)
+_WINDOW = 256            # default: later classes a class may swap with (Adult resampled to 1M rows, k = 8, one
+                         # formation: 64 → 569 noise records, 256 → 111, 1024 → 45; 0.8 s and 2.3 s more)
+_MAX_SHAPES = 2_000_000   # class shapes max_excess may enumerate (about 0.5 s)
 _RESCUE_MISSES = 32      # consecutive failed last-resort searches after which the rest is left to the report
 
 
@@ -453,9 +454,10 @@ def min_distinct(k: int, mu: float, n_values: int) -> int:
     return int(good[0]) + 1 if len(good) else top
 
 
-def max_excess(k: int, mu: float, n_values: int) -> int:
+def max_excess(k: int, mu: float, n_values: int) -> int | None:
     """The most records beyond its distinct values (r − d) that a class of r >= k real records can hold and still
-    reach θ, noise records (each a distinct absent value) allowed; −1 when no class of >= k records can.
+    reach θ, noise records (each a distinct absent value) allowed; −1 when no class of >= k records can; None when
+    the shapes are too many to enumerate (thousands of sensitive values).
 
     Over the best shapes: one value r − d + 1 times, d − 1 + j singletons (j noise records), which put the
     duplicates on rank 1 (tests/test_theta.py checks this against every shape for 14 values). Classes of
@@ -464,6 +466,8 @@ def max_excess(k: int, mu: float, n_values: int) -> int:
     r_max = k
     while kernels.theta_threshold(r_max, mu) <= (v - 1) ** 2 / 4 + kernels.THETA_TOLERANCE:
         r_max += 1
+    if (r_max - k) * v * v > _MAX_SHAPES:
+        return None
     r, d, j = (a.ravel() for a in np.meshgrid(np.arange(k, r_max), np.arange(1, v + 1), np.arange(v),
                                                indexing="ij"))
     keep = (d <= r) & (d + j <= v)
@@ -482,6 +486,8 @@ def capacity(freq: np.ndarray, k: int, mu: float) -> int:
     freq = np.asarray(freq, dtype=np.int64)
     n = int(freq.sum()) // k
     e = max_excess(k, mu, int((freq > 0).sum()))
+    if e is None:
+        return int(freq.sum())     # no bound computed: claim nothing
     if e < 0 or n == 0:
         return 0
     return int(np.minimum(freq, n).sum()) + e * n
@@ -623,8 +629,9 @@ class ThetaSensitive(Method):
         records = int(res.counts[res.unreachable].sum())
         return (f"θ-sensitivity (μ = {mu}) cannot be reached for {len(res.unreachable)} of {len(res.counts)} classes "
                 f"({records} records) even after {res.swaps} swaps and noise: a class of {k} records needs at least "
-                f"{min_distinct(k, mu, n_values)} distinct values of {sa!r} without noise, at least "
-                f"{k - max_excess(k, mu, n_values)} with noise (it has {n_values}). No release was created; lower k "
+                f"{min_distinct(k, mu, n_values)} distinct values of {sa!r} without noise"
+                + (f", at least {k - e} with noise" if (e := max_excess(k, mu, n_values)) is not None else "")
+                + f" (it has {n_values}). No release was created; lower k "
                 f"or μ, or allow the suppression of those records (max_suppression >= "
                 f"{records / max(len(res.cls), 1):.4g})")
 
