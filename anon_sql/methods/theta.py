@@ -378,7 +378,7 @@ def theta_anonymize(values: np.ndarray, n_values: int, k: int, mu: float, window
 
 
 def deal_classes(pid: np.ndarray, values: np.ndarray, k: int, n_values: int, grow: bool = True) -> np.ndarray:
-    """Initial classes (0-based) of rows given in (partition, value, QI) order.
+    """Initial classes (0-based) of rows given in (partition, value, QI) order; every partition holds >= k rows.
 
     A partition of L records becomes n = ⌊L/k⌋ classes. With ``grow``, up to min(L mod k, n) of them take k + 1
     records (only as many as get one more distinct value, unless the partition has a distinct value for every
@@ -408,11 +408,11 @@ def deal_classes(pid: np.ndarray, values: np.ndarray, k: int, n_values: int, gro
     o = np.lexsort((values[first], -gsize, gp))                # values of a partition by descending frequency
     before = np.empty((2, len(first)), dtype=np.int64)
     for j, cnt in enumerate((single_n, gsize - single_n)):
-        c = np.cumsum(cnt[o]) - cnt[o]
-        before[j, o] = c - c[np.searchsorted(gp[o], gp[o])]    # exclusive sum within the partition
+        run = np.cumsum(cnt[o]) - cnt[o]
+        before[j, o] = run - run[np.searchsorted(gp[o], gp[o])]   # exclusive sum within the partition
     A = np.minimum(S, cells)                                   # single cells; the other cells take excess
     F, a_mod = A // rows, A % rows
-    # per class: capacity k (+1 for the first L mod k), singles F (+1 for the first A mod n), block = the rest
+    # per class: capacity k (+1 for the first `extra`), singles F (+1 for the first A mod n), block = the rest
     base = np.cumsum(rows) - rows
     cls_p = np.repeat(np.arange(parts), rows)
     r = np.arange(int(rows.sum())) - base[cls_p]
@@ -421,15 +421,14 @@ def deal_classes(pid: np.ndarray, values: np.ndarray, k: int, n_values: int, gro
     block_start = block_end - block
     p = pid
     single = i < single_n[g]
-    c = before[0, g] + i
-    e = before[1, g] + i - single_n[g]
+    c = before[0, g] + i                                       # index among the partition's singles
+    e = before[1, g] + i - single_n[g]                         # index among its excess records
     out = np.full(n, -1, dtype=np.int64)
     sc = single & (c < A[p])
-    full = c < F[p] * rows[p]
-    out[sc & full] = (base[p] + c % np.maximum(rows[p], 1))[sc & full]
+    full = c < F[p] * rows[p]                                  # the full columns, then the partial one
+    out[sc & full] = (base[p] + c % rows[p])[sc & full]
     out[sc & ~full] = (base[p] + c - F[p] * rows[p])[sc & ~full]
-    B = cells - A
-    bc = ~single & (e < B[p])
+    bc = ~single & (e < (cells - A)[p])
     out[bc] = np.searchsorted(block_end, block_start[base[p[bc]]] + e[bc], side="right")
     left = out < 0                    # records beyond the partition's cells: classes of k that come first,
     m = int(left.sum())               # so they have the most later classes to swap with
