@@ -1,14 +1,18 @@
 """Mondrian on Adult (8 QIs, spec/07) beside anonypy, and θ-sensitive k-anonymity on Adult scaled to 1M rows.
 
-    python bench/bench_mondrian.py                          # Mondrian k = 10, 5 (+ anonypy if importable), θ 1M k = 8
+    python bench/bench_mondrian.py      # Mondrian k = 10, 5 (+ anonypy if importable), θ on Adult k = 4, 8, 16, θ 1M k = 8
     python bench/bench_mondrian.py --k 10 --no-anonypy --theta-rows 0
-    python bench/bench_mondrian.py --theta-rows 1000000 --theta-k 8 --k
+    python bench/bench_mondrian.py --theta-rows 1000000 --theta-k 8 --k --theta-adult
+    python bench/bench_mondrian.py --k --theta-rows 0 --theta-adult 4 8 16   # θ on Adult itself (the spec/05 golden)
 
-anon_sql runs twice per k: categorical_width "leaves" (default: the width is the NCP of the LCA it would release)
-and "mixed" (mean of that and the distinct-value share, closer to anonypy's span). Columns: "release s" =
-anon_sql.release end to end (plan, materialize, SQL verification, catalog); "plan s" = the
-method alone. NCP(tax) = the product's NCP (anon_sql.metrics: taxonomy leaves for categorical QIs); NCP(set) = the
-partition NCP both tools can be scored on: numeric (max − min)/range, categorical (distinct − 1)/(domain − 1).
+anon_sql runs twice per k: categorical_width "leaves" (default: the width is the NCP of the LCA it would release;
+equal widths go to the larger distinct-value share) and "mixed" (mean of that and the distinct-value share).
+Columns: "release s" = anon_sql.release end to end (plan, materialize, SQL verification, catalog); "plan s" = the
+method alone. Both NCPs are spec/06 NCP scored here from the data and the hierarchy files, for every tool's
+partition (numeric QIs (max − min)/range): NCP(set) releases a categorical class as the set of its values, what
+anonypy releases and what its splits measure — (distinct − 1)/(leaves − 1), the comparison the target is judged
+on; NCP(tax) releases the lowest common ancestor, what anon_sql releases — (leaves under it − 1)/(leaves − 1),
+equal to anon_sql.metrics' "ncp" (asserted for the anon_sql rows).
 The 1M-row θ input is Adult resampled with replacement (seed 42), age jittered by −2..2 and occupation re-drawn from
 a random Adult record with the same education and sex (plain copies would put ~33 identical records side by side).
 anonypy is only a benchmark peer: install it with `pip install anonypy` in the benchmark environment.
@@ -24,11 +28,13 @@ import numpy as np
 import pandas as pd
 
 import anon_sql
+import anon_sql.errors
 import anon_sql.metrics
 
 ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
 QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "salary-class"]
 SA = "occupation"
+WIDTHS = ("leaves", "mixed")
 
 
 def adult_frame() -> pd.DataFrame:
@@ -45,21 +51,40 @@ def policy(name: str, source: str, method: str, qis: list[str], **privacy) -> di
             "attributes": attrs, "privacy": privacy}
 
 
-def set_ncp(df: pd.DataFrame, qis: list[str], groups: np.ndarray) -> float:
-    """Partition NCP: per record and QI, numeric (max − min)/range, categorical (distinct − 1)/(domain − 1)."""
-    total = 0.0
+def hierarchy(q: str) -> pd.DataFrame:
+    """The ARX hierarchy file of a QI: one row per leaf, columns level0 (the leaf), level1, ..., the top."""
+    h = pd.read_csv(ADULT / f"adult_hierarchy_{q}.csv", sep=";", header=None, dtype=str)
+    return h.set_axis([f"level{j}" for j in range(h.shape[1])], axis=1)
+
+
+def ncp(df: pd.DataFrame, qis: list[str], groups: np.ndarray) -> tuple[float, float]:
+    """spec/06 NCP of a partition under the two ways of releasing a categorical class, scored here from the data
+    and the hierarchy files (not by anon_sql): numeric QIs (max − min)/range either way; categorical QIs
+    "set" = the set of its distinct values (anonypy's release, and the span its splits compare): (distinct − 1) /
+    (leaves − 1), and "taxonomy" = the lowest common ancestor (anon_sql's release): (leaves under it − 1) /
+    (leaves − 1); leaves = the hierarchy's (spec/06 |leaves(q)|; workclass has 8, the data 7)."""
+    totals = np.zeros(2)
     g = pd.Series(groups, index=df.index)
     for q in qis:
         col = df[q]
-        by = col.groupby(g)
         if pd.api.types.is_numeric_dtype(col) and not isinstance(col.dtype, pd.CategoricalDtype):
-            span = float(col.max() - col.min()) or 1.0
-            per = (by.transform("max") - by.transform("min")) / span
-        else:
-            dom = max(col.nunique() - 1, 1)
-            per = (by.transform("nunique") - 1) / dom
-        total += float(per.sum())
-    return total / (len(df) * len(qis))
+            by = col.groupby(g)
+            per = (by.transform("max") - by.transform("min")) / (float(col.max() - col.min()) or 1.0)
+            totals += float(per.sum())
+            continue
+        text = col.astype(str)
+        h = hierarchy(q).set_index("level0")
+        totals[0] += float(((text.groupby(g).transform("nunique") - 1) / (len(h) - 1)).sum())
+        leaves = np.full(len(df), float(len(h)))                     # the top covers every leaf
+        for j in reversed(range(1, h.shape[1])):                      # lowest level at which the class agrees
+            lab = text.map(h[f"level{j}"])
+            one = lab.groupby(g).transform("nunique").to_numpy() == 1
+            size = lab.map(h[f"level{j}"].value_counts()).to_numpy(dtype=float)
+            leaves = np.where(one, size, leaves)
+        leaves = np.where(text.groupby(g).transform("nunique").to_numpy() == 1, 1.0, leaves)
+        totals[1] += float(((leaves - 1) / (len(h) - 1)).sum())
+    set_ncp, tax_ncp = totals / (len(df) * len(qis))
+    return float(set_ncp), float(tax_ncp)
 
 
 def timed_release(con, pol: dict) -> tuple[anon_sql.Release, float, float]:
@@ -79,20 +104,22 @@ def bench_mondrian(ks: list[int], with_anonypy: bool) -> list[dict]:
     con.execute("CREATE TABLE adult AS SELECT * FROM adult_df")
     rows = []
     anon_sql.release(con, policy("warm_up", "adult", "mondrian", QIS, k=max(ks)))   # one-time costs, untimed
-    runs = [(k, w) for k in ks for w in ("leaves", "mixed")]
+    runs = [(k, w) for k in ks for w in WIDTHS]
     for k, width in runs:
         name = f"mondrian_k{k}_{width}"
         pol = policy(name, "adult", "mondrian", QIS, k=k)
         pol["method_params"] = {"categorical_width": width}
         rel, total, plan = timed_release(con, pol)
-        ncp_tax = anon_sql.metrics.compute(con, name, ["ncp"])["ncp"]
+        product_ncp = anon_sql.metrics.compute(con, name, ["ncp"])["ncp"]
         pairs = con.execute(f'SELECT s.__row, a.ec_id FROM "{name}__source" s JOIN "{name}__assignment" a '
                             "USING (__row)").df()
         src = con.execute(f'SELECT * FROM "{name}__source"').df().set_index("__row").loc[pairs["__row"]]
+        ncp_set, ncp_tax = ncp(src.reset_index(drop=True), QIS, pairs["ec_id"].to_numpy())
+        assert abs(ncp_tax - product_ncp) < 1e-9, (ncp_tax, product_ncp)   # the bench's scoring = anon_sql.metrics
         rows.append({"tool": f"anon_sql mondrian ({width})", "k": k, "release s": total, "plan s": plan,
                      "classes": rel.plan["partitions"], "min class": int(rel.metrics["k"]), "NCP(tax)": ncp_tax,
-                     "NCP(set)": set_ncp(src.reset_index(drop=True), QIS, pairs["ec_id"].to_numpy())})
-        if with_anonypy and width == "mixed":
+                     "NCP(set)": ncp_set})
+        if with_anonypy and width == WIDTHS[-1]:
             rows.append(bench_anonypy(df, k))
     con.close()
     return rows
@@ -114,8 +141,9 @@ def bench_anonypy(df: pd.DataFrame, k: int) -> dict:
     for i, p in enumerate(parts):               # labels for scoring only (not timed)
         groups[frame.index.get_indexer(p)] = i
     sizes = np.bincount(groups)
+    ncp_set, ncp_tax = ncp(frame, QIS, groups)
     return {"tool": "anonypy 0.2.1", "k": k, "release s": seconds, "plan s": seconds, "classes": len(parts),
-            "min class": int(sizes.min()), "NCP(tax)": float("nan"), "NCP(set)": set_ncp(frame, QIS, groups)}
+            "min class": int(sizes.min()), "NCP(tax)": ncp_tax, "NCP(set)": ncp_set}
 
 
 def scaled_adult(rows: int, seed: int = 42) -> pd.DataFrame:
@@ -150,6 +178,33 @@ def bench_theta(rows: int, k: int, mu: float) -> dict:
             "noise %": 100.0 * rel.noise / rows, "passed": rel.passed}
 
 
+def bench_theta_adult(ks: list[int], mu: float) -> list[dict]:
+    """The spec/05 golden on Adult itself (7 QIs, occupation sensitive, the test's seed 11): noise, swaps, DCP, C_AVG."""
+    con = duckdb.connect()
+    anon_sql.install(con)
+    con.register("adult_df", adult_frame())
+    con.execute("CREATE TABLE adult AS SELECT * FROM adult_df")
+    qis = [q for q in QIS if q != "salary-class"]
+    rows = []
+    for k in ks:
+        pol = policy(f"theta_adult_k{k}", "adult", "theta", qis, k=k, theta={"mu": mu})
+        pol["seed"] = 11
+        try:
+            rel, total, plan = timed_release(con, pol)
+        except anon_sql.errors.PrivacyRequirementError as e:
+            rows.append({"k": k, "passed": False, "error": str(e)[:120] + "…"})
+            continue
+        n = rel.records_in
+        m = anon_sql.metrics.compute(con, pol["name"], ["dcp", "cavg", "ncp"])
+        rows.append({"k": k, "release s": total, "classes": len(rel.classes),
+                     "below θ before swaps": rel.info["classes_below_theta_before"], "swaps": rel.info["swaps"],
+                     "noise": rel.noise, "noise %": 100.0 * rel.noise / n, "DCP": m["dcp"],
+                     "DCP vs N·k %": 100.0 * (m["dcp"] / (n * k) - 1), "CAVG": m["cavg"], "NCP": m["ncp"],
+                     "passed": rel.passed})
+    con.close()
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--k", type=int, nargs="*", default=[10, 5])
@@ -157,6 +212,7 @@ def main() -> None:
     ap.add_argument("--theta-rows", type=int, default=1_000_000)
     ap.add_argument("--theta-k", type=int, default=8)
     ap.add_argument("--mu", type=float, default=0.6)
+    ap.add_argument("--theta-adult", type=int, nargs="*", default=[4, 8, 16], help="k values for θ on Adult itself")
     args = ap.parse_args()
     with_anonypy = not args.no_anonypy
     if with_anonypy:
@@ -177,6 +233,10 @@ def main() -> None:
                     print(f"k={k} {a['tool']}: release {b['release s'] / a['release s']:.0f}× faster end to end, "
                           f"plan {b['plan s'] / a['plan s']:.0f}× faster; NCP(set) {a['NCP(set)']:.4f} vs anonypy "
                           f"{b['NCP(set)']:.4f}")
+    if args.theta_adult:
+        res = pd.DataFrame(bench_theta_adult(args.theta_adult, args.mu))
+        print(f"\nθ-sensitive k-anonymity on Adult (7 QIs, sensitive {SA}, μ = {args.mu}; the paper: 0.021% noise)")
+        print(res.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.theta_rows:
         res = pd.DataFrame([bench_theta(args.theta_rows, args.theta_k, args.mu)])
         print(f"\nθ-sensitive k-anonymity, Adult scaled to {args.theta_rows} rows (7 QIs, sensitive {SA})")

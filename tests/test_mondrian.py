@@ -66,6 +66,17 @@ def test_categorical_split_follows_the_taxonomy():
     assert sorted(class_values(res.pid, cols)["c"].tolist()) == ["A", "B"]
 
 
+def test_equal_taxonomy_widths_go_to_the_larger_distinct_share():
+    # both QIs span their taxonomy's top (width 1); c2 shows 4 of its 6 leaves (share 0.6), c1 2 of 4 (0.33): the
+    # split goes to c2 although c1 comes first (before the tie-break, c1 was split and c2 released as "*")
+    t1 = from_mapping("t1", {"a": ["A"], "b": ["B"], "c": ["A"], "d": ["B"]})
+    t2 = from_mapping("t2", {"p": ["P"], "q": ["P"], "r": ["R"], "s": ["R"], "t": ["T"], "u": ["T"]})
+    frame = pd.DataFrame({"c1": ["a", "b"] * 4, "c2": ["p", "q", "r", "s"] * 2})
+    res, cols = _partition(frame, ["c1", "c2"], 4, {"c1": t1, "c2": t2})
+    vals = class_values(res.pid, cols)
+    assert sorted(vals["c2"].tolist()) == ["P", "R"] and vals["c1"].tolist() == ["*", "*"]
+
+
 def test_local_values_numeric_categorical_nulls():
     frame = pd.DataFrame({"n": [1.5, 4.0, 7.0, None, None, 2.0],
                           "c": ["a1", "b1", "a2", None, "x", "x"]})

@@ -85,12 +85,16 @@ def _distinct(order: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def _widths(columns: Sequence[QIColumn], rows: np.ndarray, starts: np.ndarray,
-            categorical: str = "leaves") -> tuple[np.ndarray, dict]:
-    """Normalized width of every open partition on every QI, and the LCA level of the categorical ones.
+            categorical: str = "leaves") -> tuple[np.ndarray, np.ndarray, dict]:
+    """Normalized width of every open partition on every QI, a tie-break per QI, and the LCA level of the
+    categorical ones.
 
     Categorical width: ``leaves`` = (leaves under the LCA − 1)/(leaves − 1), the NCP of the released value;
-    ``distinct`` = (distinct values − 1)/(values − 1); ``mixed`` = their mean."""
+    ``distinct`` = (distinct values − 1)/(values − 1); ``mixed`` = their mean. Equal widths are frequent with
+    ``leaves`` (every QI whose LCA is the top has width 1); they go to the larger distinct share (numeric QIs: their
+    width), then to the earlier QI."""
     widths = np.zeros((len(starts), len(columns)))
+    ties = np.zeros((len(starts), len(columns)))
     lcas: dict[int, np.ndarray] = {}
     for j, c in enumerate(columns):
         if c.numeric:
@@ -100,7 +104,7 @@ def _widths(columns: Sequence[QIColumn], rows: np.ndarray, starts: np.ndarray,
             w = np.nan_to_num(span / c.span, nan=0.0) if c.span > 0 else np.zeros(len(starts))
             nan = np.isnan(x).astype(np.int8)
             mixed = np.maximum.reduceat(nan, starts) != np.minimum.reduceat(nan, starts)
-            widths[:, j] = w + mixed   # a NULL/non-NULL mix is split off first
+            widths[:, j] = ties[:, j] = w + mixed   # a NULL/non-NULL mix is split off first
         else:
             level, code = segment_lca(c, rows, starts)
             leaves = np.empty(len(starts), dtype=np.float64)
@@ -108,12 +112,13 @@ def _widths(columns: Sequence[QIColumn], rows: np.ndarray, starts: np.ndarray,
                 m = level == lv
                 leaves[m] = c.leaves[lv][code[m]]
             w = (leaves - 1) / (c.total_leaves - 1) if c.total_leaves > 1 else np.zeros(len(starts))
+            d = (_distinct(c.order[rows], starts) - 1) / max(c.total_leaves - 1, 1)
             if categorical != "leaves":
-                d = (_distinct(c.order[rows], starts) - 1) / max(c.total_leaves - 1, 1)
                 w = d if categorical == "distinct" else (w + d) / 2
             widths[:, j] = w
+            ties[:, j] = d
             lcas[j] = level
-    return widths, lcas
+    return widths, ties, lcas
 
 
 def _median_cut(seg: np.ndarray, key: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
@@ -178,8 +183,8 @@ def partition(columns: Sequence[QIColumn], models: Sequence[PrivacyModel], stats
         parts = p[starts]
         m = len(parts)
         seg = np.repeat(np.arange(m), np.diff(np.r_[starts, len(perm)]))
-        widths, lcas = _widths(columns, perm, starts, categorical_width)
-        ranked = np.argsort(-widths, axis=1, kind="stable")
+        widths, ties, lcas = _widths(columns, perm, starts, categorical_width)
+        ranked = np.lexsort((-ties, -widths), axis=1)   # widest first; ties: larger distinct share, earlier QI
         decided = np.zeros(m, dtype=bool)
         side = np.zeros(len(perm), dtype=np.int64)
         for r in range(q):

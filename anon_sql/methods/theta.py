@@ -1,8 +1,9 @@
 """``method = "theta"``: θ-sensitive k-anonymity (Khan et al. 2020, Algorithm 1; spec/05 §3).
 
-1. Order the records: Mondrian partitions of similar QIs, split only while both halves keep enough distinct
-   sensitive values for classes of k (depth-first; inside a partition each value is spread evenly), or the plain QI
-   sort of the paper (``order = "sorted"``). Cut the order into classes of k (the last absorbs the remainder).
+1. Form classes: Mondrian partitions of similar QIs, split only while both halves keep enough distinct sensitive
+   values for classes of k (depth-first), each dealt into classes that are diverse from the start — every value at
+   most once per class, the duplicates concentrated on one value (:func:`deal_classes`); or the plain QI sort of
+   the paper cut into classes of k (``order = "sorted"``; the last class absorbs the remainder).
 2. For each class below θ(m) = μ·(m² − 1)/12, in order: swap its most frequent sensitive value with a value of a
    later class (within ``window`` classes, nearest first) that the class lacks (backCheck, trying that class's values
    by descending frequency), provided the later class stays >= θ (a later class below θ qualifies when its σ² does
@@ -37,6 +38,9 @@ _PARAMS = ("window", "order", "noise_flag")
 _ORDERS = ("mondrian", "sorted")
 _MAX_CELLS = 50_000_000  # classes × sensitive values held in the count matrix
 _SEGMENT = 4             # lockstep segments span this many windows
+_WINDOW = 256            # default: later classes a class may swap with (Adult resampled to 1M rows, k = 8, one
+                         # formation: 64 → 569 noise records, 256 → 111, 1024 → 45; 0.8 s and 2.3 s more)
+_MAX_SHAPES = 2_000_000   # class shapes max_excess may enumerate (about 0.5 s)
 _RESCUE_MISSES = 32      # consecutive failed last-resort searches after which the rest is left to the report
 
 
@@ -345,12 +349,18 @@ def realize_moves(cls0: np.ndarray, values: np.ndarray, before: np.ndarray, afte
     return cls
 
 
-def theta_anonymize(values: np.ndarray, n_values: int, k: int, mu: float, window: int = 64,
-                    seed: int = 0, noise_weights: np.ndarray | None = None) -> ThetaResult:
-    """θ-sensitive classes over sensitive-value codes given in class order (steps 1–3 of the module docstring)."""
+def theta_anonymize(values: np.ndarray, n_values: int, k: int, mu: float, window: int = _WINDOW,
+                    seed: int = 0, noise_weights: np.ndarray | None = None,
+                    classes: np.ndarray | None = None) -> ThetaResult:
+    """θ-sensitive classes over sensitive-value codes given in class order (steps 1–3 of the module docstring);
+    ``classes``: the initial class of each record (non-decreasing, each class >= k records), else chunks of k."""
     values = np.asarray(values, dtype=np.int64)
-    n_classes = max(len(values) // k, 1)
-    cls0 = np.minimum(np.arange(len(values)) // k, n_classes - 1)
+    if classes is None:
+        n_classes = max(len(values) // k, 1)
+        cls0 = np.minimum(np.arange(len(values)) // k, n_classes - 1)
+    else:
+        cls0 = np.asarray(classes, dtype=np.int64)
+        n_classes = int(cls0.max()) + 1 if len(cls0) else 1
     if n_classes * n_values > _MAX_CELLS:
         raise PolicyError(f"method 'theta': {n_classes} classes × {n_values} sensitive values is too large for the "
                           "swap phase; use a larger k or coarsen the sensitive attribute")
@@ -367,6 +377,70 @@ def theta_anonymize(values: np.ndarray, n_values: int, k: int, mu: float, window
     return ThetaResult(cls, noise_c, noise_v, C, swaps, below, np.flatnonzero(~ok))
 
 
+def deal_classes(pid: np.ndarray, values: np.ndarray, k: int, n_values: int, grow: bool = True) -> np.ndarray:
+    """Initial classes (0-based) of rows given in (partition, value, QI) order; every partition holds >= k rows.
+
+    A partition of L records becomes n = ⌊L/k⌋ classes. With ``grow``, up to min(L mod k, n) of them take k + 1
+    records (only as many as get one more distinct value, unless the partition has a distinct value for every
+    record); the other records of L mod k form classes of k placed first, so they have the most later classes to
+    swap with. Each value's first min(f, n) records are "singles", dealt column-major (values by descending
+    frequency), so a class gets each value at most once that way; a value's further records (its excess) fill
+    the remaining cells row-major, so a class's duplicates concentrate on one value — for a given number of
+    distinct values the shape with the largest σ² (spec/05 §1: rank 1 carries the duplicates)."""
+    n = len(pid)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    group = pid * n_values + values
+    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    gsize = np.diff(np.r_[first, n])
+    g = np.repeat(np.arange(len(first)), gsize)
+    i = np.arange(n) - first[g]                                # rank within (partition, value), QI order
+    gp = pid[first]
+    parts = int(pid.max()) + 1
+    size = np.bincount(pid, minlength=parts)
+    rows = np.maximum(size // k, 1)
+    single_n = np.minimum(gsize, rows[gp])
+    S = np.bincount(gp, weights=single_n, minlength=parts).astype(np.int64)
+    # a class of k + 1 records needs one more distinct value: only classes that get one more single grow
+    extra = np.minimum(np.maximum(size - rows * k, 0), rows) if grow else np.zeros(parts, dtype=np.int64)
+    extra = np.where(S >= rows * k, extra, np.minimum(extra, S % rows))
+    cells = rows * k + extra
+    o = np.lexsort((values[first], -gsize, gp))                # values of a partition by descending frequency
+    before = np.empty((2, len(first)), dtype=np.int64)
+    for j, cnt in enumerate((single_n, gsize - single_n)):
+        run = np.cumsum(cnt[o]) - cnt[o]
+        before[j, o] = run - run[np.searchsorted(gp[o], gp[o])]   # exclusive sum within the partition
+    A = np.minimum(S, cells)                                   # single cells; the other cells take excess
+    F, a_mod = A // rows, A % rows
+    # per class: capacity k (+1 for the first `extra`), singles F (+1 for the first A mod n), block = the rest
+    base = np.cumsum(rows) - rows
+    cls_p = np.repeat(np.arange(parts), rows)
+    r = np.arange(int(rows.sum())) - base[cls_p]
+    block = k + (r < extra[cls_p]) - F[cls_p] - (r < a_mod[cls_p])
+    block_end = np.cumsum(block)
+    block_start = block_end - block
+    p = pid
+    single = i < single_n[g]
+    c = before[0, g] + i                                       # index among the partition's singles
+    e = before[1, g] + i - single_n[g]                         # index among its excess records
+    out = np.full(n, -1, dtype=np.int64)
+    sc = single & (c < A[p])
+    full = c < F[p] * rows[p]                                  # the full columns, then the partial one
+    out[sc & full] = (base[p] + c % rows[p])[sc & full]
+    out[sc & ~full] = (base[p] + c - F[p] * rows[p])[sc & ~full]
+    bc = ~single & (e < (cells - A)[p])
+    out[bc] = np.searchsorted(block_end, block_start[base[p[bc]]] + e[bc], side="right")
+    left = out < 0                    # records beyond the partition's cells: classes of k that come first,
+    m = int(left.sum())               # so they have the most later classes to swap with
+    if m < k:
+        out[left] = 0
+        return out
+    pool = m // k
+    out[~left] += pool
+    out[left] = np.minimum(np.arange(m) // k, pool - 1)
+    return out
+
+
 def min_distinct(k: int, mu: float, n_values: int) -> int:
     """The fewest distinct values a class of k records needs to reach θ(k): its best shape with d values is one
     value k − d + 1 times and d − 1 singletons (the kernel judges each d)."""
@@ -377,6 +451,45 @@ def min_distinct(k: int, mu: float, n_values: int) -> int:
         rows[d - 1, 1:d] = 1
     good = np.flatnonzero(theta_ok(rows, mu))
     return int(good[0]) + 1 if len(good) else top
+
+
+def max_excess(k: int, mu: float, n_values: int) -> int | None:
+    """The most records beyond its distinct values (r − d) that a class of r >= k real records can hold and still
+    reach θ, noise records (each a distinct absent value) allowed; −1 when no class of >= k records can; None when
+    the shapes are too many to enumerate (thousands of sensitive values).
+
+    Over the best shapes: one value r − d + 1 times, d − 1 + j singletons (j noise records), which put the
+    duplicates on rank 1 (tests/test_theta.py checks this against every shape for 14 values). Classes of
+    r records with θ(r) above (n − 1)²/4, the largest variance of ranks 1..n (Popoviciu), cannot pass."""
+    v = n_values
+    r_max = k
+    while kernels.theta_threshold(r_max, mu) <= (v - 1) ** 2 / 4 + kernels.THETA_TOLERANCE:
+        r_max += 1
+    if (r_max - k) * v * v > _MAX_SHAPES:
+        return None
+    r, d, j = (a.ravel() for a in np.meshgrid(np.arange(k, r_max), np.arange(1, v + 1), np.arange(v),
+                                               indexing="ij"))
+    keep = (d <= r) & (d + j <= v)
+    r, d, j = r[keep], d[keep], j[keep]
+    a, top, m = r - d + 1, d + j, (r + j).astype(float)
+    s1 = a + top * (top + 1) / 2 - 1                      # Σ f·x over ranks 1..top
+    s2 = a + top * (top + 1) * (2 * top + 1) / 6 - 1      # Σ f·x²
+    ok = s2 / m - (s1 / m) ** 2 >= kernels.theta_threshold(m, mu) - kernels.THETA_TOLERANCE
+    return int((r - d)[ok].max()) if ok.any() else -1
+
+
+def capacity(freq: np.ndarray, k: int, mu: float) -> int:
+    """An upper bound on the records that classes of >= k real records reaching θ can hold, given the sensitive
+    values' frequencies: with n <= ⌊N/k⌋ classes, value v occurs in at most min(f_v, n) of them, and a class holds
+    at most :func:`max_excess` records beyond its distinct values, so N <= Σ_v min(f_v, n) + E·n is necessary."""
+    freq = np.asarray(freq, dtype=np.int64)
+    n = int(freq.sum()) // k
+    e = max_excess(k, mu, int((freq > 0).sum()))
+    if e is None:
+        return int(freq.sum())     # no bound computed: claim nothing
+    if e < 0 or n == 0:
+        return 0
+    return int(np.minimum(freq, n).sum()) + e * n
 
 
 class ThetaFeasible(PrivacyModel):
@@ -396,15 +509,17 @@ class ThetaFeasible(PrivacyModel):
         return supply >= self.d * slots
 
 
-def class_order(data: SourceData, k: int, order: str, sa: str, mu: float) -> np.ndarray:
-    """Row indices in class order.
+def class_order(data: SourceData, k: int, order: str, sa: str,
+                mu: float) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """Candidate class formations: (row indices in class order, initial class of each; None = chunks of k).
 
     ``mondrian``: Mondrian partitions whose every split keeps both halves θ-feasible (:class:`ThetaFeasible`), in
-    depth-first order; inside a partition each sensitive value is spread evenly over the partition's sequence, so
-    any k consecutive records hold a proportional mix. ``sorted``: the records sorted on the QIs (the paper)."""
+    depth-first order, each dealt into classes by :func:`deal_classes` — once with classes of k + 1 where they
+    help and once with classes of k only (the caller keeps the one needing less noise, then the lower DCP).
+    ``sorted``: the records sorted on the QIs, cut into classes of k (the paper)."""
     keys = [c.order for c in reversed(data.columns)]
     if order == "sorted":
-        return np.lexsort(keys) if keys else np.arange(data.n)
+        return [((np.lexsort(keys) if keys else np.arange(data.n)), None)]
     values = data.sensitive[sa]
     nv = len(data.sensitive_values[sa])
     stats = StatsBuilder(data.weights, {sa: values}, {sa: data.sensitive_values[sa].to_numpy()},
@@ -414,20 +529,18 @@ def class_order(data: SourceData, k: int, order: str, sa: str, mu: float) -> np.
     if not models[1].check(stats.build(np.arange(n), np.zeros(n, dtype=np.int64), 1))[0]:
         models = models[:1]   # the whole table is not θ-feasible: keep QI locality, swaps and noise do the rest
     pid = partition(data.columns, models, stats).pid
-    group = pid * nv + values
-    o = np.lexsort(keys + [group])                 # rows of each (partition, value) in QI order
-    g = group[o]
-    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    size = np.diff(np.r_[first, len(g)])
-    rank = np.arange(len(g)) - np.repeat(first, size)
-    spot = np.empty(len(g))
-    spot[o] = (rank + 0.5) / np.repeat(size, size)   # evenly spaced positions in [0, 1)
-    return np.lexsort((values, spot, pid))
+    o = np.lexsort(keys + [values, pid])           # rows of each (partition, value) in QI order
+    out = []
+    for grow in (True, False):
+        cls = deal_classes(pid[o], values[o], k, nv, grow)
+        by = np.argsort(cls, kind="stable")
+        out.append((o[by], cls[by]))
+    return out
 
 
 @register
 class ThetaSensitive(Method):
-    """θ-sensitive k-anonymity; ``[method_params]`` window (int, 64), order ("mondrian" | "sorted"), noise_flag."""
+    """θ-sensitive k-anonymity; ``[method_params]`` window (int, 256), order ("mondrian" | "sorted"), noise_flag."""
 
     name = "theta"
     params_allowed = _PARAMS
@@ -436,7 +549,7 @@ class ThetaSensitive(Method):
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        window = params.get("window", 64)
+        window = params.get("window", _WINDOW)
         if not isinstance(window, int) or isinstance(window, bool) or window < 1:
             raise PolicyError(f"method_params.window must be an integer >= 1 (later classes a class may swap "
                               f"with), got {window!r}")
@@ -470,13 +583,25 @@ class ThetaSensitive(Method):
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         mu, k, sa = self._validate(ctx)
         data = load_source(ctx)
+        freq = np.bincount(data.sensitive[sa], minlength=len(data.sensitive_values[sa]))
+        cap = capacity(freq, k, mu)
+        if cap < data.n and ctx.policy.privacy.max_suppression == 0:
+            raise PrivacyRequirementError(self._bound_message(freq, cap, data.n, mu, k, sa))
         ctx.progress("theta: ordering records")
-        order = class_order(data, k, self.order, sa, mu)
+        candidates = class_order(data, k, self.order, sa, mu)
         uniques = data.sensitive_values[sa]
         weights = np.bincount(data.sensitive[sa], minlength=len(uniques)).astype(float)
         weights[uniques.isna().to_numpy()] = 0.0          # never invent NULL sensitive values
         ctx.progress("theta: swaps and noise")
-        res = theta_anonymize(data.sensitive[sa][order], len(uniques), k, mu, self.window, ctx.policy.seed, weights)
+        best: tuple[tuple[int, int, int], np.ndarray, ThetaResult, int] | None = None
+        for i, (order, classes) in enumerate(candidates):
+            res = theta_anonymize(data.sensitive[sa][order], len(uniques), k, mu, self.window, ctx.policy.seed,
+                                  weights, classes)
+            sizes = res.counts.sum(axis=1)
+            score = (len(res.unreachable), len(res.noise_cls), int((sizes * sizes).sum()))
+            if best is None or score < best[0]:
+                best = (score, order, res, i)
+        _, order, res, chosen = best
         if len(res.unreachable) and ctx.policy.privacy.max_suppression == 0:
             raise PrivacyRequirementError(self._unreachable_message(res, mu, k, sa, len(uniques)))
         ec = np.empty(data.n, dtype=np.int64)
@@ -484,16 +609,30 @@ class ThetaSensitive(Method):
         values = class_values(ec, data.columns)
         noise = self._noise_frame(values, res, uniques, sa)
         return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), values, noise,
-                              self._info(res, mu, k))
+                              {**self._info(res, mu, k),
+                               "formation": ["classes of k and k + 1", "classes of k"][chosen] if len(candidates) > 1
+                               else "chunks of k"})
+
+    @staticmethod
+    def _bound_message(freq: np.ndarray, cap: int, n: int, mu: float, k: int, sa: str) -> str:
+        v = int((freq > 0).sum())
+        e = max_excess(k, mu, v)
+        return (f"θ-sensitivity (μ = {mu}) with k = {k} is impossible on this data, even with noise records: "
+                f"{n} records need {n // k} or fewer classes of >= {k}; each value of {sa!r} occurs in at most "
+                f"min(its frequency, {n // k}) classes and a class reaching θ holds at most {e} records beyond its "
+                f"distinct values, so at most {cap} of the {n} records fit ({n - cap} too many). No release was "
+                "created; lower k or μ, or allow suppression (max_suppression)")
 
     @staticmethod
     def _unreachable_message(res: ThetaResult, mu: float, k: int, sa: str, n_values: int) -> str:
         records = int(res.counts[res.unreachable].sum())
         return (f"θ-sensitivity (μ = {mu}) cannot be reached for {len(res.unreachable)} of {len(res.counts)} classes "
                 f"({records} records) even after {res.swaps} swaps and noise: a class of {k} records needs at least "
-                f"{min_distinct(k, mu, n_values)} distinct values of {sa!r} (it has {n_values}), and adding noise "
-                "raises θ with the class size. No release was created; lower k or μ, or allow the suppression of "
-                f"those records (max_suppression >= {records / max(len(res.cls), 1):.4g})")
+                f"{min_distinct(k, mu, n_values)} distinct values of {sa!r} without noise"
+                + (f", at least {k - e} with noise" if (e := max_excess(k, mu, n_values)) is not None else "")
+                + f" (it has {n_values}). No release was created; lower k "
+                f"or μ, or allow the suppression of those records (max_suppression >= "
+                f"{records / max(len(res.cls), 1):.4g})")
 
     @staticmethod
     def _noise_frame(values: pd.DataFrame, res: ThetaResult, uniques: pd.Series, sa: str) -> pd.DataFrame | None:
@@ -526,5 +665,6 @@ class ThetaSensitive(Method):
         return info
 
 
-__all__ = ["ThetaFeasible", "ThetaResult", "ThetaSensitive", "class_order", "min_distinct", "noise_needed",
+__all__ = ["ThetaFeasible", "ThetaResult", "ThetaSensitive", "capacity", "class_order", "deal_classes",
+           "max_excess", "min_distinct", "noise_needed",
            "noise_phase", "realize_moves", "swap_phase", "swaps_needed", "theta_anonymize", "theta_ok", "variances"]

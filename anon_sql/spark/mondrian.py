@@ -119,7 +119,7 @@ def _split_key(enc: _Encoded) -> Any:
 
 def _extent_aggs(enc: _Encoded) -> list:
     """Per group: row count; numeric: min, max, non-NULL count; categorical: min and max leaf rank (their LCA is the
-    group's)."""
+    group's) and the distinct leaves (the tie-break)."""
     from pyspark.sql import functions as F
 
     aggs = [F.count(F.lit(1)).alias("n")]
@@ -127,7 +127,8 @@ def _extent_aggs(enc: _Encoded) -> list:
         if enc.numeric[j]:
             aggs += [F.min(f"v{j}").alias(f"lo{j}"), F.max(f"v{j}").alias(f"hi{j}"), F.count(f"v{j}").alias(f"nn{j}")]
         else:
-            aggs += [F.min(f"o{j}").alias(f"lo{j}"), F.max(f"o{j}").alias(f"hi{j}")]
+            aggs += [F.min(f"o{j}").alias(f"lo{j}"), F.max(f"o{j}").alias(f"hi{j}"),
+                     F.countDistinct(f"o{j}").alias(f"d{j}")]
     return aggs
 
 
@@ -136,9 +137,10 @@ def _lca(c: QIColumn, ext: pd.DataFrame, j: int) -> tuple[np.ndarray, np.ndarray
     return c.lca(ext[f"lo{j}"].to_numpy(np.int64), ext[f"hi{j}"].to_numpy(np.int64))
 
 
-def _widths(enc: _Encoded, ext: pd.DataFrame) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """The DuckDB method's normalized widths (its ``_widths``), from the per-partition extents."""
+def _widths(enc: _Encoded, ext: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+    """The DuckDB method's normalized widths and tie-breaks (its ``_widths``), from the per-partition extents."""
     widths = np.zeros((len(ext), len(enc.columns)))
+    ties = np.zeros((len(ext), len(enc.columns)))
     lcas = {}
     for j, c in enumerate(enc.columns):
         if enc.numeric[j]:
@@ -147,7 +149,7 @@ def _widths(enc: _Encoded, ext: pd.DataFrame) -> tuple[np.ndarray, dict[int, np.
             with np.errstate(invalid="ignore"):
                 w = np.nan_to_num((hi - lo) / c.span, nan=0.0) if c.span > 0 else np.zeros(len(ext))
             nn, n = ext[f"nn{j}"].to_numpy(np.int64), ext["n"].to_numpy(np.int64)
-            widths[:, j] = w + ((nn > 0) & (nn < n))
+            widths[:, j] = ties[:, j] = w + ((nn > 0) & (nn < n))
         else:
             level, code = _lca(c, ext, j)
             leaves = np.empty(len(ext), dtype=np.float64)
@@ -155,8 +157,9 @@ def _widths(enc: _Encoded, ext: pd.DataFrame) -> tuple[np.ndarray, dict[int, np.
                 m = level == lv
                 leaves[m] = c.leaves[lv][code[m]]
             widths[:, j] = (leaves - 1) / (c.total_leaves - 1) if c.total_leaves > 1 else 0.0
+            ties[:, j] = (ext[f"d{j}"].to_numpy(np.float64) - 1) / max(c.total_leaves - 1, 1)
             lcas[j] = level
-    return widths, lcas
+    return widths, ties, lcas
 
 
 def plan(sq: SparkSQL, policy: Any, source_view: str, taxonomies: dict, models: Sequence[PrivacyModel],
@@ -184,8 +187,8 @@ def plan(sq: SparkSQL, policy: Any, source_view: str, taxonomies: dict, models: 
         m = len(ext)
         if m == 0:
             break
-        widths, lcas = _widths(enc, ext)
-        ranked = np.argsort(-widths, axis=1, kind="stable")
+        widths, ties, lcas = _widths(enc, ext)
+        ranked = np.lexsort((-ties, -widths), axis=1)
         levels = np.column_stack([lcas[j] - 1 if j in lcas else np.zeros(m, dtype=np.int64) for j in range(q)])
         # 2. one aggregation: per partition, attribute, key value (and sensitive values) the records
         movable = np.flatnonzero((widths > 0).any(axis=1))
