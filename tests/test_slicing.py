@@ -220,9 +220,19 @@ def test_slicing_release_buckets_permutation_and_diversity(t2):
 def test_slicing_fails_closed_when_not_diverse(t2):
     import anon_sql
     from anon_sql.errors import PolicyError, PrivacyRequirementError
-    # α = 2 puts a unique-valued QI next to the diagnosis: D(t, B) is a point mass, max p(t, s) = 1 > 1/2
+    # "pam" mode, α = 2 tops the sensitive column up with the QI most correlated with the diagnosis, a unique-valued
+    # one: D(t, B) is a point mass, max p(t, s) = 1 > 1/2 even as one bucket
     with pytest.raises(PrivacyRequirementError, match="max p"):
-        anon_sql.release(t2, _slicing_policy("bad", sensitive_column_size=2))
+        anon_sql.release(t2, _slicing_policy("bad", sensitive_column_size=2, sensitive_column="pam"))
+    # "alpha" mode, l = 3: sex would give p(Female, Flu) = 2/5 > 1/3 as one bucket, age and zipcode 1: no QI can join
+    pol = _slicing_policy("bad", sensitive_column_size=2)
+    pol["privacy"]["l_diversity"]["l"] = 3
+    with pytest.raises(PrivacyRequirementError, match="sensitive_column_size = 1"):
+        anon_sql.release(t2, pol)
+    # l = 4: Flu holds 3/9 > 1/4 of the table, no sliced table is 4-diverse
+    pol["privacy"]["l_diversity"]["l"] = 4
+    with pytest.raises(PrivacyRequirementError, match="'Flu' of 'diagnosis' holds 0.3333"):
+        anon_sql.release(t2, pol)
     assert not t2.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'bad'").fetchone()[0]
     with pytest.raises(PolicyError, match="columns"):
         anon_sql.release(t2, _slicing_policy("bad", columns=0))
