@@ -329,7 +329,7 @@ def repair_invalid(con, condition: exp.Expression, typed: dict[str, np.ndarray],
 
 # -- the method -----------------------------------------------------------------------------------------------------
 def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn], *, c: int, alpha: int, mode: str,
-               bins: int, rules: Sequence[str] = (), repair: bool = False,
+               bins: int, rules: Sequence[str] = (), repair: bool = False, strict_alpha: bool = True,
                override: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
                intervals: dict[str, list[dict]] | None = None, info: dict[str, Any] | None = None) -> AssignmentPlan:
     """Algorithms 2–4 over ``columns`` (the QIs as partitioned and matched: original values, or fixed-interval
@@ -362,9 +362,13 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
     feasible = lambda members: share(members) <= bound   # noqa: E731
     groups = form_columns(phi, attrs, sa, c, alpha, mode, feasible)
     skipped: list[str] = []
+    notes: list[str] = []
     if mode == "alpha" and c > 1:
         members, skipped = sensitive_column(phi, attrs, sa, alpha, feasible)
-        if len(members) < min(alpha, len(attrs) - c + 1):
+        if len(members) < min(alpha, len(attrs) - c + 1) and not strict_alpha:
+            notes.append(f"sensitive_column_size = {alpha} (the default) not reached: only {len(members) - 1} QIs keep "
+                         f"the table as one bucket l-diverse next to {sa!r} (skipped: {skipped})")
+        elif len(members) < min(alpha, len(attrs) - c + 1):
             raise PrivacyRequirementError(
                 f"{policy.method}: sensitive_column_size = {alpha} asks for {alpha - 1} QIs next to {sa!r}, but only "
                 f"{len(members) - 1} keep even the whole table as one bucket l-diverse (skipped: {skipped}); no "
@@ -421,7 +425,7 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
     values[sa] = typed[sa].iloc[sources[sa]].reset_index(drop=True)
     out = dict(info or {})
     out.update({"columns": groups, "l": l, "buckets": int(pid.max()) + 1 if n else 0, "max_p": worst,
-                "sensitive_column": mode, "sensitive_column_skipped": skipped,
+                "sensitive_column": mode, "sensitive_column_skipped": skipped, "notes": notes,
                 "phi2": {f"{a}|{b}": float(phi[i, j]) for i, a in enumerate(attrs) for j, b in enumerate(attrs)
                          if i < j},
                 "released_quasi": [], "row_values": True,
@@ -451,6 +455,8 @@ class Slicing(Method):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise PolicyError(f"method_params.{name} must be a positive integer, got {v!r}")
             setattr(self, name, v)
+        # an explicit α is a requirement (fail when it cannot be met); the default 2 is a target
+        self.strict_alpha = "sensitive_column_size" in params
         self.mode = params.get("sensitive_column", "alpha")
         if self.mode not in MODES:
             raise PolicyError(f"method_params.sensitive_column must be one of {list(MODES)}, got {self.mode!r}")
@@ -463,7 +469,7 @@ class Slicing(Method):
     def options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`slice_plan` this method's parameters give."""
         return {"c": self.columns, "alpha": self.sensitive_column_size, "mode": self.mode, "bins": self.bins,
-                "rules": self.rules, "repair": self.repair}
+                "rules": self.rules, "repair": self.repair, "strict_alpha": self.strict_alpha}
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         slicing_requirements(ctx.policy)
