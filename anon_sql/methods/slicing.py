@@ -1,10 +1,13 @@
-"""l-diverse slicing (seed 001 Algorithms 2–4; Li, Li, Zhang & Molloy, TKDE 2012): the column-formation pieces.
+"""``method = "slicing"``: l-diverse slicing (seed 001 Algorithms 2–4; Li, Li, Zhang & Molloy, TKDE 2012).
 
 * :func:`phi2` — mean-square contingency coefficient (Cramér's V² = χ²/(N (min(d1, d2) − 1)), scipy) of two coded attributes;
 * :func:`correlation_matrix` — φ² of every attribute pair from ``GROUP BY`` counts computed in DuckDB, numeric
   attributes discretized into equal-width bins;
 * :func:`pam` — k-medoids (PAM build + swap) on the small attribute distance matrix 1 − φ²;
-* the l-diversity check p(t, s) <= 1/l lives in the kernel ``anon_sql.udfs.slicing``.
+* :func:`form_columns` — column groups; the sensitive column sized by α (the paper) with a one-bucket feasibility test;
+* :func:`slice_plan` — Mondrian buckets under |B| >= k and :class:`SlicingGuide` (sufficient for p(t, s) <= 1/l),
+  exact kernel check (``anon_sql.udfs.slicing``), seeded per-bucket permutation, validity rules and their repair.
+The release's own check is SQL over the materialized table (:mod:`.slicing_sql`).
 """
 from __future__ import annotations
 
@@ -268,7 +271,8 @@ def parse_rules(rules: Sequence[str], attrs: Sequence[str]) -> exp.Expression:
         for node in tree.walk():
             if not isinstance(node, _RULE_NODES):
                 raise PolicyError(f"method_params.invalid_tuples: rule {rule!r} uses {type(node).__name__}; only "
-                                  "comparisons, IN, BETWEEN, LIKE, IS NULL, AND/OR/NOT over attributes and literals")
+                                  "comparisons, IN, BETWEEN, LIKE, IS NULL, AND/OR/NOT over attributes and literals "
+                                  '(quote names with special characters: "marital-status")')
             if isinstance(node, exp.Column) and (node.table or node.name not in attrs):
                 raise PolicyError(f"method_params.invalid_tuples: rule {rule!r} names {node.sql()!r}, which is not an "
                                   f"attribute of the release; attributes: {list(attrs)}")

@@ -17,7 +17,6 @@ from sqlglot import exp
 from ..sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, render
 
 VARCHAR = exp.DataType.build("VARCHAR")
-RISK_SUFFIX = "__risk"
 
 
 def _text(expression: exp.Expression) -> exp.Expression:
@@ -41,10 +40,9 @@ def _freq(release: exp.Table, attrs: Sequence[str], weight: exp.Expression, extr
             .group_by(col("ec_id"), *[_text(col(a)) for a in attrs], *[col(a) for a in extra]))
 
 
-def risk_table_sql(release: exp.Table, source: exp.Table, risk: exp.Table, groups: Sequence[Sequence[str]],
-                   sensitive: str, weight: str | None = None,
-                   intervals: dict[str, Sequence[dict]] | None = None) -> exp.Expression:
-    """``CREATE OR REPLACE TABLE risk AS`` (``__row``, ``max_p_bucket``, ``max_p_sensitive``) for every source row."""
+def risk_query(release: exp.Table, source: exp.Table, groups: Sequence[Sequence[str]], sensitive: str,
+               weight: str | None = None, intervals: dict[str, Sequence[dict]] | None = None) -> exp.Select:
+    """``SELECT __row, max_p_bucket, max_p_sensitive`` for every source row (Definitions 8–10 over the release)."""
     intervals = intervals or {}
     w = exp.Sum(this=col(weight)) if weight else exp.Count(this=exp.Star())
     others = [list(g) for g in groups[:-1]]
@@ -111,20 +109,26 @@ def risk_table_sql(release: exp.Table, source: exp.Table, risk: exp.Table, group
                    on=exp.EQ(this=col("__sig", "mb"), expression=col("__sig", "t"))))
     for name, q in ctes:
         final = final.with_(ident(name), as_=q)
-    return exp.Create(this=risk.copy(), kind="TABLE", replace=True, expression=final)
+    return final
 
 
-def verify(con, release: exp.Table, source: exp.Table, risk: exp.Table, spec: dict[str, Any],
+def verify(con, release: exp.Table, source: exp.Table, risk: exp.Table | None, spec: dict[str, Any],
            weight: str | None = None) -> dict[str, Any]:
-    """Build the risk table in SQL and return the check's summary row (max p(t, s) <= 1/l over every tuple)."""
-    con.execute(render(risk_table_sql(release, source, risk, spec["columns"], spec["sensitive"], weight,
-                                      spec.get("intervals"))))
+    """The check's summary row (max p(t, s) <= 1/l over every original tuple), computed in SQL over the release;
+    with ``risk`` the per-row risks are also materialized as that table (``CREATE OR REPLACE``), else nothing is
+    written (``anon_sql.check`` on a read-only database)."""
+    query = risk_query(release, source, spec["columns"], spec["sensitive"], weight, spec.get("intervals"))
+    if risk is not None:
+        con.execute(render(exp.Create(this=risk.copy(), kind="TABLE", replace=True, expression=query)))
+        rel: exp.Expression = risk.copy()
+    else:
+        rel = query.subquery("__risk")
     l = float(spec["l"])
     bound = lit(1.0 / l + 1e-9)
     q = exp.select(exp.Max(this=col("max_p_sensitive")),
                    exp.Sum(this=exp.Cast(this=exp.GT(this=col("max_p_sensitive"), expression=bound),
                                          to=exp.DataType.build("INTEGER"))),
-                   exp.Count(this=exp.Star())).from_(risk.copy())
+                   exp.Count(this=exp.Star())).from_(rel)
     worst, failing, rows = con.execute(render(q)).fetchall()[0]
     buckets = con.execute(render(exp.select(exp.Count(this=exp.Distinct(expressions=[col("ec_id")])))
                                  .from_(release.copy()))).fetchall()[0][0]
@@ -134,4 +138,4 @@ def verify(con, release: exp.Table, source: exp.Table, risk: exp.Table, spec: di
             "requirement": f"max p(t, s) <= 1/{l:g}"}
 
 
-__all__ = ["RISK_SUFFIX", "risk_table_sql", "verify"]
+__all__ = ["risk_query", "verify"]
