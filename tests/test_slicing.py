@@ -238,6 +238,9 @@ def test_slicing_fails_closed_when_not_diverse(t2):
         anon_sql.release(t2, _slicing_policy("bad", columns=0))
     with pytest.raises(PolicyError, match="unknown method_params"):
         anon_sql.release(t2, _slicing_policy("bad", buckets=3))
+    t2.execute("CREATE TABLE t2n AS SELECT *, 1 AS n FROM t2")
+    with pytest.raises(PolicyError, match="count_column"):
+        anon_sql.release(t2, {**_slicing_policy("bad"), "source": "t2n", "count_column": "n"})
 
 
 def test_permutation_stays_inside_buckets():

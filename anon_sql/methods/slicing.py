@@ -248,6 +248,10 @@ def slicing_requirements(policy) -> tuple[str, float, int]:
         raise PolicyError(f"privacy.l_diversity.l must be a number >= 1, got {ld.get('l')!r}")
     if not policy.quasi:
         raise PolicyError(f"method {policy.method!r} needs at least one quasi-identifier to slice")
+    if policy.count_column:
+        raise PolicyError(f"method {policy.method!r} does not take count_column = {policy.count_column!r}: a permuted "
+                          "row takes each column group from another record, so no single count fits it; expand the "
+                          "counted rows first (one row per record) and drop count_column")
     return policy.sensitive[0], float(ld["l"]), int(policy.privacy.k or 1)
 
 
