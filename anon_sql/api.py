@@ -86,7 +86,28 @@ def check(con: duckdb.DuckDBPyConnection, release_name: str) -> pd.DataFrame:
 
     frame = con.execute(render(exp.select("*").from_(names.checks.copy()))).df()
     rows = check_summary(frame)
+    rows += _whole_table_checks(con, names)
     return pd.DataFrame(rows)
+
+
+def _whole_table_checks(con: duckdb.DuckDBPyConnection, names: ReleaseNames) -> list[dict]:
+    """Checks that are not per class (slicing's l-diversity), re-run in SQL from the plan stored in the catalog."""
+    import json
+
+    found = con.execute(render(exp.select(col("plan"), col("policy_json"))
+                               .from_(exp.Table(this=ident("releases"), db=ident("anon")))
+                               .where(exp.EQ(this=col("release"), expression=lit(names.release))))).fetchall()
+    if not found or not found[0][0]:
+        return []
+    spec = json.loads(found[0][0]).get("slicing_check")
+    if not spec:
+        return []
+    from .methods.slicing_sql import verify
+
+    weight = json.loads(found[0][1] or "{}").get("count_column")
+    row = verify(con, names.table, names.source, None, spec, weight)
+    row.pop("requirement", None)
+    return [row]
 
 
 def export(con: duckdb.DuckDBPyConnection, release_name: str, to: str | Path) -> list[str]:

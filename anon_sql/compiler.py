@@ -64,6 +64,10 @@ class ReleaseNames:
     def noise(self) -> exp.Table:
         return self._t("__noise")
 
+    @property
+    def risk(self) -> exp.Table:
+        return self._t("__risk")
+
     def view_names(self) -> list[str]:
         return [self.release + s for s in ("__checks", "__classes", "__general", "__source")]
 

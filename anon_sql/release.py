@@ -329,6 +329,13 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
                  else int(released_noise[policy.count_column].sum()))
     suppressed = records - (released - noise)
     summary = check_summary(checks)
+    spec = getattr(plan, "info", {}).get("slicing_check")
+    if spec:   # slicing's l-diversity is a whole-table quantity: SQL over the release, not a per-class column
+        from .methods.slicing_sql import verify as slicing_verify
+
+        row = slicing_verify(con, names.table, names.source, names.risk, spec, policy.count_column)
+        row.pop("requirement", None)
+        summary.append(row)
     failures = [row for row in summary if not row["passed"]]
     budget = policy.privacy.max_suppression * records
     if suppressed > budget + 1e-9:
@@ -383,6 +390,9 @@ def _failure_message(con, policy: Policy, compiled: CompiledRelease, result: dic
         if f["check"] == "max_suppression":
             parts.append(f"suppression of {f['failing_records']} records exceeds max_suppression = "
                          f"{policy.privacy.max_suppression}")
+        elif f["check"] == "slicing_l_diversity":
+            parts.append(f"slicing l-diversity fails: max p(t, s) = {f['worst_value']:.4g} for "
+                         f"{f['failing_records']} records")
         else:
             parts.append(f"{f['check']} fails for {f['failing_classes']} classes ({f['failing_records']} records)")
     frac = need / records if records else 0

@@ -220,14 +220,27 @@ def test_slicing_release_buckets_permutation_and_diversity(t2):
 def test_slicing_fails_closed_when_not_diverse(t2):
     import anon_sql
     from anon_sql.errors import PolicyError, PrivacyRequirementError
-    # α = 2 puts a unique-valued QI next to the diagnosis: D(t, B) is a point mass, max p(t, s) = 1 > 1/2
+    # "pam" mode, α = 2 tops the sensitive column up with the QI most correlated with the diagnosis, a unique-valued
+    # one: D(t, B) is a point mass, max p(t, s) = 1 > 1/2 even as one bucket
     with pytest.raises(PrivacyRequirementError, match="max p"):
-        anon_sql.release(t2, _slicing_policy("bad", sensitive_column_size=2))
+        anon_sql.release(t2, _slicing_policy("bad", sensitive_column_size=2, sensitive_column="pam"))
+    # "alpha" mode, l = 3: sex would give p(Female, Flu) = 2/5 > 1/3 as one bucket, age and zipcode 1: no QI can join
+    pol = _slicing_policy("bad", sensitive_column_size=2)
+    pol["privacy"]["l_diversity"]["l"] = 3
+    with pytest.raises(PrivacyRequirementError, match="sensitive_column_size = 1"):
+        anon_sql.release(t2, pol)
+    # l = 4: Flu holds 3/9 > 1/4 of the table, no sliced table is 4-diverse
+    pol["privacy"]["l_diversity"]["l"] = 4
+    with pytest.raises(PrivacyRequirementError, match="'Flu' of 'diagnosis' holds 0.3333"):
+        anon_sql.release(t2, pol)
     assert not t2.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'bad'").fetchone()[0]
     with pytest.raises(PolicyError, match="columns"):
         anon_sql.release(t2, _slicing_policy("bad", columns=0))
     with pytest.raises(PolicyError, match="unknown method_params"):
         anon_sql.release(t2, _slicing_policy("bad", buckets=3))
+    t2.execute("CREATE TABLE t2n AS SELECT *, 1 AS n FROM t2")
+    with pytest.raises(PolicyError, match="count_column"):
+        anon_sql.release(t2, {**_slicing_policy("bad"), "source": "t2n", "count_column": "n"})
 
 
 def test_permutation_stays_inside_buckets():
@@ -250,3 +263,108 @@ def test_udf_matches_hand_computation(con):
                       "list(diagnosis)) FROM t").fetchone()[0]
     assert got == pytest.approx(2 / 3)
     assert con.execute("SELECT anon_slicing_diversity([], [], [], [])").fetchone()[0] is None
+
+
+# -- column formation, guide, SQL check, validity rules -----------------------------------------------------------------
+def test_sensitive_column_by_alpha_skips_infeasible_qis():
+    from anon_sql.methods.slicing import form_columns, max_conditional_share, sensitive_column
+    attrs = ["a", "b", "c", "s"]
+    phi = np.array([[1, .1, .2, .9], [.1, 1, .3, .5], [.2, .3, 1, .4], [.9, .5, .4, 1]])
+    # S's correlations: a .9, b .5, c .4; "a" fails the feasibility test, so b then c join
+    members, skipped = sensitive_column(phi, attrs, "s", 3, lambda m: "a" not in m)
+    assert members == ["s", "b", "c"] and skipped == ["a"]
+    assert form_columns(phi, attrs, "s", 2, 3, "alpha", lambda m: "a" not in m) == [["a"], ["b", "c", "s"]]
+    assert form_columns(phi, attrs, "s", 2, 1, "alpha") == [["a", "b", "c"], ["s"]]
+    # one-bucket max p(t, s): key 0 → s {0, 0, 1} = 2/3; key 1 → s {1} = 1
+    assert max_conditional_share(np.array([0, 0, 0, 1]), np.array([0, 0, 1, 1])) == pytest.approx(1.0)
+    assert max_conditional_share(np.array([0, 0, 0]), np.array([0, 0, 1])) == pytest.approx(2 / 3)
+
+
+def test_slicing_guide_hand_counts():
+    from anon_sql.methods.slicing import PAIR, SlicingGuide
+    from anon_sql.models.base import ClassStats, SensitiveCounts
+    # 3 sensitive values; pair code = x * 3 + s. Class 0: x=0 → s {0: 1, 1: 1}, x=1 → s {2: 2} (point mass: fails l=2)
+    # class 1: x=0 → s {0: 2, 1: 1, 2: 1} (top 2/4 <= 1/2 passes l=2, fails l=3)
+    cls = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1])
+    val = np.array([0, 1, 5, 5, 0, 1, 0, 0, 1, 2])
+    stats = ClassStats(np.array([6.0, 4.0]), {PAIR: SensitiveCounts.from_codes(cls, val, np.ones(10), 2, 6)})
+    assert SlicingGuide(2, 3).check(stats).tolist() == [False, True]
+    assert SlicingGuide(3, 3).check(stats).tolist() == [False, False]
+
+
+def test_sql_risk_table_matches_kernel(t2):
+    import anon_sql
+    from anon_sql.udfs.slicing import slicing_probabilities
+    # α = 2: columns {age, zipcode} | {sex, diagnosis}: f_c and D(t, B) condition on sex
+    rel = anon_sql.release(t2, _slicing_policy("sq", sensitive_column_size=2))
+    assert rel.plan["columns"] == [["age", "zipcode"], ["sex", "diagnosis"]]
+    assert sorted(rel.plan["sensitive_column_skipped"]) == ["age", "zipcode"]
+    src = t2.execute("SELECT s.*, a.ec_id FROM sq__source s JOIN sq__assignment a USING (__row) ORDER BY __row").df()
+    g = _codes(src[["age", "zipcode"]].astype(str).agg("|".join, axis=1))
+    sig, p = slicing_probabilities(src["ec_id"].to_numpy(), g[:, None], _codes(src["sex"]), _codes(src["diagnosis"]))
+    risk = t2.execute("SELECT * FROM sq__risk ORDER BY __row").df()
+    np.testing.assert_allclose(risk["max_p_sensitive"], p.max(axis=1)[sig])
+    # buckets split by sex: every tuple matches only its own bucket; Female {Dyspepsia, Flu, Flu, Breast Cancer,
+    # Insomnia} → 2/5, Male 4 distinct → 1/4
+    assert risk["max_p_bucket"].tolist() == [1.0] * 9
+    assert risk["max_p_sensitive"].tolist() == pytest.approx(np.where(src["sex"] == "Female", .4, .25).tolist())
+    row = rel.checks.set_index("check").loc["slicing_l_diversity"]
+    assert row["passed"] and row["worst_value"] == pytest.approx(0.4)
+    # anon_sql.check re-runs it from the catalog; tampering with the release makes it fail
+    assert anon_sql.check(t2, "sq").set_index("check").loc["slicing_l_diversity", "passed"]
+    t2.execute("UPDATE sq SET diagnosis = 'Flu' WHERE sex = 'Female'")
+    again = anon_sql.check(t2, "sq").set_index("check").loc["slicing_l_diversity"]
+    assert not again["passed"] and again["worst_value"] == pytest.approx(1.0)
+
+
+def test_validity_rules_report_and_repair(t2):
+    import anon_sql
+    from anon_sql.errors import PolicyError
+    rule = "sex = 'Male' AND diagnosis = 'Breast Cancer'"
+
+    def pol(name, repair):
+        p = _slicing_policy(name, sensitive_column_size=1, invalid_tuples=[rule], repair_invalid=repair)
+        p["privacy"]["k"] = 9   # one bucket: the permutation can pair a male with breast cancer
+        return p
+    rel = anon_sql.release(t2, pol("v0", False))
+    v = rel.plan["validity"]
+    assert v["invalid_original"] == 0 and v["invalid_released"] == v["invalid_left"] >= 1
+    assert t2.execute(f"SELECT count(*) FROM v0 WHERE {rule}").fetchone()[0] == v["invalid_left"]
+    rel = anon_sql.release(t2, pol("v1", True))
+    v = rel.plan["validity"]
+    assert v["invalid_released"] >= 1 and v["invalid_after_repair"] == 0
+    assert t2.execute(f"SELECT count(*) FROM v1 WHERE {rule}").fetchone()[0] == 0
+    # the repair swaps values inside the bucket: each column group's multiset is unchanged
+    for cols in ("sex, age, zipcode", "diagnosis"):
+        q = f"SELECT {cols} FROM {{}} ORDER BY ALL"
+        assert t2.execute(q.format("v1")).fetchall() == t2.execute(
+            q.format("t2").replace("age, zipcode", "CAST(age AS VARCHAR), CAST(zipcode AS VARCHAR)")).fetchall()
+    for bad, match in (("sex = 'Male'; DROP TABLE t2", "cannot parse|uses"), ("lower(sex) = 'male'", "uses"),
+                       ("gender = 'Male'", "not an attribute")):
+        with pytest.raises(PolicyError, match=match):
+            anon_sql.release(t2, _slicing_policy("bad", invalid_tuples=[bad]))
+    assert t2.execute("SELECT count(*) FROM t2").fetchone()[0] == 9
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(4, 25).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(0, 3), min_size=n, max_size=n), st.lists(st.integers(0, 2), min_size=n, max_size=n),
+    st.lists(st.integers(0, 2), min_size=n, max_size=n), st.lists(st.integers(0, 1), min_size=n, max_size=n),
+    st.lists(st.integers(0, 3), min_size=n, max_size=n), st.lists(st.integers(1, 3), min_size=n, max_size=n))))
+def test_sql_check_matches_kernel_on_random_tables(data):
+    """The SQL twin (slicing_sql.risk_query) and the numpy kernel agree per tuple, with record weights."""
+    from anon_sql.methods.slicing_sql import risk_query
+    from anon_sql.sqlbuild import render, table
+    bucket, a, b, x, s, w = (np.array(v) for v in data)
+    bucket = pd.factorize(bucket)[0]
+    src = pd.DataFrame({"__row": np.arange(len(a)), "a": a, "b": b, "x": [None if v == 1 else "x0" for v in x],
+                        "s": [f"s{v}" for v in s], "n": w})
+    rel = src.assign(ec_id=bucket).drop(columns="__row")
+    c = duckdb.connect()
+    c.register("src", src)
+    c.register("rel", rel)
+    q = risk_query(table("rel"), table("src"), [["a"], ["b"], ["x", "s"]], "s", "n")
+    got = c.execute(render(q)).df().sort_values("__row")
+    sig, p = slicing_probabilities(bucket, np.column_stack([a, b]), x, s, w.astype(float), n_sens=4)
+    np.testing.assert_allclose(got["max_p_sensitive"].to_numpy(), p.max(axis=1)[sig], atol=1e-12)
+    c.close()

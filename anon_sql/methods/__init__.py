@@ -25,7 +25,7 @@ def _load_optional() -> None:
     """Import the method modules that register themselves (kept lazy so start-up stays fast)."""
     import importlib
 
-    for module in ("search", "mondrian", "theta", "fixed_interval", "slicing", "adaptive", "upa"):
+    for module in ("search", "mondrian", "theta", "fixed_interval", "slicing", "attribute_focused", "adaptive", "upa"):
         try:
             importlib.import_module(f"{__name__}.{module}")
         except ModuleNotFoundError as err:

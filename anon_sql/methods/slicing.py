@@ -1,28 +1,32 @@
-"""l-diverse slicing (seed 001 Algorithms 2–4; Li, Li, Zhang & Molloy, TKDE 2012): the column-formation pieces.
+"""``method = "slicing"``: l-diverse slicing (seed 001 Algorithms 2–4; Li, Li, Zhang & Molloy, TKDE 2012).
 
 * :func:`phi2` — mean-square contingency coefficient (Cramér's V² = χ²/(N (min(d1, d2) − 1)), scipy) of two coded attributes;
 * :func:`correlation_matrix` — φ² of every attribute pair from ``GROUP BY`` counts computed in DuckDB, numeric
   attributes discretized into equal-width bins;
 * :func:`pam` — k-medoids (PAM build + swap) on the small attribute distance matrix 1 − φ²;
-* the l-diversity check p(t, s) <= 1/l lives in the kernel ``anon_sql.udfs.slicing``.
+* :func:`form_columns` — column groups; the sensitive column sized by α (the paper) with a one-bucket feasibility test;
+* :func:`slice_plan` — Mondrian buckets under |B| >= k and :class:`SlicingGuide` (sufficient for p(t, s) <= 1/l),
+  exact kernel check (``anon_sql.udfs.slicing``), seeded per-bucket permutation, validity rules and their repair.
+The release's own check is SQL over the materialized table (:mod:`.slicing_sql`).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
+import sqlglot
 from scipy.stats import chi2_contingency
 from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
-from ..models import DistinctLDiversity, KAnonymity
-from ..models.base import ClassStats, sorted_counts
+from ..models import KAnonymity
+from ..models.base import ClassStats, PrivacyModel
 from ..sqlbuild import alias, col, lit, render, table as table_ref
 from ..udfs.slicing import slicing_max_p
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
-from .local_values import load_source
+from .local_values import QIColumn, SourceData, load_source
 from .mondrian import StatsBuilder, partition
 
 
@@ -112,9 +116,45 @@ def pam(dist: np.ndarray, c: int, max_iter: int = 100) -> tuple[np.ndarray, np.n
     return labels, medoids_arr
 
 
-def form_columns(phi: np.ndarray, attrs: Sequence[str], sensitive: str, c: int, alpha: int = 2) -> list[list[str]]:
-    """Column groups: PAM on 1 − φ², then the sensitive column (last) topped up to ``alpha`` attributes with the QIs
-    most correlated with S. Empty groups are dropped; the order inside a group follows ``attrs``."""
+MODES = ("alpha", "pam")
+
+
+def sensitive_column(phi: np.ndarray, attrs: Sequence[str], sensitive: str, alpha: int,
+                     feasible: Callable[[list[str]], bool] | None = None) -> tuple[list[str], list[str]]:
+    """S plus up to ``alpha`` − 1 QIs, the most correlated with S first (ties: the earlier attribute). A QI with which
+    the table as one bucket would fail ``feasible`` is skipped (no bucketing can repair that). Returns
+    (members, skipped)."""
+    si = list(attrs).index(sensitive)
+    members, skipped = [sensitive], []
+    for j in np.argsort(-phi[si], kind="stable"):
+        if len(members) >= alpha:
+            break
+        if j == si:
+            continue
+        if feasible is None or feasible([*members, attrs[j]]):
+            members.append(attrs[j])
+        else:
+            skipped.append(attrs[j])
+    return members, skipped
+
+
+def form_columns(phi: np.ndarray, attrs: Sequence[str], sensitive: str, c: int, alpha: int = 2,
+                 mode: str = "pam", feasible: Callable[[list[str]], bool] | None = None) -> list[list[str]]:
+    """Column groups, the sensitive column last; the order inside a group follows ``attrs``.
+
+    ``mode = "pam"``: PAM on 1 − φ² over all attributes, S's cluster topped up to ``alpha`` attributes with the QIs
+    most correlated with S (spec/02 §2.1: "at least α"). ``mode = "alpha"`` (the seed paper's "the size of the
+    sensitive column is determined by α"): the sensitive column is :func:`sensitive_column`, and PAM clusters the
+    other attributes into c − 1 columns."""
+    if mode == "alpha":
+        members, _ = sensitive_column(phi, attrs, sensitive, alpha, feasible)
+        rest = [a for a in attrs if a not in members]
+        if c <= 1 or not rest:
+            return [list(attrs)] if c <= 1 else [[a for a in attrs if a in members]]
+        idx = [list(attrs).index(a) for a in rest]
+        labels, _ = pam(1.0 - phi[np.ix_(idx, idx)], min(c - 1, len(rest)))
+        groups = [[a for a, g in zip(rest, labels) if g == lab] for lab in dict.fromkeys(labels.tolist())]
+        return groups + [[a for a in attrs if a in members]]
     labels, _ = pam(1.0 - phi, c)
     si = list(attrs).index(sensitive)
     for j in np.argsort(-phi[si], kind="stable"):
@@ -125,6 +165,20 @@ def form_columns(phi: np.ndarray, attrs: Sequence[str], sensitive: str, c: int, 
     groups = [[a for a, g in zip(attrs, labels) if g == lab] for lab in dict.fromkeys(labels.tolist())]
     sens = next(g for g in groups if sensitive in g)
     return [g for g in groups if g is not sens and g] + [sens]
+
+
+def max_conditional_share(key: np.ndarray, sens: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Largest share of one sensitive value among the rows sharing a key: max p(t, s) of the table as one bucket
+    when ``key`` codes C_c − {S}."""
+    key, sens = np.asarray(key, dtype=np.int64), np.asarray(sens, dtype=np.int64)
+    w = np.ones(len(key)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if len(key) == 0:
+        return 0.0
+    ns = int(sens.max()) + 1
+    uniq, inv = np.unique(key * ns + sens, return_inverse=True)
+    cnt = np.bincount(inv, weights=w)
+    total = np.bincount(key, weights=w)
+    return float((cnt / total[uniq // ns]).max())
 
 
 def group_codes(codes: dict[str, np.ndarray], group: Sequence[str], n: int) -> np.ndarray:
@@ -150,94 +204,287 @@ def permute_within_buckets(bucket: np.ndarray, seed: int, groups: int) -> list[n
     return out
 
 
-class BucketFrequency(DistinctLDiversity):
-    """Partitioning guide: the most frequent sensitive value holds at most 1/l of the bucket. With C_c = {S} this
-    bounds every p(t, s) (a mix of bucket frequencies) by 1/l; otherwise the exact check still decides."""
+PAIR = "__slicing_pair"
 
-    name = "slicing_bucket_frequency"
+
+class SlicingGuide(PrivacyModel):
+    """Partitioning guide, sufficient for Definition 10: in every bucket, among the tuples sharing a (C_c − {S})
+    value, one sensitive value holds at most 1/l. p(t, s) = Σ_B p(t, B) · D(t, B)[s] is a mixture of exactly these
+    shares over t's matching buckets, so every p(t, s) is then <= 1/l (with C_c = {S}: a bucket's top S share)."""
+
+    name = "slicing_guide"
+    monotone = False
+    needs_sensitive = True
+
+    def __init__(self, l: float, n_sensitive: int):
+        self.l, self.n_sensitive = float(l), int(n_sensitive)
 
     def check(self, stats: ClassStats) -> np.ndarray:
-        cls, cnt, rank = sorted_counts(stats.sensitive[self.attribute])
-        top = np.bincount(cls, weights=np.where(rank == 1, cnt, 0), minlength=stats.n_classes)
-        return top * self.l <= stats.sizes * (1 + 1e-12)
+        sc = stats.sensitive[PAIR]
+        if len(sc.cls) == 0:
+            return np.ones(stats.n_classes, dtype=bool)
+        x = sc.val // self.n_sensitive
+        nx = int(x.max()) + 1
+        uniq, inv = np.unique(sc.cls * nx + x, return_inverse=True)
+        total = np.bincount(inv, weights=sc.cnt)
+        top = np.zeros(len(uniq))
+        np.maximum.at(top, inv, sc.cnt)
+        bad = top * self.l > total * (1 + 1e-12)
+        return np.bincount(uniq[bad] // nx, minlength=stats.n_classes) == 0
+
+    def describe(self) -> str:
+        return f"slicing guide (l = {self.l:g})"
+
+
+def slicing_requirements(policy) -> tuple[str, float, int]:
+    """(sensitive attribute, l, k) of a slicing policy, or a PolicyError saying what to write."""
+    if len(policy.sensitive) != 1:
+        raise PolicyError(f"method {policy.method!r} needs exactly one sensitive attribute (role = \"sensitive\"), "
+                          f"got {list(policy.sensitive)}")
+    ld = policy.privacy.l_diversity or {}
+    if ld.get("kind") != "slicing":
+        raise PolicyError(f'method {policy.method!r} needs privacy.l_diversity = {{ kind = "slicing", l = ... }}')
+    if not isinstance(ld.get("l"), (int, float)) or ld["l"] < 1:
+        raise PolicyError(f"privacy.l_diversity.l must be a number >= 1, got {ld.get('l')!r}")
+    if not policy.quasi:
+        raise PolicyError(f"method {policy.method!r} needs at least one quasi-identifier to slice")
+    if policy.count_column:
+        raise PolicyError(f"method {policy.method!r} does not take count_column = {policy.count_column!r}: a permuted "
+                          "row takes each column group from another record, so no single count fits it; expand the "
+                          "counted rows first (one row per record) and drop count_column")
+    return policy.sensitive[0], float(ld["l"]), int(policy.privacy.k or 1)
+
+
+# -- validity rules (seed 001 §V: invalid tuples created by the permutation) ------------------------------------------
+_RULE_NODES = (exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.And, exp.Or, exp.Not,
+               exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.In, exp.Is, exp.Between, exp.Like, exp.ILike,
+               exp.Neg, exp.Tuple)
+
+
+def parse_rules(rules: Sequence[str], attrs: Sequence[str]) -> exp.Expression:
+    """OR of the rules (each an SQL condition over the attributes, e.g. ``sex = 'Male' AND diagnosis = 'Breast
+    Cancer'``); only comparisons, IN, BETWEEN, LIKE, IS NULL, AND/OR/NOT, literals and attribute names."""
+    conds = []
+    for rule in rules:
+        if not isinstance(rule, str) or not rule.strip():
+            raise PolicyError(f"method_params.invalid_tuples: every rule must be a non-empty SQL condition, got {rule!r}")
+        try:
+            tree = sqlglot.parse_one(rule, read="duckdb")
+        except sqlglot.errors.ParseError as err:
+            raise PolicyError(f"method_params.invalid_tuples: cannot parse rule {rule!r}: {err}") from None
+        for node in tree.walk():
+            if not isinstance(node, _RULE_NODES):
+                raise PolicyError(f"method_params.invalid_tuples: rule {rule!r} uses {type(node).__name__}; only "
+                                  "comparisons, IN, BETWEEN, LIKE, IS NULL, AND/OR/NOT over attributes and literals "
+                                  '(quote names with special characters: "marital-status")')
+            if isinstance(node, exp.Column) and (node.table or node.name not in attrs):
+                raise PolicyError(f"method_params.invalid_tuples: rule {rule!r} names {node.sql()!r}, which is not an "
+                                  f"attribute of the release; attributes: {list(attrs)}")
+        conds.append(exp.Paren(this=tree))
+    out = conds[0]
+    for c in conds[1:]:
+        out = exp.Or(this=out, expression=c)
+    return out
+
+
+def flag_rows(con, frame: pd.DataFrame, condition: exp.Expression) -> np.ndarray:
+    """Boolean per row of ``frame``: does it satisfy ``condition`` (an invalid tuple)? Evaluated by DuckDB."""
+    if len(frame) == 0:
+        return np.zeros(0, dtype=bool)
+    f = frame.assign(__i=np.arange(len(frame)))
+    con.register("__anon_rules_frame", f)
+    try:
+        q = (exp.select(alias(exp.Coalesce(this=condition.copy(), expressions=[exp.false()]), "bad"))
+             .from_(table_ref("__anon_rules_frame")).order_by(col("__i")))
+        return np.array(con.execute(render(q)).df()["bad"].to_numpy(dtype=bool), dtype=bool, copy=True)
+    finally:
+        con.unregister("__anon_rules_frame")
+
+
+def repair_invalid(con, condition: exp.Expression, typed: dict[str, np.ndarray], sources: dict[str, np.ndarray],
+                   groups: list[list[str]], bucket: np.ndarray, seed: int, rounds: int = 50
+                   ) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """Re-draw the permutation of the buckets that hold an invalid tuple (a set of value swaps inside the bucket),
+    keeping a bucket's new draw only when it has fewer invalid tuples; seeded. Returns (sources, invalid flags,
+    rounds used)."""
+    sources = dict(sources)
+    frame = pd.DataFrame({a: typed[a][sources[a]] for a in typed})
+    bad = flag_rows(con, frame, condition)
+    rng = np.random.default_rng([seed, 6])
+    used = 0
+    for used in range(1, rounds + 1):
+        if not bad.any():
+            used -= 1
+            break
+        rows = np.flatnonzero(np.isin(bucket, np.unique(bucket[bad])))
+        sub = permute_within_buckets(bucket[rows], int(rng.integers(2 ** 31)), len(groups) - 1)
+        trial = dict(sources)
+        for g, src in zip(groups[:-1], sub):
+            for a in g:
+                trial[a] = sources[a].copy()
+                trial[a][rows] = sources[a][rows[src]]
+        new_bad = flag_rows(con, pd.DataFrame({a: typed[a][trial[a][rows]] for a in typed}), condition)
+        nb = int(bucket.max()) + 1
+        before = np.bincount(bucket[rows], weights=bad[rows], minlength=nb)
+        after = np.bincount(bucket[rows], weights=new_bad, minlength=nb)
+        take = (after < before)[bucket[rows]]
+        for g in groups[:-1]:
+            for a in g:
+                sources[a][rows[take]] = trial[a][rows[take]]
+        bad[rows[take]] = new_bad[take]
+    return sources, bad, used
+
+
+# -- the method -----------------------------------------------------------------------------------------------------
+def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn], *, c: int, alpha: int, mode: str,
+               bins: int, rules: Sequence[str] = (), repair: bool = False, strict_alpha: bool = True,
+               override: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+               intervals: dict[str, list[dict]] | None = None, info: dict[str, Any] | None = None) -> AssignmentPlan:
+    """Algorithms 2–4 over ``columns`` (the QIs as partitioned and matched: original values, or fixed-interval
+    values with ``override`` = attribute → (released text, released number) per row): column formation, Mondrian
+    buckets under |B| >= k and :class:`SlicingGuide`, exact kernel check, seeded permutation, validity rules."""
+    policy = ctx.policy
+    sa, l, k = slicing_requirements(policy)
+    override = override or {}
+    attrs = [*policy.quasi, sa]
+    n, w = data.n, data.weights
+    bound = 1.0 / l + 1e-12
+    codes = {col_.name: col_.order for col_ in columns}
+    codes[sa] = data.sensitive[sa]
+    labels = data.sensitive_values[sa]
+
+    def share(members: Sequence[str]) -> float:
+        return max_conditional_share(group_codes(codes, [a for a in members if a != sa], n), codes[sa], w)
+
+    freq = np.bincount(codes[sa], weights=w, minlength=len(labels))
+    if freq.max() > bound * freq.sum():
+        top = int(np.argmax(freq))
+        raise PrivacyRequirementError(
+            f"{policy.method}: the most frequent value {labels.iloc[top]!r} of {sa!r} holds "
+            f"{freq[top] / freq.sum():.4g} of the records > 1/l = {1 / l:.4g}, so no sliced table is l-diverse (the "
+            "buckets' shares of it average to that fraction, and one bucket gives exactly it); no release was created: "
+            f"lower privacy.l_diversity.l to at most {freq.sum() / freq.max():.4g}")
+    numeric = [col_.name for col_ in data.columns if col_.numeric]
+    phi = correlation_matrix(ctx.con, ctx.source_view, attrs, numeric, bins, policy.count_column)
+    c = min(c, len(attrs))
+    feasible = lambda members: share(members) <= bound   # noqa: E731
+    groups = form_columns(phi, attrs, sa, c, alpha, mode, feasible)
+    skipped: list[str] = []
+    notes: list[str] = []
+    if mode == "alpha" and c > 1:
+        members, skipped = sensitive_column(phi, attrs, sa, alpha, feasible)
+        if len(members) < min(alpha, len(attrs) - c + 1) and not strict_alpha:
+            notes.append(f"sensitive_column_size = {alpha} (the default) not reached: only {len(members) - 1} QIs keep "
+                         f"the table as one bucket l-diverse next to {sa!r} (skipped: {skipped})")
+        elif len(members) < min(alpha, len(attrs) - c + 1):
+            raise PrivacyRequirementError(
+                f"{policy.method}: sensitive_column_size = {alpha} asks for {alpha - 1} QIs next to {sa!r}, but only "
+                f"{len(members) - 1} keep even the whole table as one bucket l-diverse (skipped: {skipped}); no "
+                f"release was created: set method_params.sensitive_column_size = {len(members)} or lower l")
+    xattrs = [a for a in groups[-1] if a != sa]
+    skey = group_codes(codes, xattrs, n)
+    root = max_conditional_share(skey, codes[sa], w)
+    if root > bound:
+        raise PrivacyRequirementError(
+            f"{policy.method}: with column groups {groups}, even one bucket of all {n} rows has max p(t, s) = "
+            f"{root:.4g} > 1/l = {1 / l:.4g}; no release was created: use sensitive_column = \"alpha\", a smaller "
+            "sensitive_column_size, or lower l")
+    # tuple partitioning: Mondrian under |B| >= k and the guide, then the exact Definition 10 check (kernel)
+    ns = len(labels)
+    nx = int(skey.max()) + 1 if n else 1
+    pair = skey * ns + codes[sa]
+    stats = StatsBuilder(w, {PAIR: pair}, {PAIR: np.arange(nx * ns)},
+                         {PAIR: np.bincount(pair, weights=w, minlength=nx * ns)}, True)
+    models = [KAnonymity(k), SlicingGuide(l, ns)]
+    pid = partition(list(columns), models, stats, ctx.progress).pid if n else np.zeros(0, dtype=np.int64)
+    gcodes = (np.stack([group_codes(codes, g, n) for g in groups[:-1]], axis=1) if len(groups) > 1
+              else np.zeros((n, 0), dtype=np.int64))
+    maxp = slicing_max_p(pid, gcodes, skey, codes[sa], w) if n else np.zeros(0)
+    worst = float(maxp.max()) if n else 0.0
+    if worst > bound:   # cannot happen (the guide is sufficient); fail closed all the same
+        raise PrivacyRequirementError(f"{policy.method}: partition has max p(t, s) = {worst:.4g} > 1/l; no release")
+    # release: original (or fixed-interval) values; every column group (the sensitive one too, so that a row's
+    # position says nothing) permuted independently inside each bucket
+    perms = permute_within_buckets(pid, policy.seed, len(groups))
+    sources = {a: src for g, src in zip(groups, perms) for a in g}
+    items = [col(ROW_ID)]
+    for a in attrs:
+        items += [alias(col(a), a), alias(exp.Cast(this=col(a), to=exp.DataType.build("VARCHAR")), "__t_" + a)]
+    frame = ctx.con.execute(render(exp.select(*items).from_(table_ref(ctx.source_view)).order_by(col(ROW_ID)))).df()
+    typed = {a: frame[a] for a in attrs}
+    text = {a: frame["__t_" + a].to_numpy(dtype=object) for a in attrs}
+    for a, (t, x) in override.items():
+        text[a], typed[a] = t, pd.Series(x)
+    validity: dict[str, Any] = {}
+    if rules:
+        condition = parse_rules(rules, attrs)
+        arrays = {a: typed[a].to_numpy() for a in attrs}
+        validity["invalid_original"] = int(flag_rows(ctx.con, pd.DataFrame(arrays), condition).sum())
+        bad = flag_rows(ctx.con, pd.DataFrame({a: arrays[a][sources[a]] for a in attrs}), condition)
+        validity["invalid_released"] = int(bad.sum())
+        if repair and bad.any() and len(groups) > 1:
+            sources, bad, used = repair_invalid(ctx.con, condition, arrays, sources, groups, pid, policy.seed)
+            validity["repair_rounds"] = used
+        validity["invalid_after_repair" if repair else "invalid_left"] = int(bad.sum())
+        validity["rules"] = list(rules)
+    values = pd.DataFrame({ROW_ID: data.rows, "ec_id": pid + 1})
+    for a in policy.quasi:
+        values[a] = pd.Series(text[a][sources[a]], dtype="string")
+    values[sa] = typed[sa].iloc[sources[sa]].reset_index(drop=True)
+    out = dict(info or {})
+    out.update({"columns": groups, "l": l, "buckets": int(pid.max()) + 1 if n else 0, "max_p": worst,
+                "sensitive_column": mode, "sensitive_column_skipped": skipped, "notes": notes,
+                "phi2": {f"{a}|{b}": float(phi[i, j]) for i, a in enumerate(attrs) for j, b in enumerate(attrs)
+                         if i < j},
+                "released_quasi": [], "row_values": True,
+                "slicing_check": {"columns": groups, "sensitive": sa, "l": l, "intervals": intervals or {}}})
+    if validity:
+        out["validity"] = validity
+    return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": pid + 1}), values, None, out)
 
 
 @register
 class Slicing(Method):
     """l-diverse slicing: ``[method_params] columns`` (c, default 2), ``sensitive_column_size`` (α, default 2),
-    ``bins`` (φ² discretization of numeric attributes, default 10); ``[privacy] l_diversity = { kind = "slicing",
-    l = ... }`` and k = minimum bucket size."""
+    ``sensitive_column`` ("alpha" default | "pam"), ``bins`` (φ² discretization, default 10), ``invalid_tuples``
+    (SQL conditions) and ``repair_invalid``; ``[privacy] l_diversity = { kind = "slicing", l = ... }``, k = minimum
+    bucket size."""
 
     name = "slicing"
     plan_kind = "assignment"
     needs_taxonomies = False
     _PARAMS = ("columns", "sensitive_column_size", "bins")
-    params_allowed = _PARAMS
+    params_allowed = (*_PARAMS, "sensitive_column", "invalid_tuples", "repair_invalid")
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         for name, default in zip(self._PARAMS, (2, 2, 10)):
             v = params.get(name, default)
-            if not isinstance(v, int) or v < 1:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise PolicyError(f"method_params.{name} must be a positive integer, got {v!r}")
             setattr(self, name, v)
+        # an explicit α is a requirement (fail when it cannot be met); the default 2 is a target
+        self.strict_alpha = "sensitive_column_size" in params
+        self.mode = params.get("sensitive_column", "alpha")
+        if self.mode not in MODES:
+            raise PolicyError(f"method_params.sensitive_column must be one of {list(MODES)}, got {self.mode!r}")
+        rules = params.get("invalid_tuples", [])
+        self.rules = [rules] if isinstance(rules, str) else list(rules)
+        self.repair = params.get("repair_invalid", False)
+        if not isinstance(self.repair, bool):
+            raise PolicyError(f"method_params.repair_invalid must be true or false, got {self.repair!r}")
+
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`slice_plan` this method's parameters give."""
+        return {"c": self.columns, "alpha": self.sensitive_column_size, "mode": self.mode, "bins": self.bins,
+                "rules": self.rules, "repair": self.repair, "strict_alpha": self.strict_alpha}
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
-        policy = ctx.policy
-        if len(policy.sensitive) != 1:
-            raise PolicyError("method 'slicing' needs exactly one sensitive attribute (role = \"sensitive\"), "
-                              f"got {list(policy.sensitive)}")
-        ld = policy.privacy.l_diversity or {}
-        if ld.get("kind") != "slicing":
-            raise PolicyError('method \'slicing\' needs privacy.l_diversity = { kind = "slicing", l = ... }')
-        if not isinstance(ld.get("l"), (int, float)) or ld["l"] < 1:
-            raise PolicyError(f"privacy.l_diversity.l must be a number >= 1, got {ld.get('l')!r}")
-        l, k = float(ld["l"]), int(policy.privacy.k or 1)
-        sa = policy.sensitive[0]
+        slicing_requirements(ctx.policy)
         data = load_source(ctx)
-        attrs = [*policy.quasi, sa]
-        numeric = [c.name for c in data.columns if c.numeric]
-        phi = correlation_matrix(ctx.con, ctx.source_view, attrs, numeric, self.bins, policy.count_column)
-        groups = form_columns(phi, attrs, sa, min(self.columns, len(attrs)), self.sensitive_column_size)
-        codes = {c.name: c.order for c in data.columns}
-        codes[sa] = data.sensitive[sa]
-        n = data.n
-        gcodes = np.stack([group_codes(codes, g, n) for g in groups[:-1]], axis=1) if len(groups) > 1 \
-            else np.zeros((n, 0), dtype=np.int64)
-        skey = group_codes(codes, [a for a in groups[-1] if a != sa], n)
-        # Mondrian under |B| >= k and a per-bucket frequency bound, verified exactly (Definition 10); a failing
-        # partition is redone with a doubled minimum bucket size (fail closed at one bucket)
-        kk, attempts = k, []
-        while True:
-            models = [KAnonymity(kk), BucketFrequency(sa, l)]
-            stats = StatsBuilder.from_source(data, models)
-            pid = partition(data.columns, models, stats, ctx.progress).pid if kk < n else np.zeros(n, np.int64)
-            worst = float(slicing_max_p(pid, gcodes, skey, data.sensitive[sa], data.weights).max())
-            attempts.append({"min_bucket": kk, "buckets": int(pid.max()) + 1, "max_p": worst})
-            if worst <= 1.0 / l + 1e-12:
-                break
-            if kk >= n:
-                raise PrivacyRequirementError(
-                    f"slicing: even one bucket of all {n} rows has max p(t, s) = {worst:.4g} > 1/l = {1 / l:.4g}; "
-                    f"column groups {groups}; no release was created: lower l, or keep fewer / coarser attributes in the "
-                    "sensitive column (method_params.sensitive_column_size, columns; fixed-interval numeric QIs first)")
-            kk = min(n, kk * 2)
-        # release: original values, every non-sensitive column group permuted independently inside each bucket
-        perms = permute_within_buckets(pid, policy.seed, len(groups) - 1)
-        moved = [a for g in groups[:-1] for a in g]
-        values = pd.DataFrame({ROW_ID: data.rows, "ec_id": pid + 1})
-        if moved:
-            items = [col(ROW_ID)] + [alias(exp.Cast(this=col(a), to=exp.DataType.build("VARCHAR")), a) for a in moved]
-            frame = ctx.con.execute(render(exp.select(*items).from_(table_ref(ctx.source_view))
-                                           .order_by(col(ROW_ID)))).df()
-            for g, src in zip(groups[:-1], perms):
-                for a in g:
-                    values[a] = pd.Series(frame[a].to_numpy(dtype=object)[src], dtype="string")
-        info = {"columns": groups, "l": l, "min_bucket": kk, "attempts": attempts, "max_p": worst,
-                "phi2": {f"{a}|{b}": float(phi[i, j]) for i, a in enumerate(attrs) for j, b in enumerate(attrs)
-                         if i < j},
-                "released_quasi": [], "row_values": True}
-        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": pid + 1}), values, None, info)
+        return slice_plan(ctx, data, data.columns, **self.options())
 
 
-__all__ = ["Slicing", "correlation_matrix", "form_columns", "group_codes", "pam", "permute_within_buckets", "phi2"]
+__all__ = ["MODES", "Slicing", "SlicingGuide", "correlation_matrix", "flag_rows", "form_columns", "group_codes",
+           "max_conditional_share", "pam", "parse_rules", "permute_within_buckets", "phi2", "repair_invalid",
+           "sensitive_column", "slice_plan", "slicing_requirements"]
