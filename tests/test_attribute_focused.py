@@ -111,7 +111,8 @@ def test_adult_c2_k5_l8_l10_with_suppression(adult, method, l):
     row = adult.execute("SELECT records_in, records_out, suppressed FROM anon.releases WHERE release = ?",
                         [name]).fetchone()
     assert row == (30162, 30162 - need, need)
-    src_counts = adult.execute("SELECT occupation, count(*) n FROM adult GROUP BY ALL").df().set_index("occupation")["n"]
+    src_counts = (adult.execute("SELECT occupation, count(*) n FROM adult GROUP BY ALL").df()
+                  .set_index("occupation")["n"])
     gone = (src_counts - out["occupation"].value_counts().reindex(src_counts.index, fill_value=0))
     assert gone[gone > 0].to_dict() == rel.plan["suppressed_by_value"] and gone.min() >= 0 and gone.sum() == need
     # only over-represented values lose records, and the fewest: each capped value sits exactly at floor(N'/l)
