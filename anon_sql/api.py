@@ -105,7 +105,7 @@ def _whole_table_checks(con: duckdb.DuckDBPyConnection, names: ReleaseNames) -> 
     from .methods.slicing_sql import verify
 
     weight = json.loads(found[0][1] or "{}").get("count_column")
-    row = verify(con, names.table, names.source, None, spec, weight)
+    row = verify(con, names.table, names.source, None, spec, weight, names.assignment)
     row.pop("requirement", None)
     return [row]
 

@@ -333,7 +333,8 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
     if spec:   # slicing's l-diversity is a whole-table quantity: SQL over the release, not a per-class column
         from .methods.slicing_sql import verify as slicing_verify
 
-        row = slicing_verify(con, names.table, names.source, names.risk, spec, policy.count_column)
+        row = slicing_verify(con, names.table, names.source, names.risk, spec, policy.count_column,
+                             names.assignment)
         row.pop("requirement", None)
         summary.append(row)
     failures = [row for row in summary if not row["passed"]]

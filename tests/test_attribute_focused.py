@@ -70,15 +70,74 @@ def test_adult_c2_k5_l5_verified_independently(adult, method):
     assert rel.info["seconds"] < 30
 
 
+# fewest records to suppress: N' = N − r and every occupation capped at floor(N'/l) (hand count from the frequencies:
+# l = 8 caps Prof-specialty, Craft-repair, Exec-managerial, Adm-clerical at 3,595 of 28,761; l = 10 caps seven
+# occupations at 1,873 of 18,730); the budget the refusal suggests, ceil(r / N, 4 decimals), is the one used below
+NEEDED = {8: (1401, 0.0465), 10: (11432, 0.3791)}
+
+
 @pytest.mark.parametrize("l", [8, 10])
 def test_adult_l8_l10_fail_closed(adult, l):
     # the most frequent occupation holds 4038/30162 = 13.4% > 1/8: no bucket partition keeps every bucket's share
     # <= 1/l (the size-weighted mean of the shares is 13.4%), and one bucket gives exactly 13.4%
     top = adult.execute("SELECT max(n) / sum(n) FROM (SELECT count(*) n FROM adult GROUP BY occupation)").fetchone()[0]
     assert top == pytest.approx(4038 / 30162) and top > 1 / l
-    with pytest.raises(PrivacyRequirementError, match="'Prof-specialty' of 'occupation' holds 0.1339"):
+    need, frac = NEEDED[l]
+    with pytest.raises(PrivacyRequirementError, match="'Prof-specialty' of 'occupation' holds 0.1339") as err:
         anon_sql.release(adult, _adult_policy(f"bad{l}", l=l))
+    assert f"needs the suppression of {need} of 30162 records" in str(err.value)
+    assert f"max_suppression = {frac:g} (or more)" in str(err.value) and "allows 0" in str(err.value)
+    # a budget one record short is refused too, naming what it allows
+    pol = _adult_policy(f"bad{l}", l=l)
+    pol["privacy"]["max_suppression"] = (need - 1) / 30162
+    with pytest.raises(PrivacyRequirementError, match=f"allows {need - 1}; no release was created"):
+        anon_sql.release(adult, pol)
     assert not adult.execute(f"SELECT count(*) FROM duckdb_tables() WHERE table_name = 'bad{l}'").fetchone()[0]
+
+
+@pytest.mark.parametrize("method, l", [("slicing", 8), ("slicing", 10), ("attribute_focused", 8)])
+def test_adult_c2_k5_l8_l10_with_suppression(adult, method, l):
+    """Issue 6 golden: Adult-7, occupation sensitive, c = 2, k = 5, l ∈ {8, 10} with the suggested max_suppression:
+    buckets >= k, p(t, s) <= 1/l recomputed in pandas from the released table, records reconciled."""
+    need, frac = NEEDED[l]
+    name = f"sup_{method}_{l}"
+    pol = _adult_policy(name, method, l=l)
+    pol["privacy"]["max_suppression"] = frac
+    rel = anon_sql.release(adult, pol, replace=True)
+    assert rel.passed and rel.suppressed == need and rel.records_out == 30162 - need
+    out = adult.execute(f'SELECT * FROM "{name}"').df()
+    assert len(out) == rel.records_out and out.groupby("ec_id").size().min() >= 5          # every bucket >= k
+    # reconciliation: records in = released + suppressed, in the Release, the catalog and per occupation
+    row = adult.execute("SELECT records_in, records_out, suppressed FROM anon.releases WHERE release = ?",
+                        [name]).fetchone()
+    assert row == (30162, 30162 - need, need)
+    src_counts = (adult.execute("SELECT occupation, count(*) n FROM adult GROUP BY ALL").df()
+                  .set_index("occupation")["n"])
+    gone = (src_counts - out["occupation"].value_counts().reindex(src_counts.index, fill_value=0))
+    assert gone[gone > 0].to_dict() == rel.plan["suppressed_by_value"] and gone.min() >= 0 and gone.sum() == need
+    # only over-represented values lose records, and the fewest: each capped value sits exactly at floor(N'/l)
+    kept = out["occupation"].value_counts()
+    cap = (30162 - need) // l
+    assert kept.max() == cap and set(gone[gone > 0].index) == set(src_counts[src_counts > cap].index)
+    assert (kept[list(rel.plan["suppressed_by_value"])] == cap).all()
+    # p(t, s) over the released records' original tuples, from the released table's per-bucket counts (pandas)
+    groups = rel.plan["columns"]
+    src = adult.execute(f'SELECT s.* FROM "{name}__source" s JOIN "{name}__assignment" a USING (__row) '
+                        "ORDER BY __row").df()
+    assert len(src) == rel.records_out
+    if method == "attribute_focused":
+        iv = rel.plan["intervals"]["age"]
+        edges = [r["high"] for r in iv]
+        src["age"] = [str(int(iv[i]["released"])) for i in np.searchsorted(edges, src["age"].to_numpy())]
+    maxp = independent_max_p(out, src, groups, "occupation")
+    assert maxp.notna().all() and maxp.max() <= 1 / l + 1e-9
+    assert maxp.max() == pytest.approx(rel.plan["max_p"])
+    risk = adult.execute(f'SELECT max_p_sensitive FROM "{name}__risk" ORDER BY __row').df()["max_p_sensitive"]
+    assert len(risk) == rel.records_out                 # the SQL check ranges over the released tuples only
+    np.testing.assert_allclose(risk.to_numpy(), maxp.to_numpy())
+    checks = anon_sql.check(adult, name).set_index("check")
+    assert checks.loc["slicing_l_diversity", "passed"] and checks.loc["slicing_l_diversity", "worst_value"] <= 1 / l
+    assert rel.info["seconds"] < 20
 
 
 def test_attribute_focused_table2(con):

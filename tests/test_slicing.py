@@ -280,6 +280,42 @@ def test_sensitive_column_by_alpha_skips_infeasible_qis():
     assert max_conditional_share(np.array([0, 0, 0]), np.array([0, 0, 1])) == pytest.approx(2 / 3)
 
 
+def test_share_suppression_water_filling_hand_case():
+    from anon_sql.methods.slicing import share_suppression
+    # 12 records, l = 2: A holds 8 (cells: 5 in cell 0, 2 in cell 1, 1 in cell 2), B and C 2 each. Fewest: r = 4
+    # (N' = 8, A capped at 4; r = 3 leaves cap floor(9/2) = 4 and needs 4 > 3). Water-filling takes cell 0's records
+    # at priorities 5, 4, 3, then priority 2 is a seeded tie between cell 0 and cell 1; the singleton is never taken
+    sens = np.array([0] * 8 + [1, 1, 2, 2])
+    cell = np.array([0] * 5 + [1, 1, 2] + [3, 3, 4, 4])
+    picks = {seed: share_suppression(sens, cell, 2, seed) for seed in range(12)}
+    for drop in picks.values():
+        assert drop.sum() == 4 and (sens[drop] == 0).all() and not drop[7] and drop[:5].sum() >= 3
+    assert {int(d[5:7].sum()) for d in picks.values()} == {0, 1}                  # both sides of the tie occur
+    np.testing.assert_array_equal(share_suppression(sens, cell, 2, 3), picks[3])   # same seed, same records
+    assert not share_suppression(np.array([0, 1, 2, 0, 1, 2]), np.zeros(6), 3, 0).any()   # already 3-diverse
+    with pytest.raises(ValueError, match="exceeds the 3 distinct"):
+        share_suppression(sens, cell, 4, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=60), st.floats(1, 3), st.integers(0, 2 ** 31))
+def test_share_suppression_fewest_records(values, l, seed):
+    """The count equals the brute-force least r with Σ_s max(0, freq_s − floor((N − r)/l)) <= r (fewer removals
+    cannot cap every value), and the rest satisfies the share bound."""
+    from anon_sql.methods.slicing import share_suppression
+    sens = np.array(values)
+    freq = np.bincount(sens)
+    n = len(sens)
+    if l > np.count_nonzero(freq):
+        return
+    need = lambda r: np.maximum(freq - np.floor((n - r) / l + 1e-9), 0).sum()   # noqa: E731
+    least = next(r for r in range(n + 1) if need(r) <= r)
+    drop = share_suppression(sens, sens * 7 % 3, l, seed)
+    assert drop.sum() == least
+    rest = np.bincount(sens[~drop], minlength=len(freq))
+    assert (rest * l <= (n - least) + 1e-9).all()
+
+
 def test_slicing_guide_hand_counts():
     from anon_sql.methods.slicing import PAIR, SlicingGuide
     from anon_sql.models.base import ClassStats, SensitiveCounts

@@ -11,6 +11,7 @@ The release's own check is SQL over the materialized table (:mod:`.slicing_sql`)
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -204,6 +205,51 @@ def permute_within_buckets(bucket: np.ndarray, seed: int, groups: int) -> list[n
     return out
 
 
+def share_suppression(sens: np.ndarray, cell: np.ndarray, l: float, seed: int) -> np.ndarray:
+    """Rows to suppress (boolean) so that no sensitive value holds more than 1/l of the records left: the fewest
+    records, all of over-represented values. Within a value, records are taken one at a time from the
+    (QI combination, value) cell that currently holds the most copies (``cell`` codes the QI combination; ties and
+    the order inside a cell drawn with ``seed``), so rare combinations are the last to lose a record."""
+    sens, cell = np.asarray(sens, dtype=np.int64), np.asarray(cell, dtype=np.int64)
+    n = len(sens)
+    freq = np.bincount(sens)
+    if l > np.count_nonzero(freq):   # Σ_s freq_s = N' <= (distinct values) · N' / l is then impossible
+        raise ValueError(f"l = {l:g} exceeds the {np.count_nonzero(freq)} distinct sensitive values")
+
+    def cap(r: int) -> int:
+        return int(np.floor((n - r) / l + 1e-9))   # most records one value may keep when r are suppressed
+
+    # need(r) = Σ_s max(0, freq_s − cap(r)) grows with r; its least fixed point is the fewest records to suppress
+    r = 0
+    while (need := int(np.maximum(freq - cap(r), 0).sum())) > r:
+        r = need
+    take = np.maximum(freq - cap(r), 0)             # per value
+    drop = np.zeros(n, dtype=bool)
+    over = np.flatnonzero(take[sens] > 0)
+    if not len(over):
+        return drop
+    rng = np.random.default_rng([seed, 61])
+    s, c, noise = sens[over], cell[over], rng.random(len(over))
+    # rank j of a record inside its (value, cell) in seeded order; priority = cell size − j (water-filling)
+    order = np.lexsort((noise, c, s))
+    key = s[order] * (int(c.max()) + 1) + c[order]
+    start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    size = np.diff(np.r_[start, len(order)])
+    j = np.arange(len(order)) - np.repeat(start, size)
+    prio = np.empty(len(over), dtype=np.int64)
+    prio[order] = np.repeat(size, size) - j
+    pick = np.lexsort((noise, -prio, s))            # per value: highest priority first, seeded ties
+    sp = s[pick]
+    first = np.searchsorted(sp, sp, side="left")
+    drop[over[pick[np.arange(len(pick)) - first < take[sp]]]] = True
+    return drop
+
+
+def _subset_column(column: QIColumn, keep: np.ndarray) -> QIColumn:
+    """``column`` restricted to the rows where ``keep`` holds (per-code tables unchanged)."""
+    return replace(column, order=column.order[keep], x=None if column.x is None else column.x[keep], _anc=None)
+
+
 PAIR = "__slicing_pair"
 
 
@@ -357,13 +403,42 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
         return max_conditional_share(group_codes(codes, [a for a in members if a != sa], n), codes[sa], w)
 
     freq = np.bincount(codes[sa], weights=w, minlength=len(labels))
+    suppressed: dict[str, int] = {}
     if freq.max() > bound * freq.sum():
+        # the buckets' shares of a value average (size-weighted) to its global share: above 1/l, no bucketing of
+        # all records is l-diverse; suppress the fewest records of the over-represented values, within the budget
         top = int(np.argmax(freq))
-        raise PrivacyRequirementError(
-            f"{policy.method}: the most frequent value {labels.iloc[top]!r} of {sa!r} holds "
-            f"{freq[top] / freq.sum():.4g} of the records > 1/l = {1 / l:.4g}, so no sliced table is l-diverse (the "
-            "buckets' shares of it average to that fraction, and one bucket gives exactly it); no release was created: "
-            f"lower privacy.l_diversity.l to at most {freq.sum() / freq.max():.4g}")
+        why = (f"{policy.method}: the most frequent value {labels.iloc[top]!r} of {sa!r} holds "
+               f"{freq[top] / freq.sum():.4g} of the records > 1/l = {1 / l:.4g}, so no sliced table of all records "
+               "is l-diverse (the buckets' shares of it average to that fraction, and one bucket gives exactly it)")
+        try:
+            drop = share_suppression(codes[sa], group_codes(codes, [c_.name for c_ in columns], n), l, policy.seed)
+        except ValueError as err:
+            raise PrivacyRequirementError(f"{why}, and suppression cannot help: {err}; no release was created: "
+                                          f"lower privacy.l_diversity.l to at most {freq.sum() / freq.max():.4g}"
+                                          ) from None
+        need = int(drop.sum())
+        budget = policy.privacy.max_suppression * n
+        per = np.bincount(codes[sa][drop], minlength=len(labels))
+        suppressed = {str(labels.iloc[i]): int(per[i]) for i in np.flatnonzero(per)}
+        if need > budget + 1e-9:
+            frac = np.ceil(need / n * 1e4) / 1e4   # rounded up, so that it covers the records
+            raise PrivacyRequirementError(
+                f"{why}; l = {l:g} needs the suppression of {need} of {n} records "
+                f"({', '.join(f'{v}: {c}' for v, c in suppressed.items())}) "
+                f"but privacy.max_suppression = {policy.privacy.max_suppression:g} allows {int(budget + 1e-9)}; no "
+                f"release was created: allow it with max_suppression = {frac:.4g} (or more), or lower "
+                f"privacy.l_diversity.l to at most {freq.sum() / freq.max():.4g}")
+        ctx.progress(f"{policy.method}: suppressing {need} records of over-represented {sa!r} values")
+        keep = ~drop
+        data = replace(data, rows=data.rows[keep], weights=data.weights[keep],
+                       sensitive={a: v[keep] for a, v in data.sensitive.items()})
+        columns = [_subset_column(c_, keep) for c_ in columns]
+        override = {a: (t[keep], np.asarray(x)[keep]) for a, (t, x) in override.items()}
+        codes = {a: v[keep] for a, v in codes.items()}
+        n, w = data.n, data.weights
+    else:
+        keep = np.ones(n, dtype=bool)
     numeric = [col_.name for col_ in data.columns if col_.numeric]
     phi = correlation_matrix(ctx.con, ctx.source_view, attrs, numeric, bins, policy.count_column)
     c = min(c, len(attrs))
@@ -411,6 +486,7 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
     for a in attrs:
         items += [alias(col(a), a), alias(exp.Cast(this=col(a), to=exp.DataType.build("VARCHAR")), "__t_" + a)]
     frame = ctx.con.execute(render(exp.select(*items).from_(table_ref(ctx.source_view)).order_by(col(ROW_ID)))).df()
+    frame = frame[keep].reset_index(drop=True)   # suppressed records are not released (nor in the assignment)
     typed = {a: frame[a] for a in attrs}
     text = {a: frame["__t_" + a].to_numpy(dtype=object) for a in attrs}
     for a, (t, x) in override.items():
@@ -432,6 +508,10 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
         values[a] = pd.Series(text[a][sources[a]], dtype="string")
     values[sa] = typed[sa].iloc[sources[sa]].reset_index(drop=True)
     out = dict(info or {})
+    if suppressed:
+        out["suppressed_by_value"] = suppressed
+        out["suppression"] = ("fewest records of the over-represented sensitive values, from their most common QI "
+                              "combinations (seeded ties)")
     out.update({"columns": groups, "l": l, "buckets": int(pid.max()) + 1 if n else 0, "max_p": worst,
                 "sensitive_column": mode, "sensitive_column_skipped": skipped, "notes": notes,
                 "phi2": {f"{a}|{b}": float(phi[i, j]) for i, a in enumerate(attrs) for j, b in enumerate(attrs)
@@ -487,4 +567,4 @@ class Slicing(Method):
 
 __all__ = ["MODES", "Slicing", "SlicingGuide", "correlation_matrix", "flag_rows", "form_columns", "group_codes",
            "max_conditional_share", "pam", "parse_rules", "permute_within_buckets", "phi2", "repair_invalid",
-           "sensitive_column", "slice_plan", "slicing_requirements"]
+           "sensitive_column", "share_suppression", "slice_plan", "slicing_requirements"]

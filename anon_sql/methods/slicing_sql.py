@@ -41,8 +41,11 @@ def _freq(release: exp.Table, attrs: Sequence[str], weight: exp.Expression, extr
 
 
 def risk_query(release: exp.Table, source: exp.Table, groups: Sequence[Sequence[str]], sensitive: str,
-               weight: str | None = None, intervals: dict[str, Sequence[dict]] | None = None) -> exp.Select:
-    """``SELECT __row, max_p_bucket, max_p_sensitive`` for every source row (Definitions 8–10 over the release)."""
+               weight: str | None = None, intervals: dict[str, Sequence[dict]] | None = None,
+               released_rows: exp.Table | None = None) -> exp.Select:
+    """``SELECT __row, max_p_bucket, max_p_sensitive`` for every source row (Definitions 8–10 over the release);
+    with ``released_rows`` (a table with ``__row``: the release's assignment) only the released ones — t ranges over
+    the tuples of the published table, not over suppressed records."""
     intervals = intervals or {}
     w = exp.Sum(this=col(weight)) if weight else exp.Count(this=exp.Star())
     others = [list(g) for g in groups[:-1]]
@@ -58,8 +61,10 @@ def risk_query(release: exp.Table, source: exp.Table, groups: Sequence[Sequence[
     ctes.append(("__x", _freq(release, xattrs, w)))
     ctes.append(("__xs", _freq(release, xattrs, w, [sensitive])))
     # original tuples (as the release shows their values) and their distinct signatures
-    ctes.append(("__tr", exp.select(col("__row"), *[alias(_mapped(a, intervals.get(a)), a) for a in attrs])
-                 .from_(source.copy())))
+    tr = exp.select(col("__row"), *[alias(_mapped(a, intervals.get(a)), a) for a in attrs]).from_(source.copy())
+    if released_rows is not None:
+        tr = tr.where(col("__row").isin(query=exp.select(col("__row")).from_(released_rows.copy())))
+    ctes.append(("__tr", tr))
     ctes.append(("__t", exp.select(*[col(a) for a in attrs],
                                    alias(exp.Window(this=exp.RowNumber()), "__sig"))
                  .from_(exp.select(*[col(a) for a in attrs]).from_("__tr").distinct().subquery("__d"))))
@@ -113,11 +118,12 @@ def risk_query(release: exp.Table, source: exp.Table, groups: Sequence[Sequence[
 
 
 def verify(con, release: exp.Table, source: exp.Table, risk: exp.Table | None, spec: dict[str, Any],
-           weight: str | None = None) -> dict[str, Any]:
-    """The check's summary row (max p(t, s) <= 1/l over every original tuple), computed in SQL over the release;
-    with ``risk`` the per-row risks are also materialized as that table (``CREATE OR REPLACE``), else nothing is
-    written (``anon_sql.check`` on a read-only database)."""
-    query = risk_query(release, source, spec["columns"], spec["sensitive"], weight, spec.get("intervals"))
+           weight: str | None = None, released_rows: exp.Table | None = None) -> dict[str, Any]:
+    """The check's summary row (max p(t, s) <= 1/l over every released original tuple), computed in SQL over the
+    release; with ``risk`` the per-row risks are also materialized as that table (``CREATE OR REPLACE``), else
+    nothing is written (``anon_sql.check`` on a read-only database)."""
+    query = risk_query(release, source, spec["columns"], spec["sensitive"], weight, spec.get("intervals"),
+                       released_rows)
     if risk is not None:
         con.execute(render(exp.Create(this=risk.copy(), kind="TABLE", replace=True, expression=query)))
         rel: exp.Expression = risk.copy()
