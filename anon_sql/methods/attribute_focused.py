@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import PolicyError
 from . import register
 from .base import AssignmentPlan, MethodContext
-from .fixed_interval import STRATEGIES, fixed_intervals, precision
+from .fixed_interval import fixed_intervals, interval_params, precision
 from .local_values import _fmt, encode_numeric, load_source
 from .slicing import Slicing, slice_plan, slicing_requirements
 
@@ -30,15 +30,7 @@ class AttributeFocused(Slicing):
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self.intervals = params.get("intervals")
-        if self.intervals is not None and (not isinstance(self.intervals, int) or self.intervals < 1):
-            raise PolicyError(f"method_params.intervals must be a positive integer, got {self.intervals!r}")
-        self.strategy = params.get("strategy", "width")
-        if self.strategy not in STRATEGIES:
-            raise PolicyError(f"method_params.strategy must be one of {list(STRATEGIES)}, got {self.strategy!r}")
-        self.theta = params.get("theta")
-        if self.theta is not None and not isinstance(self.theta, (int, float)):
-            raise PolicyError(f"method_params.theta must be a number, got {self.theta!r}")
+        self.intervals, self.strategy, self.theta = interval_params(params)
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         _, _, k = slicing_requirements(ctx.policy)

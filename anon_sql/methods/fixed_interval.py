@@ -106,6 +106,20 @@ def fixed_intervals(x: np.ndarray, w: np.ndarray, n: int, k: float, strategy: st
     return b, out, table, merges
 
 
+def interval_params(params: dict[str, Any]) -> tuple[int | None, str, float | None]:
+    """``intervals``, ``strategy`` and ``theta`` of ``[method_params]``, checked (fixed_interval, attribute_focused)."""
+    intervals = params.get("intervals")
+    if intervals is not None and (not isinstance(intervals, int) or intervals < 1):
+        raise PolicyError(f"method_params.intervals must be a positive integer, got {intervals!r}")
+    strategy = params.get("strategy", "width")
+    if strategy not in STRATEGIES:
+        raise PolicyError(f"method_params.strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
+    theta = params.get("theta")
+    if theta is not None and not isinstance(theta, (int, float)):
+        raise PolicyError(f"method_params.theta must be a number, got {theta!r}")
+    return intervals, strategy, theta
+
+
 @register
 class FixedInterval(Method):
     """Fixed-interval recoding of the numeric QIs; ``[method_params] intervals`` (default: k), ``strategy``
@@ -118,15 +132,7 @@ class FixedInterval(Method):
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self.intervals = params.get("intervals")
-        if self.intervals is not None and (not isinstance(self.intervals, int) or self.intervals < 1):
-            raise PolicyError(f"method_params.intervals must be a positive integer, got {self.intervals!r}")
-        self.strategy = params.get("strategy", "width")
-        if self.strategy not in STRATEGIES:
-            raise PolicyError(f"method_params.strategy must be one of {list(STRATEGIES)}, got {self.strategy!r}")
-        self.theta = params.get("theta")
-        if self.theta is not None and not isinstance(self.theta, (int, float)):
-            raise PolicyError(f"method_params.theta must be a number, got {self.theta!r}")
+        self.intervals, self.strategy, self.theta = interval_params(params)
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         k = int(getattr(ctx.policy.privacy, "k", None) or 1)
