@@ -1,6 +1,11 @@
 """What every metric reads: the release table, its catalog row (policy, plan, counts), taxonomies and the source —
 fetched once as aggregates (class sizes, distinct released and original QI tuples) and cached.
 
+Every read is lazy and shared: a metric of the release alone (k, DCP, l-diversity, ...) never touches the source or
+the taxonomies; taxonomies are resolved from the per-QI value counts the metrics read anyway (no scan per QI); the
+release is read by one GROUP BY per call (with the first sensitive attribute when a metric needs its counts), and
+each GROUP BY runs on the raw columns (ENUM codes, numbers) and casts its few groups to text afterwards.
+
 Conventions (spec/06): N counts released records; noise records a method flags in a column are left out of the
 utility and risk-of-record metrics (an analyst filters them), but count in class sizes (they are what the checks saw);
 suppressed records count as fully generalized (`*` for every QI) in NCP, precision, IV-weighted losses and KL.
@@ -8,8 +13,10 @@ suppressed records count as fully generalized (`*` for every QI) in NCP, precisi
 from __future__ import annotations
 
 import json
-from functools import cached_property
-from typing import Any
+from functools import cached_property, reduce
+from typing import Any, Iterable
+
+import duckdb
 
 import numpy as np
 import pandas as pd
@@ -39,6 +46,7 @@ def _varchar(e: exp.Expression) -> exp.Expression:
 
 
 def _fetch(con, query: exp.Expression) -> pd.DataFrame:
+    """Run a query tree and fetch its (aggregate) result as a DataFrame."""
     return con.execute(render(query)).df()
 
 
@@ -49,13 +57,30 @@ def _grouped(query: exp.Select, keys: list[exp.Expression]) -> exp.Select:
             .order_by(*[exp.Ordered(this=e.copy(), nulls_first=True) for e in exprs]))
 
 
+def _text_groups(relation: exp.Expression, keys: list[tuple[str, exp.Expression, bool]],
+                 weight: exp.Expression) -> exp.Select:
+    """Records per group of ``keys`` (alias, expression, as text?), in a fixed order: GROUP BY the raw expressions
+    (fast on ENUM codes and numbers), then cast the text keys of the few groups to VARCHAR and re-sum (distinct raw
+    values may share a text), so the result equals one GROUP BY of the casts at the cost of a bare GROUP BY."""
+    inner = (exp.select(*[alias(e.copy(), a) for a, e, _ in keys], alias(weight, "n")).from_(relation.copy())
+             .group_by(*[e.copy() for _, e, _ in keys]))
+    outer = [alias(_varchar(col(a)) if text else col(a), a) for a, _, text in keys]
+    return _grouped(exp.select(*outer, alias(exp.Sum(this=col("n")), "n")).from_(inner.subquery("g")), outer)
+
+
 class ReleaseData:
     """A release as the metrics see it; build it with :meth:`from_catalog` or (inside ``release()``) :meth:`live`."""
 
-    def __init__(self, con, name: str, policy: Policy, plan: dict[str, Any], taxonomies: dict[str, Taxonomy],
-                 source: Source, records_in: int, suppressed: int, noise: int, params: dict[str, Any] | None = None):
+    def __init__(self, con, name: str, policy: Policy, plan: dict[str, Any], taxonomies: dict[str, Taxonomy] | None,
+                 source: Source | str, records_in: int, suppressed: int, noise: int,
+                 params: dict[str, Any] | None = None):
+        """``taxonomies`` None: resolved on first use; ``source`` a label: resolved on first use."""
         self.con, self.name, self.policy, self.plan = con, name, policy, plan
-        self.taxonomies, self.source = taxonomies, source
+        if taxonomies is not None:
+            self.__dict__["taxonomies"] = taxonomies
+        if isinstance(source, Source):
+            self.__dict__["source"] = source
+        self.source_label = source.label if isinstance(source, Source) else str(source)
         self.records_in, self.suppressed, self.noise = int(records_in), int(suppressed), int(noise)
         self.params = {**{k: v for k, v in (policy.metrics or {}).items() if k != "compute"}, **(params or {})}
         self.names = ReleaseNames(name)
@@ -64,19 +89,17 @@ class ReleaseData:
     # -- construction --------------------------------------------------------------------------------------------
     @classmethod
     def from_catalog(cls, con, name: str, params: dict[str, Any] | None = None) -> "ReleaseData":
-        """Read the release's catalog row (policy, plan, counts) and reload its taxonomies through the policy."""
-        from ..catalog import is_installed
-        from ..release import resolve_taxonomies
-
-        if not is_installed(con):
-            raise SourceError("this database has no anon catalog, so no release to measure; create one with "
-                              "anon_sql.release(...) or `anon-sql release POLICY --db FILE`")
+        """Read the release's catalog row (policy, plan, counts); source and taxonomies are resolved when needed."""
         q = (exp.select("policy_json", "plan", "source", "records_in", "suppressed", "noise")
              .from_(exp.Table(this=ident("releases"), db=ident("anon")))
              .where(and_all([exp.EQ(this=col("release"), expression=lit(name)),
                              exp.EQ(this=col("status"), expression=lit("released"))]))
              .order_by(exp.Ordered(this=col("created_at"), desc=True)).limit(1))
-        rows = con.execute(render(q)).fetchall()
+        try:
+            rows = con.execute(render(q)).fetchall()
+        except duckdb.CatalogException:
+            raise SourceError("this database has no anon catalog, so no release to measure; create one with "
+                              "anon_sql.release(...) or `anon-sql release POLICY --db FILE`") from None
         if not rows or not relation_exists(con, name):
             known = [r[0] for r in con.execute(render(
                 exp.select("release").distinct().from_(exp.Table(this=ident("releases"), db=ident("anon")))
@@ -85,21 +108,8 @@ class ReleaseData:
                               "create it with anon_sql.release(...) or `anon-sql release POLICY`")
         policy_json, plan_json, label, records_in, suppressed, noise = rows[0]
         policy = Policy.from_dict(json.loads(policy_json))
-        src = cls._source(con, name, label)
-        taxonomies = resolve_taxonomies(con, policy, src, False, catalog_con=con)
-        return cls(con, name, policy, json.loads(plan_json or "{}"), taxonomies, src, records_in or 0,
+        return cls(con, name, policy, json.loads(plan_json or "{}"), None, label, records_in or 0,
                    suppressed or 0, noise or 0, params)
-
-    @staticmethod
-    def _source(con, name: str, label: str) -> Source:
-        """The release's source: its table/file, else the ``<release>__source`` view (identifiers dropped)."""
-        try:
-            return resolve(con, label)
-        except SourceError:
-            if relation_exists(con, name + "__source"):
-                return resolve(con, name + "__source")
-            raise SourceError(f"release {name!r}: its source {label!r} is gone (and so is the {name}__source view); "
-                              "metrics that compare with the original data need it back") from None
 
     @classmethod
     def live(cls, con, rel, taxonomies: dict[str, Taxonomy], src: Source,
@@ -110,6 +120,18 @@ class ReleaseData:
             plan["noise_flag"] = rel.info["noise_flag"]
         return cls(con, rel.name, rel.policy, plan, taxonomies, src, rel.records_in, rel.suppressed, rel.noise,
                    params)
+
+    @cached_property
+    def source(self) -> Source:
+        """The release's source: its table/file, else the ``<release>__source`` view (identifiers dropped)."""
+        try:
+            return resolve(self.con, self.source_label)
+        except SourceError:
+            if relation_exists(self.con, self.name + "__source"):
+                return resolve(self.con, self.name + "__source")
+            raise SourceError(f"release {self.name!r}: its source {self.source_label!r} is gone (and so is the "
+                              f"{self.name}__source view); metrics that compare with the original data need it "
+                              "back") from None
 
     # -- plan ----------------------------------------------------------------------------------------------------
     @property
@@ -136,15 +158,37 @@ class ReleaseData:
     def numeric(self) -> dict[str, bool]:
         return {q: is_numeric(self.source.types.get(q, "")) for q in self.quasi}
 
+    @cached_property
+    def taxonomies(self) -> dict[str, Taxonomy]:
+        """The policy's taxonomies, built and checked from :attr:`value_counts` (no scan of the source per QI)."""
+        from ..release import resolve_taxonomies
+
+        counts = self.value_counts
+        return resolve_taxonomies(self.con, self.policy, self.source, False, catalog_con=self.con,
+                                  value_counts=counts.__getitem__)
+
+    def prefetch(self, reads: Iterable[str]) -> None:
+        """Read the shared aggregates the coming metrics need in as few passes as possible: ``sensitive`` → the
+        release grouped with the first sensitive attribute (class sizes follow from it), ``tuples`` → the original QI
+        tuples (per-QI value counts follow from them)."""
+        reads = set(reads)
+        if "sensitive" in reads and self.policy.sensitive and "groups" not in self.__dict__:
+            self.sensitive_counts(self.policy.sensitive[0])
+        if "tuples" in reads:
+            self.original
+
     # -- the release ---------------------------------------------------------------------------------------------
+    def _class_keys(self) -> list[tuple[str, exp.Expression, bool]]:
+        """GROUP BY keys of a class: ec_id, released QI values (as text), the noise flag."""
+        keys = [("e", col(EC_ID), False)] + [(f"q{i}", col(q), True) for i, q in enumerate(self.quasi)]
+        if self.noise_flag:
+            keys.append(("noise", exp.Coalesce(this=col(self.noise_flag), expressions=[exp.false()]), False))
+        return keys
+
     @cached_property
     def groups(self) -> pd.DataFrame:
         """One row per (ec_id, released QI values[, noise flag]): columns e, q0..qn, [noise], n."""
-        keys = [alias(col(EC_ID), "e")] + [alias(_varchar(col(q)), f"q{i}") for i, q in enumerate(self.quasi)]
-        if self.noise_flag:
-            keys.append(alias(exp.Coalesce(this=col(self.noise_flag), expressions=[exp.false()]), "noise"))
-        q = _grouped(exp.select(*keys, alias(self.weight(), "n")).from_(self.names.table.copy()), keys)
-        frame = _fetch(self.con, q)
+        frame = _fetch(self.con, _text_groups(self.names.table, self._class_keys(), self.weight()))
         frame["n"] = frame["n"].astype(float)
         return frame
 
@@ -185,16 +229,35 @@ class ReleaseData:
     @cached_property
     def original(self) -> pd.DataFrame:
         """Distinct original QI tuples (as text) with their record counts: columns q0..qn, n."""
-        keys = [alias(_varchar(col(q)), f"q{i}") for i, q in enumerate(self.quasi)]
-        q = _grouped(exp.select(*keys, alias(self.weight(), "n")).from_(self.source.relation.copy()), keys)
-        frame = _fetch(self.con, q)
+        keys = [(f"q{i}", col(q), True) for i, q in enumerate(self.quasi)]
+        frame = _fetch(self.con, _text_groups(self.source.relation, keys, self.weight()))
         frame["n"] = frame["n"].astype(float)
         return frame
 
     @cached_property
+    def value_counts(self) -> dict[str, pd.DataFrame]:
+        """Per QI: its distinct original values (as text, NULL kept) with record counts, columns v, n — summed from
+        :attr:`original` when it was read, else one pass over the source (a UNION ALL of one GROUP BY per QI)."""
+        if "original" in self.__dict__ or not self.quasi:
+            o = self.original
+            out = {}
+            for i, q in enumerate(self.quasi):
+                c = o.groupby(f"q{i}", dropna=False, sort=True)["n"].sum().rename_axis("v").reset_index()
+                c["v"] = c["v"].astype(object).where(c["v"].notna(), None)
+                out[q] = c
+            return out
+        parts = [exp.select(alias(lit(i), "j"), "*").from_(
+                 _text_groups(self.source.relation, [("v", col(q), True)], self.weight()).subquery(f"c{i}"))
+                 for i, q in enumerate(self.quasi)]
+        union = reduce(lambda a, b: exp.union(a, b, distinct=False), parts)
+        frame = _fetch(self.con, exp.select("*").from_(union.subquery("u")).order_by(
+            col("j"), exp.Ordered(this=col("v"), nulls_first=True)))
+        frame["n"] = frame["n"].astype(float)
+        return {q: frame.loc[frame["j"] == i, ["v", "n"]].reset_index(drop=True) for i, q in enumerate(self.quasi)}
+
+    @cached_property
     def domains(self) -> dict[str, Domain]:
-        return {q: domain(q, self.original[f"q{i}"], self.numeric[q], self.taxonomies.get(q))
-                for i, q in enumerate(self.quasi)}
+        return {q: domain(q, self.value_counts[q]["v"], self.numeric[q], self.taxonomies.get(q)) for q in self.quasi}
 
     @cached_property
     def covers(self) -> dict[str, Cover]:
@@ -223,13 +286,16 @@ class ReleaseData:
 
     # -- sensitive attributes ------------------------------------------------------------------------------------
     def sensitive_counts(self, sa: str) -> tuple[SensitiveCounts, ClassStats, pd.Series]:
-        """Per-class counts of a sensitive attribute (noise included), as the privacy models' numpy input."""
+        """Per-class counts of a sensitive attribute (noise included), as the privacy models' numpy input; the first
+        one read also gives :attr:`groups` (the same GROUP BY plus the attribute, summed over it)."""
         if ("sensitive", sa) in self.cache:
             return self.cache[("sensitive", sa)]
-        keys = [alias(col(EC_ID), "e")] + [alias(_varchar(col(q)), f"q{i}") for i, q in enumerate(self.quasi)]
-        q = _grouped(exp.select(*keys, alias(col(sa), "v"), alias(self.weight(), "n")).from_(self.names.table.copy()),
-                     keys + [col(sa)])
-        frame = _fetch(self.con, q)
+        keys = self._class_keys()
+        frame = _fetch(self.con, _text_groups(self.names.table, keys + [("v", col(sa), False)], self.weight()))
+        frame["n"] = frame["n"].astype(float)
+        if "groups" not in self.__dict__:
+            cols = [a for a, _, _ in keys]
+            self.__dict__["groups"] = frame.groupby(cols, dropna=False, sort=False)["n"].sum().reset_index()
         cls = self.class_index(frame)
         codes, uniq = pd.factorize(frame["v"], sort=True, use_na_sentinel=False)
         n_values = len(uniq)
