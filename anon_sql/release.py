@@ -116,6 +116,7 @@ def resolve_taxonomies(con, policy: Policy, src: Source, need: bool, catalog_con
     from .taxonomies import load as load_builtin
 
     out: dict[str, Taxonomy] = {}
+    stored: set[str] | None = None     # names in the catalog, read once (not one probe per quasi-identifier)
     for q in policy.quasi:
         spec = policy.attributes[q].taxonomy
         if spec is None:
@@ -128,7 +129,9 @@ def resolve_taxonomies(con, policy: Policy, src: Source, need: bool, catalog_con
             continue
         values = value_counts(q) if value_counts is not None else _value_counts(con, src, q, policy.count_column)
         if isinstance(spec, str):
-            tax = catalog.load_taxonomy(catalog_con, spec) if catalog_con is not None else None
+            if stored is None:
+                stored = set(catalog.taxonomy_names(catalog_con)) if catalog_con is not None else set()
+            tax = catalog.load_taxonomy(catalog_con, spec) if spec in stored else None
             tax = tax or load_builtin(spec)
             if tax is None and spec.endswith(".csv"):
                 tax = from_arx_csv(spec, q)

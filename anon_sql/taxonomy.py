@@ -85,11 +85,13 @@ class Taxonomy:
 
     def check_covers(self, values: pd.Series, counts: pd.Series | None = None, column: str | None = None) -> None:
         """Raise if a (non-NULL) data value has no leaf; the error lists up to 10 missing values and their counts."""
-        leaves = set(self.levels["level0"])
-        frame = pd.DataFrame({"v": values, "n": counts if counts is not None else 1})
-        frame = frame[frame["v"].notna()]
-        missing = frame[~frame["v"].astype(str).isin(leaves)]
-        if len(missing):
+        v = pd.Series(values, dtype=object).reset_index(drop=True)
+        present = v.notna().to_numpy()
+        bad = np.zeros(len(v), dtype=bool)
+        bad[present] = ~np.isin(v[present].astype(str).to_numpy(), self.levels["level0"].to_numpy())
+        if bad.any():     # the common case (every value has a leaf) stays one vectorized membership test
+            n = np.ones(len(v)) if counts is None else pd.Series(counts).to_numpy()
+            missing = pd.DataFrame({"v": v[bad].to_numpy(), "n": n[bad]})
             agg = missing.groupby("v")["n"].sum().sort_values(ascending=False)
             shown = ", ".join(f"{v!r} ({int(n)} records)" for v, n in agg.head(10).items())
             more = f" and {len(agg) - 10} more" if len(agg) > 10 else ""

@@ -53,8 +53,8 @@ def _fetch(con, query: exp.Expression) -> pd.DataFrame:
 def _grouped(query: exp.Select, keys: list[exp.Expression]) -> exp.Select:
     """GROUP BY the keys and ORDER BY them, so that sums over the fetched groups are the same on every run."""
     exprs = [k.this if isinstance(k, exp.Alias) else k for k in keys]
-    return (query.group_by(*[e.copy() for e in exprs])
-            .order_by(*[exp.Ordered(this=e.copy(), nulls_first=True) for e in exprs]))
+    return (query.group_by(*[e.copy() for e in exprs], copy=False)
+            .order_by(*[exp.Ordered(this=e.copy(), nulls_first=True) for e in exprs], copy=False))
 
 
 def _text_groups(relation: exp.Expression, keys: list[tuple[str, exp.Expression, bool]],
@@ -62,10 +62,11 @@ def _text_groups(relation: exp.Expression, keys: list[tuple[str, exp.Expression,
     """Records per group of ``keys`` (alias, expression, as text?), in a fixed order: GROUP BY the raw expressions
     (fast on ENUM codes and numbers), then cast the text keys of the few groups to VARCHAR and re-sum (distinct raw
     values may share a text), so the result equals one GROUP BY of the casts at the cost of a bare GROUP BY."""
-    inner = (exp.select(*[alias(e.copy(), a) for a, e, _ in keys], alias(weight, "n")).from_(relation.copy())
-             .group_by(*[e.copy() for _, e, _ in keys]))
+    inner = (exp.select(*[alias(e.copy(), a) for a, e, _ in keys], alias(weight, "n"))
+             .from_(relation.copy(), copy=False).group_by(*[e.copy() for _, e, _ in keys], copy=False))
     outer = [alias(_varchar(col(a)) if text else col(a), a) for a, _, text in keys]
-    return _grouped(exp.select(*outer, alias(exp.Sum(this=col("n")), "n")).from_(inner.subquery("g")), outer)
+    return _grouped(exp.select(*outer, alias(exp.Sum(this=col("n")), "n"))
+                    .from_(inner.subquery("g", copy=False), copy=False), outer)
 
 
 class ReleaseData:
@@ -246,12 +247,12 @@ class ReleaseData:
                 c["v"] = c["v"].astype(object).where(c["v"].notna(), None)
                 out[q] = c
             return out
-        parts = [exp.select(alias(lit(i), "j"), "*").from_(
-                 _text_groups(self.source.relation, [("v", col(q), True)], self.weight()).subquery(f"c{i}"))
-                 for i, q in enumerate(self.quasi)]
-        union = reduce(lambda a, b: exp.union(a, b, distinct=False), parts)
-        frame = _fetch(self.con, exp.select("*").from_(union.subquery("u")).order_by(
-            col("j"), exp.Ordered(this=col("v"), nulls_first=True)))
+        parts = [exp.select(alias(lit(i), "j"), exp.Star()).from_(
+                 _text_groups(self.source.relation, [("v", col(q), True)], self.weight()).subquery(f"c{i}", copy=False),
+                 copy=False) for i, q in enumerate(self.quasi)]
+        union = reduce(lambda a, b: exp.union(a, b, distinct=False, copy=False), parts)
+        frame = _fetch(self.con, exp.select(exp.Star()).from_(union.subquery("u", copy=False), copy=False).order_by(
+            col("j"), exp.Ordered(this=col("v"), nulls_first=True), copy=False))
         frame["n"] = frame["n"].astype(float)
         return {q: frame.loc[frame["j"] == i, ["v", "n"]].reset_index(drop=True) for i, q in enumerate(self.quasi)}
 
