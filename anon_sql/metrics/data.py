@@ -30,7 +30,7 @@ from ..source import Source, relation_exists, resolve
 from ..sqlbuild import alias, and_all, col, ident, lit, render
 from ..taxonomy import Taxonomy
 from .coverage import covering_pairs
-from .values import Cover, Domain, cover, domain
+from .values import Cover, Domain, cover, domain, taxonomy_domain
 
 NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
            "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL", "NUMERIC", "INT")
@@ -161,12 +161,12 @@ class ReleaseData:
 
     @cached_property
     def taxonomies(self) -> dict[str, Taxonomy]:
-        """The policy's taxonomies, built and checked from :attr:`value_counts` (no scan of the source per QI)."""
+        """The policy's taxonomies; inline builders read :attr:`value_counts`, named ones nothing (the release was
+        checked against the source when it was made; a released value no taxonomy explains still fails in cover())."""
         from ..release import resolve_taxonomies
 
-        counts = self.value_counts
         return resolve_taxonomies(self.con, self.policy, self.source, False, catalog_con=self.con,
-                                  value_counts=counts.__getitem__)
+                                  value_counts=lambda q: self.value_counts[q], check=False)
 
     def prefetch(self, reads: Iterable[str]) -> None:
         """Read the shared aggregates the coming metrics need in as few passes as possible: ``sensitive`` → the
@@ -257,8 +257,28 @@ class ReleaseData:
         return {q: frame.loc[frame["j"] == i, ["v", "n"]].reset_index(drop=True) for i, q in enumerate(self.quasi)}
 
     @cached_property
+    def source_summary(self) -> dict[str, tuple[bool, float | None, float | None]]:
+        """Per QI: (NULLs in the source?, min_T, max_T for numeric QIs) — one aggregate pass, no GROUP BY."""
+        items = []
+        for i, q in enumerate(self.quasi):
+            items.append(alias(exp.GT(this=exp.Sub(this=exp.Count(this=exp.Star()), expression=exp.Count(this=col(q))),
+                                      expression=lit(0)), f"null{i}"))
+            if self.numeric[q]:
+                double = exp.DataType.build("DOUBLE")
+                items += [alias(exp.Cast(this=exp.Min(this=col(q)), to=double), f"lo{i}"),
+                          alias(exp.Cast(this=exp.Max(this=col(q)), to=double.copy()), f"hi{i}")]
+        row = dict(zip([a.alias for a in items], self.con.execute(render(
+            exp.select(*items).from_(self.source.relation.copy(), copy=False))).fetchone()))
+        return {q: (bool(row[f"null{i}"]), row.get(f"lo{i}"), row.get(f"hi{i}")) for i, q in enumerate(self.quasi)}
+
+    @cached_property
     def domains(self) -> dict[str, Domain]:
-        return {q: domain(q, self.value_counts[q]["v"], self.numeric[q], self.taxonomies.get(q)) for q in self.quasi}
+        """Per QI its leaves: from the taxonomy plus :attr:`source_summary` when every QI has one (one aggregate pass
+        over the source, no GROUP BY), else from the source's distinct values (:func:`~.values.domain`)."""
+        tax = self.taxonomies
+        if all(q in tax for q in self.quasi):
+            return {q: taxonomy_domain(q, tax[q], self.numeric[q], *self.source_summary[q]) for q in self.quasi}
+        return {q: domain(q, self.value_counts[q]["v"], self.numeric[q], tax.get(q)) for q in self.quasi}
 
     @cached_property
     def covers(self) -> dict[str, Cover]:

@@ -58,8 +58,9 @@ class Domain:
     labels: np.ndarray          # object: leaf text, None for NULL
     x: np.ndarray               # float value of each leaf (NaN when not a number / NULL)
     order: np.ndarray           # position of each leaf in taxonomy (or numeric/text) order, 0..n-1
-    in_data: np.ndarray         # bool: the leaf occurs in the source
+    in_data: np.ndarray         # bool: the leaf occurs in the source (all False when ``bounds`` is given instead)
     taxonomy: Taxonomy | None = None
+    bounds: tuple[float, float] | None = None   # (min_T, max_T) read from the source when the leaves weren't
 
     @property
     def n(self) -> int:
@@ -68,11 +69,16 @@ class Domain:
     @property
     def lo(self) -> float:
         """Smallest value of the source (numeric QIs; NaN otherwise)."""
+        if self.bounds is not None:
+            return float(self.bounds[0]) if self.numeric else float("nan")
         v = self.x[self.in_data]
         return float(np.nanmin(v)) if self.numeric and np.isfinite(v).any() else float("nan")
 
     @property
     def hi(self) -> float:
+        """Largest value of the source (numeric QIs; NaN otherwise)."""
+        if self.bounds is not None:
+            return float(self.bounds[1]) if self.numeric else float("nan")
         v = self.x[self.in_data]
         return float(np.nanmax(v)) if self.numeric and np.isfinite(v).any() else float("nan")
 
@@ -84,17 +90,15 @@ class Domain:
 
     def codes(self, values: Sequence | pd.Series) -> np.ndarray:
         """Leaf code of each original value (text or None); −1 for a value outside the domain."""
-        s = pd.Series(values, dtype=object)
         if "_index" not in self.__dict__:
             known = np.flatnonzero(~pd.isna(self.labels))
             self.__dict__["_index"] = (pd.Index(self.labels[known].astype(str)), known)
         idx, known = self.__dict__["_index"]
-        out = np.full(len(s), -1, dtype=np.int64)
-        null = s.isna().to_numpy()
-        pos = idx.get_indexer(s[~null].astype(str))
-        out[~null] = np.where(pos >= 0, known[np.maximum(pos, 0)], -1)
-        out[null] = self.null_leaf
-        return out
+        # factorize first: the text lookup then runs once per distinct value, not once per row of the frame
+        fc, uniq = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+        pos = idx.get_indexer(pd.Index(np.asarray(uniq, dtype=object)).astype(str))
+        mapped = np.where(pos >= 0, known[np.maximum(pos, 0)], -1) if len(known) else np.full(len(uniq), -1)
+        return np.where(fc >= 0, mapped[np.maximum(fc, 0)] if len(mapped) else -1, self.null_leaf).astype(np.int64)
 
 
 def domain(name: str, values: pd.Series, numeric: bool, taxonomy: Taxonomy | None) -> Domain:
@@ -103,15 +107,7 @@ def domain(name: str, values: pd.Series, numeric: bool, taxonomy: Taxonomy | Non
     has_null = bool(present.isna().any())
     texts = present[present.notna()].astype(str)
     if taxonomy is not None:
-        lv = taxonomy.levels
-        labels = lv["level0"].to_numpy(dtype=object)
-        x = _to_float(labels)
-        if numeric and np.isfinite(x).all():
-            order = np.argsort(x, kind="stable")
-        else:   # top-down path order, so that taxonomy siblings are adjacent
-            keys = [np.arange(len(lv))] + [pd.factorize(lv[c], sort=True)[0] for c in lv.columns[1:]]
-            order = np.lexsort(keys)
-        labels, x = labels[order], x[order]
+        labels, x = _taxonomy_leaves(taxonomy, numeric)
     else:
         labels = np.array(sorted(set(texts)), dtype=object)
         x = _to_float(labels)
@@ -126,6 +122,31 @@ def domain(name: str, values: pd.Series, numeric: bool, taxonomy: Taxonomy | Non
     c = dom.codes(present)
     in_data[c[c >= 0]] = True
     return dom
+
+
+def _taxonomy_leaves(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A taxonomy's leaves (and their float values) in numeric order, else in top-down path order."""
+    lv = taxonomy.levels
+    labels = lv["level0"].to_numpy(dtype=object)
+    x = _to_float(labels)
+    if numeric and np.isfinite(x).all():
+        order = np.argsort(x, kind="stable")
+    else:   # top-down path order, so that taxonomy siblings are adjacent
+        keys = [np.arange(len(lv))] + [pd.factorize(lv[c], sort=True)[0] for c in lv.columns[1:]]
+        order = np.lexsort(keys)
+    return labels[order], x[order]
+
+
+def taxonomy_domain(name: str, taxonomy: Taxonomy, numeric: bool, has_null: bool, lo: float, hi: float) -> Domain:
+    """A quasi-identifier's domain from its taxonomy and a summary of the source (NULLs present, min_T, max_T):
+    the same leaves as :func:`domain`, without reading the source's distinct values (its leaves cover them)."""
+    labels, x = _taxonomy_leaves(taxonomy, numeric)
+    if has_null:
+        labels = np.append(labels, None)
+        x = np.append(x, np.nan)
+    bounds = (float(lo), float(hi)) if numeric and lo is not None and hi is not None else (np.nan, np.nan)
+    return Domain(name, numeric, labels, x, np.arange(len(labels)), np.zeros(len(labels), dtype=bool), taxonomy,
+                  bounds)
 
 
 @dataclass
