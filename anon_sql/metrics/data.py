@@ -58,15 +58,20 @@ def _grouped(query: exp.Select, keys: list[exp.Expression]) -> exp.Select:
 
 
 def _text_groups(relation: exp.Expression, keys: list[tuple[str, exp.Expression, bool]],
-                 weight: exp.Expression) -> exp.Select:
+                 weight: exp.Expression, number: int = 0) -> exp.Select:
     """Records per group of ``keys`` (alias, expression, as text?), in a fixed order: GROUP BY the raw expressions
     (fast on ENUM codes and numbers), then cast the text keys of the few groups to VARCHAR and re-sum (distinct raw
-    values may share a text), so the result equals one GROUP BY of the casts at the cost of a bare GROUP BY."""
+    values may share a text), so the result equals one GROUP BY of the casts at the cost of a bare GROUP BY.
+    ``number`` > 0 adds column ``c``: the 0-based dense rank of the first ``number`` keys (the class number)."""
     inner = (exp.select(*[alias(e.copy(), a) for a, e, _ in keys], alias(weight, "n"))
              .from_(relation.copy(), copy=False).group_by(*[e.copy() for _, e, _ in keys], copy=False))
     outer = [alias(_varchar(col(a)) if text else col(a), a) for a, _, text in keys]
-    return _grouped(exp.select(*outer, alias(exp.Sum(this=col("n")), "n"))
-                    .from_(inner.subquery("g", copy=False), copy=False), outer)
+    items = [*outer, alias(exp.Sum(this=col("n")), "n")]
+    if number:
+        rank = exp.Window(this=exp.Anonymous(this="DENSE_RANK"), order=exp.Order(expressions=[
+            exp.Ordered(this=k.this.copy(), nulls_first=True) for k in outer[:number]]))
+        items.append(alias(exp.Sub(this=rank, expression=lit(1)), "c"))
+    return _grouped(exp.select(*items).from_(inner.subquery("g", copy=False), copy=False), outer)
 
 
 class ReleaseData:
@@ -189,20 +194,24 @@ class ReleaseData:
     @cached_property
     def groups(self) -> pd.DataFrame:
         """One row per (ec_id, released QI values[, noise flag]): columns e, q0..qn, [noise], n."""
-        frame = _fetch(self.con, _text_groups(self.names.table, self._class_keys(), self.weight()))
+        frame = _fetch(self.con, _text_groups(self.names.table, self._class_keys(), self.weight(),
+                                              number=len(self._class_cols())))
         frame["n"] = frame["n"].astype(float)
         return frame
 
     @cached_property
     def class_keys(self) -> pd.DataFrame:
-        """One row per equivalence class (ec_id and released QI values), in ``class_sizes`` order."""
-        return self.groups.drop_duplicates(self._class_cols()).reset_index(drop=True)[self._class_cols()]
+        """One row per equivalence class (ec_id and released QI values), in ``class_sizes`` order (column c)."""
+        return self.groups.drop_duplicates("c").sort_values("c").reset_index(drop=True)[self._class_cols()]
 
     def _class_cols(self) -> list[str]:
         return ["e"] + [f"q{i}" for i in range(len(self.quasi))]
 
     def class_index(self, frame: pd.DataFrame) -> np.ndarray:
-        """Class number of each row of a frame holding the class columns (e, q0..qn)."""
+        """Class number of each row of a frame holding the class columns (e, q0..qn): its column c when the SQL
+        numbered the classes (the same dense rank of the class keys in every query), else a lookup."""
+        if "c" in frame:
+            return frame["c"].to_numpy(dtype=np.int64)
         keys = self.class_keys.assign(__c=np.arange(len(self.class_keys)))
         merged = frame[self._class_cols()].merge(keys, on=self._class_cols(), how="left")
         return merged["__c"].to_numpy(dtype=np.int64)
@@ -210,7 +219,8 @@ class ReleaseData:
     @cached_property
     def class_sizes(self) -> np.ndarray:
         """Records per class (noise included: the class as released)."""
-        return np.bincount(self.class_index(self.groups), weights=self.groups["n"], minlength=len(self.class_keys))
+        return np.bincount(self.class_index(self.groups), weights=self.groups["n"].to_numpy(),
+                           minlength=len(self.class_keys))
 
     @cached_property
     def tuples(self) -> pd.DataFrame:
@@ -312,10 +322,11 @@ class ReleaseData:
         if ("sensitive", sa) in self.cache:
             return self.cache[("sensitive", sa)]
         keys = self._class_keys()
-        frame = _fetch(self.con, _text_groups(self.names.table, keys + [("v", col(sa), False)], self.weight()))
+        frame = _fetch(self.con, _text_groups(self.names.table, keys + [("v", col(sa), False)], self.weight(),
+                                              number=len(self._class_cols())))
         frame["n"] = frame["n"].astype(float)
-        if "groups" not in self.__dict__:
-            cols = [a for a, _, _ in keys]
+        if "groups" not in self.__dict__:     # c depends on the class keys only, so it is kept as a key
+            cols = [a for a, _, _ in keys] + ["c"]
             self.__dict__["groups"] = frame.groupby(cols, dropna=False, sort=False)["n"].sum().reset_index()
         cls = self.class_index(frame)
         codes, uniq = pd.factorize(frame["v"], sort=True, use_na_sentinel=False)
