@@ -50,15 +50,21 @@ def table_relation(name: str) -> exp.Table:
     return exp.Table(this=ident(name))
 
 
+_EXISTS = ("SELECT (SELECT count(*) FROM duckdb_tables() WHERE table_name = $t) "
+           "+ (SELECT count(*) FROM duckdb_views() WHERE NOT internal AND view_name = $t)")
+_EXISTS_IN = ("SELECT (SELECT count(*) FROM duckdb_tables() WHERE schema_name = $s AND table_name = $t) "
+              "+ (SELECT count(*) FROM duckdb_views() WHERE NOT internal AND schema_name = $s AND view_name = $t)")
+
+
 def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Is ``name`` (or ``schema.name``) a table or view? duckdb_tables() ∪ duckdb_views() (not internal) hold the
+    same rows as information_schema.tables at a third of its cost (it is asked on every metrics call)."""
     parts = name.split(".", 1) if "." in name else [None, name]
     schema, tbl = parts if len(parts) == 2 else (None, parts[0])
     if schema:
-        rows = con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
-            [schema, tbl]).fetchall()
+        rows = con.execute(_EXISTS_IN, {"s": schema, "t": tbl}).fetchall()
     else:
-        rows = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [tbl]).fetchall()
+        rows = con.execute(_EXISTS, {"t": tbl}).fetchall()
     return bool(rows[0][0])
 
 

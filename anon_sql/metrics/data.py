@@ -220,7 +220,13 @@ class ReleaseData:
     def class_sizes(self) -> np.ndarray:
         """Records per class (noise included: the class as released)."""
         return np.bincount(self.class_index(self.groups), weights=self.groups["n"].to_numpy(),
-                           minlength=len(self.class_keys))
+                           minlength=self.n_classes)
+
+    @property
+    def n_classes(self) -> int:
+        """Number of equivalence classes."""
+        c = self.groups["c"]
+        return int(c.max()) + 1 if len(c) else 0
 
     @cached_property
     def tuples(self) -> pd.DataFrame:
@@ -332,7 +338,7 @@ class ReleaseData:
         codes, uniq = pd.factorize(frame["v"], sort=True, use_na_sentinel=False)
         n_values = len(uniq)
         rank = np.arange(n_values)
-        sc = SensitiveCounts.from_codes(cls, codes, frame["n"].to_numpy(float), len(self.class_keys), n_values,
+        sc = SensitiveCounts.from_codes(cls, codes, frame["n"].to_numpy(float), self.n_classes, n_values,
                                         value_rank=rank)
         sc.labels = np.asarray(uniq, dtype=object)
         stats = ClassStats(self.class_sizes, {sa: sc})
