@@ -13,7 +13,7 @@ suppressed records count as fully generalized (`*` for every QI) in NCP, precisi
 from __future__ import annotations
 
 import json
-from functools import cached_property, reduce
+from functools import cached_property, lru_cache, reduce
 from typing import Any, Iterable
 
 import duckdb
@@ -72,6 +72,28 @@ def _text_groups(relation: exp.Expression, keys: list[tuple[str, exp.Expression,
             exp.Ordered(this=k.this.copy(), nulls_first=True) for k in outer[:number]]))
         items.append(alias(exp.Sub(this=rank, expression=lit(1)), "c"))
     return _grouped(exp.select(*items).from_(inner.subquery("g", copy=False), copy=False), outer)
+
+
+def _weight(count_column: str | None) -> exp.Expression:
+    """Records of a group: SUM of the policy's count column, else COUNT(*)."""
+    return exp.Sum(this=col(count_column)) if count_column else exp.Count(this=exp.Star())
+
+
+def _class_key_exprs(quasi: list[str] | tuple[str, ...], noise_flag: str | None
+                     ) -> list[tuple[str, exp.Expression, bool]]:
+    """GROUP BY keys of a class: ec_id, released QI values (as text), the noise flag."""
+    keys = [("e", col(EC_ID), False)] + [(f"q{i}", col(q), True) for i, q in enumerate(quasi)]
+    if noise_flag:
+        keys.append(("noise", exp.Coalesce(this=col(noise_flag), expressions=[exp.false()]), False))
+    return keys
+
+
+@lru_cache(maxsize=256)
+def _class_sql(name: str, quasi: tuple[str, ...], noise_flag: str | None, count_column: str | None,
+               sensitive: str | None) -> str:
+    """Rendered :func:`_text_groups` of a release by class (and sensitive value), numbered by class (column c)."""
+    keys = _class_key_exprs(quasi, noise_flag) + ([("v", col(sensitive), False)] if sensitive is not None else [])
+    return render(_text_groups(ReleaseNames(name).table, keys, _weight(count_column), number=len(quasi) + 1))
 
 
 class ReleaseData:
@@ -157,8 +179,8 @@ class ReleaseData:
         return int(self.policy.privacy.k or 1)
 
     def weight(self) -> exp.Expression:
-        c = self.policy.count_column
-        return exp.Sum(this=col(c)) if c else exp.Count(this=exp.Star())
+        """Records of a group (the policy's count column, else COUNT(*))."""
+        return _weight(self.policy.count_column)
 
     @cached_property
     def numeric(self) -> dict[str, bool]:
@@ -186,16 +208,18 @@ class ReleaseData:
     # -- the release ---------------------------------------------------------------------------------------------
     def _class_keys(self) -> list[tuple[str, exp.Expression, bool]]:
         """GROUP BY keys of a class: ec_id, released QI values (as text), the noise flag."""
-        keys = [("e", col(EC_ID), False)] + [(f"q{i}", col(q), True) for i, q in enumerate(self.quasi)]
-        if self.noise_flag:
-            keys.append(("noise", exp.Coalesce(this=col(self.noise_flag), expressions=[exp.false()]), False))
-        return keys
+        return _class_key_exprs(self.quasi, self.noise_flag)
+
+    def _class_query(self, sensitive: str | None = None) -> str:
+        """SQL of the release grouped by class (and a sensitive attribute), numbered by class; rendered once per
+        process for the same release shape (the tree costs as much to build and render as DuckDB takes to run it
+        over 10^5 rows)."""
+        return _class_sql(self.name, tuple(self.quasi), self.noise_flag, self.policy.count_column, sensitive)
 
     @cached_property
     def groups(self) -> pd.DataFrame:
-        """One row per (ec_id, released QI values[, noise flag]): columns e, q0..qn, [noise], n."""
-        frame = _fetch(self.con, _text_groups(self.names.table, self._class_keys(), self.weight(),
-                                              number=len(self._class_cols())))
+        """One row per (ec_id, released QI values[, noise flag]): columns e, q0..qn, [noise], n, c (class number)."""
+        frame = self.con.execute(self._class_query()).df()
         frame["n"] = frame["n"].astype(float)
         return frame
 
@@ -328,8 +352,7 @@ class ReleaseData:
         if ("sensitive", sa) in self.cache:
             return self.cache[("sensitive", sa)]
         keys = self._class_keys()
-        frame = _fetch(self.con, _text_groups(self.names.table, keys + [("v", col(sa), False)], self.weight(),
-                                              number=len(self._class_cols())))
+        frame = self.con.execute(self._class_query(sa)).df()
         frame["n"] = frame["n"].astype(float)
         if "groups" not in self.__dict__:     # c depends on the class keys only, so it is kept as a key
             cols = [a for a, _, _ in keys] + ["c"]
