@@ -33,7 +33,7 @@ FAMILIES = {
     "utility": ["ncp", "precision", "dcp", "cavg"],
     "distribution": ["kl_divergence"],
 }
-READS_SOURCE = {"utility": "per-QI value counts", "distribution": "original QI tuples"}
+READS_SOURCE = {"utility": "one min/max/NULL pass", "distribution": "original QI tuples"}
 
 
 class TimedConnection:
