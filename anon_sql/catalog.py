@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from typing import Iterable
 
 import duckdb
 import pandas as pd
@@ -76,6 +77,26 @@ def load_taxonomy(con: duckdb.DuckDBPyConnection, name: str) -> Taxonomy | None:
         "SELECT leaf, level, value FROM anon.taxonomy_nodes WHERE taxonomy = ? ORDER BY level, leaf", [name]
     ).df()
     return Taxonomy.from_frame(name, long, kind=meta[0][0], spec=json.loads(meta[0][1] or "{}"))
+
+
+def load_taxonomies(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> dict[str, Taxonomy]:
+    """The stored taxonomies among ``names`` (absent ones left out): two queries however many are asked for."""
+    wanted = sorted(set(names))
+    if not wanted or not is_installed(con):
+        return {}
+    meta = con.execute("SELECT name, kind, spec FROM anon.taxonomies WHERE list_contains(?, name)",
+                       [wanted]).fetchall()
+    if not meta:
+        return {}
+    # one row per leaf with its values level by level (the wide form of Taxonomy.from_frame, pivoted in SQL)
+    rows = con.execute("SELECT taxonomy, list(value ORDER BY level) FROM anon.taxonomy_nodes "
+                       "WHERE list_contains(?, taxonomy) GROUP BY taxonomy, leaf ORDER BY taxonomy, leaf",
+                       [[m[0] for m in meta]]).fetchall()
+    wide: dict[str, list[list[str]]] = {}
+    for taxonomy, path in rows:      # one step per taxonomy leaf (catalog metadata), not per data row
+        wide.setdefault(taxonomy, []).append(path)
+    return {name: Taxonomy(name, pd.DataFrame(wide[name]), kind=kind, spec=json.loads(spec or "{}"))
+            for name, kind, spec in meta if name in wide}
 
 
 def taxonomy_names(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -118,7 +118,9 @@ def resolve_taxonomies(con, policy: Policy, src: Source, need: bool, catalog_con
     from .taxonomies import load as load_builtin
 
     out: dict[str, Taxonomy] = {}
-    stored: set[str] | None = None     # names in the catalog, read once (not one probe per quasi-identifier)
+    named = [policy.attributes[q].taxonomy for q in policy.quasi if isinstance(policy.attributes[q].taxonomy, str)]
+    # the catalog's taxonomies among them, in two queries (not three probes per quasi-identifier)
+    stored = catalog.load_taxonomies(catalog_con, named) if catalog_con is not None and named else {}
     for q in policy.quasi:
         spec = policy.attributes[q].taxonomy
         if spec is None:
@@ -133,9 +135,7 @@ def resolve_taxonomies(con, policy: Policy, src: Source, need: bool, catalog_con
         if check or isinstance(spec, dict):   # inline builders are built from the data's values
             values = value_counts(q) if value_counts is not None else _value_counts(con, src, q, policy.count_column)
         if isinstance(spec, str):
-            if stored is None:
-                stored = set(catalog.taxonomy_names(catalog_con)) if catalog_con is not None else set()
-            tax = catalog.load_taxonomy(catalog_con, spec) if spec in stored else None
+            tax = stored.get(spec)
             tax = tax or load_builtin(spec)
             if tax is None and spec.endswith(".csv"):
                 tax = from_arx_csv(spec, q)

@@ -69,8 +69,13 @@ class Taxonomy:
             raise TaxonomyError(
                 f"taxonomy {self.name!r} lists leaf value(s) more than once: {sorted(set(dup))[:10]}"
             )
+        codes = [pd.factorize(lv[c])[0] for c in lv.columns]
         for i in range(1, lv.shape[1]):
-            # a value at level i-1 must have exactly one parent at level i
+            # a value at level i-1 must have exactly one parent at level i: as many distinct (child, parent) pairs
+            # as children (integer codes, cheap); the grouped search below only names the offenders
+            child, parent = codes[i - 1], codes[i]
+            if len(np.unique(child * (int(parent.max()) + 1) + parent)) == len(np.unique(child)):
+                continue
             parents = lv.groupby(f"level{i - 1}")[f"level{i}"].nunique()
             bad = parents[parents > 1]
             if len(bad):
