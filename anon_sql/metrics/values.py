@@ -95,7 +95,8 @@ class Domain:
             self.__dict__["_index"] = (pd.Index(self.labels[known].astype(str)), known)
         idx, known = self.__dict__["_index"]
         # factorize first: the text lookup then runs once per distinct value, not once per row of the frame
-        fc, uniq = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+        series = values if isinstance(values, pd.Series) else pd.Series(values, dtype=object)
+        fc, uniq = pd.factorize(series, use_na_sentinel=True)     # a fetched text column stays in its own dtype
         pos = idx.get_indexer(pd.Index(np.asarray(uniq, dtype=object)).astype(str))
         mapped = np.where(pos >= 0, known[np.maximum(pos, 0)], -1) if len(known) else np.full(len(uniq), -1)
         return np.where(fc >= 0, mapped[np.maximum(fc, 0)] if len(mapped) else -1, self.null_leaf).astype(np.int64)
