@@ -116,6 +116,17 @@ def main() -> None:
         src = f"{s / bare_src:.1f}x ({READS_SOURCE[family]})" if family in READS_SOURCE else "—"
         print(f"| {family} | {', '.join(names)} | {s:.3f} | {sql:.3f} ({stmts}) | {s / bare:.1f}x | {src} |",
               flush=True)
+    # the same families with the taxonomies stored in the catalog (anon-sql taxonomy load), the production path
+    from anon_sql import catalog
+    from anon_sql.taxonomies import load as builtin
+
+    for q in QIS:
+        catalog.store_taxonomy(con, builtin(f"adult_{q}"))
+    for family in ("utility", "distribution"):
+        s, sql, stmts = best_timed(con, FAMILIES[family], args.repeat)
+        src = f"{s / bare_src:.1f}x ({READS_SOURCE[family]})"
+        print(f"| {family}, catalog taxonomies | {', '.join(FAMILIES[family])} | {s:.3f} | {sql:.3f} ({stmts}) | "
+              f"{s / bare:.1f}x | {src} |", flush=True)
     print(f"\nafter: {load()}")
     if not args.skip_30k:
         import bench_metrics

@@ -74,6 +74,16 @@ def _text_groups(relation: exp.Expression, keys: list[tuple[str, exp.Expression,
     return _grouped(exp.select(*items).from_(inner.subquery("g", copy=False), copy=False), outer)
 
 
+@lru_cache(maxsize=1)
+def _catalog_row_sql() -> str:
+    """The released rows of ``anon.releases`` for one name (bound as ``?``): a release has one, a replaced one a
+    few, so the latest is picked in Python (a top-N sort costs DuckDB a millisecond per call)."""
+    return render(exp.select("policy_json", "plan", "source", "records_in", "suppressed", "noise", "created_at")
+                  .from_(exp.Table(this=ident("releases"), db=ident("anon")))
+                  .where(and_all([exp.EQ(this=col("release"), expression=exp.Placeholder()),
+                                  exp.EQ(this=col("status"), expression=lit("released"))])))
+
+
 def _weight(count_column: str | None) -> exp.Expression:
     """Records of a group: SUM of the policy's count column, else COUNT(*)."""
     return exp.Sum(this=col(count_column)) if count_column else exp.Count(this=exp.Star())
@@ -118,13 +128,8 @@ class ReleaseData:
     @classmethod
     def from_catalog(cls, con, name: str, params: dict[str, Any] | None = None) -> "ReleaseData":
         """Read the release's catalog row (policy, plan, counts); source and taxonomies are resolved when needed."""
-        q = (exp.select("policy_json", "plan", "source", "records_in", "suppressed", "noise")
-             .from_(exp.Table(this=ident("releases"), db=ident("anon")))
-             .where(and_all([exp.EQ(this=col("release"), expression=lit(name)),
-                             exp.EQ(this=col("status"), expression=lit("released"))]))
-             .order_by(exp.Ordered(this=col("created_at"), desc=True)).limit(1))
         try:
-            rows = con.execute(render(q)).fetchall()
+            rows = con.execute(_catalog_row_sql(), [name]).fetchall()
         except duckdb.CatalogException:
             raise SourceError("this database has no anon catalog, so no release to measure; create one with "
                               "anon_sql.release(...) or `anon-sql release POLICY --db FILE`") from None
@@ -134,7 +139,9 @@ class ReleaseData:
                 .where(exp.EQ(this=col("status"), expression=lit("released"))))).fetchall()]
             raise SourceError(f"{name!r} is not a materialized release of this database (releases: {sorted(known)}); "
                               "create it with anon_sql.release(...) or `anon-sql release POLICY`")
-        policy_json, plan_json, label, records_in, suppressed, noise = rows[0]
+        dated = [r for r in rows if r[-1] is not None]     # the latest release of that name (as ORDER BY ... DESC)
+        policy_json, plan_json, label, records_in, suppressed, noise, _ = (max(dated, key=lambda r: r[-1]) if dated
+                                                                           else rows[0])
         policy = Policy.from_dict(json.loads(policy_json))
         return cls(con, name, policy, json.loads(plan_json or "{}"), None, label, records_in or 0,
                    suppressed or 0, noise or 0, params)
