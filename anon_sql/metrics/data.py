@@ -1,9 +1,10 @@
 """What every metric reads: the release table, its catalog row (policy, plan, counts), taxonomies and the source —
 fetched once as aggregates (class sizes, distinct released and original QI tuples) and cached.
 
-Every read is lazy and shared: a metric of the release alone (k, DCP, l-diversity, ...) never touches the source or
-the taxonomies; taxonomies are resolved from the per-QI value counts the metrics read anyway (no scan per QI); the
-release is read by one GROUP BY per call (with the first sensitive attribute when a metric needs its counts), and
+Every read is lazy and shared (docs/metrics.md): a metric of the release alone (k, DCP, l-diversity, ...) never
+touches the source or the taxonomies; named taxonomies read no data, and a QI's domain is its taxonomy's leaves plus
+one aggregate pass over the source (NULLs, min_T, max_T); the release is read by one GROUP BY per call (with the
+first sensitive attribute when a metric needs its counts, class sizes summed from it), numbered by class in SQL; and
 each GROUP BY runs on the raw columns (ENUM codes, numbers) and casts its few groups to text afterwards.
 
 Conventions (spec/06): N counts released records; noise records a method flags in a column are left out of the
