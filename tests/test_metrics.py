@@ -474,3 +474,16 @@ def test_check_covers_lists_missing_values_with_counts_and_ignores_nulls():
     tax.check_covers(["a", None, "b"], [3, 2, 1])
     with pytest.raises(anon_sql.TaxonomyError, match=r"2 value\(s\).*'z' \(5 records\), 'y' \(1 records\)"):
         tax.check_covers(["a", "y", None, "z"], [1, 1, 9, 5], column="c")
+
+
+def test_taxonomy_memo_follows_content_not_name():
+    """The per-taxonomy leaf order and label index are memoized by content: a taxonomy replaced under the same name
+    (anon-sql taxonomy load again) gets its own."""
+    a = from_mapping("same", {"a": ["ab"], "b": ["ab"]})
+    b = from_mapping("same", {"a": ["ab"], "b": ["ab"], "c": ["cd"]})
+    assert domain("x", np.array(["a"], dtype=object), False, a).n == 2
+    assert domain("x", np.array(["a"], dtype=object), False, b).n == 3
+    assert cover(domain("x", np.array(["a"], dtype=object), False, b), ["cd", "ab"]).size.tolist() == [1, 2]
+    d = domain("x", np.array(["a"], dtype=object), False, a)
+    d.labels[0] = "mutated"                                      # a caller's arrays are its own
+    assert domain("x", np.array(["a"], dtype=object), False, a).labels[0] != "mutated"

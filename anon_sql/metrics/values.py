@@ -15,8 +15,9 @@ for taxonomy labels), else the range of the leaves it covers; NCP = min(1, width
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,8 @@ import pandas as pd
 from ..errors import AnonSQLError
 from ..taxonomy import TOP, Taxonomy
 
+
+T = TypeVar("T")
 
 _NUM = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 _INTERVAL = re.compile(rf"^\s*[\[(]?\s*({_NUM})\s*(?:-|,|\.\.)\s*({_NUM})\s*[\])\[]?\s*$")
@@ -125,8 +128,31 @@ def domain(name: str, values: pd.Series, numeric: bool, taxonomy: Taxonomy | Non
     return dom
 
 
+_MEMO: OrderedDict[tuple, object] = OrderedDict()
+_MEMO_SIZE = 256
+
+
+def _memo(what: str, tax: Taxonomy, arg: object, compute: Callable[[], T]) -> T:
+    """``compute()`` memoized by the taxonomy's content (name and every level value: hashing a few hundred strings
+    is cheaper than the pandas work it saves on every metrics call); results are read-only arrays and dicts."""
+    key = (what, arg, tax.name, tax.levels.shape, tuple(tax.levels.to_numpy().ravel().tolist()))
+    if key in _MEMO:
+        _MEMO.move_to_end(key)
+        return _MEMO[key]            # type: ignore[return-value]
+    value = _MEMO[key] = compute()
+    if len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return value
+
+
 def _taxonomy_leaves(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarray]:
     """A taxonomy's leaves (and their float values) in numeric order, else in top-down path order."""
+    labels, x = _memo("leaves", taxonomy, numeric, lambda: _leaves_of(taxonomy, numeric))
+    return labels.copy(), x.copy()
+
+
+def _leaves_of(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_taxonomy_leaves`, computed."""
     lv = taxonomy.levels
     labels = lv["level0"].to_numpy(dtype=object)
     x = _to_float(labels)
@@ -180,6 +206,11 @@ class Cover:
 
 def _taxonomy_index(tax: Taxonomy, level: int | None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Label → taxonomy row positions under it, and label → lowest level (all levels, or the one given)."""
+    return _memo("index", tax, level, lambda: _index_of(tax, level))
+
+
+def _index_of(tax: Taxonomy, level: int | None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """:func:`_taxonomy_index`, computed."""
     lv = tax.levels
     levels = [level] if level is not None else range(lv.shape[1])
     rows: dict[str, list[np.ndarray]] = {}
