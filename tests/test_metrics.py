@@ -430,7 +430,7 @@ def test_metrics_of_the_release_alone_never_read_the_source(con):
     m = metrics.compute(Counting(), "hand", ["k", "records_at_risk", "dcp", "cavg", "l_distinct", "l_entropy"])
     assert m["k"] == 1 and m["dcp"] == 10 and m["l_distinct"] == 1
     release_scans = [s for s in statements if '"hand"' in s and "anon" not in s]
-    assert len(release_scans) == 1 and len(statements) <= 3
+    assert len(release_scans) == 1 and len(statements) <= 4      # + catalog probe, catalog row, existence
     with pytest.raises(SourceError, match="is gone"):
         metrics.compute(con, "hand", ["ncp"])
 
@@ -487,3 +487,12 @@ def test_taxonomy_memo_follows_content_not_name():
     d = domain("x", np.array(["a"], dtype=object), False, a)
     d.labels[0] = "mutated"                                      # a caller's arrays are its own
     assert domain("x", np.array(["a"], dtype=object), False, a).labels[0] != "mutated"
+
+
+def test_no_catalog_is_a_clear_error_that_keeps_an_open_transaction_usable():
+    con = duckdb.connect()
+    con.execute("BEGIN TRANSACTION")
+    with pytest.raises(SourceError, match="no anon catalog"):
+        metrics.compute(con, "anything")
+    assert con.execute("SELECT 42").fetchall() == [(42,)]
+    con.execute("COMMIT")

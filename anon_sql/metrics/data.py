@@ -17,8 +17,6 @@ import json
 from functools import cached_property, lru_cache, reduce
 from typing import Any, Iterable
 
-import duckdb
-
 import numpy as np
 import pandas as pd
 from sqlglot import exp
@@ -129,11 +127,12 @@ class ReleaseData:
     @classmethod
     def from_catalog(cls, con, name: str, params: dict[str, Any] | None = None) -> "ReleaseData":
         """Read the release's catalog row (policy, plan, counts); source and taxonomies are resolved when needed."""
-        try:
-            rows = con.execute(_catalog_row_sql(), [name]).fetchall()
-        except duckdb.CatalogException:
+        from ..catalog import is_installed
+
+        if not is_installed(con):    # a probe, not a failing query: a caller's open transaction stays usable
             raise SourceError("this database has no anon catalog, so no release to measure; create one with "
-                              "anon_sql.release(...) or `anon-sql release POLICY --db FILE`") from None
+                              "anon_sql.release(...) or `anon-sql release POLICY --db FILE`")
+        rows = con.execute(_catalog_row_sql(), [name]).fetchall()
         if not rows or not relation_exists(con, name):
             known = [r[0] for r in con.execute(render(
                 exp.select("release").distinct().from_(exp.Table(this=ident("releases"), db=ident("anon")))
