@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from importlib import resources
 from typing import Iterable
 
@@ -95,8 +96,14 @@ def load_taxonomies(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> dic
     wide: dict[str, list[list[str]]] = {}
     for taxonomy, path in rows:      # one step per taxonomy leaf (catalog metadata), not per data row
         wide.setdefault(taxonomy, []).append(path)
-    return {name: Taxonomy(name, pd.DataFrame(wide[name]), kind=kind, spec=json.loads(spec or "{}"))
+    return {name: _built(name, kind, spec or "{}", tuple(map(tuple, wide[name]))).copy()
             for name, kind, spec in meta if name in wide}
+
+
+@lru_cache(maxsize=128)
+def _built(name: str, kind: str, spec: str, paths: tuple[tuple[str, ...], ...]) -> Taxonomy:
+    """A stored taxonomy built and validated once per content (name, kind, spec and every leaf's path)."""
+    return Taxonomy(name, pd.DataFrame([list(p) for p in paths]), kind=kind, spec=json.loads(spec))
 
 
 def taxonomy_names(con: duckdb.DuckDBPyConnection) -> list[str]:

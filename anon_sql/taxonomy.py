@@ -5,6 +5,7 @@ the last level usually ``*``). Level values are compared as text: the source col
 """
 from __future__ import annotations
 
+import copy
 import csv
 import io
 from dataclasses import dataclass, field
@@ -33,6 +34,13 @@ class Taxonomy:
         self.levels = self.levels.astype(str).reset_index(drop=True)
         self.levels.columns = [f"level{i}" for i in range(self.levels.shape[1])]
         self._validate_shape()
+
+    def copy(self) -> "Taxonomy":
+        """An independent copy (own levels frame and spec), without validating again."""
+        out = copy.copy(self)
+        out.levels, out.spec = self.levels.copy(), dict(self.spec)
+        out.__dict__.pop("_content_key", None)      # memo key of metrics/values.py: the copy may change
+        return out
 
     # -- structure -------------------------------------------------------------------------------------------
     @property

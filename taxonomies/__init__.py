@@ -1,7 +1,6 @@
 """Built-in taxonomies shipped with the package (ARX format: value;level1;...;*), usable by name in policies."""
 from __future__ import annotations
 
-import copy
 from functools import lru_cache
 from importlib import resources
 
@@ -18,9 +17,7 @@ def load(name: str) -> Taxonomy | None:
     tax = _parsed(name)
     if tax is None:
         return None
-    out = copy.copy(tax)              # no re-validation: the cached one was validated when parsed
-    out.levels, out.spec = tax.levels.copy(), dict(tax.spec)
-    return out
+    return tax.copy()                 # no re-validation: the cached one was validated when parsed
 
 
 @lru_cache(maxsize=None)

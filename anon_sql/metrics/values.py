@@ -64,6 +64,7 @@ class Domain:
     in_data: np.ndarray         # bool: the leaf occurs in the source (all False when ``bounds`` is given instead)
     taxonomy: Taxonomy | None = None
     bounds: tuple[float, float] | None = None   # (min_T, max_T) read from the source when the leaves weren't
+    tax_rows: np.ndarray | None = None          # leaf index of each row of ``taxonomy.levels`` (when it has one)
 
     @property
     def n(self) -> int:
@@ -110,8 +111,9 @@ def domain(name: str, values: pd.Series, numeric: bool, taxonomy: Taxonomy | Non
     present = pd.Series(values, dtype=object)
     has_null = bool(present.isna().any())
     texts = present[present.notna()].astype(str)
+    tax_rows = None
     if taxonomy is not None:
-        labels, x = _taxonomy_leaves(taxonomy, numeric)
+        labels, x, tax_rows = _taxonomy_leaves(taxonomy, numeric)
     else:
         labels = np.array(sorted(set(texts)), dtype=object)
         x = _to_float(labels)
@@ -122,7 +124,7 @@ def domain(name: str, values: pd.Series, numeric: bool, taxonomy: Taxonomy | Non
         labels = np.append(labels, None)
         x = np.append(x, np.nan)
     in_data = np.zeros(len(labels), dtype=bool)
-    dom = Domain(name, numeric, labels, x, np.arange(len(labels)), in_data, taxonomy)
+    dom = Domain(name, numeric, labels, x, np.arange(len(labels)), in_data, taxonomy, tax_rows=tax_rows)
     c = dom.codes(present)
     in_data[c[c >= 0]] = True
     return dom
@@ -135,7 +137,9 @@ _MEMO_SIZE = 256
 def _memo(what: str, tax: Taxonomy, arg: object, compute: Callable[[], T]) -> T:
     """``compute()`` memoized by the taxonomy's content (name and every level value: hashing a few hundred strings
     is cheaper than the pandas work it saves on every metrics call); results are read-only arrays and dicts."""
-    key = (what, arg, tax.name, tax.levels.shape, tuple(tax.levels.to_numpy().ravel().tolist()))
+    if "_content_key" not in tax.__dict__:     # once per instance (taxonomies are never changed in place)
+        tax.__dict__["_content_key"] = (tax.name, tax.levels.shape, tuple(tax.levels.to_numpy().ravel().tolist()))
+    key = (what, arg, tax.__dict__["_content_key"])
     if key in _MEMO:
         _MEMO.move_to_end(key)
         return _MEMO[key]            # type: ignore[return-value]
@@ -145,13 +149,14 @@ def _memo(what: str, tax: Taxonomy, arg: object, compute: Callable[[], T]) -> T:
     return value
 
 
-def _taxonomy_leaves(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarray]:
-    """A taxonomy's leaves (and their float values) in numeric order, else in top-down path order."""
-    labels, x = _memo("leaves", taxonomy, numeric, lambda: _leaves_of(taxonomy, numeric))
-    return labels.copy(), x.copy()
+def _taxonomy_leaves(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A taxonomy's leaves (and their float values) in numeric order, else in top-down path order; and the leaf index
+    of each taxonomy row."""
+    labels, x, rows = _memo("leaves", taxonomy, numeric, lambda: _leaves_of(taxonomy, numeric))
+    return labels.copy(), x.copy(), rows.copy()
 
 
-def _leaves_of(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarray]:
+def _leaves_of(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_taxonomy_leaves`, computed."""
     lv = taxonomy.levels
     labels = lv["level0"].to_numpy(dtype=object)
@@ -161,19 +166,19 @@ def _leaves_of(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarra
     else:   # top-down path order, so that taxonomy siblings are adjacent
         keys = [np.arange(len(lv))] + [pd.factorize(lv[c], sort=True)[0] for c in lv.columns[1:]]
         order = np.lexsort(keys)
-    return labels[order], x[order]
+    return labels[order], x[order], np.argsort(order)
 
 
 def taxonomy_domain(name: str, taxonomy: Taxonomy, numeric: bool, has_null: bool, lo: float, hi: float) -> Domain:
     """A quasi-identifier's domain from its taxonomy and a summary of the source (NULLs present, min_T, max_T):
     the same leaves as :func:`domain`, without reading the source's distinct values (its leaves cover them)."""
-    labels, x = _taxonomy_leaves(taxonomy, numeric)
+    labels, x, tax_rows = _taxonomy_leaves(taxonomy, numeric)
     if has_null:
         labels = np.append(labels, None)
         x = np.append(x, np.nan)
     bounds = (float(lo), float(hi)) if numeric and lo is not None and hi is not None else (np.nan, np.nan)
     return Domain(name, numeric, labels, x, np.arange(len(labels)), np.zeros(len(labels), dtype=bool), taxonomy,
-                  bounds)
+                  bounds, tax_rows)
 
 
 @dataclass
@@ -228,7 +233,7 @@ def cover(dom: Domain, released: Sequence, level: int | None = None) -> Cover:
     tax = dom.taxonomy
     by_label, low = _taxonomy_index(tax, level) if tax is not None else ({}, {})
     if tax is not None:   # taxonomy rows → domain leaf codes
-        leaf_of_row = dom.codes(tax.levels["level0"])
+        leaf_of_row = dom.tax_rows if dom.tax_rows is not None else dom.codes(tax.levels["level0"])
     height = tax.height if tax is not None and tax.height > 0 else 1
     every = np.arange(dom.n)
     leaf_pos = {str(label): i for i, label in enumerate(dom.labels) if label is not None}
