@@ -81,7 +81,7 @@ def build(con, release_name: str, names: Sequence[str] | str | None = None, para
         metrics.append({"metric": k, "value": v, "direction": m.direction if m else "info",
                         "formula": m.formula if m and m.name == k else ""})
     report: dict[str, Any] = {
-        "release": release_name, "method": data.policy.method, "source": data.source.label,
+        "release": release_name, "method": data.policy.method, "source": data.source_label,
         "records_in": data.records_in, "records_out": int(data.class_sizes.sum()), "suppressed": data.suppressed,
         "noise": data.noise, "classes": int(len(data.class_sizes)), "plan": data.plan, "quasi": data.quasi,
         "sensitive": data.policy.sensitive, "materialized": True,

@@ -5,6 +5,7 @@ the last level usually ``*``). Level values are compared as text: the source col
 """
 from __future__ import annotations
 
+import copy
 import csv
 import io
 from dataclasses import dataclass, field
@@ -33,6 +34,13 @@ class Taxonomy:
         self.levels = self.levels.astype(str).reset_index(drop=True)
         self.levels.columns = [f"level{i}" for i in range(self.levels.shape[1])]
         self._validate_shape()
+
+    def copy(self) -> "Taxonomy":
+        """An independent copy (own levels frame and spec), without validating again."""
+        out = copy.copy(self)
+        out.levels, out.spec = self.levels.copy(), dict(self.spec)
+        out.__dict__.pop("_content_key", None)      # memo key of metrics/values.py: the copy may change
+        return out
 
     # -- structure -------------------------------------------------------------------------------------------
     @property
@@ -69,8 +77,13 @@ class Taxonomy:
             raise TaxonomyError(
                 f"taxonomy {self.name!r} lists leaf value(s) more than once: {sorted(set(dup))[:10]}"
             )
+        codes = [pd.factorize(lv[c])[0] for c in lv.columns]
         for i in range(1, lv.shape[1]):
-            # a value at level i-1 must have exactly one parent at level i
+            # a value at level i-1 must have exactly one parent at level i: as many distinct (child, parent) pairs
+            # as children (integer codes, cheap); the grouped search below only names the offenders
+            child, parent = codes[i - 1], codes[i]
+            if len(np.unique(child * (int(parent.max()) + 1) + parent)) == len(np.unique(child)):
+                continue
             parents = lv.groupby(f"level{i - 1}")[f"level{i}"].nunique()
             bad = parents[parents > 1]
             if len(bad):
@@ -85,11 +98,13 @@ class Taxonomy:
 
     def check_covers(self, values: pd.Series, counts: pd.Series | None = None, column: str | None = None) -> None:
         """Raise if a (non-NULL) data value has no leaf; the error lists up to 10 missing values and their counts."""
-        leaves = set(self.levels["level0"])
-        frame = pd.DataFrame({"v": values, "n": counts if counts is not None else 1})
-        frame = frame[frame["v"].notna()]
-        missing = frame[~frame["v"].astype(str).isin(leaves)]
-        if len(missing):
+        v = pd.Series(values, dtype=object).reset_index(drop=True)
+        present = v.notna().to_numpy()
+        bad = np.zeros(len(v), dtype=bool)
+        bad[present] = ~np.isin(v[present].astype(str).to_numpy(), self.levels["level0"].to_numpy())
+        if bad.any():     # the common case (every value has a leaf) stays one vectorized membership test
+            n = np.ones(len(v)) if counts is None else pd.Series(counts).to_numpy()
+            missing = pd.DataFrame({"v": v[bad].to_numpy(), "n": n[bad]})
             agg = missing.groupby("v")["n"].sum().sort_values(ascending=False)
             shown = ", ".join(f"{v!r} ({int(n)} records)" for v, n in agg.head(10).items())
             more = f" and {len(agg) - 10} more" if len(agg) > 10 else ""

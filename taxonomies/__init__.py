@@ -1,6 +1,7 @@
 """Built-in taxonomies shipped with the package (ARX format: value;level1;...;*), usable by name in policies."""
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib import resources
 
 from anon_sql.taxonomy import Taxonomy, from_arx_text
@@ -12,7 +13,16 @@ def names() -> list[str]:
 
 
 def load(name: str) -> Taxonomy | None:
-    """A built-in taxonomy by name, or None."""
+    """A built-in taxonomy by name, or None (a fresh copy each call: parsed and validated once per process)."""
+    tax = _parsed(name)
+    if tax is None:
+        return None
+    return tax.copy()                 # no re-validation: the cached one was validated when parsed
+
+
+@lru_cache(maxsize=None)
+def _parsed(name: str) -> Taxonomy | None:
+    """Parse a shipped file once (they are package data, never changed while the process runs)."""
     if name not in names():
         return None
     text = resources.files(__name__).joinpath(name + ".csv").read_text(encoding="utf-8")

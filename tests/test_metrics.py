@@ -6,6 +6,7 @@ import math
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -351,3 +352,147 @@ def test_covering_pairs_equals_brute_force(data):
     for selective in (0.0, 1.0):                             # dense blocks only / hash join on partitioning QIs
         oi, ti = covering_pairs(oc, tc, covers, n_leaves, selective)
         assert set(zip(oi.tolist(), ti.tolist())) == expected and len(oi) == len(expected)
+
+
+# -- shared reads (one pass per aggregate): each shortcut equals the direct computation ----------------------------
+NULL_ROWS = [(20, "A1", "flu"), (22, "A2", "hiv"), (30, None, "flu"), (34, "B1", "flu"), (None, "B2", "cancer"),
+             (50, "A1", "flu"), (51, "A1", None), (23, "B2", "flu")]
+
+
+def _null_hand(con, levels: dict) -> None:
+    con.execute("CREATE OR REPLACE TABLE hn (age INTEGER, city VARCHAR, dx VARCHAR)")
+    con.executemany("INSERT INTO hn VALUES (?, ?, ?)", NULL_ROWS)
+    anon_sql.release(con, {"name": "hn_rel", "source": "hn", "method": "levels",
+                           "attributes": {"age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [10]}},
+                                          "city": {"role": "quasi", "taxonomy": CITY}, "dx": {"role": "sensitive"}},
+                           "privacy": {"k": 1}, "method_params": {"levels": levels}}, replace=True)
+
+
+def _sorted(frame):
+    cols = list(frame.columns)
+    return frame.astype({c: object for c in cols if c != "n"}).fillna("\x00").sort_values(cols).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("levels", [{"age": 0, "city": 0}, {"age": 1, "city": 1}, {"age": 2, "city": 0}])
+def test_class_sizes_from_the_sensitive_pass_equal_the_direct_group_by(con, levels):
+    _null_hand(con, levels)
+    direct = ReleaseData.from_catalog(con, "hn_rel")
+    shared = ReleaseData.from_catalog(con, "hn_rel")
+    shared.prefetch(["sensitive"])                            # groups derived from the (class, dx) counts
+    assert "groups" in shared.__dict__
+    a, b = _sorted(direct.groups), _sorted(shared.groups)
+    assert a.drop(columns="n").equals(b.drop(columns="n")) and np.allclose(a["n"], b["n"])
+    assert np.array_equal(np.sort(direct.class_sizes), np.sort(shared.class_sizes))
+    names = ["k", "l_distinct", "l_entropy", "t_closeness", "dcp", "sample_uniques"]
+    assert evaluate(ReleaseData.from_catalog(con, "hn_rel"), names) == evaluate(direct, names)
+
+
+def test_value_counts_one_pass_equal_the_sums_of_the_original_tuples(con):
+    _null_hand(con, {"age": 1, "city": 1})
+    scanned = ReleaseData.from_catalog(con, "hn_rel").value_counts        # UNION ALL of per-QI GROUP BYs
+    summed = ReleaseData.from_catalog(con, "hn_rel")
+    summed.original
+    summed = summed.value_counts                                           # summed from the original tuples
+    for q in ("age", "city"):
+        assert _sorted(scanned[q]).equals(_sorted(summed[q]))
+        assert scanned[q]["v"].isna().sum() == 1 and scanned[q]["n"].sum() == len(NULL_ROWS)
+
+
+def test_domains_from_the_taxonomy_summary_equal_those_from_the_values(con):
+    _null_hand(con, {"age": 1, "city": 1})
+    d = ReleaseData.from_catalog(con, "hn_rel")
+    for q in ("age", "city"):
+        fast = d.domains[q]                                   # taxonomy + one aggregate pass (no value counts)
+        assert fast.bounds is not None
+        slow = domain(q, d.value_counts[q]["v"], d.numeric[q], d.taxonomies[q])
+        assert fast.labels.tolist() == slow.labels.tolist() and fast.null_leaf == slow.null_leaf >= 0
+        assert np.array_equal(fast.x, slow.x, equal_nan=True)
+        assert (fast.lo, fast.hi) == (slow.lo, slow.hi) or (math.isnan(fast.lo) and math.isnan(slow.lo))
+    assert (d.domains["age"].lo, d.domains["age"].hi) == (20.0, 51.0)
+
+
+def test_metrics_of_the_release_alone_never_read_the_source(con):
+    """k, DCP, C_AVG and l-diversity read one GROUP BY of the release (plus the catalog row), so they still work
+    when the source is gone; NCP needs the source and says so."""
+    _hand(con, {"age": 1, "city": 1})
+    con.execute("DROP VIEW hand__source")
+    con.execute("DROP TABLE h")
+    statements = []
+
+    class Counting:
+        def execute(self, *args):
+            statements.append(args[0])
+            return con.execute(*args)
+
+        def __getattr__(self, name):
+            return getattr(con, name)
+
+    m = metrics.compute(Counting(), "hand", ["k", "records_at_risk", "dcp", "cavg", "l_distinct", "l_entropy"])
+    assert m["k"] == 1 and m["dcp"] == 10 and m["l_distinct"] == 1
+    release_scans = [s for s in statements if '"hand"' in s and "anon" not in s]
+    assert len(release_scans) == 1 and len(statements) <= 4      # + catalog probe, catalog row, existence
+    with pytest.raises(SourceError, match="is gone"):
+        metrics.compute(con, "hand", ["ncp"])
+
+
+def test_named_taxonomies_read_no_values_without_the_check(con):
+    from anon_sql.policy import Policy
+    from anon_sql.release import resolve_taxonomies
+
+    def no_scan(column):
+        raise AssertionError(f"read the values of {column}")
+
+    pol = Policy.from_dict({"name": "x", "source": "adult", "method": "levels",
+                            "attributes": {"age": {"role": "quasi", "taxonomy": "adult_age"},
+                                           "sex": {"role": "quasi", "taxonomy": {"kind": "top"}}}})
+    calls = []
+
+    def sex_values(column):
+        calls.append(column)
+        return pd.DataFrame({"v": ["Male", "Female"], "n": [1, 1]})
+
+    taxes = resolve_taxonomies(con, pol, None, False, catalog_con=con, check=False, value_counts=sex_values)
+    assert set(taxes) == {"age", "sex"} and calls == ["sex"]            # only the inline builder needs values
+    with pytest.raises(AssertionError, match="read the values"):
+        resolve_taxonomies(con, pol, None, False, catalog_con=con, value_counts=no_scan)
+
+
+def test_builtin_taxonomies_are_parsed_once_and_handed_out_as_copies():
+    from anon_sql.taxonomies import load
+
+    a, b = load("adult_age"), load("adult_age")
+    assert a is not b and a.levels.equals(b.levels)
+    a.levels.iloc[0, 0] = "changed"
+    a.spec["kind"] = "changed"
+    c = load("adult_age")
+    assert c.levels.iloc[0, 0] != "changed" and c.spec["kind"] == "builtin"
+    assert load("no_such_taxonomy") is None
+
+
+def test_check_covers_lists_missing_values_with_counts_and_ignores_nulls():
+    tax = from_mapping("c", {"a": ["ab"], "b": ["ab"]})
+    tax.check_covers(["a", None, "b"], [3, 2, 1])
+    with pytest.raises(anon_sql.TaxonomyError, match=r"2 value\(s\).*'z' \(5 records\), 'y' \(1 records\)"):
+        tax.check_covers(["a", "y", None, "z"], [1, 1, 9, 5], column="c")
+
+
+def test_taxonomy_memo_follows_content_not_name():
+    """The per-taxonomy leaf order and label index are memoized by content: a taxonomy replaced under the same name
+    (anon-sql taxonomy load again) gets its own."""
+    a = from_mapping("same", {"a": ["ab"], "b": ["ab"]})
+    b = from_mapping("same", {"a": ["ab"], "b": ["ab"], "c": ["cd"]})
+    assert domain("x", np.array(["a"], dtype=object), False, a).n == 2
+    assert domain("x", np.array(["a"], dtype=object), False, b).n == 3
+    assert cover(domain("x", np.array(["a"], dtype=object), False, b), ["cd", "ab"]).size.tolist() == [1, 2]
+    d = domain("x", np.array(["a"], dtype=object), False, a)
+    d.labels[0] = "mutated"                                      # a caller's arrays are its own
+    assert domain("x", np.array(["a"], dtype=object), False, a).labels[0] != "mutated"
+
+
+def test_no_catalog_is_a_clear_error_that_keeps_an_open_transaction_usable():
+    con = duckdb.connect()
+    con.execute("BEGIN TRANSACTION")
+    with pytest.raises(SourceError, match="no anon catalog"):
+        metrics.compute(con, "anything")
+    assert con.execute("SELECT 42").fetchall() == [(42,)]
+    con.execute("COMMIT")

@@ -80,6 +80,29 @@ def test_arx_hierarchy_loads_into_catalog_and_is_queryable():
     assert key(again).equals(key(tax))
 
 
+def test_catalog_loads_several_taxonomies_in_two_queries_as_one_by_one():
+    from anon_sql import catalog
+
+    con = duckdb.connect()
+    anon_sql.install(con)
+    mixed = tx.from_mapping("quote's; \"mixed\"", {"a'1": ["x y"], "é2": ["x y"], "c;3": ["z"]})
+    for t in (tx.from_arx_text("1;1-2;*\n2;1-2;*\n3;3-4;*\n", "nums"), mixed):
+        catalog.store_taxonomy(con, t)
+    statements = []
+
+    class Counting:
+        def execute(self, *args):
+            statements.append(args[0])
+            return con.execute(*args)
+
+    batch = catalog.load_taxonomies(Counting(), ["nums", mixed.name, "absent"])
+    assert set(batch) == {"nums", mixed.name} and len(statements) == 3     # is_installed, meta, nodes
+    for name, t in batch.items():
+        one = catalog.load_taxonomy(con, name)
+        assert t.levels.equals(one.levels) and (t.kind, t.spec, t.height) == (one.kind, one.spec, one.height)
+    assert catalog.load_taxonomies(con, []) == {} and catalog.load_taxonomies(duckdb.connect(), ["nums"]) == {}
+
+
 def test_mask_interval_date_builders():
     z = tx.mask("zip", ["52003", "52000", "54001"])
     assert z.mapping(1)["52003"] == "5200*" and z.mapping(5)["52003"] == "*****" and z.height == 5

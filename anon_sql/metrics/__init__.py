@@ -41,7 +41,9 @@ def _names(names: Iterable[str] | str | bool | None) -> list[str]:
 def evaluate(data: ReleaseData, names: Iterable[str] | str | bool | None = None) -> dict[str, float]:
     """Compute the named metrics (all when None) over prepared release data; details keys follow their metric."""
     out: dict[str, float] = {}
-    for name in _names(names):
+    names = _names(names)
+    data.prefetch({r for n in names for r in REGISTRY[n].reads})
+    for name in names:
         value = REGISTRY[name].fn(data)
         if isinstance(value, dict):
             out.update({k: float(v) for k, v in value.items()})

@@ -144,7 +144,7 @@ def query_error_table(d: ReleaseData) -> pd.DataFrame:
 
 @register("query_error", "query", "mean over a seeded workload of COUNT(*) queries of |est − true| / true "
           "(queries with true = 0 skipped and counted: query_skipped; also query_error_median)", "lower",
-          needs="release+source")
+          needs="release+source", reads=("tuples",))
 def query_error(d: ReleaseData) -> dict[str, float]:
     e = query_errors(d)["error"]
     ok = e.dropna()

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 DIRECTIONS = ("lower", "higher", "info")
 NEEDS = ("release", "release+source")
+READS = ("sensitive", "tuples")    # shared aggregates worth reading first (see ReleaseData.prefetch)
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Metric:
     direction: str         # lower / higher is better, or info
     needs: str             # "release" (release + catalog + taxonomies) or "release+source"
     fn: Callable[[Any], float | dict[str, float]]
+    reads: tuple[str, ...] = ()   # "sensitive": per-class sensitive counts; "tuples": the original QI tuples
 
     def as_row(self) -> dict[str, str]:
         return {"metric": self.name, "family": self.family, "direction": self.direction, "needs": self.needs,
@@ -31,15 +33,18 @@ class Metric:
 REGISTRY: dict[str, Metric] = {}
 
 
-def register(name: str, family: str, formula: str, direction: str, needs: str = "release"):
+def register(name: str, family: str, formula: str, direction: str, needs: str = "release",
+             reads: tuple[str, ...] = ()):
     """Decorator: add a metric function to :data:`REGISTRY` under ``name``."""
+    if any(r not in READS for r in reads):
+        raise ValueError(f"metric {name!r}: reads must be among {READS}")
     if direction not in DIRECTIONS:
         raise ValueError(f"metric {name!r}: direction must be one of {DIRECTIONS}")
     if needs not in NEEDS:
         raise ValueError(f"metric {name!r}: needs must be one of {NEEDS}")
 
     def wrap(fn: Callable[[Any], float | dict[str, float]]):
-        REGISTRY[name] = Metric(name, family, formula, direction, needs, fn)
+        REGISTRY[name] = Metric(name, family, formula, direction, needs, fn, tuple(reads))
         return fn
 
     return wrap

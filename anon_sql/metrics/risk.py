@@ -65,12 +65,12 @@ def _per_attribute(d: ReleaseData, name: str, measure, worst) -> dict[str, float
     return out
 
 
-@register("l_distinct", "risk", "min_EC #distinct S values", "higher")
+@register("l_distinct", "risk", "min_EC #distinct S values", "higher", reads=("sensitive",))
 def l_distinct(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "l_distinct", lambda sa, sc, st, _: DistinctLDiversity(sa, 1).measure(st), np.min)
 
 
-@register("l_entropy", "risk", "min_EC exp(−Σ p_s ln p_s)", "higher")
+@register("l_entropy", "risk", "min_EC exp(−Σ p_s ln p_s)", "higher", reads=("sensitive",))
 def l_entropy(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "l_entropy", lambda sa, sc, st, _: EntropyLDiversity(sa, 1).measure(st), np.min)
 
@@ -81,7 +81,8 @@ def _recursive_l(d: ReleaseData) -> int:
 
 
 @register("l_recursive", "risk", "max_EC r_1 / (r_l + r_{l+1} + …): the smallest c the release meets "
-          "(c must exceed it; l from the policy, else 2; inf when a class has fewer than l values)", "lower")
+          "(c must exceed it; l from the policy, else 2; inf when a class has fewer than l values)", "lower",
+          reads=("sensitive",))
 def l_recursive(d: ReleaseData) -> dict[str, float]:
     l = _recursive_l(d)
 
@@ -109,24 +110,24 @@ def t_distance(d: ReleaseData, sa: str) -> str:
 
 
 @register("t_closeness", "risk", "max_EC EMD(P_EC, P_T): equal distance ½ Σ |p_i − q_i|, ordered for numeric S",
-          "lower")
+          "lower", reads=("sensitive",))
 def t_closeness(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "t_closeness",
                           lambda sa, sc, st, _: TCloseness(sa, 1.0, t_distance(d, sa)).measure(st), np.max)
 
 
-@register("simpson_d", "risk", "min_EC D, D = 1 / Σ p²", "higher")
+@register("simpson_d", "risk", "min_EC D, D = 1 / Σ p²", "higher", reads=("sensitive",))
 def simpson_d(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "simpson_d", lambda sa, sc, st, _: SimpsonDiversity(sa).values(st)[0], np.min)
 
 
-@register("simpson_e", "risk", "min_EC E, E = D / #distinct", "higher")
+@register("simpson_e", "risk", "min_EC E, E = D / #distinct", "higher", reads=("sensitive",))
 def simpson_e(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "simpson_e", lambda sa, sc, st, _: SimpsonDiversity(sa).values(st)[1], np.min)
 
 
 @register("theta", "risk", "min_EC σ²(EC) / σ²_full(|EC|), σ²_full(m) = (m² − 1)/12: the largest μ every "
-          "class meets (classes of one record skipped)", "higher")
+          "class meets (classes of one record skipped)", "higher", reads=("sensitive",))
 def theta(d: ReleaseData) -> dict[str, float]:
     def measure(sa, sc, stats, _):
         m = stats.sizes.astype(float)
@@ -146,7 +147,7 @@ def noise_records(d: ReleaseData) -> float:
 # -- re-identification and leakage (need the source) --------------------------------------------------------------
 @register("reid_probability", "risk", "attacker knowing QI subset A (parameter reid_quasi, default all QIs): per "
           "original record 1/#{released records covering it on A} (0 when none); mean over records "
-          "(+ reid_probability_std)", "lower", needs="release+source")
+          "(+ reid_probability_std)", "lower", needs="release+source", reads=("tuples",))
 def reid_probability(d: ReleaseData) -> dict[str, float]:
     quasi = list(d.params.get("reid_quasi") or d.quasi)
     unknown = [q for q in quasi if q not in d.quasi]

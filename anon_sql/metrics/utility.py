@@ -125,7 +125,7 @@ def coverage_iv(d: ReleaseData) -> float:
 # -- distributions ---------------------------------------------------------------------------------------------------
 @register("kl_divergence", "utility", "Σ_x P(x) ln(P(x)/Q(x)) over original QI tuples x; Q spreads each released "
           "tuple's records uniformly over the leaf combinations it covers (suppressed records: all `*`); nats",
-          "lower", needs="release+source")
+          "lower", needs="release+source", reads=("tuples",))
 def kl_divergence(d: ReleaseData) -> float:
     n_t = d.tuples["n"].to_numpy(dtype=float)
     total = n_t.sum() + d.suppressed

@@ -15,8 +15,9 @@ for taxonomy labels), else the range of the leaves it covers; NCP = min(1, width
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,8 @@ import pandas as pd
 from ..errors import AnonSQLError
 from ..taxonomy import TOP, Taxonomy
 
+
+T = TypeVar("T")
 
 _NUM = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 _INTERVAL = re.compile(rf"^\s*[\[(]?\s*({_NUM})\s*(?:-|,|\.\.)\s*({_NUM})\s*[\])\[]?\s*$")
@@ -58,8 +61,10 @@ class Domain:
     labels: np.ndarray          # object: leaf text, None for NULL
     x: np.ndarray               # float value of each leaf (NaN when not a number / NULL)
     order: np.ndarray           # position of each leaf in taxonomy (or numeric/text) order, 0..n-1
-    in_data: np.ndarray         # bool: the leaf occurs in the source
+    in_data: np.ndarray         # bool: the leaf occurs in the source (all False when ``bounds`` is given instead)
     taxonomy: Taxonomy | None = None
+    bounds: tuple[float, float] | None = None   # (min_T, max_T) read from the source when the leaves weren't
+    tax_rows: np.ndarray | None = None          # leaf index of each row of ``taxonomy.levels`` (when it has one)
 
     @property
     def n(self) -> int:
@@ -68,11 +73,16 @@ class Domain:
     @property
     def lo(self) -> float:
         """Smallest value of the source (numeric QIs; NaN otherwise)."""
+        if self.bounds is not None:
+            return float(self.bounds[0]) if self.numeric else float("nan")
         v = self.x[self.in_data]
         return float(np.nanmin(v)) if self.numeric and np.isfinite(v).any() else float("nan")
 
     @property
     def hi(self) -> float:
+        """Largest value of the source (numeric QIs; NaN otherwise)."""
+        if self.bounds is not None:
+            return float(self.bounds[1]) if self.numeric else float("nan")
         v = self.x[self.in_data]
         return float(np.nanmax(v)) if self.numeric and np.isfinite(v).any() else float("nan")
 
@@ -84,17 +94,16 @@ class Domain:
 
     def codes(self, values: Sequence | pd.Series) -> np.ndarray:
         """Leaf code of each original value (text or None); −1 for a value outside the domain."""
-        s = pd.Series(values, dtype=object)
         if "_index" not in self.__dict__:
             known = np.flatnonzero(~pd.isna(self.labels))
             self.__dict__["_index"] = (pd.Index(self.labels[known].astype(str)), known)
         idx, known = self.__dict__["_index"]
-        out = np.full(len(s), -1, dtype=np.int64)
-        null = s.isna().to_numpy()
-        pos = idx.get_indexer(s[~null].astype(str))
-        out[~null] = np.where(pos >= 0, known[np.maximum(pos, 0)], -1)
-        out[null] = self.null_leaf
-        return out
+        # factorize first: the text lookup then runs once per distinct value, not once per row of the frame
+        series = values if isinstance(values, pd.Series) else pd.Series(values, dtype=object)
+        fc, uniq = pd.factorize(series, use_na_sentinel=True)     # a fetched text column stays in its own dtype
+        pos = idx.get_indexer(pd.Index(np.asarray(uniq, dtype=object)).astype(str))
+        mapped = np.where(pos >= 0, known[np.maximum(pos, 0)], -1) if len(known) else np.full(len(uniq), -1)
+        return np.where(fc >= 0, mapped[np.maximum(fc, 0)] if len(mapped) else -1, self.null_leaf).astype(np.int64)
 
 
 def domain(name: str, values: pd.Series, numeric: bool, taxonomy: Taxonomy | None) -> Domain:
@@ -102,16 +111,9 @@ def domain(name: str, values: pd.Series, numeric: bool, taxonomy: Taxonomy | Non
     present = pd.Series(values, dtype=object)
     has_null = bool(present.isna().any())
     texts = present[present.notna()].astype(str)
+    tax_rows = None
     if taxonomy is not None:
-        lv = taxonomy.levels
-        labels = lv["level0"].to_numpy(dtype=object)
-        x = _to_float(labels)
-        if numeric and np.isfinite(x).all():
-            order = np.argsort(x, kind="stable")
-        else:   # top-down path order, so that taxonomy siblings are adjacent
-            keys = [np.arange(len(lv))] + [pd.factorize(lv[c], sort=True)[0] for c in lv.columns[1:]]
-            order = np.lexsort(keys)
-        labels, x = labels[order], x[order]
+        labels, x, tax_rows = _taxonomy_leaves(taxonomy, numeric)
     else:
         labels = np.array(sorted(set(texts)), dtype=object)
         x = _to_float(labels)
@@ -122,10 +124,61 @@ def domain(name: str, values: pd.Series, numeric: bool, taxonomy: Taxonomy | Non
         labels = np.append(labels, None)
         x = np.append(x, np.nan)
     in_data = np.zeros(len(labels), dtype=bool)
-    dom = Domain(name, numeric, labels, x, np.arange(len(labels)), in_data, taxonomy)
+    dom = Domain(name, numeric, labels, x, np.arange(len(labels)), in_data, taxonomy, tax_rows=tax_rows)
     c = dom.codes(present)
     in_data[c[c >= 0]] = True
     return dom
+
+
+_MEMO: OrderedDict[tuple, object] = OrderedDict()
+_MEMO_SIZE = 256
+
+
+def _memo(what: str, tax: Taxonomy, arg: object, compute: Callable[[], T]) -> T:
+    """``compute()`` memoized by the taxonomy's content (name and every level value: hashing a few hundred strings
+    is cheaper than the pandas work it saves on every metrics call); results are read-only arrays and dicts."""
+    if "_content_key" not in tax.__dict__:     # once per instance (taxonomies are never changed in place)
+        tax.__dict__["_content_key"] = (tax.name, tax.levels.shape, tuple(tax.levels.to_numpy().ravel().tolist()))
+    key = (what, arg, tax.__dict__["_content_key"])
+    if key in _MEMO:
+        _MEMO.move_to_end(key)
+        return _MEMO[key]            # type: ignore[return-value]
+    value = _MEMO[key] = compute()
+    if len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return value
+
+
+def _taxonomy_leaves(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A taxonomy's leaves (and their float values) in numeric order, else in top-down path order; and the leaf index
+    of each taxonomy row."""
+    labels, x, rows = _memo("leaves", taxonomy, numeric, lambda: _leaves_of(taxonomy, numeric))
+    return labels.copy(), x.copy(), rows.copy()
+
+
+def _leaves_of(taxonomy: Taxonomy, numeric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_taxonomy_leaves`, computed."""
+    lv = taxonomy.levels
+    labels = lv["level0"].to_numpy(dtype=object)
+    x = _to_float(labels)
+    if numeric and np.isfinite(x).all():
+        order = np.argsort(x, kind="stable")
+    else:   # top-down path order, so that taxonomy siblings are adjacent
+        keys = [np.arange(len(lv))] + [pd.factorize(lv[c], sort=True)[0] for c in lv.columns[1:]]
+        order = np.lexsort(keys)
+    return labels[order], x[order], np.argsort(order)
+
+
+def taxonomy_domain(name: str, taxonomy: Taxonomy, numeric: bool, has_null: bool, lo: float, hi: float) -> Domain:
+    """A quasi-identifier's domain from its taxonomy and a summary of the source (NULLs present, min_T, max_T):
+    the same leaves as :func:`domain`, without reading the source's distinct values (its leaves cover them)."""
+    labels, x, tax_rows = _taxonomy_leaves(taxonomy, numeric)
+    if has_null:
+        labels = np.append(labels, None)
+        x = np.append(x, np.nan)
+    bounds = (float(lo), float(hi)) if numeric and lo is not None and hi is not None else (np.nan, np.nan)
+    return Domain(name, numeric, labels, x, np.arange(len(labels)), np.zeros(len(labels), dtype=bool), taxonomy,
+                  bounds, tax_rows)
 
 
 @dataclass
@@ -158,6 +211,11 @@ class Cover:
 
 def _taxonomy_index(tax: Taxonomy, level: int | None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Label → taxonomy row positions under it, and label → lowest level (all levels, or the one given)."""
+    return _memo("index", tax, level, lambda: _index_of(tax, level))
+
+
+def _index_of(tax: Taxonomy, level: int | None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """:func:`_taxonomy_index`, computed."""
     lv = tax.levels
     levels = [level] if level is not None else range(lv.shape[1])
     rows: dict[str, list[np.ndarray]] = {}
@@ -175,7 +233,7 @@ def cover(dom: Domain, released: Sequence, level: int | None = None) -> Cover:
     tax = dom.taxonomy
     by_label, low = _taxonomy_index(tax, level) if tax is not None else ({}, {})
     if tax is not None:   # taxonomy rows → domain leaf codes
-        leaf_of_row = dom.codes(tax.levels["level0"])
+        leaf_of_row = dom.tax_rows if dom.tax_rows is not None else dom.codes(tax.levels["level0"])
     height = tax.height if tax is not None and tax.height > 0 else 1
     every = np.arange(dom.n)
     leaf_pos = {str(label): i for i, label in enumerate(dom.labels) if label is not None}
