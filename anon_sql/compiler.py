@@ -233,7 +233,7 @@ def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
                       exp.EQ(this=_varchar(col(c, src)), expression=col("leaf", m))))
         value: exp.Expression = exp.Coalesce(this=col("value", m), expressions=[lit(tax.null_parent or TOP)])
         if ci.on_duckdb:
-            value = exp.Cast(this=value, to=_released_domain([v for _, v in rows] + [tax.null_parent or TOP]))
+            value = exp.Cast(this=value, to=_released_domain(rows, tax.null_parent or TOP))
         items.append(alias(value, c))
     return items, joins
 
@@ -244,11 +244,20 @@ def _is_enum(ci: CompileInput, column: str) -> bool:
             and ci.plan.levels.get(column, 0) > 0)
 
 
-def _released_domain(values: Sequence[str]) -> exp.DataType:
+def _released_domain(rows: Sequence[tuple[str, str]], top: str) -> exp.DataType:
     """DuckDB: a generalized column's values come from a known finite set (the taxonomy's nodes at that level), so
-    it is released as an ENUM in taxonomy order — a fraction of VARCHAR's cost to write and group, and intervals
-    sort in their natural order."""
-    distinct = list(dict.fromkeys(values))
+    it is released as an ENUM — a fraction of VARCHAR's cost to write and group. Values are ordered by their first
+    leaf (numerically when every leaf is a number, so intervals sort naturally), the top value last."""
+    def number(leaf: str) -> float | None:
+        try:
+            return float(leaf)
+        except ValueError:
+            return None
+
+    keys = [number(leaf) for leaf, _ in rows]
+    order = (sorted(range(len(rows)), key=lambda i: keys[i]) if all(k is not None for k in keys)
+             else range(len(rows)))
+    distinct = list(dict.fromkeys([rows[i][1] for i in order] + [top]))
     return exp.DataType(this=exp.DataType.Type.ENUM, expressions=[lit(v) for v in distinct])
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import anon_sql
-from conftest import adult_policy, load_adult
+from conftest import adult_policy, data_path, load_adult
 
 ADULT_LEVELS = {"age": 4, "education": 2, "marital-status": 1, "race": 1, "sex": 0, "native-country": 1,
                 "workclass": 2, "occupation": 1}
@@ -120,3 +120,19 @@ def test_temp_base_counts_are_dropped_after_success_and_failure(con):
         anon_sql.release(con, pol)
     temps = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
     assert temps == []
+
+
+def test_enum_domain_is_in_natural_leaf_order_for_a_catalog_taxonomy(adult):
+    # the catalog returns leaves in text order ("1", "10", "100", "11", ...): the released domain must still run
+    # 0-4, 5-9, ..., 95-99, then the top
+    anon_sql.load_taxonomy_file(adult, data_path("adult", "adult_hierarchy_age.csv"), name="age_catalog")
+    pol = adult_policy({**ADULT_LEVELS, "age": 1}, max_suppression=0.5)
+    pol["name"] = "enum_catalog"
+    pol["attributes"]["age"]["taxonomy"] = "age_catalog"
+    anon_sql.release(adult, pol)
+    enum_type = dict(adult.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                   "WHERE table_name = 'enum_catalog'").fetchall())["age"]
+    domain = adult.execute(f"SELECT enum_range(NULL::{enum_type})").fetchall()[0][0]
+    assert domain[-1] == "*"
+    lows = [int(v.split("-")[0]) for v in domain[:-1]]
+    assert lows == sorted(lows) and domain[:3] == ["0-4", "5-9", "10-14"]
