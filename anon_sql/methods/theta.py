@@ -20,7 +20,7 @@ with the policy's seed). σ² and θ come from ``udfs/kernels.py``, the kernel b
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from ..udfs import kernels
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import SourceData, class_values, load_source
+from .slicing import drop_from_cells, group_codes, subset_column
 from .mondrian import StatsBuilder, partition
 
 _PARAMS = ("window", "order", "noise_flag")
@@ -492,6 +493,41 @@ def capacity(freq: np.ndarray, k: int, mu: float) -> int:
     return int(np.minimum(freq, n).sum()) + e * n
 
 
+def level_take(freq: np.ndarray, r: int) -> np.ndarray:
+    """Per value, the records to remove so that ``r`` records go from the most frequent values, levelling them
+    down (water-filling; at the final level the values by descending frequency, then code, give one more)."""
+    freq = np.asarray(freq, dtype=np.int64)
+    take = np.zeros(len(freq), dtype=np.int64)
+    if r <= 0:
+        return take
+    levels = np.arange(int(freq.max()) + 1)
+    excess = np.maximum(freq[None, :] - levels[:, None], 0).sum(axis=1)   # records above each level
+    level = int(levels[np.argmax(excess <= r)])                          # the lowest level not above r
+    take = np.maximum(freq - level, 0)
+    extra = r - int(take.sum())
+    at = np.flatnonzero(freq - take >= max(level, 1))
+    at = at[np.lexsort((at, -freq[at]))][:extra]
+    take[at] += 1
+    return take
+
+
+def suppression_needed(freq: np.ndarray, k: int, mu: float, limit: int) -> tuple[int, np.ndarray] | None:
+    """The fewest records r (<= ``limit``), taken from the most frequent values (:func:`level_take`), after which
+    the :func:`capacity` bound no longer excludes the rest: N − r <= capacity(f − take). None when no r <= limit
+    does. capacity(f − take(r)) does not grow with r, so N − capacity is a monotone map whose least fixed point is
+    reached by iterating it from 0 (as for slicing's share suppression)."""
+    freq = np.asarray(freq, dtype=np.int64)
+    n = int(freq.sum())
+    r = 0
+    while r <= min(limit, n - k):
+        take = level_take(freq, r)
+        need = n - capacity(freq - take, k, mu)
+        if need <= r:
+            return r, take
+        r = need
+    return None
+
+
 class ThetaFeasible(PrivacyModel):
     """Internal split constraint of the ordering Mondrian: a partition of L records must hold enough distinct
     sensitive values for ⌊L/k⌋ classes of ``d`` distinct values each (Σ_v min(f_v, ⌊L/k⌋) >= d·⌊L/k⌋)."""
@@ -507,6 +543,24 @@ class ThetaFeasible(PrivacyModel):
         slots = np.floor(stats.sizes / self.k)
         supply = np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
         return supply >= self.d * slots
+
+
+class ThetaCapacity(PrivacyModel):
+    """Internal split constraint when even :class:`ThetaFeasible` fails for the whole table: a partition of L
+    records must pass the :func:`capacity` bound on its own (Σ_v min(f_v, ⌊L/k⌋) + E·⌊L/k⌋ >= L, E from
+    :func:`max_excess`), so Mondrian never cuts off a part that no classes with noise could hold."""
+
+    name = "theta_capacity"
+    needs_sensitive = True
+
+    def __init__(self, attribute: str, k: int, excess: int):
+        self.attribute, self.k, self.excess = attribute, k, excess
+
+    def check(self, stats: ClassStats) -> np.ndarray:
+        sc = stats.sensitive[self.attribute]
+        slots = np.floor(stats.sizes / self.k)
+        supply = np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
+        return supply + self.excess * slots >= stats.sizes - 1e-9
 
 
 def class_order(data: SourceData, k: int, order: str, sa: str,
@@ -526,8 +580,14 @@ def class_order(data: SourceData, k: int, order: str, sa: str,
                          {sa: np.bincount(values, minlength=nv).astype(float)}, True)
     models: list[PrivacyModel] = [KAnonymity(k), ThetaFeasible(sa, k, min_distinct(k, mu, nv))]
     n = data.n
-    if not models[1].check(stats.build(np.arange(n), np.zeros(n, dtype=np.int64), 1))[0]:
-        models = models[:1]   # the whole table is not θ-feasible: keep QI locality, swaps and noise do the rest
+    whole = stats.build(np.arange(n), np.zeros(n, dtype=np.int64), 1)
+    if not models[1].check(whole)[0]:
+        # the whole table is not θ-feasible without noise: split only while both halves pass the capacity bound
+        # (noise included), else keep QI locality alone and let swaps and noise do the rest
+        e = max_excess(k, mu, nv)
+        models = models[:1]
+        if e is not None and e >= 0 and ThetaCapacity(sa, k, e).check(whole)[0]:
+            models.append(ThetaCapacity(sa, k, e))
     pid = partition(data.columns, models, stats).pid
     o = np.lexsort(keys + [values, pid])           # rows of each (partition, value) in QI order
     out = []
@@ -583,10 +643,13 @@ class ThetaSensitive(Method):
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         mu, k, sa = self._validate(ctx)
         data = load_source(ctx)
+        n_in = data.n
         freq = np.bincount(data.sensitive[sa], minlength=len(data.sensitive_values[sa]))
         cap = capacity(freq, k, mu)
-        if cap < data.n and ctx.policy.privacy.max_suppression == 0:
-            raise PrivacyRequirementError(self._bound_message(freq, cap, data.n, mu, k, sa))
+        budget = int(np.floor(ctx.policy.privacy.max_suppression * data.n + 1e-9))
+        suppressed: dict[str, Any] = {}
+        if cap < data.n:
+            data, suppressed = self._suppress(ctx, data, freq, cap, mu, k, sa, budget)
         ctx.progress("theta: ordering records")
         candidates = class_order(data, k, self.order, sa, mu)
         uniques = data.sensitive_values[sa]
@@ -602,16 +665,53 @@ class ThetaSensitive(Method):
             if best is None or score < best[0]:
                 best = (score, order, res, i)
         _, order, res, chosen = best
-        if len(res.unreachable) and ctx.policy.privacy.max_suppression == 0:
-            raise PrivacyRequirementError(self._unreachable_message(res, mu, k, sa, len(uniques)))
+        if len(res.unreachable):
+            records = int(res.counts[res.unreachable].sum())
+            used = suppressed.get("records", 0)
+            if ctx.policy.privacy.max_suppression == 0 or used + records > budget:
+                raise PrivacyRequirementError(self._unreachable_message(res, mu, k, sa, len(uniques), used,
+                                                                        n_in))
         ec = np.empty(data.n, dtype=np.int64)
         ec[order] = res.cls + 1
         values = class_values(ec, data.columns)
         noise = self._noise_frame(values, res, uniques, sa)
         return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), values, noise,
-                              {**self._info(res, mu, k),
+                              {**self._info(res, mu, k), **suppressed,
                                "formation": ["classes of k and k + 1", "classes of k"][chosen] if len(candidates) > 1
                                else "chunks of k"})
+
+    def _suppress(self, ctx: MethodContext, data: SourceData, freq: np.ndarray, cap: int, mu: float, k: int,
+                  sa: str, budget: int) -> tuple[SourceData, dict[str, Any]]:
+        """The fewest records after which the capacity bound admits the rest (:func:`suppression_needed`), taken
+        from the most frequent values and, within a value, from its most common QI combinations (seeded); the
+        source without them and the suppression summary. Refuses when the budget is too small."""
+        n = data.n
+        found = suppression_needed(freq, k, mu, n)
+        if found is None or budget < found[0]:
+            msg = self._bound_message(freq, cap, n, mu, k, sa)
+            if found is None:
+                raise PrivacyRequirementError(msg + "; suppression cannot help (no number of suppressed records "
+                                              "fits the bound)")
+            r = found[0]
+            frac = np.ceil(r / n * 1e4) / 1e4          # rounded up, so that it covers the records
+            raise PrivacyRequirementError(
+                msg.replace("No release was created; lower k or μ, or allow suppression (max_suppression)", "")
+                + f"The bound admits the rest after suppressing {r} of {n} records (of the most frequent values of "
+                f"{sa!r}) but privacy.max_suppression = {ctx.policy.privacy.max_suppression:g} allows {budget}; no "
+                f"release was created: allow it with max_suppression = {frac:.4g} (or more), or lower k or μ")
+        r, take = found
+        labels = data.sensitive_values[sa]
+        cell = group_codes({c.name: c.order for c in data.columns}, [c.name for c in data.columns], n)
+        drop = drop_from_cells(data.sensitive[sa], cell, take, ctx.policy.seed)
+        ctx.progress(f"theta: suppressing {r} records of over-represented {sa!r} values (capacity bound)")
+        keep = ~drop
+        data = replace(data, rows=data.rows[keep], weights=data.weights[keep],
+                       sensitive={a: v[keep] for a, v in data.sensitive.items()},
+                       columns=[subset_column(c, keep) for c in data.columns])
+        return data, {"records": r, "suppressed_by_value": {str(labels.iloc[i]): int(take[i])
+                                                            for i in np.flatnonzero(take)},
+                      "suppression": ("capacity bound: the fewest records, levelling the most frequent values of "
+                                      f"{sa!r}, each from its most common QI combinations (seeded)")}
 
     @staticmethod
     def _bound_message(freq: np.ndarray, cap: int, n: int, mu: float, k: int, sa: str) -> str:
@@ -624,7 +724,8 @@ class ThetaSensitive(Method):
                 "created; lower k or μ, or allow suppression (max_suppression)")
 
     @staticmethod
-    def _unreachable_message(res: ThetaResult, mu: float, k: int, sa: str, n_values: int) -> str:
+    def _unreachable_message(res: ThetaResult, mu: float, k: int, sa: str, n_values: int, used: int = 0,
+                             n_in: int = 0) -> str:
         records = int(res.counts[res.unreachable].sum())
         return (f"θ-sensitivity (μ = {mu}) cannot be reached for {len(res.unreachable)} of {len(res.counts)} classes "
                 f"({records} records) even after {res.swaps} swaps and noise: a class of {k} records needs at least "
@@ -632,7 +733,8 @@ class ThetaSensitive(Method):
                 + (f", at least {k - e} with noise" if (e := max_excess(k, mu, n_values)) is not None else "")
                 + f" (it has {n_values}). No release was created; lower k "
                 f"or μ, or allow the suppression of those records (max_suppression >= "
-                f"{records / max(len(res.cls), 1):.4g})")
+                f"{np.ceil((records + used) / max(n_in or len(res.cls), 1) * 1e4) / 1e4:.4g}"
+                + (f", {used} records already suppressed for the capacity bound" if used else "") + ")")
 
     @staticmethod
     def _noise_frame(values: pd.DataFrame, res: ThetaResult, uniques: pd.Series, sa: str) -> pd.DataFrame | None:
@@ -665,6 +767,6 @@ class ThetaSensitive(Method):
         return info
 
 
-__all__ = ["ThetaFeasible", "ThetaResult", "ThetaSensitive", "capacity", "class_order", "deal_classes",
+__all__ = ["ThetaCapacity", "ThetaFeasible", "ThetaResult", "ThetaSensitive", "capacity", "class_order", "deal_classes",
            "max_excess", "min_distinct", "noise_needed",
            "noise_phase", "realize_moves", "swap_phase", "swaps_needed", "theta_anonymize", "theta_ok", "variances"]
