@@ -1,7 +1,8 @@
 """θ-sensitive k-anonymity (spec/05): the Table 4a golden values through the Python API, the UDFs and the release
 checks; the θ method's swaps, noise and reconciliation; the Adult golden (k = 4, 8 pass, verified by `anon-sql check`
 and re-computed here; k = 16 proven impossible without suppression by a supply bound over every class shape, and
-passing with the smallest suppression the method names); the p-, p+- and (p, α)-sensitive models (numpy and SQL). σ² is recomputed here from its definition, not from the kernels."""
+passing with the smallest suppression the method names); the p-, p+- and (p, α)-sensitive models (numpy and SQL).
+σ² is recomputed here from its definition, not from the kernels."""
 from __future__ import annotations
 
 from pathlib import Path
