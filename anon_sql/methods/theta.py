@@ -1,5 +1,8 @@
 """``method = "theta"``: θ-sensitive k-anonymity (Khan et al. 2020, Algorithm 1; spec/05 §3).
 
+0. Check the capacity bound (:func:`capacity`); when it fails, suppress the fewest records that make it hold
+   (:func:`suppression_needed`: the most frequent values levelled down, each from its most common QI combinations)
+   within ``max_suppression``, else refuse naming the budget that would work.
 1. Form classes: Mondrian partitions of similar QIs, split only while both halves keep enough distinct sensitive
    values for classes of k (depth-first), each dealt into classes that are diverse from the start — every value at
    most once per class, the duplicates concentrated on one value (:func:`deal_classes`); or the plain QI sort of
@@ -11,8 +14,8 @@
    frequent value occurs in the other (crossCheck). Classes at the same offset of segments longer than the window
    have disjoint windows, so they are processed in one vectorized step.
 3. Classes still below θ get noise records (seeded): the fewest dummy records with a sensitive value absent from
-   the class that lift σ² to θ. If some class cannot be lifted even so, the release fails closed (or, with a
-   suppression budget, those classes are suppressed by the release).
+   the class that lift σ² to θ. If some class cannot be lifted even so, the release fails closed (or, when the
+   budget left covers them, those classes are suppressed whole by the release).
 4. Generalize each final class locally (:mod:`local_values`), so moved records are covered.
 
 Swaps are bookkept on the class × value count matrix (whole records move; which record of a value moves is drawn
