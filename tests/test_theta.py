@@ -392,18 +392,16 @@ def test_theta_adult_k16_is_impossible_even_with_noise(adult):
 
 
 def test_theta_adult_k16_with_suppression_every_class_passes(adult):
-    # k = 16 with a suppression budget: the method's own messages name the smallest max_suppression, first for the
-    # capacity bound (194 records of the most frequent occupations), then for the classes the run cannot lift to θ
-    # (6 classes of 16, suppressed whole by the release). Too small a budget fails closed and writes nothing.
+    # k = 16 with a suppression budget: the method's own message names the smallest max_suppression — 194 records of
+    # the most frequent occupations for the capacity bound, then 6 classes of 16 the run cannot lift to θ
+    # (suppressed whole by the release). Too small a budget fails closed and writes nothing.
     policy = adult_theta("adult_theta16s", 16)
-    policy["privacy"]["max_suppression"] = 0.001
-    with pytest.raises(PrivacyRequirementError, match=r"suppressing 194 of 30162 records .* allows 30; .*"
-                                                      r"max_suppression = 0\.0065"):
-        anon_sql.release(adult, policy)
-    policy["privacy"]["max_suppression"] = 0.0065
-    with pytest.raises(PrivacyRequirementError, match=r"6 of 1873 classes \(96 records\).*max_suppression >= "
-                                                      r"0\.0097, 194 records already suppressed"):
-        anon_sql.release(adult, policy)
+    for budget in (0.0, 0.001, 0.0096):
+        policy["privacy"]["max_suppression"] = budget
+        with pytest.raises(PrivacyRequirementError, match=r"at most 30124 of the 30162 records fit .* needs 290 of "
+                                                          r"30162 records suppressed: 194 .* 6 of 1873 classes "
+                                                          r"\(96 records\).* max_suppression = 0\.0097"):
+            anon_sql.release(adult, policy)
     tables = adult.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'adult_theta16s'")
     assert tables.fetchall() == [(0,)]
     policy["privacy"]["max_suppression"] = 0.0097

@@ -2,7 +2,7 @@
 
 0. Check the capacity bound (:func:`capacity`); when it fails, suppress the fewest records that make it hold
    (:func:`suppression_needed`: the most frequent values levelled down, each from its most common QI combinations)
-   within ``max_suppression``, else refuse naming the budget that would work.
+   within ``max_suppression`` (the run goes ahead either way, so a refusal names the whole budget that works).
 1. Form classes: Mondrian partitions of similar QIs, split only while both halves keep enough distinct sensitive
    values for classes of k (depth-first), each dealt into classes that are diverse from the start — every value at
    most once per class, the duplicates concentrated on one value (:func:`deal_classes`); or the plain QI sort of
@@ -652,7 +652,7 @@ class ThetaSensitive(Method):
         budget = int(np.floor(ctx.policy.privacy.max_suppression * data.n + 1e-9))
         suppressed: dict[str, Any] = {}
         if cap < data.n:
-            data, suppressed = self._suppress(ctx, data, freq, cap, mu, k, sa, budget)
+            data, suppressed = self._suppress(ctx, data, freq, cap, mu, k, sa)
         ctx.progress("theta: ordering records")
         candidates = class_order(data, k, self.order, sa, mu)
         uniques = data.sensitive_values[sa]
@@ -668,12 +668,12 @@ class ThetaSensitive(Method):
             if best is None or score < best[0]:
                 best = (score, order, res, i)
         _, order, res, chosen = best
-        if len(res.unreachable):
-            records = int(res.counts[res.unreachable].sum())
-            used = suppressed.get("records", 0)
-            if ctx.policy.privacy.max_suppression == 0 or used + records > budget:
-                raise PrivacyRequirementError(self._unreachable_message(res, mu, k, sa, len(uniques), used,
-                                                                        n_in))
+        used = suppressed.get("records", 0)
+        records = int(res.counts[res.unreachable].sum())
+        if used and used + records > budget:
+            raise PrivacyRequirementError(self._budget_message(ctx, freq, cap, n_in, mu, k, sa, used, res, budget))
+        if len(res.unreachable) and (ctx.policy.privacy.max_suppression == 0 or records > budget):
+            raise PrivacyRequirementError(self._unreachable_message(res, mu, k, sa, len(uniques), n_in))
         ec = np.empty(data.n, dtype=np.int64)
         ec[order] = res.cls + 1
         values = class_values(ec, data.columns)
@@ -684,24 +684,15 @@ class ThetaSensitive(Method):
                                else "chunks of k"})
 
     def _suppress(self, ctx: MethodContext, data: SourceData, freq: np.ndarray, cap: int, mu: float, k: int,
-                  sa: str, budget: int) -> tuple[SourceData, dict[str, Any]]:
+                  sa: str) -> tuple[SourceData, dict[str, Any]]:
         """The fewest records after which the capacity bound admits the rest (:func:`suppression_needed`), taken
         from the most frequent values and, within a value, from its most common QI combinations (seeded); the
-        source without them and the suppression summary. Refuses when the budget is too small."""
+        source without them and the suppression summary (the budget is checked after the run, see :meth:`plan`)."""
         n = data.n
         found = suppression_needed(freq, k, mu, n)
-        if found is None or budget < found[0]:
-            msg = self._bound_message(freq, cap, n, mu, k, sa)
-            if found is None:
-                raise PrivacyRequirementError(msg + "; suppression cannot help (no number of suppressed records "
-                                              "fits the bound)")
-            r = found[0]
-            frac = np.ceil(r / n * 1e4) / 1e4          # rounded up, so that it covers the records
-            raise PrivacyRequirementError(
-                msg.replace("No release was created; lower k or μ, or allow suppression (max_suppression)", "")
-                + f"The bound admits the rest after suppressing {r} of {n} records (of the most frequent values of "
-                f"{sa!r}) but privacy.max_suppression = {ctx.policy.privacy.max_suppression:g} allows {budget}; no "
-                f"release was created: allow it with max_suppression = {frac:.4g} (or more), or lower k or μ")
+        if found is None:
+            raise PrivacyRequirementError(self._bound_message(freq, cap, n, mu, k, sa) + "; suppression cannot "
+                                          "help (no number of suppressed records fits the bound)")
         r, take = found
         labels = data.sensitive_values[sa]
         cell = group_codes({c.name: c.order for c in data.columns}, [c.name for c in data.columns], n)
@@ -726,9 +717,22 @@ class ThetaSensitive(Method):
                 f"distinct values, so at most {cap} of the {n} records fit ({n - cap} too many). No release was "
                 "created; lower k or μ, or allow suppression (max_suppression)")
 
+    def _budget_message(self, ctx: MethodContext, freq: np.ndarray, cap: int, n: int, mu: float, k: int, sa: str,
+                        used: int, res: ThetaResult, budget: int) -> str:
+        """The bound's refusal with the suppression the run needed: for the bound, then for classes left below θ."""
+        records = int(res.counts[res.unreachable].sum())
+        total = used + records
+        frac = np.ceil(total / n * 1e4) / 1e4           # rounded up, so that it covers the records
+        left = (f", then {len(res.unreachable)} of {len(res.counts)} classes ({records} records) stay below θ after "
+                f"{res.swaps} swaps and noise and are suppressed whole" if records else "")
+        head = self._bound_message(freq, cap, n, mu, k, sa).split(" No release was created")[0]
+        return (f"{head} With suppression the release needs {total} of {n} records suppressed: {used} of the most "
+                f"frequent values of {sa!r} for the bound{left}; privacy.max_suppression = "
+                f"{ctx.policy.privacy.max_suppression:g} allows {budget}. No release was created: allow it with "
+                f"max_suppression = {frac:.4g} (or more), or lower k or μ")
+
     @staticmethod
-    def _unreachable_message(res: ThetaResult, mu: float, k: int, sa: str, n_values: int, used: int = 0,
-                             n_in: int = 0) -> str:
+    def _unreachable_message(res: ThetaResult, mu: float, k: int, sa: str, n_values: int, n_in: int = 0) -> str:
         records = int(res.counts[res.unreachable].sum())
         return (f"θ-sensitivity (μ = {mu}) cannot be reached for {len(res.unreachable)} of {len(res.counts)} classes "
                 f"({records} records) even after {res.swaps} swaps and noise: a class of {k} records needs at least "
@@ -736,8 +740,7 @@ class ThetaSensitive(Method):
                 + (f", at least {k - e} with noise" if (e := max_excess(k, mu, n_values)) is not None else "")
                 + f" (it has {n_values}). No release was created; lower k "
                 f"or μ, or allow the suppression of those records (max_suppression >= "
-                f"{np.ceil((records + used) / max(n_in or len(res.cls), 1) * 1e4) / 1e4:.4g}"
-                + (f", {used} records already suppressed for the capacity bound" if used else "") + ")")
+                f"{np.ceil(records / max(n_in or len(res.cls), 1) * 1e4) / 1e4:.4g})")
 
     @staticmethod
     def _noise_frame(values: pd.DataFrame, res: ThetaResult, uniques: pd.Series, sa: str) -> pd.DataFrame | None:
