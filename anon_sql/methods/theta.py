@@ -35,8 +35,8 @@ from ..udfs import kernels
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import SourceData, class_values, load_source
-from .slicing import drop_from_cells, group_codes, subset_column
 from .mondrian import StatsBuilder, partition
+from .slicing import drop_from_cells, group_codes, subset_column
 
 _PARAMS = ("window", "order", "noise_flag")
 _ORDERS = ("mondrian", "sorted")
