@@ -1,7 +1,8 @@
 """θ-sensitive k-anonymity (spec/05): the Table 4a golden values through the Python API, the UDFs and the release
 checks; the θ method's swaps, noise and reconciliation; the Adult golden (k = 4, 8 pass, verified by `anon-sql check`
-and re-computed here; k = 16 proven impossible by a supply bound over every class shape); the p-, p+- and
-(p, α)-sensitive models (numpy and SQL). σ² is recomputed here from its definition, not from the kernels."""
+and re-computed here; k = 16 proven impossible without suppression by a supply bound over every class shape, and
+passing with the smallest suppression the method names); the p-, p+- and (p, α)-sensitive models (numpy and SQL).
+σ² is recomputed here from its definition, not from the kernels."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,8 @@ import anon_sql
 import anon_sql.metrics
 from anon_sql.cli import main
 from anon_sql.errors import PolicyError, PrivacyRequirementError
-from anon_sql.methods.theta import (capacity, deal_classes, max_excess, min_distinct, noise_needed, swaps_needed,
-                                    theta_anonymize)
+from anon_sql.methods.theta import (capacity, deal_classes, level_take, max_excess, min_distinct, noise_needed,
+                                    suppression_needed, swaps_needed, theta_anonymize)
 from anon_sql.models import ClassStats, SensitiveCounts, ThetaSensitivity, build_models
 from anon_sql.models.p_sensitive import PSensitivity
 from anon_sql.udfs import kernels
@@ -388,6 +389,55 @@ def test_theta_adult_k16_is_impossible_even_with_noise(adult):
         anon_sql.release(adult, adult_theta("adult_theta16", 16))
     tables = adult.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'adult_theta16'")
     assert tables.fetchall() == [(0,)]
+
+
+def test_theta_adult_k16_with_suppression_every_class_passes(adult):
+    # k = 16 with a suppression budget: the method's own message names the smallest max_suppression — 194 records of
+    # the most frequent occupations for the capacity bound, then 6 classes of 16 the run cannot lift to θ
+    # (suppressed whole by the release). Too small a budget fails closed and writes nothing.
+    policy = adult_theta("adult_theta16s", 16)
+    for budget in (0.0, 0.001, 0.0096):
+        policy["privacy"]["max_suppression"] = budget
+        with pytest.raises(PrivacyRequirementError, match=r"at most 30124 of the 30162 records fit .* needs 290 of "
+                                                          r"30162 records suppressed: 194 .* 6 of 1873 classes "
+                                                          r"\(96 records\).* max_suppression = 0\.0097"):
+            anon_sql.release(adult, policy)
+    tables = adult.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'adult_theta16s'")
+    assert tables.fetchall() == [(0,)]
+    policy["privacy"]["max_suppression"] = 0.0097
+    name = policy["name"]
+    rel = anon_sql.release(adult, policy)
+    n, noise, sup = rel.records_in, rel.noise, rel.suppressed
+    assert n == 30162 == rel.records_out - noise + sup and sup == 194 + 6 * 16 <= 0.0097 * n
+    assert rel.info["records"] == 194 and sum(rel.info["suppressed_by_value"].values()) == 194
+    # only over-represented occupations (frequency above the 1885 classes of the full table) lose records
+    freq = adult.execute("SELECT occupation, count(*) AS f FROM adult GROUP BY ALL").df().set_index("occupation")["f"]
+    assert all(freq[v] > 30162 // 16 for v in rel.info["suppressed_by_value"])
+    # 194 is the fewest along the levelling of the most frequent values: the bound admits 30162 − 194, not − 193
+    f = freq.to_numpy()
+    r, take = suppression_needed(f, 16, 0.6, 30162)
+    assert r == 194 == take.sum() and capacity(f - take, 16, 0.6) >= 30162 - 194
+    assert capacity(f - level_take(f, 193), 16, 0.6) < 30162 - 193
+    assert level_take(np.array([5, 5, 3]), 3).tolist() == [2, 1, 0]
+    assert noise == rel.info["noise_records"] == 4 * 1867          # every class: 10 distinct values + 4 noise
+    checks = anon_sql.check(adult, name)
+    assert checks["passed"].all() and {"k", "theta__occupation"} <= set(checks["check"])
+    assert rel.checks["passed"].all() and {"reconciliation", "max_suppression"} <= set(rel.checks["check"])
+    # independent recomputation from the released table: size, σ² and θ per class; real records per class >= k
+    got = released_sigma(adult, name, "occupation")
+    assert len(got) == 1867 and (got["var"] >= theta_of(got["m"], 0.6) - 1e-9).all()
+    noise_per = adult.execute(f'SELECT ec_id, count(*) AS c FROM "{name}__noise" GROUP BY ec_id').df()
+    real = got["m"] - noise_per.set_index("ec_id")["c"].reindex(got.index, fill_value=0)
+    assert (real >= 16).all() and int(real.sum()) == n - sup
+    # suppressed records never reach the released table: 194 rows lack a class, 6 classes are not released
+    assigned = adult.execute(f'SELECT count(*), count(DISTINCT ec_id) FROM "{name}__assignment"').fetchall()[0]
+    assert assigned == (n - 194, 1873)
+    metrics = anon_sql.metrics.compute(adult, name, ["dcp", "cavg"])
+    sizes = got["m"].to_numpy()
+    assert metrics["dcp"] == pytest.approx(float((sizes ** 2).sum()) + n * sup)
+    # C_AVG over the released rows (noise included, as for k = 4, 8): 20 per class; over real records: 16 per class
+    assert metrics["cavg"] == pytest.approx(sizes.sum() / len(sizes) / 16) == 1.25
+    assert rel.metrics["cavg"] == pytest.approx((n - sup) / len(sizes) / 16) == 1.0
 
 
 # -- p-sensitive models ------------------------------------------------------------------------------------------------

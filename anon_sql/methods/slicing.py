@@ -223,8 +223,15 @@ def share_suppression(sens: np.ndarray, cell: np.ndarray, l: float, seed: int) -
     r = 0
     while (need := int(np.maximum(freq - cap(r), 0).sum())) > r:
         r = need
-    take = np.maximum(freq - cap(r), 0)             # per value
-    drop = np.zeros(n, dtype=bool)
+    return drop_from_cells(sens, cell, np.maximum(freq - cap(r), 0), seed)
+
+
+def drop_from_cells(sens: np.ndarray, cell: np.ndarray, take: np.ndarray, seed: int) -> np.ndarray:
+    """Rows to suppress (boolean): ``take[v]`` records of each sensitive value v, one at a time from the
+    (QI combination, value) cell that currently holds the most copies (ties and the order inside a cell seeded)."""
+    sens, cell = np.asarray(sens, dtype=np.int64), np.asarray(cell, dtype=np.int64)
+    take = np.asarray(take, dtype=np.int64)
+    drop = np.zeros(len(sens), dtype=bool)
     over = np.flatnonzero(take[sens] > 0)
     if not len(over):
         return drop
@@ -245,7 +252,7 @@ def share_suppression(sens: np.ndarray, cell: np.ndarray, l: float, seed: int) -
     return drop
 
 
-def _subset_column(column: QIColumn, keep: np.ndarray) -> QIColumn:
+def subset_column(column: QIColumn, keep: np.ndarray) -> QIColumn:
     """``column`` restricted to the rows where ``keep`` holds (per-code tables unchanged)."""
     return replace(column, order=column.order[keep], x=None if column.x is None else column.x[keep], _anc=None)
 
@@ -433,7 +440,7 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
         keep = ~drop
         data = replace(data, rows=data.rows[keep], weights=data.weights[keep],
                        sensitive={a: v[keep] for a, v in data.sensitive.items()})
-        columns = [_subset_column(c_, keep) for c_ in columns]
+        columns = [subset_column(c_, keep) for c_ in columns]
         override = {a: (t[keep], np.asarray(x)[keep]) for a, (t, x) in override.items()}
         codes = {a: v[keep] for a, v in codes.items()}
         n, w = data.n, data.weights
@@ -567,4 +574,5 @@ class Slicing(Method):
 
 __all__ = ["MODES", "Slicing", "SlicingGuide", "correlation_matrix", "flag_rows", "form_columns", "group_codes",
            "max_conditional_share", "pam", "parse_rules", "permute_within_buckets", "phi2", "repair_invalid",
-           "sensitive_column", "share_suppression", "slice_plan", "slicing_requirements"]
+           "sensitive_column", "share_suppression", "drop_from_cells", "subset_column", "slice_plan",
+           "slicing_requirements"]

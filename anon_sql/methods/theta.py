@@ -1,5 +1,8 @@
 """``method = "theta"``: θ-sensitive k-anonymity (Khan et al. 2020, Algorithm 1; spec/05 §3).
 
+0. Check the capacity bound (:func:`capacity`); when it fails, suppress the fewest records that make it hold
+   (:func:`suppression_needed`: the most frequent values levelled down, each from its most common QI combinations)
+   within ``max_suppression`` (the run goes ahead either way, so a refusal names the whole budget that works).
 1. Form classes: Mondrian partitions of similar QIs, split only while both halves keep enough distinct sensitive
    values for classes of k (depth-first), each dealt into classes that are diverse from the start — every value at
    most once per class, the duplicates concentrated on one value (:func:`deal_classes`); or the plain QI sort of
@@ -11,8 +14,8 @@
    frequent value occurs in the other (crossCheck). Classes at the same offset of segments longer than the window
    have disjoint windows, so they are processed in one vectorized step.
 3. Classes still below θ get noise records (seeded): the fewest dummy records with a sensitive value absent from
-   the class that lift σ² to θ. If some class cannot be lifted even so, the release fails closed (or, with a
-   suppression budget, those classes are suppressed by the release).
+   the class that lift σ² to θ. If some class cannot be lifted even so, the release fails closed (or, when the
+   budget left covers them, those classes are suppressed whole by the release).
 4. Generalize each final class locally (:mod:`local_values`), so moved records are covered.
 
 Swaps are bookkept on the class × value count matrix (whole records move; which record of a value moves is drawn
@@ -20,7 +23,7 @@ with the policy's seed). σ² and θ come from ``udfs/kernels.py``, the kernel b
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +36,7 @@ from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import SourceData, class_values, load_source
 from .mondrian import StatsBuilder, partition
+from .slicing import drop_from_cells, group_codes, subset_column
 
 _PARAMS = ("window", "order", "noise_flag")
 _ORDERS = ("mondrian", "sorted")
@@ -492,6 +496,41 @@ def capacity(freq: np.ndarray, k: int, mu: float) -> int:
     return int(np.minimum(freq, n).sum()) + e * n
 
 
+def level_take(freq: np.ndarray, r: int) -> np.ndarray:
+    """Per value, the records to remove so that ``r`` records go from the most frequent values, levelling them
+    down (water-filling; at the final level the values by descending frequency, then code, give one more)."""
+    freq = np.asarray(freq, dtype=np.int64)
+    take = np.zeros(len(freq), dtype=np.int64)
+    if r <= 0:
+        return take
+    levels = np.arange(int(freq.max()) + 1)
+    excess = np.maximum(freq[None, :] - levels[:, None], 0).sum(axis=1)   # records above each level
+    level = int(levels[np.argmax(excess <= r)])                          # the lowest level not above r
+    take = np.maximum(freq - level, 0)
+    extra = r - int(take.sum())
+    at = np.flatnonzero(freq - take >= max(level, 1))
+    at = at[np.lexsort((at, -freq[at]))][:extra]
+    take[at] += 1
+    return take
+
+
+def suppression_needed(freq: np.ndarray, k: int, mu: float, limit: int) -> tuple[int, np.ndarray] | None:
+    """The fewest records r (<= ``limit``), taken from the most frequent values (:func:`level_take`), after which
+    the :func:`capacity` bound no longer excludes the rest: N − r <= capacity(f − take). None when no r <= limit
+    does. capacity(f − take(r)) does not grow with r, so N − capacity is a monotone map whose least fixed point is
+    reached by iterating it from 0 (as for slicing's share suppression)."""
+    freq = np.asarray(freq, dtype=np.int64)
+    n = int(freq.sum())
+    r = 0
+    while r <= min(limit, n - k):
+        take = level_take(freq, r)
+        need = n - capacity(freq - take, k, mu)
+        if need <= r:
+            return r, take
+        r = need
+    return None
+
+
 class ThetaFeasible(PrivacyModel):
     """Internal split constraint of the ordering Mondrian: a partition of L records must hold enough distinct
     sensitive values for ⌊L/k⌋ classes of ``d`` distinct values each (Σ_v min(f_v, ⌊L/k⌋) >= d·⌊L/k⌋)."""
@@ -507,6 +546,24 @@ class ThetaFeasible(PrivacyModel):
         slots = np.floor(stats.sizes / self.k)
         supply = np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
         return supply >= self.d * slots
+
+
+class ThetaCapacity(PrivacyModel):
+    """Internal split constraint when even :class:`ThetaFeasible` fails for the whole table: a partition of L
+    records must pass the :func:`capacity` bound on its own (Σ_v min(f_v, ⌊L/k⌋) + E·⌊L/k⌋ >= L, E from
+    :func:`max_excess`), so Mondrian never cuts off a part that no classes with noise could hold."""
+
+    name = "theta_capacity"
+    needs_sensitive = True
+
+    def __init__(self, attribute: str, k: int, excess: int):
+        self.attribute, self.k, self.excess = attribute, k, excess
+
+    def check(self, stats: ClassStats) -> np.ndarray:
+        sc = stats.sensitive[self.attribute]
+        slots = np.floor(stats.sizes / self.k)
+        supply = np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
+        return supply + self.excess * slots >= stats.sizes - 1e-9
 
 
 def class_order(data: SourceData, k: int, order: str, sa: str,
@@ -526,8 +583,14 @@ def class_order(data: SourceData, k: int, order: str, sa: str,
                          {sa: np.bincount(values, minlength=nv).astype(float)}, True)
     models: list[PrivacyModel] = [KAnonymity(k), ThetaFeasible(sa, k, min_distinct(k, mu, nv))]
     n = data.n
-    if not models[1].check(stats.build(np.arange(n), np.zeros(n, dtype=np.int64), 1))[0]:
-        models = models[:1]   # the whole table is not θ-feasible: keep QI locality, swaps and noise do the rest
+    whole = stats.build(np.arange(n), np.zeros(n, dtype=np.int64), 1)
+    if not models[1].check(whole)[0]:
+        # the whole table is not θ-feasible without noise: split only while both halves pass the capacity bound
+        # (noise included), else keep QI locality alone and let swaps and noise do the rest
+        e = max_excess(k, mu, nv)
+        models = models[:1]
+        if e is not None and e >= 0 and ThetaCapacity(sa, k, e).check(whole)[0]:
+            models.append(ThetaCapacity(sa, k, e))
     pid = partition(data.columns, models, stats).pid
     o = np.lexsort(keys + [values, pid])           # rows of each (partition, value) in QI order
     out = []
@@ -583,10 +646,13 @@ class ThetaSensitive(Method):
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         mu, k, sa = self._validate(ctx)
         data = load_source(ctx)
+        n_in = data.n
         freq = np.bincount(data.sensitive[sa], minlength=len(data.sensitive_values[sa]))
         cap = capacity(freq, k, mu)
-        if cap < data.n and ctx.policy.privacy.max_suppression == 0:
-            raise PrivacyRequirementError(self._bound_message(freq, cap, data.n, mu, k, sa))
+        budget = int(np.floor(ctx.policy.privacy.max_suppression * data.n + 1e-9))
+        suppressed: dict[str, Any] = {}
+        if cap < data.n:
+            data, suppressed = self._suppress(ctx, data, freq, cap, mu, k, sa)
         ctx.progress("theta: ordering records")
         candidates = class_order(data, k, self.order, sa, mu)
         uniques = data.sensitive_values[sa]
@@ -602,16 +668,44 @@ class ThetaSensitive(Method):
             if best is None or score < best[0]:
                 best = (score, order, res, i)
         _, order, res, chosen = best
-        if len(res.unreachable) and ctx.policy.privacy.max_suppression == 0:
-            raise PrivacyRequirementError(self._unreachable_message(res, mu, k, sa, len(uniques)))
+        used = suppressed.get("records", 0)
+        records = int(res.counts[res.unreachable].sum())
+        if used and used + records > budget:
+            raise PrivacyRequirementError(self._budget_message(ctx, freq, cap, n_in, mu, k, sa, used, res, budget))
+        if len(res.unreachable) and (ctx.policy.privacy.max_suppression == 0 or records > budget):
+            raise PrivacyRequirementError(self._unreachable_message(res, mu, k, sa, len(uniques), n_in))
         ec = np.empty(data.n, dtype=np.int64)
         ec[order] = res.cls + 1
         values = class_values(ec, data.columns)
         noise = self._noise_frame(values, res, uniques, sa)
         return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), values, noise,
-                              {**self._info(res, mu, k),
+                              {**self._info(res, mu, k), **suppressed,
                                "formation": ["classes of k and k + 1", "classes of k"][chosen] if len(candidates) > 1
                                else "chunks of k"})
+
+    def _suppress(self, ctx: MethodContext, data: SourceData, freq: np.ndarray, cap: int, mu: float, k: int,
+                  sa: str) -> tuple[SourceData, dict[str, Any]]:
+        """The fewest records after which the capacity bound admits the rest (:func:`suppression_needed`), taken
+        from the most frequent values and, within a value, from its most common QI combinations (seeded); the
+        source without them and the suppression summary (the budget is checked after the run, see :meth:`plan`)."""
+        n = data.n
+        found = suppression_needed(freq, k, mu, n)
+        if found is None:
+            raise PrivacyRequirementError(self._bound_message(freq, cap, n, mu, k, sa) + "; suppression cannot "
+                                          "help (no number of suppressed records fits the bound)")
+        r, take = found
+        labels = data.sensitive_values[sa]
+        cell = group_codes({c.name: c.order for c in data.columns}, [c.name for c in data.columns], n)
+        drop = drop_from_cells(data.sensitive[sa], cell, take, ctx.policy.seed)
+        ctx.progress(f"theta: suppressing {r} records of over-represented {sa!r} values (capacity bound)")
+        keep = ~drop
+        data = replace(data, rows=data.rows[keep], weights=data.weights[keep],
+                       sensitive={a: v[keep] for a, v in data.sensitive.items()},
+                       columns=[subset_column(c, keep) for c in data.columns])
+        return data, {"records": r, "suppressed_by_value": {str(labels.iloc[i]): int(take[i])
+                                                            for i in np.flatnonzero(take)},
+                      "suppression": ("capacity bound: the fewest records, levelling the most frequent values of "
+                                      f"{sa!r}, each from its most common QI combinations (seeded)")}
 
     @staticmethod
     def _bound_message(freq: np.ndarray, cap: int, n: int, mu: float, k: int, sa: str) -> str:
@@ -623,8 +717,22 @@ class ThetaSensitive(Method):
                 f"distinct values, so at most {cap} of the {n} records fit ({n - cap} too many). No release was "
                 "created; lower k or μ, or allow suppression (max_suppression)")
 
+    def _budget_message(self, ctx: MethodContext, freq: np.ndarray, cap: int, n: int, mu: float, k: int, sa: str,
+                        used: int, res: ThetaResult, budget: int) -> str:
+        """The bound's refusal with the suppression the run needed: for the bound, then for classes left below θ."""
+        records = int(res.counts[res.unreachable].sum())
+        total = used + records
+        frac = np.ceil(total / n * 1e4) / 1e4           # rounded up, so that it covers the records
+        left = (f", then {len(res.unreachable)} of {len(res.counts)} classes ({records} records) stay below θ after "
+                f"{res.swaps} swaps and noise and are suppressed whole" if records else "")
+        head = self._bound_message(freq, cap, n, mu, k, sa).split(" No release was created")[0]
+        return (f"{head} With suppression the release needs {total} of {n} records suppressed: {used} of the most "
+                f"frequent values of {sa!r} for the bound{left}; privacy.max_suppression = "
+                f"{ctx.policy.privacy.max_suppression:g} allows {budget}. No release was created: allow it with "
+                f"max_suppression = {frac:.4g} (or more), or lower k or μ")
+
     @staticmethod
-    def _unreachable_message(res: ThetaResult, mu: float, k: int, sa: str, n_values: int) -> str:
+    def _unreachable_message(res: ThetaResult, mu: float, k: int, sa: str, n_values: int, n_in: int = 0) -> str:
         records = int(res.counts[res.unreachable].sum())
         return (f"θ-sensitivity (μ = {mu}) cannot be reached for {len(res.unreachable)} of {len(res.counts)} classes "
                 f"({records} records) even after {res.swaps} swaps and noise: a class of {k} records needs at least "
@@ -632,7 +740,7 @@ class ThetaSensitive(Method):
                 + (f", at least {k - e} with noise" if (e := max_excess(k, mu, n_values)) is not None else "")
                 + f" (it has {n_values}). No release was created; lower k "
                 f"or μ, or allow the suppression of those records (max_suppression >= "
-                f"{records / max(len(res.cls), 1):.4g})")
+                f"{np.ceil(records / max(n_in or len(res.cls), 1) * 1e4) / 1e4:.4g})")
 
     @staticmethod
     def _noise_frame(values: pd.DataFrame, res: ThetaResult, uniques: pd.Series, sa: str) -> pd.DataFrame | None:
@@ -665,6 +773,6 @@ class ThetaSensitive(Method):
         return info
 
 
-__all__ = ["ThetaFeasible", "ThetaResult", "ThetaSensitive", "capacity", "class_order", "deal_classes",
+__all__ = ["ThetaCapacity", "ThetaFeasible", "ThetaResult", "ThetaSensitive", "capacity", "class_order", "deal_classes",
            "max_excess", "min_distinct", "noise_needed",
            "noise_phase", "realize_moves", "swap_phase", "swaps_needed", "theta_anonymize", "theta_ok", "variances"]
