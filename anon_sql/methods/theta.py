@@ -531,6 +531,14 @@ def suppression_needed(freq: np.ndarray, k: int, mu: float, limit: int) -> tuple
     return None
 
 
+def _slot_supply(stats: ClassStats, attribute: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per partition: the ⌊L/k⌋ classes it can form, and Σ_v min(f_v, ⌊L/k⌋) — the class slots its sensitive values
+    can fill with distinct values."""
+    sc = stats.sensitive[attribute]
+    slots = np.floor(stats.sizes / k)
+    return slots, np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
+
+
 class ThetaFeasible(PrivacyModel):
     """Internal split constraint of the ordering Mondrian: a partition of L records must hold enough distinct
     sensitive values for ⌊L/k⌋ classes of ``d`` distinct values each (Σ_v min(f_v, ⌊L/k⌋) >= d·⌊L/k⌋)."""
@@ -542,9 +550,7 @@ class ThetaFeasible(PrivacyModel):
         self.attribute, self.k, self.d = attribute, k, d
 
     def check(self, stats: ClassStats) -> np.ndarray:
-        sc = stats.sensitive[self.attribute]
-        slots = np.floor(stats.sizes / self.k)
-        supply = np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
+        slots, supply = _slot_supply(stats, self.attribute, self.k)
         return supply >= self.d * slots
 
 
@@ -560,9 +566,7 @@ class ThetaCapacity(PrivacyModel):
         self.attribute, self.k, self.excess = attribute, k, excess
 
     def check(self, stats: ClassStats) -> np.ndarray:
-        sc = stats.sensitive[self.attribute]
-        slots = np.floor(stats.sizes / self.k)
-        supply = np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
+        slots, supply = _slot_supply(stats, self.attribute, self.k)
         return supply + self.excess * slots >= stats.sizes - 1e-9
 
 
