@@ -356,7 +356,6 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
                     "failing_records": max(0, int(suppressed - budget)), "worst_value": float(suppressed),
                     "passed": suppressed <= budget + 1e-9})
     sizes = checks[SIZE] if len(checks) else pd.Series([0])
-    n_out = max(released - noise, 0)
     metrics = {
         "k": float(sizes.min()),
         "classes": float(len(checks)),
@@ -365,7 +364,8 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
         "prosecutor_risk_max": float(1.0 / sizes.min()) if sizes.min() > 0 else 1.0,
         "prosecutor_risk_avg": float(len(checks) / released) if released else 0.0,
         "suppressed_fraction": float(suppressed / records) if records else 0.0,
-        "cavg": float((n_out / max(len(checks), 1)) / (policy.privacy.k or 1)),
+        # (N / #EC) / k over the released rows, noise included — the class sizes DCP squares (anon_sql.metrics: same)
+        "cavg": float((released / max(len(checks), 1)) / (policy.privacy.k or 1)),
         "discernibility": float((sizes.astype(float) ** 2).sum() + records * suppressed),
     }
     classes = checks.drop(columns=[c for c in checks.columns if c.startswith(("__counts__", "__values__"))])
