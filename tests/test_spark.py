@@ -132,6 +132,21 @@ def test_mondrian_is_the_duckdb_partition(engines):
     assert rel.plan["partitions"] > 50 * per_level
 
 
+def test_mondrian_categorical_width_is_honoured_on_spark(engines):
+    # the widths are one function for both engines: a non-default measure gives the DuckDB partition too
+    con, spark = engines
+    pol = _policy("mondrian")
+    pol["privacy"]["k"] = 200          # a shallow tree keeps the test short
+    pol["method_params"] = {"categorical_width": "mixed"}
+    duck = anon_sql.release(con, pol, replace=True)
+    rel = aspark.release(spark, pol, replace=True)
+    assert rel.plan["categorical_width"] == duck.plan["categorical_width"] == "mixed"
+    _assert_same(con, spark, duck, rel, "adult_rel")
+    pol["method_params"] = {"categorical_width": "widest"}
+    with pytest.raises(anon_sql.PolicyError, match="categorical_width must be one of"):
+        aspark.release(spark, pol, replace=True)
+
+
 # -- kernels, failures, CLI --------------------------------------------------------------------------------------
 def test_pandas_udfs_equal_the_numpy_kernels(spark):
     from anon_sql.spark import udfs

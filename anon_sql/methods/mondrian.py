@@ -101,24 +101,37 @@ def _widths(columns: Sequence[QIColumn], rows: np.ndarray, starts: np.ndarray,
             x = c.x[rows]
             with np.errstate(invalid="ignore"):
                 span = np.fmax.reduceat(x, starts) - np.fmin.reduceat(x, starts)
-            w = np.nan_to_num(span / c.span, nan=0.0) if c.span > 0 else np.zeros(len(starts))
             nan = np.isnan(x).astype(np.int8)
             mixed = np.maximum.reduceat(nan, starts) != np.minimum.reduceat(nan, starts)
-            widths[:, j] = ties[:, j] = w + mixed   # a NULL/non-NULL mix is split off first
+            widths[:, j] = ties[:, j] = numeric_width(c, span, mixed)
         else:
             level, code = segment_lca(c, rows, starts)
-            leaves = np.empty(len(starts), dtype=np.float64)
-            for lv in np.unique(level):
-                m = level == lv
-                leaves[m] = c.leaves[lv][code[m]]
-            w = (leaves - 1) / (c.total_leaves - 1) if c.total_leaves > 1 else np.zeros(len(starts))
-            d = (_distinct(c.order[rows], starts) - 1) / max(c.total_leaves - 1, 1)
-            if categorical != "leaves":
-                w = d if categorical == "distinct" else (w + d) / 2
-            widths[:, j] = w
-            ties[:, j] = d
+            widths[:, j], ties[:, j] = categorical_width(c, level, code, _distinct(c.order[rows], starts), categorical)
             lcas[j] = level
     return widths, ties, lcas
+
+
+def numeric_width(c: QIColumn, span: np.ndarray, mixed: np.ndarray) -> np.ndarray:
+    """Per partition: (max − min) / the column's span, plus 1 where NULLs and values mix (split off first).
+    One formula for the DuckDB and Spark engines."""
+    with np.errstate(invalid="ignore"):
+        w = np.nan_to_num(span / c.span, nan=0.0) if c.span > 0 else np.zeros(len(span))
+    return w + mixed
+
+
+def categorical_width(c: QIColumn, level: np.ndarray, code: np.ndarray, distinct: np.ndarray,
+                      mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per partition: a categorical QI's width under ``mode`` (see :func:`_widths`) from its LCA (level, code) and
+    its number of distinct leaves, and the tie-break (the distinct share). One formula for both engines."""
+    leaves = np.empty(len(level), dtype=np.float64)
+    for lv in np.unique(level):
+        m = level == lv
+        leaves[m] = c.leaves[lv][code[m]]
+    w = (leaves - 1) / (c.total_leaves - 1) if c.total_leaves > 1 else np.zeros(len(level))
+    d = (np.asarray(distinct, dtype=np.float64) - 1) / max(c.total_leaves - 1, 1)
+    if mode != "leaves":
+        w = d if mode == "distinct" else (w + d) / 2
+    return w, d
 
 
 def _median_cut(seg: np.ndarray, key: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
@@ -268,4 +281,5 @@ class Mondrian(Method):
         return AssignmentPlan(assignment, class_values(ec, data.columns), None, info)
 
 
-__all__ = ["WIDTHS", "Mondrian", "MondrianResult", "StatsBuilder", "all_ok", "check_root", "partition"]
+__all__ = ["WIDTHS", "Mondrian", "MondrianResult", "StatsBuilder", "all_ok", "categorical_width", "check_root",
+           "numeric_width", "partition"]

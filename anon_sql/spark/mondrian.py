@@ -19,7 +19,8 @@ from sqlglot import exp
 
 from ..methods.base import ROW_ID, AssignmentPlan
 from ..methods.local_values import QIColumn, class_values, encode_categorical, encode_numeric, is_numeric_type
-from ..methods.mondrian import StatsBuilder, _median_cut, all_ok, check_root
+from ..methods.mondrian import (Mondrian, StatsBuilder, _median_cut, all_ok, categorical_width, check_root,
+                                numeric_width)
 from ..models import PrivacyModel
 from ..sqlbuild import alias, col, ident
 from .engine import SparkSQL, duck_type
@@ -137,8 +138,8 @@ def _lca(c: QIColumn, ext: pd.DataFrame, j: int) -> tuple[np.ndarray, np.ndarray
     return c.lca(ext[f"lo{j}"].to_numpy(np.int64), ext[f"hi{j}"].to_numpy(np.int64))
 
 
-def _widths(enc: _Encoded, ext: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
-    """The DuckDB method's normalized widths and tie-breaks (its ``_widths``), from the per-partition extents."""
+def _widths(enc: _Encoded, ext: pd.DataFrame, mode: str) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+    """The DuckDB method's normalized widths and tie-breaks (the same functions), from the per-partition extents."""
     widths = np.zeros((len(ext), len(enc.columns)))
     ties = np.zeros((len(ext), len(enc.columns)))
     lcas = {}
@@ -146,18 +147,11 @@ def _widths(enc: _Encoded, ext: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, d
         if enc.numeric[j]:
             lo = ext[f"lo{j}"].to_numpy(np.float64, na_value=np.nan)
             hi = ext[f"hi{j}"].to_numpy(np.float64, na_value=np.nan)
-            with np.errstate(invalid="ignore"):
-                w = np.nan_to_num((hi - lo) / c.span, nan=0.0) if c.span > 0 else np.zeros(len(ext))
             nn, n = ext[f"nn{j}"].to_numpy(np.int64), ext["n"].to_numpy(np.int64)
-            widths[:, j] = ties[:, j] = w + ((nn > 0) & (nn < n))
+            widths[:, j] = ties[:, j] = numeric_width(c, hi - lo, (nn > 0) & (nn < n))
         else:
             level, code = _lca(c, ext, j)
-            leaves = np.empty(len(ext), dtype=np.float64)
-            for lv in np.unique(level):
-                m = level == lv
-                leaves[m] = c.leaves[lv][code[m]]
-            widths[:, j] = (leaves - 1) / (c.total_leaves - 1) if c.total_leaves > 1 else 0.0
-            ties[:, j] = (ext[f"d{j}"].to_numpy(np.float64) - 1) / max(c.total_leaves - 1, 1)
+            widths[:, j], ties[:, j] = categorical_width(c, level, code, ext[f"d{j}"].to_numpy(np.float64), mode)
             lcas[j] = level
     return widths, ties, lcas
 
@@ -168,6 +162,7 @@ def plan(sq: SparkSQL, policy: Any, source_view: str, taxonomies: dict, models: 
     from pyspark.sql import functions as F, types as T
 
     spark = sq.spark
+    mode = Mondrian(**policy.method_params).categorical_width   # the DuckDB method's parameter check
     enc = _Encoded(sq, policy, source_view, taxonomies, models)
     sens_cols = [f"s{i}" for i in range(enc.n_sens)]
     root = enc.frame.groupBy(*sens_cols).agg(F.sum("w").alias("w")).toPandas() if sens_cols else \
@@ -187,7 +182,7 @@ def plan(sq: SparkSQL, policy: Any, source_view: str, taxonomies: dict, models: 
         m = len(ext)
         if m == 0:
             break
-        widths, ties, lcas = _widths(enc, ext)
+        widths, ties, lcas = _widths(enc, ext, mode)
         ranked = np.lexsort((-ties, -widths), axis=1)
         levels = np.column_stack([lcas[j] - 1 if j in lcas else np.zeros(m, dtype=np.int64) for j in range(q)])
         # 2. one aggregation: per partition, attribute, key value (and sensitive values) the records
@@ -246,7 +241,9 @@ def plan(sq: SparkSQL, policy: Any, source_view: str, taxonomies: dict, models: 
     ids = spark.createDataFrame([(p, i + 1) for i, p in enumerate(leaves)], "p string, ec_id long")
     assigned = closed_rows.join(ids, on="p").select(F.col("r").alias(ROW_ID), "ec_id")
     values = _class_values(enc, enc.frame.join(assigned.withColumnRenamed(ROW_ID, "r"), on="r"), policy.quasi)
-    info = {"partitions": len(leaves), "depth": depth}
+    info: dict[str, Any] = {"partitions": len(leaves), "depth": depth}
+    if mode != "leaves":
+        info["categorical_width"] = mode
     return AssignmentPlan(assigned, values, None, info)
 
 
