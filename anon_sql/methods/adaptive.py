@@ -25,7 +25,7 @@ from ..errors import PolicyError
 from ..sqlbuild import alias, col, render
 from ..udfs import kernels
 from . import register
-from .base import ROW_ID, AssignmentPlan, Method, MethodContext
+from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
 from .local_values import QIColumn, encode_categorical, is_numeric_type, lca_level
 
 DIVERSITY, EVENNESS, BOOST = 1.75, 0.75, 1      # paper defaults T_d, T_e and one level up
@@ -256,13 +256,9 @@ class Adaptive(Method):
     # -- inputs ----------------------------------------------------------------------------------------------------
     def _validate(self, ctx: MethodContext) -> tuple[int, str]:
         policy = ctx.policy
-        if len(policy.sensitive) != 1:
-            raise PolicyError(f"method 'adaptive' measures the diversity of exactly one sensitive attribute; the "
-                              f"policy has {policy.sensitive or 'none'}: give exactly one column role = \"sensitive\"")
-        if policy.count_column:
-            raise PolicyError("method 'adaptive' forms classes of k single records: expand the count column "
-                              f"{policy.count_column!r} to one row per record and drop count_column")
-        return int(policy.privacy.k), policy.sensitive[0]
+        sensitive = single_record_sensitive(policy, "adaptive", "measures the diversity of",
+                                            "forms classes of k single records")
+        return int(policy.privacy.k), sensitive
 
     def thresholds(self, policy: Any) -> tuple[float, float]:
         """T_d, T_e: method_params, else the policy's simpson model, else the paper's 1.75 / 0.75."""

@@ -78,3 +78,15 @@ class Method:
 
     def plan(self, ctx: MethodContext) -> Plan:
         raise NotImplementedError
+
+
+def single_record_sensitive(policy: Any, method: str, role: str, moves: str) -> str:
+    """The one sensitive attribute of a method that works on single records (θ, adaptive): refuses several (or no)
+    sensitive attributes and a count column, saying what the method does with them (``role``, ``moves``)."""
+    if len(policy.sensitive) != 1:
+        raise PolicyError(f"method {method!r} {role} exactly one sensitive attribute; the policy has "
+                          f"{policy.sensitive or 'none'}: give exactly one column role = \"sensitive\"")
+    if policy.count_column:
+        raise PolicyError(f"method {method!r} {moves}: expand the count column {policy.count_column!r} to one row "
+                          "per record and drop count_column")
+    return policy.sensitive[0]

@@ -33,7 +33,7 @@ from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, KAnonymity, PrivacyModel
 from ..udfs import kernels
 from . import register
-from .base import ROW_ID, AssignmentPlan, Method, MethodContext
+from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
 from .local_values import SourceData, class_values, load_source
 from .mondrian import StatsBuilder, partition
 from .slicing import drop_from_cells, group_codes, subset_column
@@ -636,16 +636,11 @@ class ThetaSensitive(Method):
         k = policy.privacy.k
         if k is None or k < 2:
             raise PolicyError(f"method 'theta' needs privacy.k >= 2 (Algorithm 1 refuses smaller k), got {k!r}")
-        if len(policy.sensitive) != 1:
-            raise PolicyError(f"method 'theta' protects exactly one sensitive attribute; the policy has "
-                              f"{policy.sensitive or 'none'}: give exactly one column role = \"sensitive\"")
-        if policy.count_column:
-            raise PolicyError("method 'theta' moves single records between classes: expand the count column "
-                              f"{policy.count_column!r} to one row per record and drop count_column")
+        sensitive = single_record_sensitive(policy, "theta", "protects", "moves single records between classes")
         if self.noise_flag and self.noise_flag in policy.attributes:
             raise PolicyError(f"method_params.noise_flag {self.noise_flag!r} is already a column of the source; "
                               "choose another name")
-        return float(theta["mu"]), int(k), policy.sensitive[0]
+        return float(theta["mu"]), int(k), sensitive
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         mu, k, sa = self._validate(ctx)
