@@ -26,6 +26,15 @@ def con():
     c.close()
 
 
+@pytest.fixture(scope="module")
+def mcon():
+    """A catalog-installed in-memory connection shared by a test module."""
+    c = duckdb.connect()
+    anon_sql.install(c)
+    yield c
+    c.close()
+
+
 def load_seed000(c: duckdb.DuckDBPyConnection, table: str = "t1") -> None:
     c.execute(f"CREATE TABLE {table} AS SELECT * FROM read_csv(?)", [str(data_path("examples", "seed000_table1.csv"))])
 

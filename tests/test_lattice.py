@@ -94,14 +94,6 @@ def load_case(con: duckdb.DuckDBPyConnection, case: dict) -> None:
     con.unregister("__case_frame")
 
 
-@pytest.fixture(scope="module")
-def mcon():
-    c = duckdb.connect()
-    anon_sql.install(c)
-    yield c
-    c.close()
-
-
 # -- seed 000 golden states (spec/01 §4 table) -----------------------------------------------------------------
 # (zip, age, alcohol) levels → (violating rows v, distinct rows m), this project's counting (spec/00 point 3)
 SEED000_STATES = {(0, 0, 0): (5, 22), (1, 0, 0): (2, 21), (0, 0, 1): (0, 18), (2, 0, 0): (2, 21),

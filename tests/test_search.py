@@ -171,14 +171,6 @@ def test_heart_post_anonymization_leakage_never_exceeds_pre(heart):
 
 
 # -- optimal = exhaustive (property) ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def mcon():
-    c = duckdb.connect()
-    anon_sql.install(c)
-    yield c
-    c.close()
-
-
 def _plan(method: str, ctx, **params):
     try:
         return get_method(method, params).plan(ctx)

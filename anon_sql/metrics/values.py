@@ -73,18 +73,19 @@ class Domain:
     @property
     def lo(self) -> float:
         """Smallest value of the source (numeric QIs; NaN otherwise)."""
-        if self.bounds is not None:
-            return float(self.bounds[0]) if self.numeric else float("nan")
-        v = self.x[self.in_data]
-        return float(np.nanmin(v)) if self.numeric and np.isfinite(v).any() else float("nan")
+        return self._extreme(0, np.nanmin)
 
     @property
     def hi(self) -> float:
         """Largest value of the source (numeric QIs; NaN otherwise)."""
+        return self._extreme(1, np.nanmax)
+
+    def _extreme(self, side: int, reduce) -> float:
+        """``bounds[side]`` when read from the source, else ``reduce`` over the leaves that occur in it."""
         if self.bounds is not None:
-            return float(self.bounds[1]) if self.numeric else float("nan")
+            return float(self.bounds[side]) if self.numeric else float("nan")
         v = self.x[self.in_data]
-        return float(np.nanmax(v)) if self.numeric and np.isfinite(v).any() else float("nan")
+        return float(reduce(v)) if self.numeric and np.isfinite(v).any() else float("nan")
 
     @property
     def null_leaf(self) -> int:
