@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 from sqlglot import exp
 
-from .sqlbuild import alias, col, ident, render
+from .sqlbuild import alias, col, ident, record_count, render
 
 WEIGHT = "__w"
 SUFFIX = "__base"
@@ -24,7 +24,7 @@ def keys(policy: Any) -> list[str]:
 def query(policy: Any, relation: exp.Expression) -> exp.Select:
     """``SELECT keys, SUM(weight) AS __w FROM relation GROUP BY keys``."""
     cols = [col(c) for c in keys(policy)]
-    total = exp.Sum(this=col(policy.count_column)) if policy.count_column else exp.Count(this=exp.Star())
+    total = record_count(policy.count_column)
     return (exp.select(*cols, alias(total, WEIGHT))
             .from_(relation.copy()).group_by(*[c.copy() for c in cols]))
 

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from .errors import TaxonomyError
 from .models import ClassStats, SensitiveCounts
-from .sqlbuild import alias, col, render, table
+from .sqlbuild import alias, col, record_count, render, table
 from .taxonomy import TOP, Taxonomy
 
 # objective → True when higher is better
@@ -181,7 +181,7 @@ class Lattice:
         w_name = "__anon_w"
         while w_name in columns:
             w_name += "_"
-        weight = exp.Sum(this=col(count)) if count else exp.Count(this=exp.Star())
+        weight = record_count(count)
         inner = (exp.select(*[col(c) for c in group_cols], alias(weight, w_name)).from_(view)
                  .group_by(*[col(c) for c in group_cols]))
 

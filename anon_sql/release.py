@@ -22,7 +22,7 @@ from .methods import AssignmentPlan, LevelPlan, MethodContext, get_method
 from .models import build_models
 from .policy import Attribute, Policy, coerce_policy
 from .source import Source, relation_exists, resolve
-from .sqlbuild import alias, col, ident, lit, render
+from .sqlbuild import alias, col, ident, lit, record_count, render
 from .taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv
 
 
@@ -100,7 +100,7 @@ def _effective_policy(policy: Policy, src: Source) -> Policy:
 
 
 def _count_records(con, src: Source, policy: Policy) -> int:
-    w = exp.Sum(this=col(policy.count_column)) if policy.count_column else exp.Count(this=exp.Star())
+    w = record_count(policy.count_column)
     q = exp.select(w).from_(src.relation.copy())
     value = con.execute(render(q)).fetchall()[0][0]
     return int(value or 0)
@@ -159,7 +159,7 @@ def resolve_taxonomies(con, policy: Policy, src: Source, need: bool, catalog_con
 
 def _value_counts(con, src: Source, column: str, count_column: str | None) -> pd.DataFrame:
     v = exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR"))
-    w = exp.Sum(this=col(count_column)) if count_column else exp.Count(this=exp.Star())
+    w = record_count(count_column)
     q = exp.select(alias(v, "v"), alias(w, "n")).from_(src.relation.copy()).group_by(v.copy())
     return con.execute(render(q)).df()
 
@@ -328,7 +328,7 @@ def _verify(con, policy: Policy, compiled: CompiledRelease, models, records: int
     """Run the checks view over the materialized release and reconcile the record counts."""
     names = compiled.names
     checks = con.execute(render(exp.select("*").from_(names.checks.copy()).order_by(col(EC_ID)))).df()
-    weight = exp.Sum(this=col(policy.count_column)) if policy.count_column else exp.Count(this=exp.Star())
+    weight = record_count(policy.count_column)
     released = int(con.execute(render(exp.select(weight).from_(names.table.copy()))).fetchall()[0][0] or 0)
     noise = 0
     if isinstance(plan, AssignmentPlan) and plan.noise is not None and len(plan.noise):

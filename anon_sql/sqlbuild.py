@@ -60,6 +60,11 @@ def values_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], alias_na
     )
 
 
+def record_count(count_column: str | None, table: str | None = None) -> exp.Expression:
+    """Records of a group: ``SUM(count_column)`` when each row stands for several records, else ``COUNT(*)``."""
+    return exp.Sum(this=col(count_column, table)) if count_column else exp.Count(this=exp.Star())
+
+
 def null_safe_eq(left: exp.Expression, right: exp.Expression) -> exp.Expression:
     """``left IS NOT DISTINCT FROM right``: NULL quasi-identifier values form a class of their own."""
     return exp.NullSafeEQ(this=left, expression=right)

@@ -26,7 +26,7 @@ from ..errors import SourceError
 from ..models import ClassStats, SensitiveCounts
 from ..policy import Policy
 from ..source import Source, relation_exists, resolve
-from ..sqlbuild import alias, and_all, col, ident, lit, render
+from ..sqlbuild import alias, and_all, col, ident, lit, record_count, render
 from ..taxonomy import Taxonomy
 from .coverage import covering_pairs
 from .values import Cover, Domain, cover, domain, taxonomy_domain
@@ -83,11 +83,6 @@ def _catalog_row_sql() -> str:
                                   exp.EQ(this=col("status"), expression=lit("released"))])))
 
 
-def _weight(count_column: str | None) -> exp.Expression:
-    """Records of a group: SUM of the policy's count column, else COUNT(*)."""
-    return exp.Sum(this=col(count_column)) if count_column else exp.Count(this=exp.Star())
-
-
 def _class_key_exprs(quasi: list[str] | tuple[str, ...], noise_flag: str | None
                      ) -> list[tuple[str, exp.Expression, bool]]:
     """GROUP BY keys of a class: ec_id, released QI values (as text), the noise flag."""
@@ -102,7 +97,7 @@ def _class_sql(name: str, quasi: tuple[str, ...], noise_flag: str | None, count_
                sensitive: str | None) -> str:
     """Rendered :func:`_text_groups` of a release by class (and sensitive value), numbered by class (column c)."""
     keys = _class_key_exprs(quasi, noise_flag) + ([("v", col(sensitive), False)] if sensitive is not None else [])
-    return render(_text_groups(ReleaseNames(name).table, keys, _weight(count_column), number=len(quasi) + 1))
+    return render(_text_groups(ReleaseNames(name).table, keys, record_count(count_column), number=len(quasi) + 1))
 
 
 class ReleaseData:
@@ -187,7 +182,7 @@ class ReleaseData:
 
     def weight(self) -> exp.Expression:
         """Records of a group (the policy's count column, else COUNT(*))."""
-        return _weight(self.policy.count_column)
+        return record_count(self.policy.count_column)
 
     @cached_property
     def numeric(self) -> dict[str, bool]:

@@ -24,7 +24,7 @@ from ..policy import Policy, coerce_policy
 from ..release import (Release, _count_records, _effective_policy, _failure_message, _is_numeric, _plan_dict,
                        _verify, check_records, resolve_taxonomies as _resolve_taxonomies)
 from ..source import Source
-from ..sqlbuild import alias, col, ident, render
+from ..sqlbuild import alias, col, ident, record_count, render
 from ..taxonomy import Taxonomy
 from . import udfs
 from .engine import JobCounter, SparkSQL, require_pyspark, resolve_source, table_exists
@@ -218,7 +218,7 @@ def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str,
             sens.append(a)
     rest = [c for c in columns if c not in policy.quasi and c != policy.count_column and (rows or c in sens)]
     keys = [exp.Cast(this=col(q), to=exp.DataType.build("VARCHAR")) for q in policy.quasi] + [col(c) for c in rest]
-    weight = exp.Sum(this=col(policy.count_column)) if policy.count_column else exp.Count(this=exp.Star())
+    weight = record_count(policy.count_column)
     items = [alias(k.copy(), name) for k, name in zip(keys, policy.quasi + rest)] + [alias(weight, weight_name)]
     query = exp.select(*items).from_(exp.Table(this=ident(source_view))).group_by(*keys)
     arrow = sq.run(query).toArrow()
