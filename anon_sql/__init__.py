@@ -7,6 +7,7 @@ Public API (everything else is private and may change)::
     anon_sql.release(con, policy) -> Release      # plan, compile, materialize, verify — one transaction
     anon_sql.compile(policy, dialect="duckdb")    # the release as SQL statements for an engine
     anon_sql.check(con, release_name)             # re-run the privacy checks on a materialized release
+    anon_sql.assess(con, table, quasi=[...])      # risk measures of an existing table (nothing written)
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "install", "Policy", "Attribute", "Privacy", "Requirement", "release", "Release", "compile", "check",
-    "export", "Taxonomy", "load_taxonomy", "store_taxonomy", "load_taxonomy_file",
+    "export", "assess", "Assessment", "Taxonomy", "load_taxonomy", "store_taxonomy", "load_taxonomy_file",
     "AnonSQLError", "PolicyError", "PrivacyRequirementError", "ReleaseExistsError", "SourceError", "TaxonomyError",
 ]
 
@@ -32,6 +33,9 @@ def __getattr__(name: str):
     if name == "metrics":  # anon_sql.metrics(con, release, names) — the package module is callable
         import importlib
         return importlib.import_module(".metrics", __name__)
+    if name in ("assess", "Assessment"):
+        from . import assessment as module
+        return getattr(module, name)
     if name == "leakage":
         from .analytics.leakage import leakage
         return leakage

@@ -182,5 +182,9 @@ def _register_optional() -> None:
 
 _register_optional()
 
+from .cli_assess import assess_cmd  # noqa: E402  (its own module; imports assess lazily)
+
+main.add_command(assess_cmd)
+
 if __name__ == "__main__":  # pragma: no cover
     main()
