@@ -106,3 +106,7 @@ CREATE OR REPLACE MACRO anon.prosecutor_risk(tbl, qi, threshold := 0.2) AS TABLE
            avg(1.0 / size) AS avg_classes,
            coalesce(sum(size) FILTER (WHERE 1.0 / size > threshold), 0) / sum(size) AS records_at_risk
     FROM anon.class_sizes(tbl, qi);
+
+-- (α, k)-anonymity: the largest share of one sensitive value in a class, from its per-value counts
+CREATE OR REPLACE MACRO anon.alpha_counts(c) AS
+    list_transform([list_filter(c::DOUBLE[], lambda _n: _n > 0)], lambda _f: list_max(_f) / list_sum(_f))[1];

@@ -1,8 +1,11 @@
 """Privacy models: one class per model, built from a policy's ``[privacy]`` table."""
 from __future__ import annotations
 
+import math
+
 from ..errors import PolicyError
 from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck
+from .distribution import AlphaKAnonymity, BetaLikeness, DeltaDisclosure
 from .p_sensitive import PSensitivity
 from .standard import (DistinctLDiversity, EntropyLDiversity, KAnonymity, RecursiveCLDiversity, SimpsonDiversity,
                        TCloseness, ThetaSensitivity)
@@ -38,9 +41,16 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
             models.append(ThetaSensitivity(sa, p.theta["mu"]))
         if p.p_sensitive is not None:
             models.append(PSensitivity.from_policy(sa, p.p_sensitive, con))
+        if p.alpha is not None:
+            models.append(AlphaKAnonymity(sa, p.alpha))
+        if p.beta_likeness is not None:
+            models.append(BetaLikeness(sa, p.beta_likeness["beta"], p.beta_likeness.get("kind", "basic") == "enhanced"))
+        if p.delta_disclosure is not None:
+            spec = p.delta_disclosure if isinstance(p.delta_disclosure, dict) else {"delta": p.delta_disclosure}
+            models.append(DeltaDisclosure(sa, spec["delta"], 2.0 if str(spec.get("log", "e")) == "2" else math.e))
     return models
 
 
 __all__ = ["build_models", "PrivacyModel", "ClassStats", "SensitiveCounts", "SQLCheck", "ClassColumns",
            "KAnonymity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
-           "SimpsonDiversity", "ThetaSensitivity", "PSensitivity"]
+           "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure"]
