@@ -370,6 +370,8 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         ctes.append((sa_q, q))
         if tmodel is not None and tmodel.distance == "ordered":
             ctes.extend(_ordered_tcloseness_ctes(i, sa, keys, sv, gq))
+        elif tmodel is not None and hasattr(tmodel, "sql_ctes"):   # e.g. the hierarchical distance
+            ctes.extend(tmodel.sql_ctes(i, keys, sv, gq))
         per_attr.append(sa_q)
 
     # assemble: base (first per-attribute aggregate, or sizes), joined with the other aggregates
@@ -387,7 +389,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
             if needs_values:
                 select_items.append(col(f"__values__{sa}", a))
         tmodel = next((m for m in ci.models if isinstance(m, TCloseness) and m.attribute == sa), None)
-        if tmodel is not None and tmodel.distance == "ordered":
+        if tmodel is not None and tmodel.distance != "equal":
             t_alias = f"t{i}"
             query = query.join(exp.Table(this=ident(f"__tco{i}"), alias=exp.TableAlias(this=ident(t_alias))),
                                on=join_on(base_alias, t_alias))

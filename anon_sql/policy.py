@@ -38,9 +38,10 @@ class Attribute:
             raise PolicyError(
                 f"attribute {self.name!r}: action {self.action!r} is not one of {', '.join(IDENTIFIER_ACTIONS)}"
             )
-        if self.taxonomy is not None and self.role != "quasi":
+        if self.taxonomy is not None and self.role not in ("quasi", "sensitive"):
             raise PolicyError(
-                f"attribute {self.name!r}: only quasi-identifiers take a taxonomy (its role is {self.role!r})"
+                f"attribute {self.name!r}: only quasi-identifiers (generalization) and sensitive attributes "
+                f"(hierarchical t-closeness) take a taxonomy (its role is {self.role!r})"
             )
 
     def to_dict(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import math
 from ..errors import PolicyError
 from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck
 from .distribution import AlphaKAnonymity, BetaLikeness, DeltaDisclosure
+from .hierarchical import HierarchicalTCloseness, resolve_taxonomy
 from .p_sensitive import PSensitivity
 from .standard import (DistinctLDiversity, EntropyLDiversity, KAnonymity, RecursiveCLDiversity, SimpsonDiversity,
                        TCloseness, ThetaSensitivity)
@@ -32,9 +33,17 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
             if "t" not in spec:
                 raise PolicyError("privacy.t_closeness needs t, e.g. t_closeness = 0.2 or { t = 0.2, distance = \"ordered\" }")
             distance = spec.get("distance", "equal")
-            if distance not in ("equal", "ordered"):
-                raise PolicyError(f"privacy.t_closeness.distance {distance!r} is not 'equal' or 'ordered'")
-            models.append(TCloseness(sa, spec["t"], distance))
+            if distance not in ("equal", "ordered", "hierarchical"):
+                raise PolicyError(f"privacy.t_closeness.distance {distance!r} is not 'equal', 'ordered' or "
+                                  "'hierarchical'")
+            if distance == "hierarchical":
+                spec_tax = policy.attributes[sa].taxonomy
+                if spec_tax is None:
+                    raise PolicyError(f"t_closeness distance 'hierarchical' needs a taxonomy for sensitive attribute "
+                                      f"{sa!r}: [attributes.{sa}] role = \"sensitive\", taxonomy = \"file.csv\"")
+                models.append(HierarchicalTCloseness(sa, spec["t"], resolve_taxonomy(spec_tax, sa, con)))
+            else:
+                models.append(TCloseness(sa, spec["t"], distance))
         if p.simpson:
             models.append(SimpsonDiversity(sa, p.simpson.get("diversity"), p.simpson.get("evenness")))
         if p.theta:
@@ -53,4 +62,5 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
 
 __all__ = ["build_models", "PrivacyModel", "ClassStats", "SensitiveCounts", "SQLCheck", "ClassColumns",
            "KAnonymity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
-           "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure"]
+           "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
+           "HierarchicalTCloseness"]
