@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import duckdb
@@ -21,20 +20,12 @@ import duckdb
 import anon_sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_metrics_scale import best  # noqa: E402
 from bench_release import QIS  # noqa: E402
 from generate import generate  # noqa: E402
 
 from anon_sql.sqlbuild import col, render  # noqa: E402
 from sqlglot import exp  # noqa: E402
-
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:

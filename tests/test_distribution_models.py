@@ -13,6 +13,7 @@ import anon_sql
 from anon_sql.errors import PolicyError, PrivacyRequirementError
 from anon_sql.models import AlphaKAnonymity, BetaLikeness, ClassStats, DeltaDisclosure, SensitiveCounts
 from anon_sql.udfs import risk_kernels as rk
+from conftest import load_classes
 
 # classes A: a a b b, B: a a a b, C: a b c c — table shares a 1/2, b 1/3, c 1/6
 GOLDEN = {"10001": "aabb", "10002": "aaab", "10003": "abcc"}
@@ -42,10 +43,7 @@ def test_golden_numpy():
 
 @pytest.fixture
 def golden(con):
-    frame = pd.DataFrame({"zip": [z for z, s in GOLDEN.items() for _ in s], "s": [v for s in GOLDEN.values() for v in s]})
-    con.register("golden_src", frame)
-    con.execute("CREATE TABLE golden AS SELECT * FROM golden_src")
-    con.unregister("golden_src")
+    load_classes(con, GOLDEN)
     return con
 
 

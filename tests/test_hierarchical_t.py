@@ -10,6 +10,7 @@ import anon_sql
 from anon_sql.errors import PolicyError, PrivacyRequirementError
 from anon_sql.models import ClassStats, HierarchicalTCloseness, SensitiveCounts
 from anon_sql.taxonomy import from_mapping
+from conftest import load_classes
 
 TAX = {"kind": "mapping", "mapping": {"a": ["X"], "b": ["X"], "c": ["Y"], "d": ["Y"]}}
 GOLDEN = {"1": "aabb", "2": "ccdd", "3": "abcd"}        # table shares 1/4 each
@@ -32,10 +33,7 @@ def test_golden_numpy():
 
 @pytest.fixture
 def golden(con):
-    frame = pd.DataFrame({"zip": [z for z, s in GOLDEN.items() for _ in s], "s": [v for s in GOLDEN.values() for v in s]})
-    con.register("golden_src", frame)
-    con.execute("CREATE TABLE golden AS SELECT * FROM golden_src")
-    con.unregister("golden_src")
+    load_classes(con, GOLDEN)
     return con
 
 
