@@ -413,6 +413,8 @@ def _failure_message(con, policy: Policy, compiled: CompiledRelease, result: dic
 
 def _json_struct(columns: list[str], table_alias: str | None = None) -> exp.Expression:
     fields = [exp.PropertyEQ(this=exp.Literal.string(c), expression=col(c, table_alias)) for c in columns]
+    if not fields:   # an empty struct literal `{}` parses only from DuckDB 2.0 on
+        return exp.Cast(this=lit("{}"), to=exp.DataType.build("JSON"))
     return exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)])
 
 
