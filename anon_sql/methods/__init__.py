@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import PolicyError
-from .base import AssignmentPlan, LevelPlan, Method, MethodContext
+from .base import AssignmentPlan, LevelPlan, Method, MethodContext, Plan
 from .levels import FixedLevels
 
 REGISTRY: dict[str, type[Method]] = {"levels": FixedLevels}
@@ -33,4 +33,4 @@ def _load_optional() -> None:
                 raise
 
 
-__all__ = ["REGISTRY", "register", "get_method", "Method", "MethodContext", "LevelPlan", "AssignmentPlan"]
+__all__ = ["REGISTRY", "register", "get_method", "Method", "MethodContext", "LevelPlan", "AssignmentPlan", "Plan"]

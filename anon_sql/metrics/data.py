@@ -192,7 +192,7 @@ class ReleaseData:
     def taxonomies(self) -> dict[str, Taxonomy]:
         """The policy's taxonomies; inline builders read :attr:`value_counts`, named ones nothing (the release was
         checked against the source when it was made; a released value no taxonomy explains still fails in cover())."""
-        from ..release import resolve_taxonomies
+        from ..stages.resolve import resolve_taxonomies
 
         return resolve_taxonomies(self.con, self.policy, self.source, False, catalog_con=self.con,
                                   value_counts=lambda q: self.value_counts[q], check=False)

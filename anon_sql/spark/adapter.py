@@ -21,9 +21,12 @@ from ..errors import PolicyError, PrivacyRequirementError, ReleaseExistsError
 from ..methods import AssignmentPlan, LevelPlan, MethodContext, get_method
 from ..models import build_models
 from ..policy import Policy, coerce_policy
-from ..release import (Release, _count_records, _effective_policy, _failure_message, _is_numeric, _plan_dict,
-                       _verify, check_records, resolve_taxonomies as _resolve_taxonomies)
+from ..result import Release
 from ..source import Source
+from ..stages import resolve as resolve_stage
+from ..stages.plan import plan_dict
+from ..stages.resolve import check_records, count_records, effective_policy, is_numeric
+from ..stages.verify import failure_message, verify
 from ..sqlbuild import alias, col, ident, record_count, render
 from ..taxonomy import Taxonomy
 from . import udfs
@@ -58,8 +61,8 @@ def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, outp
         src = resolve_source(spark, source if source is not None else policy.source, policy.name + "__input")
         if policy.name == src.label:
             raise PolicyError(f"release name {policy.name!r} would overwrite the source; choose another")
-        policy = _effective_policy(policy, src)
-        records = _count_records(sq, src, policy)
+        policy = effective_policy(policy, src)
+        records = count_records(sq, src, policy)
         check_records(policy, src, records)
         method = get_method(policy.method, policy.method_params)
         taxonomies = resolve_taxonomies(sq, policy, src, method.needs_taxonomies, catalog)
@@ -71,7 +74,7 @@ def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, outp
     if not portable:
         udfs.register(spark)
     flavor = "spark" if portable else "duckdb"  # duckdb trees carry the count lists; udfs.to_spark rewrites them
-    numeric_sa = {s for s in policy.sensitive if _is_numeric(src.types.get(s, ""))}
+    numeric_sa = {s for s in policy.sensitive if is_numeric(src.types.get(s, ""))}
     runner = _Runner(sq, names, flavor)
     if src.relation.name == policy.name + "__input":
         runner.created.append(src.relation.name)   # a path / DataFrame source's view goes with a failed release
@@ -98,9 +101,9 @@ def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, outp
                 runner.run(stmt)
         say("verifying")
         with jobs.stage("verify"):
-            result = _verify(sq, policy, compiled, models, records, plan)
-            if result["failures"]:
-                raise PrivacyRequirementError(_failure_message(sq, policy, compiled, result, records))
+            result = verify(sq, policy, compiled, records, plan)
+            if result.failures:
+                raise PrivacyRequirementError(failure_message(sq, policy, compiled, result, records))
         if output:
             with jobs.stage("output"):
                 spark.table(policy.name).write.mode("overwrite" if replace else "errorifexists").parquet(output)
@@ -109,9 +112,8 @@ def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, outp
         raise
     info = {**getattr(plan, "info", {}), "seconds": time.perf_counter() - t0, "engine": "spark",
             "spark_jobs": dict(jobs.counts)}
-    return Release(policy.name, policy, runner.sql, _plan_dict(plan), result["classes"], result["checks"],
-                   result["metrics"], records, result["records_out"], result["suppressed"], result["noise"],
-                   materialized=True, info=info)
+    return Release(policy.name, policy, runner.sql, plan_dict(plan), result.classes, result.checks, result.metrics,
+                   records, result.records_out, result.suppressed, result.noise, materialized=True, info=info)
 
 
 class _Runner:
@@ -233,4 +235,4 @@ def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str,
 def resolve_taxonomies(sq: SparkSQL, policy: Policy, src: Source, need: bool,
                        catalog: duckdb.DuckDBPyConnection | None = None) -> dict[str, Taxonomy]:
     """The DuckDB path's taxonomy resolution, with value counts from Spark (values as Spark's text)."""
-    return _resolve_taxonomies(sq, policy, src, need, catalog_con=catalog)
+    return resolve_stage.resolve_taxonomies(sq, policy, src, need, catalog_con=catalog)
