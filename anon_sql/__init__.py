@@ -14,7 +14,8 @@ from .catalog import install, load_taxonomy, store_taxonomy
 from .errors import (AnonSQLError, PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError,
                      TaxonomyError)
 from .policy import Attribute, Policy, Privacy, Requirement
-from .release import Release, release
+from .release import release
+from .result import Release
 from .api import check, compile, export, load_taxonomy_file
 from .taxonomy import Taxonomy
 

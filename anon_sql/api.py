@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from . import catalog
 from .compiler import CompileInput, ReleaseNames, compile_release
+from .engines import DuckDBEngine
 from .errors import AnonSQLError, PolicyError, SourceError
 from .methods import LevelPlan, get_method
 from .models import build_models
@@ -44,7 +45,7 @@ def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.Du
             if policy.method == "levels":
                 plan = get_method("levels", policy.method_params).plan(_Ctx(r.policy, r.taxonomies))
             else:   # the method plans over the data: a dry run of the release, from the same resolved record
-                rel = run(con, r, dry_run=True)
+                rel = run(DuckDBEngine(con), r, dry_run=True)
                 if r.method.plan_kind != "levels":
                     return rel.sql
                 plan = LevelPlan(dict(rel.plan))

@@ -10,7 +10,7 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from .compiler import EC_ID, SIZE
+from .columns import EC_ID, SIZE
 from .sqlbuild import col, ident, lit, render
 from .taxonomy import Taxonomy
 
@@ -163,9 +163,11 @@ METRIC_DIRECTIONS = {"k": "higher", "records_at_risk": "lower", "prosecutor_risk
                      "discernibility": "lower", "avg_class_size": "lower", "classes": "higher"}
 
 
-def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str) -> None:
+def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
+                   trace: list[dict[str, Any]] | None = None, ec_stats: pd.DataFrame | None = None) -> None:
     """``rel``: an :class:`anon_sql.result.Release` (not imported: the result sits above the catalog). Rows in anon.releases / anon.policies / anon.equivalence_classes / anon.metrics / anon.search_trace for a
-    verified release (inside the release's transaction; a release of the same name is replaced)."""
+    verified release (inside the release's transaction; a release of the same name is replaced); ``trace``: a
+    search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields)."""
     policy = rel.policy
     con.execute("DELETE FROM anon.equivalence_classes WHERE release = ?", [rel.name])
     con.execute("DELETE FROM anon.metrics WHERE release = ?", [rel.name])
@@ -192,12 +194,11 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str) 
     )
     con.execute(render(ins))
     con.unregister("__anon_classes_frame")
-    if isinstance(rel.info.get("ec_stats"), pd.DataFrame) and len(rel.info["ec_stats"]):
-        _merge_ec_stats(con, rel.name, rel.info["ec_stats"])
+    if ec_stats is not None and len(ec_stats):
+        _merge_ec_stats(con, rel.name, ec_stats)
     directions = {**rel.info.get("metric_directions", {}), **METRIC_DIRECTIONS}
     rows = [[rel.name, k, float(v), directions.get(k, "info")] for k, v in rel.metrics.items()]
     con.executemany("INSERT INTO anon.metrics VALUES (?, ?, ?, ?)", rows)
-    trace = rel.info.get("trace")
     con.execute("DELETE FROM anon.search_trace WHERE release = ?", [rel.name])
     if trace:
         frame = pd.DataFrame([{
@@ -228,7 +229,7 @@ def _json_struct(columns: list[str], table_alias: str | None = None) -> exp.Expr
 
 
 def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.DataFrame) -> None:
-    """Merge a method's own per-class statistics (``plan.info["ec_stats"]``: ec_id + flat columns, e.g. adaptive's
+    """Merge a method's own per-class statistics (``plan.ec_stats``: ec_id + flat columns, e.g. adaptive's
     Simpson D/E and levels) into the JSON ``stats`` of ``anon.equivalence_classes``."""
     con.register("__anon_ec_stats", frame)
     merged = exp.Anonymous(this="json_merge_patch", expressions=[

@@ -1,78 +1,89 @@
-"""Run a release: resolve → plan → compile → materialize → verify → record, in one transaction.
+"""Run a release: resolve → plan → compile → materialize → verify → record, on one engine.
 
-Verification is independent of the method: the checks run as SQL over the materialized table; a failure rolls
-everything back (nothing half-written, the source untouched) and raises :class:`PrivacyRequirementError`.
+On DuckDB everything after resolve is one transaction; on Spark a refused release drops what it created. Either way a
+failed check leaves nothing half-written and the source untouched, and raises :class:`PrivacyRequirementError`.
 Each stage is a module of :mod:`anon_sql.stages` (record: :mod:`anon_sql.catalog`); this module only orders them.
 """
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import duckdb
-import pandas as pd
 
-from . import catalog
 from .compiler import ReleaseNames, compile_release
+from .engines import DuckDBEngine, Engine
 from .errors import PrivacyRequirementError
 from .policy import Policy
 from .result import Release
-from .stages.materialize import check_target, create_source_view, materialize, pseudonym_function
-from .stages.plan import make_plan, placeholder, plan_dict, released_policy
+from .stages.materialize import check_target, create_source_view, materialize, tidy
+from .stages.plan import make_context, placeholder, plan_dict, released_policy
 from .stages.resolve import Resolved, discard, resolve
 from .stages.verify import failure_message, verify
 
 
 def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, replace: bool = False,
-            dry_run: bool = False, source: pd.DataFrame | None = None,
-            progress: Callable[[str], None] | None = None) -> Release:
-    """Plan, compile, materialize and verify a release in one transaction; see the module docstring."""
+            dry_run: bool = False, source: Any = None, progress: Callable[[str], None] | None = None) -> Release:
+    """Plan, compile, materialize and verify a release on a DuckDB connection, in one transaction."""
+    return release_on(DuckDBEngine(con), policy, replace=replace, dry_run=dry_run, source=source, progress=progress)
+
+
+def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = False, dry_run: bool = False,
+               source: Any = None, progress: Callable[[str], None] | None = None) -> Release:
+    """A release on any engine: resolve, then :func:`run`."""
     t0 = time.perf_counter()
-    return run(con, resolve(con, policy, source, base=True), replace=replace, dry_run=dry_run, progress=progress,
-               t0=t0)
+    with engine.stage("prepare"):
+        resolved = resolve(engine, policy, source, base=True)
+    return run(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0)
 
 
-def run(con: duckdb.DuckDBPyConnection, r: Resolved, *, replace: bool = False, dry_run: bool = False,
+def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = False,
         progress: Callable[[str], None] | None = None, t0: float | None = None) -> Release:
-    """The stages after resolve; what resolve made in the session (the temp base counts) is dropped whatever
-    happens, since it outlives a rollback."""
+    """The stages after resolve; what resolve made (the temp base counts) is dropped whatever happens."""
     say = progress or (lambda message: None)
     t0 = time.perf_counter() if t0 is None else t0
     try:
         names = ReleaseNames(r.policy.name)
-        exists = check_target(con, r.policy, r.source, replace, dry_run)
-        udf = pseudonym_function(con, r.policy)
+        exists = check_target(engine, r.policy, r.source, replace, dry_run)
+        udf = engine.pseudonym_function(r.policy)
+        engine.prepare(r.models)
+        options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf}
         policy = r.policy
-        con.execute("BEGIN TRANSACTION")
+        engine.begin()
         try:
-            create_source_view(con, r.compile_input(placeholder(r), pseudonym_function=udf), names)
-            say("planning")
-            plan = make_plan(con, r, names.source.name, say)
+            with engine.stage("plan"):
+                create_source_view(engine, r.compile_input(placeholder(r), **options), names)
+                say("planning")
+                plan = engine.plan(r.method, make_context(r, engine.con, names.source.name, say))
             policy = released_policy(r.policy, plan)
-            compiled = compile_release(r.compile_input(plan, policy, pseudonym_function=udf), names)
+            compiled = compile_release(r.compile_input(plan, policy, **options), names)
             say("materializing")
-            materialize(con, compiled, plan, replace=exists)
+            with engine.stage("materialize"):
+                materialize(engine, compiled, plan, policy, replace=exists, base_made=r.base is not None)
             say("verifying")
-            v = verify(con, policy, compiled, r.records, plan)
-            if v.failures:
-                raise PrivacyRequirementError(failure_message(con, policy, compiled, v, r.records))
-            rel = Release(policy.name, policy, compiled.sql(pretty=True), plan_dict(plan), v.classes, v.checks,
+            with engine.stage("verify"):
+                v = verify(engine.con, policy, compiled, r.records, plan)
+                if v.failures:
+                    raise PrivacyRequirementError(failure_message(engine.con, policy, compiled, v, r.records))
+            rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
-                          info={"seconds": time.perf_counter() - t0, **getattr(plan, "info", {})})
-            if policy.metrics.get("compute"):   # [metrics] compute = [...]: measured inside the transaction
+                          info={"seconds": time.perf_counter() - t0, **plan.details()})
+            if policy.metrics.get("compute") and engine.measures:   # measured inside the transaction
                 from .metrics import attach
 
-                attach(con, rel, r.taxonomies, r.source)
+                attach(engine.con, rel, r.taxonomies, r.source)
             if dry_run:
-                con.execute("ROLLBACK")
+                engine.rollback()
                 return rel
-            catalog.record_release(con, rel, r.source.label)
-            con.execute("COMMIT")
+            tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source))
+            engine.record(rel, plan, r.source.label)
+            engine.commit()
+            rel.info.update(engine.info())
             return rel
         except BaseException as err:
-            con.execute("ROLLBACK")
+            engine.rollback()
             if isinstance(err, PrivacyRequirementError) and not dry_run:
-                catalog.record_failure(con, policy, r.source.label, r.records, str(err))
+                engine.record_failure(policy, r.source.label, r.records, str(err))
             raise
     finally:
-        discard(con, r)
+        discard(engine, r)

@@ -15,13 +15,13 @@ def register(cls: type[Method]) -> type[Method]:
 
 
 def get_method(name: str, params: dict) -> Method:
-    _load_optional()
+    load_all()
     if name not in REGISTRY:
         raise PolicyError(f"unknown method {name!r}; available: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[name](**(params or {}))
 
 
-def _load_optional() -> None:
+def load_all() -> None:
     """Import the method modules that register themselves (kept lazy so start-up stays fast)."""
     import importlib
 

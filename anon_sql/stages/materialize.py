@@ -1,67 +1,60 @@
-"""Materialize (DuckDB): the release's target checked, its ``__source`` view, the plan's frames as tables, and the
-compiled statements run in order — all inside the runner's transaction."""
+"""Materialize: the release's target checked, its ``__source`` view, the plan's frames as tables, and the compiled
+statements run in order on the engine — inside the runner's transaction where the engine has one."""
 from __future__ import annotations
 
-import duckdb
-from sqlglot import exp
-
 from ..compiler import BASE_STATEMENT, CompileInput, CompiledRelease, ReleaseNames, source_statement
+from ..engines import Engine
 from ..errors import PolicyError, ReleaseExistsError
 from ..methods import AssignmentPlan, Plan
 from ..policy import Policy
-from ..source import Source, relation_exists
-from ..sqlbuild import render
+from ..source import Source
 
 
-def check_target(con: duckdb.DuckDBPyConnection, policy: Policy, src: Source, replace: bool, dry_run: bool) -> bool:
+def check_target(engine: Engine, policy: Policy, src: Source, replace: bool, dry_run: bool) -> bool:
     """Refuse a release name that is the source or in the catalog, or that exists without ``replace``; return
     whether a table of that name exists (it is replaced inside the transaction)."""
     if policy.name in (src.label,) or policy.name.startswith("anon."):
         raise PolicyError(f"release name {policy.name!r} would overwrite the source or the catalog; choose another")
-    exists = relation_exists(con, policy.name)
+    exists = engine.exists(policy.name)
     if exists and not replace and not dry_run:
+        how = " atomically" if engine.transactional else ""
         raise ReleaseExistsError(
-            f"a table named {policy.name!r} already exists; pass replace=True (CLI: --replace) to replace it "
-            "atomically, or choose another name"
+            f"a table named {policy.name!r} already exists{engine.where}; pass replace=True (CLI: --replace) to "
+            f"replace it{how}, or choose another name"
         )
     return exists
 
 
-def pseudonym_function(con: duckdb.DuckDBPyConnection, policy: Policy) -> str | None:
-    """Register the keyed-hash UDF when an identifier is pseudonymized; its name, else None."""
-    ids = [a for a in policy.attributes.values() if a.role == "identifier" and a.action == "pseudonymize"]
-    if not ids:
-        return None
-    from .. import pseudonym
-
-    return pseudonym.register(con, pseudonym.load_key(ids[0].options.get("key_file")))
+def create_source_view(engine: Engine, ci: CompileInput, names: ReleaseNames) -> None:
+    """``<release>__source``: the source with identifiers removed, which the method reads its data through
+    (row-keyed for an assignment plan, and then cached where the engine can)."""
+    engine.create(source_statement(ci, names), cache=isinstance(ci.plan, AssignmentPlan))
 
 
-def create_source_view(con: duckdb.DuckDBPyConnection, ci: CompileInput, names: ReleaseNames) -> None:
-    """``<release>__source``: the source with identifiers removed, which the method reads its data through."""
-    con.execute(render(source_statement(ci, names)))
+def tidy(engine: Engine, names: ReleaseNames, session_bound: bool) -> None:
+    """Drop the working views nothing reads after the release, before it is committed: ``__classes`` (the
+    pre-suppression classes of the failure message; for level plans it reads the base counts, which are temporary),
+    and — when the source or the pseudonym function lives only in this session — ``__general`` and ``__source``, so
+    that nothing persisted breaks when the database is reopened. The release, its ``__checks`` view and the plan's
+    tables (``__assignment``, ``__ec_values``, ``__noise``) are self-contained and stay."""
+    views = [names.classes] + ([names.general, names.source] if session_bound else [])
+    for view in views:
+        engine.drop_view(view.name)
 
 
-def write_plan_tables(con: duckdb.DuckDBPyConnection, names: ReleaseNames, plan: AssignmentPlan) -> None:
-    """Materialize the plan's assignment / class-value / noise frames as tables of the release."""
-    for table, frame in ((names.assignment, plan.assignment), (names.ec_values, plan.class_values),
-                         (names.noise, plan.noise)):
-        if frame is None:
-            continue
-        con.register("__anon_plan_frame", frame)
-        con.execute(render(exp.Create(this=table.copy(), kind="TABLE", replace=True,
-                                      expression=exp.select("*").from_("__anon_plan_frame"))))
-        con.unregister("__anon_plan_frame")
-
-
-def materialize(con: duckdb.DuckDBPyConnection, compiled: CompiledRelease, plan: Plan, replace: bool) -> None:
-    """The plan's tables, then every compiled statement in order (the base counts already exist: resolve made
-    them); ``replace`` drops the existing table of the release's name first."""
-    names = compiled.names
+def materialize(engine: Engine, compiled: CompiledRelease, plan: Plan, policy: Policy, replace: bool,
+                base_made: bool) -> None:
+    """The plan's frames, then every compiled statement after the source view (made before planning); the base-
+    count statement is skipped when resolve already made that table (``base_made``); ``replace`` drops the existing
+    table of the release's name first."""
     if isinstance(plan, AssignmentPlan):
-        write_plan_tables(con, names, plan)
+        engine.write_plan(compiled.names, plan, policy.quasi)
     if replace:
-        con.execute(render(exp.Drop(tables=[names.table.copy()], kind="TABLE", exists=True)))
-    for what, stmt in compiled.statements:
-        if what != BASE_STATEMENT:
-            con.execute(render(stmt))
+        engine.drop(policy.name)
+    for what, stmt in compiled.statements[1:]:
+        if what == BASE_STATEMENT and base_made:
+            continue
+        if stmt.key == "create":
+            engine.create(stmt)
+        else:
+            engine.execute(stmt)

@@ -19,18 +19,18 @@ def placeholder(resolved: Resolved) -> Plan:
     return LevelPlan({})
 
 
-def make_plan(con: Any, resolved: Resolved, source_view: str,
-              say: Callable[[str], None] = lambda message: None) -> Plan:
-    """Run the resolved method over ``source_view`` (the release's ``__source`` view) on ``con``."""
-    ctx = MethodContext(con, resolved.policy, source_view, resolved.taxonomies, resolved.models, resolved.records,
-                        say)
-    return resolved.method.plan(ctx)
+def make_context(resolved: Resolved, con: Any, source_view: str,
+                 say: Callable[[str], None] = lambda message: None) -> MethodContext:
+    """What the method may use: ``con`` (the engine's connection) and ``source_view`` (the release's ``__source``
+    view), with the resolved policy, taxonomies, models and record count."""
+    return MethodContext(con, resolved.policy, source_view, resolved.taxonomies, resolved.models, resolved.records,
+                         say)
 
 
 def released_policy(policy: Policy, plan: Plan) -> Policy:
     """A method that chooses which quasi-identifiers it generalizes (UPA with quasi = "ktfs") lists them in
-    ``plan.info["released_quasi"]``; the others are released unchanged, so they are insensitive in the release."""
-    chosen = getattr(plan, "info", {}).get("released_quasi")
+    ``plan.released_quasi``; the others are released unchanged, so they are insensitive in the release."""
+    chosen = plan.released_quasi if isinstance(plan, AssignmentPlan) else None
     if chosen is None or set(chosen) == set(policy.quasi):
         return policy
     d = policy.to_dict()
@@ -41,7 +41,5 @@ def released_policy(policy: Policy, plan: Plan) -> Policy:
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
-    """The plan for Release.plan: a level vector (every QI) or the assignment summary (no trace)."""
-    out = plan.as_dict()
-    out.pop("trace", None)
-    return out
+    """The plan for Release.plan: a level vector (every QI) or the assignment summary."""
+    return plan.as_dict()

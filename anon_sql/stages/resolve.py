@@ -7,20 +7,21 @@ compiling, materializing and verifying never go back to the raw policy for them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-import pandas as pd
 from sqlglot import exp
 
-from .. import base_counts, catalog
+from .. import base_counts
 from ..compiler import CompileInput
-from ..errors import PolicyError, SourceError, TaxonomyError
+from ..engines import DuckDBEngine, Engine
+from ..errors import PolicyError, SourceError
 from ..methods import Method, Plan, get_method
 from ..models import PrivacyModel, build_models
 from ..policy import Attribute, Policy, coerce_policy
-from ..source import Source, resolve as resolve_source
-from ..sqlbuild import alias, col, record_count, render
-from ..taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv
+from ..source import Source
+from ..sqlbuild import record_count, render
+from ..taxonomy import Taxonomy
+from ..taxonomy_lookup import resolve_taxonomies
 
 _NUMERIC = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "NUMERIC")
 
@@ -95,98 +96,44 @@ def is_numeric(type_name: str) -> bool:
     return any(x in t for x in _NUMERIC) and "[]" not in t
 
 
-def resolve_taxonomies(con: Any, policy: Policy, src: Source, need: bool, catalog_con: Any = None,
-                       value_counts: Callable[[str], pd.DataFrame] | None = None,
-                       check: bool = True) -> dict[str, Taxonomy]:
-    """Catalog, built-in, ARX file or inline taxonomy per quasi-identifier, checked to cover every value of the data.
-
-    ``con`` answers the value-count queries (DuckDB, or the Spark wrapper); ``catalog_con`` is the DuckDB connection
-    whose ``anon`` catalog holds named taxonomies (None: built-ins, files and inline specs only); ``value_counts``
-    (column → frame v, n) replaces the per-column scans of the source (e.g. reads the base counts); ``check=False``
-    skips the coverage check (metrics of a release that was checked), so named taxonomies read no values at all."""
-    from ..taxonomies import load as load_builtin
-
-    out: dict[str, Taxonomy] = {}
-    named = [policy.attributes[q].taxonomy for q in policy.quasi if isinstance(policy.attributes[q].taxonomy, str)]
-    # the catalog's taxonomies among them, in two queries (not three probes per quasi-identifier)
-    stored = catalog.load_taxonomies(catalog_con, named) if catalog_con is not None and named else {}
-    for q in policy.quasi:
-        spec = policy.attributes[q].taxonomy
-        if spec is None:
-            if need:
-                raise PolicyError(
-                    f"quasi-identifier {q!r} has no taxonomy, and method {policy.method!r} generalizes every value "
-                    "through one: give it taxonomy = \"name\" (see anon-sql taxonomy load) or an inline builder, "
-                    "e.g. { kind = \"interval\", widths = [5, 10, 20] } or { kind = \"top\" }"
-                )
-            continue
-        values = None
-        if check or isinstance(spec, dict):   # inline builders are built from the data's values
-            values = value_counts(q) if value_counts is not None else column_value_counts(con, src, q,
-                                                                                           policy.count_column)
-        if isinstance(spec, str):
-            tax = stored.get(spec)
-            tax = tax or load_builtin(spec)
-            if tax is None and spec.endswith(".csv"):
-                tax = from_arx_csv(spec, q)
-            if tax is None:
-                where = (f"not in the catalog (known: {catalog.taxonomy_names(catalog_con)})"
-                         if catalog_con is not None else "not built in, and no catalog connection was given "
-                         "(on Spark pass catalog=, a DuckDB connection with the anon catalog)")
-                raise TaxonomyError(
-                    f"quasi-identifier {q!r}: taxonomy {spec!r} is {where}; load it with `anon-sql taxonomy load` "
-                    "or anon_sql.load_taxonomy, give an ARX CSV path, or an inline spec"
-                )
-        elif isinstance(spec, dict):
-            tax = build_taxonomy(f"{policy.name}.{q}", spec, values["v"].tolist())
-        else:
-            raise PolicyError(f"quasi-identifier {q!r}: taxonomy must be a name or an inline table, got {spec!r}")
-        if check:
-            tax.check_covers(values["v"], values["n"], column=q)
-        out[q] = tax
-    return out
+def as_engine(engine: Engine | Any) -> Engine:
+    """An engine as given, or a DuckDB connection as a :class:`~anon_sql.engines.DuckDBEngine`."""
+    return engine if isinstance(engine, Engine) else DuckDBEngine(engine)
 
 
-def column_value_counts(con: Any, src: Source, column: str, count_column: str | None) -> pd.DataFrame:
-    """``v`` (the column's values as text) and ``n`` (their records) over the source."""
-    v = exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR"))
-    q = (exp.select(alias(v, "v"), alias(record_count(count_column), "n")).from_(src.relation.copy())
-         .group_by(v.copy()))
-    return con.execute(render(q)).df()
-
-
-def resolve(con: Any, policy: Policy | dict | str, source: pd.DataFrame | None = None,
-            base: bool = False) -> Resolved:
-    """Resolve a policy against a DuckDB connection's data (``source`` overrides the policy's).
+def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = None, base: bool = False) -> Resolved:
+    """Resolve a policy against an engine's data (a DuckDB connection is taken as its engine; ``source`` overrides
+    the policy's).
 
     ``base``: for a level method, aggregate the source once into the release's temp base-count table
-    (:mod:`anon_sql.base_counts`) and check taxonomy coverage from it; :func:`discard` drops it."""
+    (:mod:`anon_sql.base_counts`, engines that keep one) and check taxonomy coverage from it; :func:`discard` drops
+    it."""
+    engine = as_engine(engine)
     policy = coerce_policy(policy)
-    catalog.ensure_installed(con)
-    src = resolve_source(con, source if source is not None else policy.source)
+    src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
     policy = effective_policy(policy, src)
-    records = count_records(con, src, policy)
+    records = count_records(engine.con, src, policy)
     check_records(policy, src, records)
     method = get_method(policy.method, policy.method_params)
     counts = None
     table = None
     if base and method.plan_kind == "levels":
         table = base_counts.temp_table(policy.name)
-        con.execute(render(base_counts.create(policy, src.relation, table)))
-        counts = lambda column: base_counts.value_counts(con, table, column)  # noqa: E731
+        counts = engine.base_counts(policy, src.relation, table)
+        table = table if counts is not None else None
     resolved = Resolved(policy, src, records, method, {}, [], base=table)
     try:
-        resolved.taxonomies = resolve_taxonomies(con, policy, src, method.needs_taxonomies, catalog_con=con,
-                                                 value_counts=counts)
-        resolved.models = build_models(policy, con)
+        resolved.taxonomies = resolve_taxonomies(engine.con, policy, src, method.needs_taxonomies,
+                                                 catalog_con=engine.catalog, value_counts=counts)
+        resolved.models = build_models(policy, engine.catalog)
     except BaseException:
-        discard(con, resolved)
+        discard(engine, resolved)
         raise
     resolved.numeric_sensitive = {s for s in policy.sensitive if is_numeric(src.types.get(s, ""))}
     return resolved
 
 
-def discard(con: Any, resolved: Resolved) -> None:
-    """Drop what :func:`resolve` created in the session (the temp base counts); a no-op when it made nothing."""
+def discard(engine: Engine | Any, resolved: Resolved) -> None:
+    """Drop what :func:`resolve` created (the temp base counts); a no-op when it made nothing."""
     if resolved.base is not None:
-        con.execute(render(base_counts.drop(resolved.base)))
+        as_engine(engine).execute(base_counts.drop(resolved.base))

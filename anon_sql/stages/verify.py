@@ -42,7 +42,7 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
                  else int(released_noise[policy.count_column].sum()))
     suppressed = records - (released - noise)
     summary = check_summary(checks)
-    spec = getattr(plan, "info", {}).get("slicing_check")
+    spec = plan.table_check if isinstance(plan, AssignmentPlan) else None
     if spec:   # slicing's l-diversity is a whole-table quantity: SQL over the release, not a per-class column
         from ..methods.slicing_sql import verify as slicing_verify
 
