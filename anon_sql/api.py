@@ -27,17 +27,19 @@ DIALECTS = ("duckdb", "spark", "postgres", "trino", "sqlite")
 
 
 def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.DuckDBPyConnection | None = None,
-            pretty: bool = False) -> list[str]:
+            pretty: bool = False, source: Any = None) -> list[str]:
     """The release's SQL statements for ``dialect``; running them in order creates the released table.
 
     Without a connection the policy must be self-contained (file or mapping taxonomies, every column declared,
-    ``method = "levels"``). With one, the plan is computed first (searches run on the connection's data).
+    ``method = "levels"``). With one, the plan is computed first (searches run on the connection's data, or on
+    ``source``: a DataFrame, Arrow table, relation, ... in place of the policy's ``source``). The statements read
+    the policy's ``source`` by name, as the engine that runs them knows it.
     """
     if dialect not in DIALECTS:
         raise PolicyError(f"dialect {dialect!r} is not one of {', '.join(DIALECTS)}")
     policy = coerce_policy(policy)
     if con is not None:
-        r = resolve(con, policy, base=True)
+        r = resolve(con, policy, source, base=True)
         try:
             if r.method.plan_kind == "assignment" and dialect != "duckdb":
                 raise PolicyError(f"method {policy.method!r} computes a record assignment; only dialect 'duckdb' "
@@ -52,7 +54,8 @@ def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.Du
         finally:
             discard(con, r)
         eff = r.policy
-        relation = r.source.relation if dialect == "duckdb" or not is_path(eff.source) else table_relation(eff.source)
+        in_place = source is None and (dialect == "duckdb" or not is_path(eff.source))
+        relation = r.source.relation if in_place else table_relation(eff.source)
         ci = CompileInput(eff, relation, r.source.columns, plan, r.taxonomies, r.models, dialect=dialect)
         return compile_release(ci).sql(pretty=pretty)
     if policy.method != "levels":

@@ -30,6 +30,11 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
     duckdb_udfs.register(con)
 
 
+def upgrade(con: duckdb.DuckDBPyConnection) -> None:
+    """Run the idempotent catalog DDL again: adds the tables introduced after this database's catalog was made."""
+    con.execute(_sql_file("catalog.sql"))
+
+
 def is_installed(con: duckdb.DuckDBPyConnection) -> bool:
     """Does the database hold the anon catalog? (duckdb_tables(): a third of information_schema's cost)"""
     rows = con.execute(
@@ -225,6 +230,8 @@ def record_failure(con: duckdb.DuckDBPyConnection, policy: Any, source_label: st
 
 def _json_struct(columns: list[str], table_alias: str | None = None) -> exp.Expression:
     fields = [exp.PropertyEQ(this=exp.Literal.string(c), expression=col(c, table_alias)) for c in columns]
+    if not fields:   # an empty struct literal `{}` parses only from DuckDB 2.0 on
+        return exp.Cast(this=lit("{}"), to=exp.DataType.build("JSON"))
     return exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)])
 
 

@@ -70,7 +70,7 @@ def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | N
             grid.append((name.strip(), parse_values(values)))
         base = coerce_policy(policy)
         frames = []
-        # the last parameter is swept by report.sweep; the others form the outer grid
+        # the last parameter is swept by report_run.sweep; the others form the outer grid
         for combo in itertools.product(*[v for _, v in grid[:-1]]):
             pol = base
             for (name, _), value in zip(grid[:-1], combo):

@@ -11,7 +11,7 @@ from . import api
 from .errors import AnonSQLError, PrivacyRequirementError
 from .policy import Policy, coerce_policy
 from .release import release
-from .report import frame_records, set_param, size_histogram
+from .report import distributions, frame_records, metric_rows, set_param, size_histogram, verdict
 
 
 def build(con, release_name: str, names: Sequence[str] | str | None = None, params: dict[str, Any] | None = None,
@@ -19,7 +19,6 @@ def build(con, release_name: str, names: Sequence[str] | str | None = None, para
     """The full report of a materialized release: catalog row, checks, metrics (all by default), details tables and,
     with ``classify = "<target column>"``, classification accuracy (see metrics.classification.classify)."""
     from .metrics import ReleaseData, evaluate
-    from .metrics.registry import lookup
     from .metrics.query import query_error_table
     from .metrics.risk import leakage_table
 
@@ -29,18 +28,16 @@ def build(con, release_name: str, names: Sequence[str] | str | None = None, para
         checks = api.check(con, release_name)
     except (AnonSQLError, duckdb.Error) as err:   # e.g. an exported copy without its views: metrics still shown
         checks = pd.DataFrame([{"check": "checks view", "passed": None, "error": str(err)}])
-    metrics = []
-    for k, v in values.items():
-        m = lookup(k)
-        metrics.append({"metric": k, "value": v, "direction": m.direction if m else "info",
-                        "formula": m.formula if m and m.name == k else ""})
+    checks_rows = frame_records(checks)
     report: dict[str, Any] = {
         "release": release_name, "method": data.policy.method, "source": data.source_label,
         "records_in": data.records_in, "records_out": int(data.class_sizes.sum()), "suppressed": data.suppressed,
         "noise": data.noise, "classes": int(len(data.class_sizes)), "plan": data.plan, "quasi": data.quasi,
         "sensitive": data.policy.sensitive, "materialized": True,
-        "checks": frame_records(checks), "metrics": metrics, "class_sizes": size_histogram(data.class_sizes),
+        "verdict": verdict(checks_rows), "checks": checks_rows, "metrics": metric_rows(values),
+        "class_sizes": size_histogram(data.class_sizes),
         "ncp_by_qi": {q: values[f"ncp__{q}"] for q in data.quasi if f"ncp__{q}" in values},
+        "distributions": distributions(data),
     }
     if "query_error" in values:
         report["query_error_table"] = frame_records(query_error_table(data))

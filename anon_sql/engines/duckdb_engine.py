@@ -43,7 +43,8 @@ class DuckDBEngine(Engine):
 
     def register_source(self, source: Any, label: str) -> Source:
         catalog.ensure_installed(self._con)
-        return resolve(self._con, source)
+        # an in-memory source (DataFrame, Arrow, relation) is registered per release: its views read it by that name
+        return resolve(self._con, source, label=label)
 
     def base_counts(self, policy: Policy, relation: exp.Expression,
                     table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
