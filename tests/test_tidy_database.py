@@ -53,4 +53,5 @@ def test_reopened_file_has_nothing_broken(tmp_path, monkeypatch):
     assert {"main.from_table", "main.from_frame", "main.pseudonymized", "main.local"} <= names
     assert "main.from_table__source" in names and "main.from_table__checks" in names   # kept: they read a table
     assert not {"main.from_frame__source", "main.pseudonymized__source"} & names      # session-bound: dropped
-    assert not any(n.endswith("__classes") for n in names)
+    assert not {"main.from_frame__classes", "main.pseudonymized__classes"} & names
+    assert {"main.from_table__classes", "main.local__classes"} <= names

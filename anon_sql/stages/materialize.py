@@ -32,14 +32,13 @@ def create_source_view(engine: Engine, ci: CompileInput, names: ReleaseNames) ->
 
 
 def tidy(engine: Engine, names: ReleaseNames, session_bound: bool) -> None:
-    """Drop the working views nothing reads after the release, before it is committed: ``__classes`` (the
-    pre-suppression classes of the failure message; for level plans it reads the base counts, which are temporary),
-    and — when the source or the pseudonym function lives only in this session — ``__general`` and ``__source``, so
-    that nothing persisted breaks when the database is reopened. The release, its ``__checks`` view and the plan's
-    tables (``__assignment``, ``__ec_values``, ``__noise``) are self-contained and stay."""
-    views = [names.classes] + ([names.general, names.source] if session_bound else [])
-    for view in views:
-        engine.drop_view(view.name)
+    """When the source or the pseudonym function lives only in this session, drop (before the commit) the views that
+    read it — ``__classes``, ``__general``, ``__source`` — so that nothing persisted breaks once the session ends.
+    The release, its ``__checks`` view and the plan's tables (``__assignment``, ``__ec_values``, ``__noise``) are
+    self-contained and stay."""
+    if session_bound:
+        for view in (names.classes, names.general, names.source):
+            engine.drop_view(view.name)
 
 
 def materialize(engine: Engine, compiled: CompiledRelease, plan: Plan, policy: Policy, replace: bool,
