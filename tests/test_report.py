@@ -12,7 +12,8 @@ import anon_sql
 from anon_sql.cli import main
 from anon_sql.errors import PolicyError
 from anon_sql.policy import Policy
-from anon_sql.report import build, parse_values, render, set_param, sweep
+from anon_sql.report import parse_values, render, set_param
+from anon_sql.report_run import build, sweep
 from conftest import load_seed000, seed000_policy
 
 ODD = "zip <&> 'x'"   # a column name that must be escaped in HTML

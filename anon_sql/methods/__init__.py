@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import PolicyError
-from .base import AssignmentPlan, LevelPlan, Method, MethodContext
+from .base import AssignmentPlan, LevelPlan, Method, MethodContext, Plan
 from .levels import FixedLevels
 
 REGISTRY: dict[str, type[Method]] = {"levels": FixedLevels}
@@ -15,13 +15,13 @@ def register(cls: type[Method]) -> type[Method]:
 
 
 def get_method(name: str, params: dict) -> Method:
-    _load_optional()
+    load_all()
     if name not in REGISTRY:
         raise PolicyError(f"unknown method {name!r}; available: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[name](**(params or {}))
 
 
-def _load_optional() -> None:
+def load_all() -> None:
     """Import the method modules that register themselves (kept lazy so start-up stays fast)."""
     import importlib
 
@@ -33,4 +33,4 @@ def _load_optional() -> None:
                 raise
 
 
-__all__ = ["REGISTRY", "register", "get_method", "Method", "MethodContext", "LevelPlan", "AssignmentPlan"]
+__all__ = ["REGISTRY", "register", "get_method", "Method", "MethodContext", "LevelPlan", "AssignmentPlan", "Plan"]

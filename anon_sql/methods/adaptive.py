@@ -195,13 +195,12 @@ def _leaves(c: QIColumn, level: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 # -- the method ----------------------------------------------------------------------------------------------------
 class AdaptivePlan(AssignmentPlan):
-    """An assignment plan whose per-class tables (``info["class_table"]`` per similarity class, ``info["ec_stats"]``
-    per released EC, merged into ``anon.equivalence_classes.stats``) stay out of ``as_dict``."""
+    """An assignment plan whose per-similarity-class table (``info["class_table"]``, a report) stays out of
+    ``as_dict``; its per-EC statistics are the typed ``ec_stats``."""
 
     def as_dict(self) -> dict[str, Any]:
         out = super().as_dict()
         out.pop("class_table", None)
-        out.pop("ec_stats", None)
         return out
 
 
@@ -337,7 +336,8 @@ class Adaptive(Method):
         ctx.progress("adaptive: diversity and levels")
         res = adaptive_generalize(columns, s_codes, cls, iv, diversity=t_d, evenness=t_e, boost=self.boost)
         assignment = pd.DataFrame({ROW_ID: frame["r"].to_numpy(dtype=np.int64), "ec_id": res.ec})
-        return AdaptivePlan(assignment, res.values, None, self._info(res, columns, quasi, iv, iv_info, t_d, t_e))
+        return AdaptivePlan(assignment, res.values, None, self._info(res, columns, quasi, iv, iv_info, t_d, t_e),
+                            ec_stats=res.ec_table(quasi))
 
     def _info(self, res: AdaptiveResult, columns: Sequence[QIColumn], quasi: list[str], iv: np.ndarray,
               iv_info: dict[str, Any], t_d: float, t_e: float) -> dict[str, Any]:
@@ -357,7 +357,6 @@ class Adaptive(Method):
             "iv_distortion": iv_distortion(res.levels, top, iv, res.sizes),
             "iv_coverage_loss": iv_coverage_loss(cov, base, iv, res.sizes),
             "class_table": res.class_table(quasi),
-            "ec_stats": res.ec_table(quasi),
         }
         if len(res.sizes) <= 50:
             info["simpson_d"] = [round(float(v), 6) for v in res.diversity]

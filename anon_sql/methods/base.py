@@ -17,13 +17,21 @@ ROW_ID = "__row"
 
 @dataclass
 class LevelPlan:
-    """A node of the generalization lattice: attribute → level (level 0 = original value)."""
+    """A node of the generalization lattice: attribute → level (level 0 = original value).
+
+    Every field the runner acts on is typed; ``info`` is the method's report (shown in ``Release.info``, stored
+    with the release) and nothing reads a decision from it."""
 
     levels: dict[str, int]
     info: dict[str, Any] = field(default_factory=dict)
+    trace: list[dict[str, Any]] = field(default_factory=list)   # a search's steps, recorded in anon.search_trace
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.levels)
+
+    def details(self) -> dict[str, Any]:
+        """The report for ``Release.info``: ``info`` and the trace."""
+        return {**self.info, "trace": self.trace} if self.trace else dict(self.info)
 
 
 @dataclass
@@ -31,17 +39,33 @@ class AssignmentPlan:
     """Record → class assignment.
 
     ``assignment`` has columns ``__row`` (the deterministic row key of the ``__source`` view) and ``ec_id``;
-    ``class_values`` has ``ec_id`` and one released (text) value per quasi-identifier; ``noise`` optionally holds
-    dummy records (all released columns + ``ec_id``) that the method adds (θ-sensitive k-anonymity).
+    ``class_values`` has ``ec_id`` and one released (text) value per quasi-identifier (per row with ``row_values``);
+    ``noise`` optionally holds dummy records (all released columns + ``ec_id``) that the method adds (θ-sensitive
+    k-anonymity). The other typed fields are what the compiler, the runner and the catalog act on; ``info`` is the
+    method's report only.
     """
 
     assignment: pd.DataFrame
     class_values: pd.DataFrame
     noise: pd.DataFrame | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    noise_flag: str | None = None             # the boolean column that marks noise records in the release
+    row_values: bool = False                  # class_values keyed by __row: released values per row (slicing)
+    released_quasi: list[str] | None = None   # the quasi-identifiers it generalizes (None: all; the others are
+                                              # released unchanged, so insensitive in the release)
+    table_check: dict[str, Any] | None = None   # a whole-table requirement verified in SQL (slicing l-diversity)
+    ec_stats: pd.DataFrame | None = None      # per-class statistics merged into anon.equivalence_classes.stats
+
+    def details(self) -> dict[str, Any]:
+        """The report for ``Release.info`` and ``Release.plan``: ``info`` and the typed fields that are set."""
+        out = dict(self.info)
+        typed = {"noise_flag": self.noise_flag, "released_quasi": self.released_quasi,
+                 "row_values": self.row_values or None, "slicing_check": self.table_check}
+        out.update({k: v for k, v in typed.items() if v is not None})
+        return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": "assignment", "classes": int(self.class_values["ec_id"].nunique()), **self.info}
+        return {"kind": "assignment", "classes": int(self.class_values["ec_id"].nunique()), **self.details()}
 
 
 Plan = LevelPlan | AssignmentPlan
@@ -66,6 +90,10 @@ class Method:
     name = "method"
     plan_kind = "levels"          # "levels" or "assignment"
     needs_taxonomies = True       # full-domain methods refuse quasi-identifiers without a taxonomy
+    # what of the data the method plans from: "nothing" (the policy alone), "base" (the distinct quasi-identifier /
+    # sensitive combinations with their record counts: lattice searches), "rows" (the source's records). An engine
+    # chooses how to give a method its data from this, never from the method's name.
+    reads = "rows"
     params_allowed: tuple[str, ...] | None = None   # the [method_params] keys it takes (None: not checked)
 
     def __init__(self, **params: Any):

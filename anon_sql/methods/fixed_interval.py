@@ -19,7 +19,7 @@ import pandas as pd
 from ..errors import PolicyError
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
-from .local_values import _fmt, load_source
+from .local_values import format_numbers, load_source
 
 STRATEGIES = ("width", "frequency")
 _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
@@ -155,13 +155,14 @@ class FixedInterval(Method):
         class_values = pd.DataFrame({"ec_id": np.arange(1, len(uniq) + 1)})
         for c in numeric:
             v = values[c.name][first]
-            text = _fmt(np.nan_to_num(v))
+            text = format_numbers(np.nan_to_num(v))
             text[np.isnan(v)] = None
             class_values[c.name] = pd.Series(text, dtype="string")
         info: dict[str, Any] = {"strategy": self.strategy, "intervals_requested": n, "intervals": tables,
                                 "small_classes": int((sizes < k).sum()),
-                                "merges": merges, "released_quasi": [c.name for c in numeric]}
-        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), class_values, None, info)
+                                "merges": merges}
+        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), class_values, None, info,
+                              released_quasi=[c.name for c in numeric])
 
 
 __all__ = ["FixedInterval", "STRATEGIES", "fixed_intervals", "merge_small", "precision", "raw_intervals"]

@@ -9,6 +9,7 @@ class FixedLevels(Method):
     """Generalize every quasi-identifier to ``[method_params] levels = {attr = level}`` (missing ones: level 0)."""
 
     name = "levels"
+    reads = "nothing"
 
     def plan(self, ctx: MethodContext) -> LevelPlan:
         levels = dict(self.params.get("levels") or {})

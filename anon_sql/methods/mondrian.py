@@ -134,7 +134,7 @@ def categorical_width(c: QIColumn, level: np.ndarray, code: np.ndarray, distinct
     return w, d
 
 
-def _median_cut(seg: np.ndarray, key: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
+def median_cut(seg: np.ndarray, key: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
     """Per segment: the key value whose cut (key <= cut | key > cut) splits the weight closest to half (ties: the
     lower cut). Every segment given has at least two distinct keys."""
     kmax = int(key.max()) + 1
@@ -214,7 +214,7 @@ def partition(columns: Sequence[QIColumn], models: Sequence[PrivacyModel], stats
                 rr = perm[cr[sel]]
                 c = columns[j]
                 key[sel] = c.order[rr] if c.numeric else c.tree[c.order[rr], lcas[j][cseg[sel]] - 1]
-            cut = _median_cut(cseg, key, stats.weights[perm[cr]], m)
+            cut = median_cut(cseg, key, stats.weights[perm[cr]], m)
             s = (key > cut[cseg]).astype(np.int64)
             cidx = np.flatnonzero(cand)
             remap = np.full(m, -1, dtype=np.int64)

@@ -41,6 +41,7 @@ class _LatticeSearch(Method):
     params_allowed: tuple[str, ...] = ("objective",)
     max_nodes = 0
     rows = True   # whether the search needs distinct rows / violations (the base table then keeps every column)
+    reads = "base"
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -85,10 +86,10 @@ class _LatticeSearch(Method):
                 "seconds": time.perf_counter() - t0, "objective": self.objective,
                 "score": best.scores.get(self.objective), "lattice_size": lattice.size,
                 "violations": best.violations, "distinct_rows": best.distinct_rows,
-                "suppressed": best.suppressed, "trace": trace.rows}
+                "suppressed": best.suppressed}
         info.update({k: v for k, v in counts.items() if k not in ("generated", "expanded")})
         ctx.progress(f"{self.name}: chose {lattice.as_dict(best.node)}")
-        return LevelPlan(lattice.as_dict(best.node), info)
+        return LevelPlan(lattice.as_dict(best.node), info, trace=trace.rows)
 
 
 def no_feasible_message(lattice: Lattice, ctx: MethodContext, complete: bool = True) -> str:

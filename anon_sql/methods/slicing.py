@@ -523,11 +523,12 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
                 "sensitive_column": mode, "sensitive_column_skipped": skipped, "notes": notes,
                 "phi2": {f"{a}|{b}": float(phi[i, j]) for i, a in enumerate(attrs) for j, b in enumerate(attrs)
                          if i < j},
-                "released_quasi": [], "row_values": True,
-                "slicing_check": {"columns": groups, "sensitive": sa, "l": l, "intervals": intervals or {}}})
+})
     if validity:
         out["validity"] = validity
-    return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": pid + 1}), values, None, out)
+    return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": pid + 1}), values, None, out,
+                          released_quasi=[], row_values=True,
+                          table_check={"columns": groups, "sensitive": sa, "l": l, "intervals": intervals or {}})
 
 
 @register

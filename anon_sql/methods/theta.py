@@ -680,7 +680,7 @@ class ThetaSensitive(Method):
         return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), values, noise,
                               {**self._info(res, mu, k), **suppressed,
                                "formation": ["classes of k and k + 1", "classes of k"][chosen] if len(candidates) > 1
-                               else "chunks of k"})
+                               else "chunks of k"}, noise_flag=self.noise_flag or None)
 
     def _suppress(self, ctx: MethodContext, data: SourceData, freq: np.ndarray, cap: int, mu: float, k: int,
                   sa: str) -> tuple[SourceData, dict[str, Any]]:
@@ -767,8 +767,6 @@ class ThetaSensitive(Method):
         if len(sizes) <= 50:
             info["variance"] = [round(float(v), 6) for v in var]
             info["theta"] = [round(float(t), 6) for t in theta]
-        if self.noise_flag:
-            info["noise_flag"] = self.noise_flag
         return info
 
 

@@ -415,7 +415,6 @@ class UPA(Method):
         ec = rank[cls] + 1
         sizes = np.bincount(ec, weights=data.weights)[1:]
         info.update(
-            released_quasi=selected,
             released_unchanged=[q for q in policy.quasi if q not in selected],
             selection=self.quasi,
             merges=merges,
@@ -430,7 +429,7 @@ class UPA(Method):
         if kept_info:
             info["unique_only"] = kept_info
         assignment = pd.DataFrame({ROW_ID: data.rows, "ec_id": ec})
-        return AssignmentPlan(assignment, class_values(ec, columns), None, info)
+        return AssignmentPlan(assignment, class_values(ec, columns), None, info, released_quasi=selected)
 
 
 def _silhouette(X: np.ndarray, labels: np.ndarray, seed: int) -> float | None:
