@@ -28,12 +28,6 @@ class Attribute:
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.taxonomy is not None and self.role != "quasi":
-            raise PolicyError(
-                f"attribute {self.name!r}: only quasi-identifiers take a taxonomy (its role is {self.role!r})"
-            )
-        if self.role != "identifier" and self.action != "drop":
-            raise PolicyError(f"attribute {self.name!r}: only identifiers take an action (its role is {self.role!r})")
         schema.ATTRIBUTE.check(self.to_dict(), f"attributes.{self.name}")
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from .errors import AnonSQLError, PolicyError, PrivacyRequirementError
 from .policy import Policy, coerce_policy
+from .schema import PRIVACY
 
 FORMATS = ("text", "html", "json")
 
@@ -241,7 +242,7 @@ def set_param(policy: Policy, param: str, value: Any) -> Policy:
         target, parts = d.setdefault(parts[0], {}), parts[1:]
     elif parts[0] in Policy.__dataclass_fields__:     # name, method, seed, attributes.age.taxonomy, ...
         target = d
-    elif parts[0] in ("k", "max_suppression", "l_diversity", "t_closeness", "simpson", "theta", "p_sensitive"):
+    elif parts[0] in PRIVACY.keys:
         target = d.setdefault("privacy", {})
     else:
         target = d.setdefault("method_params", {})

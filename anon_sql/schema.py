@@ -17,7 +17,9 @@ Adding a key is one declaration:
 * a method parameter: one ``key(...)`` in the method class's ``parameters`` tuple (anon_sql/methods/*.py); the
   registry collects them (:func:`anon_sql.methods.method_parameters`);
 * a search objective: its name in ``anon_sql.lattice.OBJECTIVES`` (the ``objective`` choice reads that table);
-* a metric parameter: one ``key(...)`` in :data:`METRICS`.
+* a metric parameter: one ``key(...)`` in :data:`METRICS`;
+* an attribute option: one ``key(...)`` in its role's section of :data:`ATTRIBUTE` (e.g. a sensitive attribute's
+  ``taxonomy`` for hierarchical t-closeness); an inline taxonomy kind: one section in :data:`TAXONOMY`.
 
 Then run ``python -m anon_sql.schema_docs --write docs/policy.md``.
 """
@@ -357,7 +359,14 @@ class Tagged(ValueType):
         for name in value:      # a key of no variant (a misspelled tag, too) is named before the variant is chosen
             if name not in every:
                 raise unknown_key(name, where or f"[{path}]", every)
-        self.variant(value, path).check(value, path, where or f"[{path}] ({self.tag} = {value.get(self.tag, self.default)!r})")
+        chosen = self.variant(value, path)
+        for name in value:
+            if name not in chosen.keys:
+                tag = value.get(self.tag, self.default)
+                owners = [n for n, s in self.variants.items() if name in s.keys]
+                raise PolicyError(f"{where or f'[{path}]'}: `{name}` does not apply to {self.tag} = {tag!r}, only to "
+                                  f"{self.tag} = {' | '.join(repr(o) for o in owners)}")
+        chosen.check(value, path, where or f"[{path}] ({self.tag} = {value.get(self.tag, self.default)!r})")
 
     def describe(self) -> str:
         return f"a {self.noun} with `{self.tag}` = " + " | ".join(f"`{n}`" for n in self.variants)
@@ -482,11 +491,6 @@ PRIVACY = section(
         "k-anonymity (an integer is { p = … })"),
     key("requirements", ListOf(table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)"),
 )
-
-
-def _metric_names() -> list[str]:
-    from .metrics.registry import REGISTRY   # lazy: the metrics package loads on use
-    return sorted(REGISTRY)
 
 
 METRICS = section(

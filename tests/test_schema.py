@@ -251,7 +251,7 @@ def test_unknown_with_option_is_an_error_never_a_privacy_setting():
         Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (name = 'x') AS SELECT quasi(age) FROM t")
     with pytest.raises(PolicyError, match="did you mean `quasi`"):
         Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (k = 5) AS SELECT quasy(age) FROM t")
-    with pytest.raises(PolicyError, match="unknown key `taxonomy` in sensitive"):
+    with pytest.raises(PolicyError, match=r"sensitive\(s, ...\): `taxonomy` does not apply to role = .sensitive."):
         Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (k = 5) AS SELECT quasi(a), sensitive(s, taxonomy => 'x') "
                         "FROM t")
 

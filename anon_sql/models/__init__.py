@@ -1,7 +1,7 @@
-"""Privacy models: one class per model, built from a policy's ``[privacy]`` table."""
+"""Privacy models: one class per model, built from a policy's ``[privacy]`` table (its keys, types and ranges are
+declared and checked in anon_sql/schema.py)."""
 from __future__ import annotations
 
-from ..errors import PolicyError
 from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck
 from .p_sensitive import PSensitivity
 from .standard import (DistinctLDiversity, EntropyLDiversity, KAnonymity, RecursiveCLDiversity, SimpsonDiversity,
@@ -26,12 +26,7 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
             # kind == "slicing" is verified by the slicing method's own check, not per generalized class
         if p.t_closeness is not None:
             spec = p.t_closeness if isinstance(p.t_closeness, dict) else {"t": p.t_closeness}
-            if "t" not in spec:
-                raise PolicyError("privacy.t_closeness needs t, e.g. t_closeness = 0.2 or { t = 0.2, distance = \"ordered\" }")
-            distance = spec.get("distance", "equal")
-            if distance not in ("equal", "ordered"):
-                raise PolicyError(f"privacy.t_closeness.distance {distance!r} is not 'equal' or 'ordered'")
-            models.append(TCloseness(sa, spec["t"], distance))
+            models.append(TCloseness(sa, spec["t"], spec.get("distance", "equal")))
         if p.simpson:
             models.append(SimpsonDiversity(sa, p.simpson.get("diversity"), p.simpson.get("evenness")))
         if p.theta:
