@@ -62,6 +62,9 @@ class Privacy:
     simpson: dict[str, float] | None = None
     theta: dict[str, float] | None = None
     p_sensitive: dict[str, Any] | None = None
+    alpha: float | None = None                       # (α, k)-anonymity
+    beta_likeness: dict[str, Any] | None = None      # { beta = 1.0, kind = "basic" | "enhanced" }
+    delta_disclosure: float | dict[str, Any] | None = None   # δ, or { delta = 1.0, log = "e" | "2" }
     requirements: list[Requirement] = field(default_factory=list)
 
     @classmethod
@@ -77,7 +80,8 @@ class Privacy:
         if self.k is not None:
             out["k"] = self.k
         out["max_suppression"] = self.max_suppression
-        for name in ("l_diversity", "t_closeness", "simpson", "theta", "p_sensitive"):
+        for name in ("l_diversity", "t_closeness", "simpson", "theta", "p_sensitive", "alpha", "beta_likeness",
+                     "delta_disclosure"):
             v = getattr(self, name)
             if v is not None:
                 out[name] = copy.deepcopy(v)
@@ -137,11 +141,11 @@ class Policy:
                     f"privacy.requirements: {unknown} are not quasi-identifiers of the policy "
                     f"(quasi-identifiers: {self.quasi})"
                 )
-        needs_sa = p.l_diversity or p.t_closeness is not None or p.simpson or p.theta or p.p_sensitive
+        needs_sa = [k for k in schema.SENSITIVE_MODELS if getattr(p, k) is not None]
         if needs_sa and not self.sensitive:
             raise PolicyError(
-                "the policy asks for a sensitive-attribute model (l-diversity, t-closeness, Simpson, θ or "
-                "p-sensitivity) but no attribute has role = \"sensitive\""
+                f"the policy asks for a sensitive-attribute model ({', '.join(needs_sa)}) but no attribute has "
+                "role = \"sensitive\""
             )
         if self.count_column and self.count_column in self.attributes:
             raise PolicyError(f"count_column {self.count_column!r} cannot also be an attribute of the policy")

@@ -376,7 +376,7 @@ class Tagged(ValueType):
 ROLES = ("identifier", "quasi", "sensitive", "insensitive")
 IDENTIFIER_ACTIONS = ("drop", "pseudonymize")
 L_KINDS = ("distinct", "entropy", "recursive", "slicing")
-T_DISTANCES = ("equal", "ordered")
+T_DISTANCES = ("equal", "ordered", "hierarchical")
 TAXONOMY_KINDS = ("file", "interval", "mask", "date", "top", "mapping")
 
 
@@ -437,6 +437,9 @@ ATTRIBUTE = Tagged("role", {
                      key("iv", number(ge=0), "identity-vulnerability weight of this QI for the IV-weighted metrics"),
                      doc="a quasi-identifier: generalized until every model holds"),
     "sensitive": section("[attributes.<column>] role = \"sensitive\"", _ROLE,
+                         key("taxonomy", any_of(Text(what="name or path"), TAXONOMY),
+                             "the value hierarchy of hierarchical t-closeness (`distance = \"hierarchical\"`), "
+                             "given as for a quasi-identifier"),
                          doc="released unchanged; the sensitive-attribute models protect it"),
     "insensitive": section("[attributes.<column>] role = \"insensitive\"", _ROLE, doc="released unchanged"),
 }, noun="table")
@@ -457,8 +460,9 @@ L_DIVERSITY = Tagged("kind", {
 
 T_CLOSENESS = section("privacy.t_closeness",
                       key("t", number(gt=0, le=1), "the largest distance allowed", REQUIRED),
-                      key("distance", choice(*T_DISTANCES), "ground distance: equal ½Σ|p−q|, or ordered "
-                          "(for ordinal values)", "equal"))
+                      key("distance", choice(*T_DISTANCES), "ground distance: equal ½Σ|p−q|, ordered (for "
+                          "ordinal values), or hierarchical over the sensitive attribute's taxonomy (Li et al. 2007: "
+                          "Σ_N (level(N)/H)·min(pos, neg); a value outside the taxonomy fails)", "equal"))
 SIMPSON = section("privacy.simpson", key("diversity", number(ge=1), "D = 1/Σp² >= diversity"),
                   key("evenness", number(ge=0, le=1), "E = D/#distinct >= evenness"),
                   rules=[_at_least_one_key("diversity", "evenness")])
@@ -474,6 +478,13 @@ P_SENSITIVE = section("privacy.p_sensitive",
                       key("plus", Boolean(), "p+-sensitivity: also >= p distinct categories", False),
                       key("alpha", number(ge=0), "(p, α)-sensitivity: category weights of a class sum to >= α"),
                       key("weights", MapOf(number(), "category"), "weight per category (default (i−1)/(n−1))"))
+BETA_LIKENESS = section("privacy.beta_likeness",
+                        key("beta", number(gt=0), "(p − q)/q <= β for each value with p > q (q: its share of the "
+                            "table)", REQUIRED),
+                        key("kind", choice("basic", "enhanced"), "enhanced: <= min(β, −ln q)", "basic"))
+DELTA_DISCLOSURE = section("privacy.delta_disclosure",
+                           key("delta", number(gt=0), "|log(p/q)| < δ for each value in the class", REQUIRED),
+                           key("log", choice("e", "2"), "the logarithm's base (`\"2\"` as ARX)", "e"))
 REQUIREMENT = section("[[privacy.requirements]]",
                       key("quasi", ListOf(Text(), 1), "the quasi-identifier subset S", REQUIRED),
                       key("k", integer(ge=1), "every group over S has >= k records", REQUIRED))
@@ -489,6 +500,11 @@ PRIVACY = section(
     key("theta", table(THETA), "θ-sensitivity (seed 004)"),
     key("p_sensitive", any_of(integer(ge=1), table(P_SENSITIVE)), "p-sensitive, p+-sensitive, (p, α)-sensitive "
         "k-anonymity (an integer is { p = … })"),
+    key("alpha", number(gt=0, le=1), "(α, k)-anonymity (Wong et al. 2006): largest share of one sensitive value "
+        "in a class <= α"),
+    key("beta_likeness", table(BETA_LIKENESS), "β-likeness (Cao & Karras 2012)"),
+    key("delta_disclosure", any_of(number(gt=0), table(DELTA_DISCLOSURE)), "δ-disclosure privacy (Brickell & "
+        "Shmatikov 2008; a number is { delta = … })"),
     key("requirements", ListOf(table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)"),
 )
 
@@ -514,6 +530,10 @@ METRICS = section(
 )
 
 
+#: the [privacy] keys whose models protect a sensitive attribute (a policy with one of them needs role = "sensitive")
+SENSITIVE_MODELS = tuple(k for k in PRIVACY.keys if k not in ("k", "max_suppression", "requirements"))
+
+
 def _method_names() -> list[str]:
     from .methods import method_names   # lazy: methods are a layer above the policy
     return method_names()
@@ -522,7 +542,9 @@ def _method_names() -> list[str]:
 TOP = section(
     "the policy (top level)",
     key("name", Text(), "the release table to create (any characters; quoted by sqlglot)", REQUIRED),
-    key("source", Text(), "table or view of the database, or a `.csv` / `.parquet` path", REQUIRED),
+    key("source", Text(), "table or view of the database, or a `.csv` / `.parquet` path (from Python, "
+        "`release(..., source=X)` also takes a pandas / Polars DataFrame, a pyarrow Table or Dataset, or a DuckDB "
+        "relation in its place: see the README)", REQUIRED),
     key("method", Choice(_method_names, "method"), "the anonymization method", "levels"),
     key("seed", integer(), "seed of every random step", 0),
     key("count_column", Text(), "each row stands for n records; class sizes are SUM(n)"),

@@ -2,7 +2,12 @@
 declared and checked in anon_sql/schema.py)."""
 from __future__ import annotations
 
+import math
+
+from ..errors import PolicyError
 from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck
+from .distribution import AlphaKAnonymity, BetaLikeness, DeltaDisclosure
+from .hierarchical import HierarchicalTCloseness, resolve_taxonomy
 from .p_sensitive import PSensitivity
 from .standard import (DistinctLDiversity, EntropyLDiversity, KAnonymity, RecursiveCLDiversity, SimpsonDiversity,
                        TCloseness, ThetaSensitivity)
@@ -26,16 +31,32 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
             # kind == "slicing" is verified by the slicing method's own check, not per generalized class
         if p.t_closeness is not None:
             spec = p.t_closeness if isinstance(p.t_closeness, dict) else {"t": p.t_closeness}
-            models.append(TCloseness(sa, spec["t"], spec.get("distance", "equal")))
+            distance = spec.get("distance", "equal")
+            if distance == "hierarchical":
+                spec_tax = policy.attributes[sa].taxonomy
+                if spec_tax is None:
+                    raise PolicyError(f"t_closeness distance 'hierarchical' needs a taxonomy for sensitive attribute "
+                                      f"{sa!r}: [attributes.{sa}] role = \"sensitive\", taxonomy = \"file.csv\"")
+                models.append(HierarchicalTCloseness(sa, spec["t"], resolve_taxonomy(spec_tax, sa, con)))
+            else:
+                models.append(TCloseness(sa, spec["t"], distance))
         if p.simpson:
             models.append(SimpsonDiversity(sa, p.simpson.get("diversity"), p.simpson.get("evenness")))
         if p.theta:
             models.append(ThetaSensitivity(sa, p.theta["mu"]))
         if p.p_sensitive is not None:
             models.append(PSensitivity.from_policy(sa, p.p_sensitive, con))
+        if p.alpha is not None:
+            models.append(AlphaKAnonymity(sa, p.alpha))
+        if p.beta_likeness is not None:
+            models.append(BetaLikeness(sa, p.beta_likeness["beta"], p.beta_likeness.get("kind", "basic") == "enhanced"))
+        if p.delta_disclosure is not None:
+            spec = p.delta_disclosure if isinstance(p.delta_disclosure, dict) else {"delta": p.delta_disclosure}
+            models.append(DeltaDisclosure(sa, spec["delta"], 2.0 if str(spec.get("log", "e")) == "2" else math.e))
     return models
 
 
 __all__ = ["build_models", "PrivacyModel", "ClassStats", "SensitiveCounts", "SQLCheck", "ClassColumns",
            "KAnonymity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
-           "SimpsonDiversity", "ThetaSensitivity", "PSensitivity"]
+           "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
+           "HierarchicalTCloseness"]
