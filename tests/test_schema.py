@@ -29,12 +29,13 @@ def base() -> dict:
         "attributes": {"id": {"role": "identifier", "action": "pseudonymize", "key_file": "k.txt"},
                        "age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [5, 10]}, "iv": 0.5},
                        "zip": {"role": "quasi", "taxonomy": "zip_h"},
-                       "s": {"role": "sensitive"}, "w": {"role": "insensitive"}},
+                       "s": {"role": "sensitive", "taxonomy": {"kind": "top"}}, "w": {"role": "insensitive"}},
         "privacy": {"k": 2, "max_suppression": 0.1, "t_closeness": {"t": 0.5, "distance": "equal"},
                     "simpson": {"diversity": 1.5, "evenness": 0.5}, "theta": {"mu": 0.6},
                     "p_sensitive": {"p": 2, "categories": {"a": ["x"]}, "plus": True, "alpha": 0.5,
                                     "weights": {"a": 1.0}},
-                    "requirements": [{"quasi": ["age"], "k": 2}]},
+                    "alpha": 0.8, "beta_likeness": {"beta": 1.0, "kind": "enhanced"},
+                    "delta_disclosure": {"delta": 1.2, "log": "2"}, "requirements": [{"quasi": ["age"], "k": 2}]},
         "method_params": {"levels": {"age": 1}},
         "metrics": {"compute": ["k"], "risk_threshold": 3, "reid_quasi": ["age"], "weights": {"age": 1.0},
                     "iv": {"age": 1.0}, "iv_trees": 5, "queries": 10, "query_dims": [1], "query_selectivity": [0.1],
@@ -68,7 +69,7 @@ def locations():
                    method_params={"levels": {"age": 0}}, metrics={"compute": ["k"]})
     privacy = _minimal(privacy=base()["privacy"])
     out = [("top level", top, top, "with"), ("[privacy]", privacy, privacy["privacy"], "with")]
-    for name in ("t_closeness", "simpson", "theta", "p_sensitive"):
+    for name in ("t_closeness", "simpson", "theta", "p_sensitive", "beta_likeness", "delta_disclosure"):
         p = _minimal(privacy={name: base()["privacy"][name]})
         out.append((f"privacy.{name}", p, p["privacy"][name], "nested"))
     p = _minimal(privacy={"requirements": [{"quasi": ["age"], "k": 2}]})
@@ -170,6 +171,11 @@ BAD = [
     ("privacy.p_sensitive.plus", ["yes", 1]),
     ("privacy.requirements.0.k", [0, "3", True]),
     ("privacy.requirements.0.quasi", [[], "age", [1]]),
+    ("privacy.alpha", [0, 1.5, "0.5"]),
+    ("privacy.beta_likeness.beta", [0, -1, "1"]),
+    ("privacy.beta_likeness.kind", ["strong"]),
+    ("privacy.delta_disclosure.delta", [0, "1"]),
+    ("privacy.delta_disclosure.log", ["10", 2]),
     ("seed", [1.5, "1", True]),
     ("method", ["optimla", 3]),
     ("default_role", ["quasy"]),
@@ -251,8 +257,8 @@ def test_unknown_with_option_is_an_error_never_a_privacy_setting():
         Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (name = 'x') AS SELECT quasi(age) FROM t")
     with pytest.raises(PolicyError, match="did you mean `quasi`"):
         Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (k = 5) AS SELECT quasy(age) FROM t")
-    with pytest.raises(PolicyError, match=r"sensitive\(s, ...\): `taxonomy` does not apply to role = .sensitive."):
-        Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (k = 5) AS SELECT quasi(a), sensitive(s, taxonomy => 'x') "
+    with pytest.raises(PolicyError, match=r"insensitive\(s, ...\): `taxonomy` does not apply to role = .insensitive."):
+        Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (k = 5) AS SELECT quasi(a), insensitive(s, taxonomy => 'x') "
                         "FROM t")
 
 
@@ -264,8 +270,10 @@ def _documented() -> list[tuple[str, dict]]:
         text = md.read_text()
         for i, block in enumerate(re.findall(r"```toml\n(.*?)```", text, re.S)):
             out.append((f"{md.name} toml #{i}", tomllib.loads(block)))
-        for i, block in enumerate(re.findall(r"```sql\n(CREATE.*?)```", text, re.S)):
-            out.append((f"{md.name} sql #{i}", Policy.from_sql(block.replace("[OR REPLACE] ", "")).to_dict()))
+        statements = [st.strip() for block in re.findall(r"```sql\n(.*?)```", text, re.S)
+                      for st in re.split(r";\s*\n", block.replace("[OR REPLACE] ", ""))]
+        for i, st in enumerate(st for st in statements if re.match(r"CREATE (OR REPLACE )?ANONYMIZED VIEW", st)):
+            out.append((f"{md.name} sql #{i}", Policy.from_sql(st.rstrip(";")).to_dict()))
     assert len(out) >= 8
     return out
 
