@@ -11,9 +11,10 @@ text is never coerced to a number (``l = "2"`` is refused).
 
 Adding a key is one declaration:
 
-* a privacy model: ``key("beta_likeness", table(BETA), "β-likeness ...")`` in :data:`PRIVACY` (with its own
-  ``BETA = section("privacy.beta_likeness", key("beta", number(gt=0), "..."))``); a new choice of an existing key
-  is one more name in its ``choice(...)`` (e.g. ``"hierarchical"`` in t-closeness's ``distance``);
+* a privacy model: one ``key(...)`` in :data:`PRIVACY`, e.g. ``key("beta_likeness", table(BETA_LIKENESS), "...")``
+  with its table's keys in ``BETA_LIKENESS = section("privacy.beta_likeness", key("beta", number(gt=0), "..."), ...)``
+  (a model of a sensitive attribute is then in :data:`SENSITIVE_MODELS` by itself); a new choice of an existing key
+  is one more name in its ``choice(...)`` (e.g. ``"hierarchical"`` in :data:`T_DISTANCES`);
 * a method parameter: one ``key(...)`` in the method class's ``parameters`` tuple (anon_sql/methods/*.py); the
   registry collects them (:func:`anon_sql.methods.method_parameters`);
 * a search objective: its name in ``anon_sql.lattice.OBJECTIVES`` (the ``objective`` choice reads that table);

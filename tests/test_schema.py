@@ -289,6 +289,15 @@ def test_documented_policies_load_and_round_trip():
         assert Policy.from_dict(p.to_dict()) == p, label
 
 
+def test_every_listed_method_loads_by_its_name_and_declares_its_parameters():
+    from anon_sql.methods import REGISTRY, method_parameters
+    names = method_names()
+    assert names[0] == "levels" and len(names) >= 12
+    for name in names:
+        assert all(isinstance(k, schema.Key) for k in method_parameters(name))
+    assert set(REGISTRY) == set(names)        # each module registered what the name map says
+
+
 def test_docs_policy_reference_is_generated_from_the_schema():
     doc = (ROOT / "docs" / "policy.md").read_text(encoding="utf-8")
     fix = "run python -m anon_sql.schema_docs --write docs/policy.md"

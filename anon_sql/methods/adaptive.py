@@ -24,8 +24,8 @@ from .. import catalog
 from ..errors import PolicyError
 from ..sqlbuild import alias, col, render
 from ..udfs import kernels
-from . import register
 from ..schema import MapOf, any_of, choice, integer, key, number
+from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
 from .local_values import QIColumn, encode_categorical, is_numeric_type, lca_level
 

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PolicyError
-from . import register
 from ..schema import choice, integer, key, number
+from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import _fmt, load_source
 

@@ -18,8 +18,8 @@ import pandas as pd
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, PrivacyModel, SensitiveCounts
-from . import register
 from ..schema import choice, key
+from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, class_values, load_source, segment_lca
 

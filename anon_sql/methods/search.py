@@ -15,8 +15,8 @@ import numpy as np
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..lattice import OBJECTIVES, Lattice, NodeEval
-from . import register
 from ..schema import Choice, integer, key
+from . import register
 from .base import LevelPlan, Method, MethodContext
 
 _PROGRESS_EVERY = 500

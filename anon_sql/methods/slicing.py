@@ -25,8 +25,8 @@ from ..models import KAnonymity
 from ..models.base import ClassStats, PrivacyModel
 from ..sqlbuild import alias, col, lit, render, table as table_ref
 from ..udfs.slicing import slicing_max_p
-from . import register
 from ..schema import Boolean, ListOf, Text, any_of, choice, integer, key
+from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, load_source
 from .mondrian import StatsBuilder, partition

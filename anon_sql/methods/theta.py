@@ -31,9 +31,9 @@ import pandas as pd
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, KAnonymity, PrivacyModel
+from ..schema import Text, choice, integer, key
 from ..udfs import kernels
 from . import register
-from ..schema import Text, choice, integer, key
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
 from .local_values import SourceData, class_values, load_source
 from .mondrian import StatsBuilder, partition

@@ -26,8 +26,8 @@ from sklearn.preprocessing import StandardScaler
 
 from ..errors import PolicyError
 from ..models import PrivacyModel
-from . import register
 from ..schema import ListOf, Text, any_of, choice, integer, key, number
+from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, class_values, load_source
 from .mondrian import StatsBuilder, all_ok, check_root
