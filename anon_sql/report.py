@@ -19,6 +19,7 @@ from sqlglot import exp
 from .errors import PolicyError
 from .policy import Policy
 from .report_html import render_html
+from .schema import PRIVACY
 from .sqlbuild import alias, col, ident, lit, record_count, render as render_sql
 
 FORMATS = ("text", "html", "json")
@@ -231,7 +232,7 @@ def set_param(policy: Policy, param: str, value: Any) -> Policy:
         target, parts = d.setdefault(parts[0], {}), parts[1:]
     elif parts[0] in Policy.__dataclass_fields__:     # name, method, seed, attributes.age.taxonomy, ...
         target = d
-    elif parts[0] in ("k", "max_suppression", "l_diversity", "t_closeness", "simpson", "theta", "p_sensitive"):
+    elif parts[0] in PRIVACY.keys:
         target = d.setdefault("privacy", {})
     else:
         target = d.setdefault("method_params", {})

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import PolicyError
 from . import register
 from .base import AssignmentPlan, MethodContext
-from .fixed_interval import fixed_intervals, interval_params, precision
+from .fixed_interval import INTERVAL_PARAMETERS, fixed_intervals, interval_params, precision
 from .local_values import encode_numeric, format_numbers, load_source
 from .slicing import Slicing, slice_plan, slicing_requirements
 
@@ -26,7 +26,7 @@ class AttributeFocused(Slicing):
     ``strategy`` ("width" | "frequency") and ``theta``."""
 
     name = "attribute_focused"
-    params_allowed = (*Slicing.params_allowed, "intervals", "strategy", "theta")
+    parameters = (*Slicing.parameters, *INTERVAL_PARAMETERS)
 
     def __init__(self, **params: Any):
         super().__init__(**params)

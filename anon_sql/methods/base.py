@@ -11,6 +11,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..errors import PolicyError
+from ..schema import Key, section
 
 ROW_ID = "__row"
 
@@ -94,15 +95,17 @@ class Method:
     # sensitive combinations with their record counts: lattice searches), "rows" (the source's records). An engine
     # chooses how to give a method its data from this, never from the method's name.
     reads = "rows"
-    params_allowed: tuple[str, ...] | None = None   # the [method_params] keys it takes (None: not checked)
+    parameters: tuple[Key, ...] = ()   # the [method_params] keys it takes: types, ranges, defaults, docs
 
     def __init__(self, **params: Any):
-        if self.params_allowed is not None:
-            unknown = sorted(set(params) - set(self.params_allowed))
-            if unknown:
-                raise PolicyError(f"method {self.name!r}: unknown method_params {unknown}; "
-                                  f"it takes {list(self.params_allowed)}")
+        section(f"[method_params] of method {self.name!r}", *self.parameters).check(params, "method_params")
         self.params = params
+
+    def param(self, name: str) -> Any:
+        """A parameter's value from the policy, else the default its declaration gives."""
+        if name in self.params:
+            return self.params[name]
+        return next(k.default for k in self.parameters if k.name == name)
 
     def plan(self, ctx: MethodContext) -> Plan:
         raise NotImplementedError

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, PrivacyModel, SensitiveCounts
+from ..schema import choice, key
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, class_values, load_source, segment_lca
@@ -257,16 +258,14 @@ class Mondrian(Method):
     "distinct" or "mixed" chooses how a categorical QI's width is measured (:func:`_widths`)."""
 
     name = "mondrian"
-    params_allowed = ("categorical_width",)
+    parameters = (key("categorical_width", choice(*WIDTHS), "how a categorical QI's width is measured: taxonomy "
+                      "leaves, distinct values, or leaves where a taxonomy exists", "leaves"),)
     plan_kind = "assignment"
     needs_taxonomies = False
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self.categorical_width = params.get("categorical_width", "leaves")
-        if self.categorical_width not in WIDTHS:
-            raise PolicyError(f"method_params.categorical_width must be one of {list(WIDTHS)}, "
-                              f"got {self.categorical_width!r}")
+        self.categorical_width = self.param("categorical_width")
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         data = load_source(ctx)

@@ -15,10 +15,20 @@ import numpy as np
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..lattice import OBJECTIVES, Lattice, NodeEval
+from ..schema import Choice, integer, key
 from . import register
 from .base import LevelPlan, Method, MethodContext
 
 _PROGRESS_EVERY = 500
+
+
+def _objective(default: str):
+    return key("objective", Choice(lambda: OBJECTIVES), "what the search optimizes (anon_sql.lattice.OBJECTIVES)",
+               default)
+
+
+def _max_nodes(default: int):
+    return key("max_nodes", integer(ge=1), "refuse a lattice with more nodes than this", default)
 
 
 class _Trace:
@@ -37,18 +47,13 @@ class _Trace:
 class _LatticeSearch(Method):
     """Shared parameter handling, lattice construction, result and failure reporting."""
 
-    default_objective = "distinct_rows"
-    params_allowed: tuple[str, ...] = ("objective",)
-    max_nodes = 0
+    parameters = (_objective("distinct_rows"),)
     rows = True   # whether the search needs distinct rows / violations (the base table then keeps every column)
     reads = "base"
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self.objective = params.get("objective", self.default_objective)
-        if self.objective not in OBJECTIVES:
-            raise PolicyError(f"method_params.objective = {self.objective!r} is not one of "
-                              f"{', '.join(repr(o) for o in OBJECTIVES)}")
+        self.objective = self.param("objective")
 
     def plan(self, ctx: MethodContext) -> LevelPlan:
         """Build the lattice (one GROUP BY over the source view), then search it."""
@@ -66,7 +71,7 @@ class _LatticeSearch(Method):
         raise NotImplementedError
 
     def _check_size(self, lat: Lattice, alternative: str) -> None:
-        limit = int(self.params.get("max_nodes", self.max_nodes))
+        limit = int(self.param("max_nodes"))
         if lat.size > limit:
             raise PolicyError(f"method {self.name!r}: the lattice has {lat.size} nodes, more than "
                               f"method_params.max_nodes = {limit}; raise max_nodes or {alternative}")
@@ -173,8 +178,7 @@ class Exhaustive(_LatticeSearch):
     """Evaluate every node of the lattice (seed 000, method 1): the correctness oracle of the other searches."""
 
     name = "exhaustive"
-    params_allowed = ("objective", "max_nodes")
-    max_nodes = 200_000
+    parameters = (_objective("distinct_rows"), _max_nodes(200_000))
 
     def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:
         t0 = time.perf_counter()
@@ -244,9 +248,8 @@ class Optimal(_LatticeSearch):
     """
 
     name = "optimal"
-    default_objective = "discernibility"
-    params_allowed = ("objective", "max_nodes")
-    max_nodes = 2_000_000   # the tags take ~(2 + 2·Σ(height+1)) bytes per node
+    # max_nodes: the tags take ~(2 + 2·Σ(height+1)) bytes per node
+    parameters = (_objective("discernibility"), _max_nodes(2_000_000))
     rows = False
 
     def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:

@@ -31,6 +31,7 @@ import pandas as pd
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, KAnonymity, PrivacyModel
+from ..schema import Text, choice, integer, key
 from ..udfs import kernels
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
@@ -38,7 +39,6 @@ from .local_values import SourceData, class_values, load_source
 from .mondrian import StatsBuilder, partition
 from .slicing import drop_from_cells, group_codes, subset_column
 
-_PARAMS = ("window", "order", "noise_flag")
 _ORDERS = ("mondrian", "sorted")
 _MAX_CELLS = 50_000_000  # classes × sensitive values held in the count matrix
 _SEGMENT = 4             # lockstep segments span this many windows
@@ -610,23 +610,15 @@ class ThetaSensitive(Method):
     """θ-sensitive k-anonymity; ``[method_params]`` window (int, 256), order ("mondrian" | "sorted"), noise_flag."""
 
     name = "theta"
-    params_allowed = _PARAMS
+    parameters = (key("window", integer(ge=1), "later classes a class may swap records with", _WINDOW),
+                  key("order", choice(*_ORDERS), "how records are ordered into classes", "mondrian"),
+                  key("noise_flag", Text(what="column name"), "a released column marking the noise records"))
     plan_kind = "assignment"
     needs_taxonomies = False
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        window = params.get("window", _WINDOW)
-        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
-            raise PolicyError(f"method_params.window must be an integer >= 1 (later classes a class may swap "
-                              f"with), got {window!r}")
-        order = params.get("order", "mondrian")
-        if order not in _ORDERS:
-            raise PolicyError(f"method_params.order must be one of {list(_ORDERS)}, got {order!r}")
-        flag = params.get("noise_flag")
-        if flag is not None and (not isinstance(flag, str) or not flag.strip()):
-            raise PolicyError(f"method_params.noise_flag must be a column name, got {flag!r}")
-        self.window, self.order, self.noise_flag = window, order, flag
+        self.window, self.order, self.noise_flag = (self.param(n) for n in ("window", "order", "noise_flag"))
 
     def _validate(self, ctx: MethodContext) -> tuple[float, int, str]:
         policy = ctx.policy
