@@ -81,8 +81,8 @@ def adult_policy(name: str, privacy: dict, sensitive: str | None, params: dict, 
 
 
 # ARX reports 390436.40 for its optimum [1, 4, 1, 0, 3, 1, 2, 1] of TCloseness case 3 (k = 100, 4 %); at that node we
-# measure 390765.61 with the formula that reproduces ARX's other eleven entropy expectations, and it is our optimum
-# too: the difference is in ARX's value of the node (unexplained), recorded here so that a fix shows up.
+# measure 390765.61 with the formula that reproduces ARX's other eleven entropy expectations, and that is our optimal
+# loss too: the difference is in ARX's value of the node (unexplained), recorded here so that a fix shows up.
 _UNEXPLAINED = {(T_FILE, 3)}
 
 
