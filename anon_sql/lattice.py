@@ -9,6 +9,7 @@ a node the lattice calls feasible is one the SQL verification accepts.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -21,8 +22,11 @@ from .models import ClassStats, SensitiveCounts
 from .sqlbuild import alias, col, record_count, render, table
 from .taxonomy import TOP, Taxonomy
 
-# objective → True when higher is better
-OBJECTIVES: dict[str, bool] = {"distinct_rows": True, "ncp": False, "discernibility": False, "precision": True}
+# objective → True when higher is better (the table in docs/search.md maps each to ARX's quality model)
+OBJECTIVES: dict[str, bool] = {"distinct_rows": True, "ncp": False, "discernibility": False, "precision": True,
+                               "dm_star": False, "non_uniform_entropy": False, "aecs": False, "height": False}
+# what a node's evaluation can measure: the objectives, and non-uniform entropy's monotone variant (ARX's two)
+MEASURES: dict[str, bool] = {**OBJECTIVES, "non_uniform_entropy_monotone": False}
 EPS = 1e-9
 _CACHE_SLOTS = 64
 _CACHE_GROUPS = 4_000_000
@@ -51,6 +55,9 @@ class NodeEval:
     scores: dict[str, float | None]
     bounds: dict[str, float | None]
     failures: dict[str, tuple[int, float]] = field(default_factory=dict)  # check → (classes, records) failing
+    # the records failing the monotone part of the checks (see Lattice.tagging) are within the budget: false here
+    # means false at every specialization of the node, whatever the other models say
+    tagging_ok: bool = True
 
     @property
     def total(self) -> int:
@@ -96,7 +103,14 @@ def _encode(name: str, tax: Taxonomy) -> _Encoding:
     return _Encoding(name, tax.height, codes, cards, ncp, leaves)
 
 
-def _factorize(key: np.ndarray) -> tuple[np.ndarray, int]:
+def _factorize(key: np.ndarray, radix: int | None = None) -> tuple[np.ndarray, int]:
+    """Dense codes 0..m-1 of non-negative int64 keys below ``radix``: by a presence table when the key range is
+    small (no hashing), else by pandas' hash table."""
+    if radix is not None and radix <= 4 * len(key) + 4096:
+        present = np.zeros(radix, dtype=np.int64)
+        present[key] = 1
+        ids = np.cumsum(present)
+        return ids[key] - 1, int(ids[-1]) if radix else 0
     codes, uniq = pd.factorize(key, sort=False)
     return codes.astype(np.int64, copy=False), len(uniq)
 
@@ -108,8 +122,8 @@ def _first_index(codes: np.ndarray, n: int) -> np.ndarray:
     return first
 
 
-def _combine(columns: Sequence[np.ndarray], cards: Sequence[int], length: int) -> np.ndarray:
-    """One int64 key per row for a tuple of code columns (re-densified before it could overflow)."""
+def _combine(columns: Sequence[np.ndarray], cards: Sequence[int], length: int) -> tuple[np.ndarray, int]:
+    """One int64 key per row for a tuple of code columns (re-densified before it could overflow), and its range."""
     key = np.zeros(length, dtype=np.int64)
     radix = 1
     for c, card in zip(columns, cards):
@@ -117,7 +131,13 @@ def _combine(columns: Sequence[np.ndarray], cards: Sequence[int], length: int) -
             key, radix = _factorize(key)
         key = key * card + c
         radix *= card
-    return key
+    return key, radix
+
+
+def measure_key(objective: str, monotone: bool = False) -> str:
+    """The measure an objective optimizes: non-uniform entropy has a monotone variant (ARX's
+    ``createEntropyMetric(true)``: suppressed records cost what their generalized values cost)."""
+    return objective + "_monotone" if monotone and objective == "non_uniform_entropy" else objective
 
 
 def quantize(value: float) -> float:
@@ -129,8 +149,13 @@ class Lattice:
     """Full-domain generalization lattice of a policy's quasi-identifiers with count-based node evaluation."""
 
     def __init__(self, con: Any, policy: Any, source_view: str, taxonomies: dict[str, Taxonomy],
-                 models: Sequence[Any], records: int, rows: bool = True):
+                 models: Sequence[Any], records: int, rows: bool = True, measures: Sequence[str] | None = None):
         self.policy = policy
+        # the measures node evaluations compute (None: all of them); a search asks only for its objective's
+        unknown = sorted(set(measures or ()) - set(MEASURES))
+        if unknown:
+            raise ValueError(f"unknown lattice measure(s) {unknown}; known: {sorted(MEASURES)}")
+        self.measures: tuple[str, ...] = tuple(MEASURES if measures is None else dict.fromkeys(measures))
         self.quasi: list[str] = list(policy.quasi)
         missing = [q for q in self.quasi if q not in taxonomies]
         if missing:
@@ -142,11 +167,25 @@ class Lattice:
         self.records = float(records)
         self.allow_suppression = policy.privacy.max_suppression > 0
         self.budget = policy.privacy.max_suppression * records
+        # the checks whose failing records can only shrink under generalization (with a budget: the models whose
+        # per-class pass survives merging; without one: the monotone models), and the <S,k> windows: a node whose
+        # records failing them exceed the budget has every specialization infeasible too
+        self.tagging: list[int] = [i for i, m in enumerate(self.models)
+                        if (getattr(m, "suppression_monotone", m.name in _SUPPRESSION_MONOTONE)
+                            if self.allow_suppression else m.monotone)]
+        self.tagging += [len(self.models) + r for r in range(len(self.requirements))]
+        # entropy and recursive (c, l)-diversity need at least l distinct sensitive values per class: distinct
+        # l-diversity, whose pass survives merging, is a necessary check to tag with
+        self.implied_distinct = [(m.attribute, math.ceil(m.l - EPS)) for m in self.models if self.allow_suppression
+                                 and m.name in ("entropy_l_diversity", "recursive_cl_diversity")]
+        # every released class has at least this many records (the k of k-anonymity): DM's bound uses it
+        self.min_class = max([int(getattr(m, "k", 1)) for m in self.models if m.name == "k_anonymity"] + [1])
         self.rows = rows
         self.root = tuple(0 for _ in self.quasi)
         self.top = self.heights
         self._maps: dict[tuple[int, int, int], np.ndarray | None] = {}
         self._evals: dict[tuple[int, ...], NodeEval] = {}
+        self._entropy_levels: list[list[float]] | None = None
         self.evaluations = 0
         self._base = self._load_base(con, source_view)
         q = len(self.quasi)
@@ -159,9 +198,10 @@ class Lattice:
                             for a in range(1, e.height + 1) for b in range(a + 1, e.height + 1))]
 
     @classmethod
-    def from_context(cls, ctx: Any, rows: bool = True) -> "Lattice":
+    def from_context(cls, ctx: Any, rows: bool = True, measures: Sequence[str] | None = None) -> "Lattice":
         """The lattice of a method context (``ctx.source_view`` is read once)."""
-        return cls(ctx.con, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.records, rows=rows)
+        return cls(ctx.con, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.records, rows=rows,
+                   measures=measures)
 
     # -- the base table ----------------------------------------------------------------------------------------
     def _load_base(self, con: Any, source_view: str) -> _State:
@@ -324,12 +364,12 @@ class Lattice:
         for j, (a, b) in enumerate(zip(src.node, node)):
             q.append(src.q[j] if a == b else self._map(j, a, b)[src.q[j]])  # type: ignore[index]
         cards = [e.cards[b] for e, b in zip(self.enc, node)]
-        cls, n_cls = _factorize(_combine(q, cards, len(src.w)))
+        cls, n_cls = _factorize(*_combine(q, cards, len(src.w)))
         sizes = np.bincount(cls, weights=src.w, minlength=n_cls)
         first = _first_index(cls, n_cls)
         reps = [a[first] for a in q]
         if self.n_rest > 1:
-            grp, n_grp = _factorize(cls * self.n_rest + src.rest)
+            grp, n_grp = _factorize(cls * self.n_rest + src.rest, n_cls * self.n_rest)
             g_first = _first_index(grp, n_grp)
             state = _State(node, [a[g_first] for a in q], src.rest[g_first],
                            np.bincount(grp, weights=src.w, minlength=n_grp))
@@ -357,7 +397,7 @@ class Lattice:
         for m in self.models:
             out.append((m.describe(), np.asarray(m.check(stats), dtype=bool) if n else np.ones(0, dtype=bool)))
         for idx, k in self.requirements:
-            f, _ = _factorize(_combine([reps[j] for j in idx], [int(reps[j].max(initial=0)) + 1 for j in idx], n))
+            f, _ = _factorize(*_combine([reps[j] for j in idx], [int(reps[j].max(initial=0)) + 1 for j in idx], n))
             window = np.bincount(f, weights=stats.sizes)[f] if n else np.zeros(0)
             out.append((f"<{{{', '.join(self.quasi[j] for j in idx)}}}, {k}>", window >= k))
         return out
@@ -366,12 +406,18 @@ class Lattice:
                state: _State) -> NodeEval:
         stats = self._stats(sizes, g_cls, state.rest, state.w, compact=False)
         ok = np.ones(len(sizes), dtype=bool)
+        ok_tagging = np.ones(len(sizes), dtype=bool)
         failures = {}
-        for name, passed in self._checks(stats, reps):
+        for i, (name, passed) in enumerate(self._checks(stats, reps)):
             if not passed.all():
                 failures[name] = (int((~passed).sum()), float(sizes[~passed].sum()))
             ok &= passed
+            if i in self.tagging:
+                ok_tagging &= passed
+        for a, lmin in self.implied_distinct:
+            ok_tagging &= np.bincount(stats.sensitive[a].cls, minlength=len(sizes)) >= lmin
         need = float(sizes[~ok].sum())
+        tagging_ok = float(sizes[~ok_tagging].sum()) <= self.budget + EPS
         rows_before = len(state.w) if self.rows else None
         violations = int(np.count_nonzero(~ok[g_cls])) if self.rows else None
         if not self.allow_suppression:
@@ -381,14 +427,19 @@ class Lattice:
             kept, suppressed = ok, need
             within = need <= self.budget + EPS
             feasible = within and (need == 0 or self._remainder_ok(sizes, reps, g_cls, state, ok))
-        bounds = self._measures(node, sizes, reps, np.ones(len(sizes), dtype=bool), 0.0, rows_before)
+        free = self._measures(node, sizes, reps, None, 0.0, rows_before)   # as if nothing were suppressed
         if suppressed:
             rows_after = int(np.count_nonzero(kept[g_cls])) if self.rows else None
             scores = self._measures(node, sizes, reps, kept, suppressed, rows_after)
         else:
-            rows_after, scores = rows_before, dict(bounds)
+            rows_after, scores = rows_before, dict(free)
+        bounds = free
+        if "discernibility" in free:
+            # a record of a class of size s is, in any feasible generalization, in a released class of at least
+            # max(s, k) records or suppressed at cost N >= max(s, k)
+            bounds["discernibility"] = float(np.dot(sizes, np.maximum(sizes, self.min_class)))
         return NodeEval(node, len(sizes), violations, rows_after, rows_before, need, suppressed, within, feasible,
-                        scores, bounds, failures)
+                        scores, bounds, failures, tagging_ok)
 
     def _remainder_ok(self, sizes: np.ndarray, reps: list[np.ndarray], g_cls: np.ndarray, state: _State,
                       kept: np.ndarray) -> bool:
@@ -400,28 +451,74 @@ class Lattice:
         stats = self._stats(sizes[kept], new_id[g_cls[g_keep]], state.rest[g_keep], state.w[g_keep], compact=True)
         return all(passed.all() for _, passed in self._checks(stats, [r[kept] for r in reps]))
 
-    def _measures(self, node: tuple[int, ...], sizes: np.ndarray, reps: list[np.ndarray], kept: np.ndarray,
+    def _measures(self, node: tuple[int, ...], sizes: np.ndarray, reps: list[np.ndarray], kept: np.ndarray | None,
                   suppressed: float, rows: int | None) -> dict[str, float | None]:
+        """The requested measures of a node's released table (``kept`` None: nothing suppressed, the bounds)."""
         n, q = self.records, len(self.quasi)
-        w = np.where(kept, sizes, 0.0)
-        ncp = sum(float(np.dot(w, e.ncp[b][r])) for e, b, r in zip(self.enc, node, reps))
-        level_loss = sum(b / e.height for e, b in zip(self.enc, node) if e.height)
-        kept_records = n - suppressed
         denom = n * q if n and q else 1.0
-        return {
-            "distinct_rows": None if rows is None else float(rows),
-            "ncp": (ncp + suppressed * q) / denom,
-            "discernibility": float(np.dot(w, sizes)) + n * suppressed,
-            "precision": 1.0 - (kept_records * level_loss + suppressed * q) / denom,
-        }
+        w = sizes if kept is None else np.where(kept, sizes, 0.0)
+        out: dict[str, float | None] = {}
+        for m in self.measures:
+            if m == "distinct_rows":
+                out[m] = None if rows is None else float(rows)
+            elif m == "ncp":
+                ncp = sum(float(np.dot(w, e.ncp[b][r])) for e, b, r in zip(self.enc, node, reps))
+                out[m] = (ncp + suppressed * q) / denom
+            elif m == "discernibility":      # ARX's DM: a suppressed record costs |D|
+                out[m] = float(np.dot(w, sizes)) + n * suppressed
+            elif m == "dm_star":             # ARX's DM*: every class |E|², suppressed or not
+                out[m] = float(np.dot(sizes, sizes))
+            elif m == "precision":
+                level_loss = sum(b / e.height for e, b in zip(self.enc, node) if e.height)
+                out[m] = 1.0 - ((n - suppressed) * level_loss + suppressed * q) / denom
+            elif m == "aecs":                # ARX's AECS: suppressed records form one more class
+                groups = len(sizes) if kept is None else int(np.count_nonzero(kept)) + (1 if suppressed else 0)
+                out[m] = n / groups if groups else 0.0
+            elif m == "height":
+                out[m] = float(sum(node))
+            elif m == "non_uniform_entropy_monotone":
+                out[m] = self._entropy(node)
+            elif m == "non_uniform_entropy":
+                out[m] = self._entropy(node) + (self._entropy_suppressed(sizes, reps, kept) if suppressed else 0.0)
+        return out
+
+    def _entropy(self, node: tuple[int, ...]) -> float:
+        """Non-uniform entropy of the generalization alone: Σ over attributes and records of
+        log2(count of the record's generalized value / count of its value), counts over the whole table."""
+        if self._entropy_levels is None:
+            self._entropy_levels = []
+            for j, e in enumerate(self.enc):
+                leaf = np.bincount(self._base.q[j], weights=self._base.w, minlength=e.cards[0])
+                present = leaf > 0
+                per = []
+                for level in range(e.height + 1):
+                    up = np.bincount(e.codes[level], weights=leaf, minlength=e.cards[level])[e.codes[level]]
+                    per.append(float(np.dot(leaf[present], np.log2(up[present] / leaf[present]))))
+                self._entropy_levels.append(per)
+        return float(sum(per[b] for per, b in zip(self._entropy_levels, node)))
+
+    def _entropy_suppressed(self, sizes: np.ndarray, reps: list[np.ndarray], kept: np.ndarray) -> float:
+        """ARX's extra cost of suppression in non-monotone non-uniform entropy: per attribute, the suppressed
+        records' generalized values are replaced by '*' among the suppressed, Σ_g c_g log2(S / c_g)."""
+        gone = ~kept
+        w = sizes[gone]
+        total = float(w.sum())
+        out = 0.0
+        for r in reps:
+            _, inv = np.unique(r[gone], return_inverse=True)
+            c = np.bincount(inv, weights=w)
+            c = c[c > 0]
+            out += float(np.dot(c, np.log2(total / c)))
+        return out
 
     # -- objectives --------------------------------------------------------------------------------------------
     def loss(self, ev: NodeEval, objective: str, bound: bool = False) -> float:
-        """The objective as a quantity to minimize (bound=True: a lower bound for the node and its generalizations)."""
-        value = (ev.bounds if bound else ev.scores)[objective]
+        """A measure as a quantity to minimize (bound=True: a lower bound for the node and its generalizations)."""
+        value = (ev.bounds if bound else ev.scores).get(objective)
         if value is None:
-            raise ValueError(f"objective {objective!r} needs the lattice built with rows=True")
-        return quantize(-value if OBJECTIVES[objective] else value)
+            raise ValueError(f"measure {objective!r} needs the lattice built with it (and rows=True for "
+                             f"distinct_rows); this one measures {list(self.measures)}")
+        return quantize(-value if MEASURES[objective] else value)
 
     def rank_key(self, ev: NodeEval, objective: str) -> tuple:
         """Sort key of a feasible node: best objective, then fewest total levels, then smallest level vector."""
@@ -430,6 +527,20 @@ class Lattice:
     def suppression_monotone(self) -> bool:
         """Whether the records needing suppression can only shrink under generalization (for every model)."""
         return all(getattr(m, "suppression_monotone", m.name in _SUPPRESSION_MONOTONE) for m in self.models)
+
+    def apriori(self, measure: str, nodes: np.ndarray) -> np.ndarray | None:
+        """The loss of ``measure`` at every node of ``nodes`` without evaluating them, when it depends on the level
+        vector alone (height, monotone non-uniform entropy); None otherwise."""
+        if measure == "height":
+            return nodes.sum(axis=1, dtype=np.int64).astype(np.float64)
+        if measure == "non_uniform_entropy_monotone":
+            self._entropy(self.root)
+            table = self._entropy_levels or []
+            out = np.zeros(len(nodes))
+            for j, per in enumerate(table):
+                out += np.asarray(per)[nodes[:, j]]
+            return np.array([quantize(v) for v in out.tolist()])   # exactly what loss() makes of the evaluated score
+        return None
 
     def describe_failure(self, ev: NodeEval) -> str:
         parts = [f"{name} fails for {c} classes ({r:g} records)" for name, (c, r) in ev.failures.items()]

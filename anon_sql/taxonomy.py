@@ -9,6 +9,7 @@ import copy
 import csv
 import io
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -145,7 +146,14 @@ def from_arx_csv(path: str | Path, name: str | None = None) -> Taxonomy:
     if not path.exists():
         raise TaxonomyError(f"taxonomy file {str(path)!r} does not exist")
     text = path.read_text(encoding="utf-8-sig")
-    return from_arx_text(text, name or path.stem.replace("adult_hierarchy_", ""), spec={"kind": "file", "path": str(path)})
+    # parsed and validated once per content (a warm release re-reads a few kB, not the parse and the checks)
+    return _arx_cached(text, name or path.stem.replace("adult_hierarchy_", ""), str(path)).copy()
+
+
+@lru_cache(maxsize=256)
+def _arx_cached(text: str, name: str, path: str) -> Taxonomy:
+    """One parsed and validated taxonomy per (file content, name, path); callers get independent copies."""
+    return from_arx_text(text, name, spec={"kind": "file", "path": path})
 
 
 def from_arx_text(text: str, name: str, spec: dict | None = None) -> Taxonomy:

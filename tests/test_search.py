@@ -171,6 +171,10 @@ def test_heart_post_anonymization_leakage_never_exceeds_pre(heart):
 
 
 # -- optimal = exhaustive (property) ---------------------------------------------------------------------------
+# every objective, and non-uniform entropy's monotone variant
+OBJECTIVE_PARAMS = [{"objective": o} for o in OBJECTIVES] + [{"objective": "non_uniform_entropy", "monotone": True}]
+
+
 def _plan(method: str, ctx, **params):
     try:
         return get_method(method, params).plan(ctx)
@@ -181,15 +185,17 @@ def _plan(method: str, ctx, **params):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=random_case(), objective=st.sampled_from(sorted(OBJECTIVES)))
 def test_optimal_agrees_with_exhaustive_and_its_release_verifies(mcon, case, objective):
+    """The pruned search (tags, bounds, best first) returns the exhaustive optimum on small random lattices."""
     load_case(mcon, case)
     ctx = make_context(mcon, case["policy"])
     every = Lattice.from_context(ctx)   # shared by the exhaustive runs: each node is evaluated once
-    for obj in OBJECTIVES:
+    for params in OBJECTIVE_PARAMS:
+        obj = params["objective"]
         try:
-            ex = get_method("exhaustive", {"objective": obj}).search(every, ctx)
+            ex = get_method("exhaustive", params).search(every, ctx)
         except PrivacyRequirementError:
             ex = None
-        opt = _plan("optimal", ctx, objective=obj)
+        opt = _plan("optimal", ctx, **params)
         assert (ex is None) == (opt is None)
         if ex is not None:
             assert opt.levels == ex.levels, obj               # same optimum under the tie rule
@@ -247,8 +253,9 @@ def test_adult_optimal_equals_exhaustive_for_every_objective(con, max_suppressio
               "privacy": {"k": 10, "max_suppression": max_suppression}}
     ctx = make_context(con, policy)
     every = Lattice.from_context(ctx)   # shared by the exhaustive runs: each node is evaluated once
-    for obj in OBJECTIVES:
-        ex = get_method("exhaustive", {"objective": obj}).search(every, ctx)
-        opt = _plan("optimal", ctx, objective=obj)
+    for params in OBJECTIVE_PARAMS:
+        obj = params["objective"]
+        ex = get_method("exhaustive", params).search(every, ctx)
+        opt = _plan("optimal", ctx, **params)
         assert opt.levels == ex.levels and opt.info["score"] == pytest.approx(ex.info["score"]), obj
         assert opt.info["nodes_evaluated"] < every.evaluations == 240

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import PolicyError, PrivacyRequirementError
-from ..lattice import OBJECTIVES, Lattice, NodeEval
-from ..schema import Choice, integer, key
+from ..lattice import OBJECTIVES, Lattice, NodeEval, measure_key
+from ..schema import Boolean, Choice, integer, key
 from . import register
 from .base import LevelPlan, Method, MethodContext
 
@@ -27,6 +27,11 @@ def _objective(default: str):
                default)
 
 
+def _monotone():
+    return key("monotone", Boolean(), "objective = \"non_uniform_entropy\" only: ARX's monotone variant (true) or "
+               "its non-monotone one (false)", False)
+
+
 def _max_nodes(default: int):
     return key("max_nodes", integer(ge=1), "refuse a lattice with more nodes than this", default)
 
@@ -34,8 +39,8 @@ def _max_nodes(default: int):
 class _Trace:
     """The search trace: one entry per event (evaluated, expanded, pruned, best, moved, chosen)."""
 
-    def __init__(self, lattice: Lattice, objective: str):
-        self.lattice, self.objective, self.rows = lattice, objective, []
+    def __init__(self, lattice: Lattice, measure: str):
+        self.lattice, self.objective, self.rows = lattice, measure, []
 
     def add(self, event: str, ev: NodeEval) -> None:
         score = ev.scores.get(self.objective)
@@ -47,19 +52,27 @@ class _Trace:
 class _LatticeSearch(Method):
     """Shared parameter handling, lattice construction, result and failure reporting."""
 
-    parameters = (_objective("distinct_rows"),)
+    parameters = (_objective("distinct_rows"), _monotone())
     rows = True   # whether the search needs distinct rows / violations (the base table then keeps every column)
     reads = "base"
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         self.objective = self.param("objective")
+        self.monotone = self.param("monotone")
+        if "monotone" in params and self.objective != "non_uniform_entropy":
+            raise PolicyError(f"method_params.monotone = {self.monotone!r}: monotone is true or false and chooses "
+                              "between the two variants of objective = \"non_uniform_entropy\" (ARX's monotone and "
+                              "non-monotone non-uniform entropy); remove it or set that objective")
+        # the measure the search optimizes (non-uniform entropy: its monotone variant when asked for)
+        self.measure = measure_key(self.objective, self.monotone)
 
     def plan(self, ctx: MethodContext) -> LevelPlan:
         """Build the lattice (one GROUP BY over the source view), then search it."""
         t0 = time.perf_counter()
         ctx.progress(f"{self.name}: building the base table of distinct combinations")
-        lattice = Lattice.from_context(ctx, rows=self.rows or self.objective == "distinct_rows")
+        lattice = Lattice.from_context(ctx, rows=self.rows or self.objective == "distinct_rows",
+                                       measures=[self.measure])
         ctx.progress(f"{self.name}: {lattice.base_rows} combinations, lattice of {lattice.size} nodes")
         plan = self.search(lattice, ctx)
         searched, total = plan.info["seconds"], time.perf_counter() - t0
@@ -89,9 +102,11 @@ class _LatticeSearch(Method):
         info = {"nodes_generated": counts.get("generated", lattice.evaluations),
                 "nodes_evaluated": lattice.evaluations, "nodes_expanded": counts.get("expanded", 0),
                 "seconds": time.perf_counter() - t0, "objective": self.objective,
-                "score": best.scores.get(self.objective), "lattice_size": lattice.size,
+                "score": best.scores.get(self.measure), "lattice_size": lattice.size,
                 "violations": best.violations, "distinct_rows": best.distinct_rows,
                 "suppressed": best.suppressed}
+        if self.objective == "non_uniform_entropy":
+            info["monotone"] = self.monotone
         info.update({k: v for k, v in counts.items() if k not in ("generated", "expanded")})
         ctx.progress(f"{self.name}: chose {lattice.as_dict(best.node)}")
         return LevelPlan(lattice.as_dict(best.node), info, trace=trace.rows)
@@ -178,19 +193,19 @@ class Exhaustive(_LatticeSearch):
     """Evaluate every node of the lattice (seed 000, method 1): the correctness oracle of the other searches."""
 
     name = "exhaustive"
-    parameters = (_objective("distinct_rows"), _max_nodes(200_000))
+    parameters = (_objective("distinct_rows"), _monotone(), _max_nodes(200_000))
 
     def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:
         t0 = time.perf_counter()
         self._check_size(lat, 'use method = "optimal"')
-        trace = _Trace(lat, self.objective)
+        trace = _Trace(lat, self.measure)
         best, best_key = None, None
         for node in lat.all_nodes():
             ev = lat.evaluate(tuple(int(x) for x in node))
             self._tick(ctx, lat)
             trace.add("evaluated", ev)
             if ev.feasible:
-                key = lat.rank_key(ev, self.objective)
+                key = lat.rank_key(ev, self.measure)
                 if best_key is None or key < best_key:
                     best, best_key = ev, key
                     trace.add("best", ev)
@@ -205,7 +220,7 @@ class Greedy(_LatticeSearch):
 
     def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:
         t0 = time.perf_counter()
-        trace = _Trace(lat, self.objective)
+        trace = _Trace(lat, self.measure)
         cur = lat.evaluate(lat.root)
         trace.add("evaluated", cur)
         generated = {lat.root}
@@ -234,33 +249,37 @@ class Optimal(_LatticeSearch):
     predictive tagging where feasibility is monotone, plus lower-bound pruning by the objective.
 
     What it relies on (each step is exact, the result equals ``exhaustive``'s):
-    * objective bounds — a node's score measured without suppression is a lower bound (for ``distinct_rows``:
-      an upper bound) on the score of the node and of every generalization of it, with or without suppression; a
-      generalization also has more levels, so a node whose bound cannot beat the best found prunes its whole
-      up-cone. Without suppression the bound is the score: this subsumes "every generalization of a feasible node
-      is dominated by it".
-    * tagging — without suppression and with only monotone models (``model.monotone``), feasibility is monotone
-      (the <S,k> windows are too): an infeasible node makes its whole down-cone infeasible. With a suppression
-      budget, feasibility is not monotone (the remainder is re-checked after suppression, and suppression changes
-      t-closeness' reference distribution), but the records needing suppression shrink under generalization when
-      every model's per-class pass survives merging (k-anonymity, distinct l-diversity): a node over budget makes
-      its down-cone infeasible, and nodes within budget are evaluated one by one. Otherwise nothing is tagged.
+    * objective bounds — a node's bound is a lower bound (for ``distinct_rows``: an upper bound) on the score of
+      every *feasible* generalization of it: the score without suppression, and for ``discernibility`` the
+      tighter Σ|E|·max(|E|, k) (a record ends in a released class of at least max(|E|, k) records or costs N).
+      A generalization also has more levels, so a node whose bound cannot beat the best found prunes its up-cone.
+    * tagging — the records failing the *monotone part* of the checks can only shrink under generalization:
+      without suppression the monotone models (``model.monotone``), with a budget the models whose per-class
+      pass survives merging (k-anonymity, distinct l-diversity), the <S,k> windows, and distinct l-diversity
+      implied by entropy / recursive l-diversity. A node where they exceed the budget is infeasible with its
+      whole down-cone; Flash's binary search on chains tags the lattice with that predicate (it is feasibility
+      itself when every check is monotone), then the rest is evaluated bottom-up, pruned by the bounds.
+    * known losses — ``height`` and monotone non-uniform entropy depend on the level vector alone: after the
+      tagging, nodes are visited in rank order and the first feasible one is the optimum.
     """
 
     name = "optimal"
     # max_nodes: the tags take ~(2 + 2·Σ(height+1)) bytes per node
-    parameters = (_objective("discernibility"), _max_nodes(2_000_000))
+    parameters = (_objective("discernibility"), _monotone(), _max_nodes(2_000_000))
     rows = False
 
     def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:
         t0 = time.perf_counter()
         self._check_size(lat, "use fewer quasi-identifiers or shallower taxonomies")
-        trace = _Trace(lat, self.objective)
-        flash = _Flash(lat, self.objective, trace, lambda: self._tick(ctx, lat))
+        trace = _Trace(lat, self.measure)
+        flash = _Flash(lat, self.measure, trace, lambda: self._tick(ctx, lat))
         if flash.predicate is not None:
             ctx.progress(f"optimal: classifying the lattice ({flash.predicate})")
             flash.classify()
-        flash.sweep()
+        if flash.apriori is not None:
+            flash.best_first()
+        else:
+            flash.sweep()
         return self._result(lat, flash.best, trace, t0, ctx, generated=flash.touched, expanded=flash.paths,
                             tagged_infeasible=int(flash.tag_false.sum()), pruned=int(flash.pruned.sum()))
 
@@ -281,12 +300,11 @@ class _Flash:
         # cones as ANDs of per-attribute masks: ge[j][l] = nodes whose level j is >= l (le: <= l)
         self.ge = [[nodes[:, j] >= lvl for lvl in range(h + 1)] for j, h in enumerate(lat.heights)]
         self.le = [[nodes[:, j] <= lvl for lvl in range(h + 1)] for j, h in enumerate(lat.heights)]
-        if not lat.allow_suppression and all(m.monotone for m in lat.models):
-            self.predicate: str | None = "feasible"
-        elif lat.allow_suppression and lat.suppression_monotone():
-            self.predicate = "within_budget"
-        else:
-            self.predicate = None
+        # tag by the monotone part of the checks (every check when all are monotone: then it is feasibility)
+        self.predicate: str | None = "tagging_ok" if lat.tagging or lat.implied_distinct else None
+        # the loss of every node without evaluating it (height, monotone entropy): nodes are then visited best first
+        self.apriori = lat.apriori(objective, nodes)
+        self.order = None if self.apriori is None else np.lexsort((np.arange(n), self.apriori))
         self.tag_true, self.tag_false, self.pruned, self.seen = (np.zeros(n, dtype=bool) for _ in range(4))
         self.ev_pos: list[int] = []
         self.ev_bound: list[float] = []
@@ -384,6 +402,21 @@ class _Flash:
                     hi = mid - 1
                 else:
                     lo = mid + 1
+
+    def best_first(self) -> None:
+        """Visit nodes in rank order (loss known before evaluation, then fewest levels, then smallest vector),
+        skipping those tagged infeasible or pruned: the first feasible node is the optimum. An evaluated node failing
+        the monotone checks tags its down-cone."""
+        for i in self.order:  # type: ignore[union-attr]
+            if self.tag_false[i] or self.pruned[i]:
+                continue
+            if self.seen[i]:
+                ev = self.lat.evaluate(tuple(int(x) for x in self.nodes[i]))   # cached
+            else:
+                self.touched += 1
+                ev = self.visit(int(i))
+            if ev.feasible:
+                return
 
     def sweep(self) -> None:
         """Evaluate, bottom-up, every node neither tagged infeasible, pruned nor evaluated."""
