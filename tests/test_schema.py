@@ -51,7 +51,7 @@ METHOD_VALUES = {"levels": {"age": 1}, "objective": "ncp", "max_nodes": 10, "cat
                  "evenness": 0.5, "boost": 1, "similarity": "plain", "similarity_weights": "equal", "iv_trees": 5,
                  "quasi": "ktfs", "target": "w", "delta": 0.2, "redundancy": 0.8, "score": "kendall",
                  "vulnerable": ["age"], "generalize_unique_only": ["age"], "init": "kmeans||", "oversampling": 2.0,
-                 "rounds": 2, "max_iter": 10, "tol": 0.001}
+                 "rounds": 2, "max_iter": 10, "tol": 0.001, "monotone": True}
 TAXONOMY_VALUES = {"interval": {"widths": [5], "top": True}, "mask": {"levels": 2}, "date": {}, "top": {},
                    "mapping": {"mapping": {"a": ["A"]}, "top": True}, "file": {"path": "h.csv"}}
 L_VALUES = {"distinct": {"l": 2}, "entropy": {"l": 1.5}, "recursive": {"c": 3, "l": 2}, "slicing": {"l": 2}}
