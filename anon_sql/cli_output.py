@@ -116,6 +116,8 @@ class ProgressLine:
                 if done > d_start and now > t_start:
                     eta = (now - t_start) / (done - d_start) * (total - done)
                     text += f"  ETA {eta:.0f}s"
+            else:
+                text += f"  {done} {unit}"
         return text + f"  {now - self.t0:.1f}s"
 
     def __call__(self, message: str) -> None:
