@@ -5,31 +5,13 @@ from __future__ import annotations
 import io
 import json
 
-import duckdb
-import pytest
 from click.testing import CliRunner
 
-import anon_sql
 from anon_sql.cli import main
 from anon_sql.cli_output import ProgressLine
-from anon_sql.policy import Policy
 from anon_sql.progress import Progress
-from conftest import load_seed000, seed000_policy
 
-LEVELS = {"levels": {"zip": 1, "age": 1}}
-
-
-@pytest.fixture
-def seed_db(tmp_path):
-    db = str(tmp_path / "s.duckdb")
-    c = duckdb.connect(db)
-    anon_sql.install(c)
-    load_seed000(c)
-    anon_sql.release(c, seed000_policy(method_params=LEVELS))
-    c.close()
-    policy = tmp_path / "p.toml"
-    policy.write_text(Policy.from_dict(seed000_policy(method_params=LEVELS)).to_toml())
-    return db, str(policy), tmp_path
+from test_report import seed_db  # noqa: F401,E402  (the same released seed 000 database fixture)
 
 
 def run_json(args: list[str]) -> tuple[int, object]:
