@@ -88,7 +88,8 @@ class ProgressLine:
 
     Stages are the runner's ("planning", ...); messages with counts (:class:`anon_sql.progress.Progress`) add
     ``done/total`` and, when the total is known, an ETA from the rate so far. On a terminal the line is redrawn in
-    place; otherwise a line is printed per stage and at most one per second."""
+    place; otherwise a line is printed per stage, per step of a short count (total <= 100, e.g. sweep runs)
+    and at most one per second for the rest."""
 
     def __init__(self, label: str, stages: Sequence[str] = (), stream: TextIO | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -129,7 +130,7 @@ class ProgressLine:
             pad = max(0, self.width - len(text))
             self.stream.write("\r" + text + " " * pad)
             self.width = len(text)
-        elif message in self.stages or now - self.last >= 1.0:
+        elif message in self.stages or now - self.last >= 1.0 or 0 < (getattr(message, "total", 0) or 0) <= 100:
             self.stream.write(text + "\n")
             self.last = now
         self.stream.flush()
