@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "install": ".catalog", "load_taxonomy": ".catalog", "store_taxonomy": ".catalog",
     "Attribute": ".policy", "Policy": ".policy", "Privacy": ".policy", "Requirement": ".policy",
-    "Release": ".release", "release": ".release",
+    "Release": ".result", "release": ".release",
     "check": ".api", "compile": ".api", "export": ".api", "load_taxonomy_file": ".api",
     "Taxonomy": ".taxonomy",
     "assess": ".assessment", "Assessment": ".assessment",

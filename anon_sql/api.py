@@ -10,12 +10,16 @@ from sqlglot import exp
 
 from . import catalog
 from .compiler import CompileInput, ReleaseNames, compile_release
+from .engines import DuckDBEngine
 from .errors import AnonSQLError, PolicyError, SourceError
 from .methods import LevelPlan, get_method
 from .models import build_models
 from .policy import Policy, coerce_policy
+from .release import run
 from .source import is_path, relation_exists, table_relation
 from .sqlbuild import col, ident, lit, render
+from .stages.resolve import discard, resolve
+from .stages.verify import check_summary
 from .taxonomies import load as builtin_taxonomy
 from .taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv, needs_values
 
@@ -35,22 +39,24 @@ def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.Du
         raise PolicyError(f"dialect {dialect!r} is not one of {', '.join(DIALECTS)}")
     policy = coerce_policy(policy)
     if con is not None:
-        from .release import prepare, release
-
-        eff, src, taxonomies, models, records, method = prepare(con, policy, source)
-        if method.plan_kind == "assignment" and dialect != "duckdb":
-            raise PolicyError(f"method {policy.method!r} computes a record assignment; only dialect 'duckdb' "
-                              "can be compiled for it")
-        if policy.method == "levels":
-            plan = get_method("levels", policy.method_params).plan(_Ctx(eff, taxonomies))
-        else:
-            rel = release(con, policy, dry_run=True, source=source)
-            plan = LevelPlan(dict(rel.plan)) if method.plan_kind == "levels" else None
-            if plan is None:
-                return rel.sql
+        r = resolve(con, policy, source, base=True)
+        try:
+            if r.method.plan_kind == "assignment" and dialect != "duckdb":
+                raise PolicyError(f"method {policy.method!r} computes a record assignment; only dialect 'duckdb' "
+                                  "can be compiled for it")
+            if policy.method == "levels":
+                plan = get_method("levels", policy.method_params).plan(_Ctx(r.policy, r.taxonomies))
+            else:   # the method plans over the data: a dry run of the release, from the same resolved record
+                rel = run(DuckDBEngine(con), r, dry_run=True)
+                if r.method.plan_kind != "levels":
+                    return rel.sql
+                plan = LevelPlan(dict(rel.plan))
+        finally:
+            discard(con, r)
+        eff = r.policy
         in_place = source is None and (dialect == "duckdb" or not is_path(eff.source))
-        relation = src.relation if in_place else table_relation(eff.source)
-        ci = CompileInput(eff, relation, src.columns, plan, taxonomies, models, dialect=dialect)
+        relation = r.source.relation if in_place else table_relation(eff.source)
+        ci = CompileInput(eff, relation, r.source.columns, plan, r.taxonomies, r.models, dialect=dialect)
         return compile_release(ci).sql(pretty=pretty)
     if policy.method != "levels":
         raise PolicyError(f"compiling method {policy.method!r} needs a connection to the data (con=...)")
@@ -85,8 +91,6 @@ def check(con: duckdb.DuckDBPyConnection, release_name: str) -> pd.DataFrame:
     names = ReleaseNames(release_name)
     if not relation_exists(con, release_name + "__checks"):
         raise SourceError(f"{release_name!r} is not a release of this database (no {release_name}__checks view)")
-    from .release import check_summary
-
     frame = con.execute(render(exp.select("*").from_(names.checks.copy()))).df()
     rows = check_summary(frame)
     rows += _whole_table_checks(con, names)

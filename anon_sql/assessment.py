@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -21,7 +22,7 @@ from sqlglot import exp
 from .errors import PolicyError, SourceError
 from .models import ClassStats, SensitiveCounts, TCloseness
 from .models.hierarchical import resolve_taxonomy, taxonomy_nodes
-from .source import Source, resolve
+from .source import Source, resolve, unregister
 from .sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render
 from .taxonomy import Taxonomy
 from .udfs import kernels
@@ -103,13 +104,15 @@ def _population_size(population: Any, sampling_fraction: float | None, n: float)
 
 
 # -- the computation ----------------------------------------------------------------------------------------------
-def assess(con: duckdb.DuckDBPyConnection, source: str | pd.DataFrame, quasi: Sequence[str] | str,
+def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | str,
            sensitive: Sequence[str] | str | None = None, *, population: Any = None,
            sampling_fraction: float | None = None, threshold: float = 0.2,
            taxonomies: dict[str, Any] | None = None, combination_size: int = 1,
            count_column: str | None = None) -> Assessment:
     """Measure a table as it is (see docs/assess.md for every measure and its formula).
 
+    ``source``: a table or view name, a .csv / .parquet path (str or Path), a pandas or Polars DataFrame, an Arrow
+    table or a DuckDB relation (as :func:`anon_sql.release` accepts).
     ``population``: the size of the population the table was sampled from, or a table / view / file / DataFrame
     holding that population (it must contain every record of the table; journalist risk, k-map and δ-presence need
     it); ``sampling_fraction``: n / population size instead. ``threshold``: the highest acceptable prosecutor risk
@@ -136,7 +139,7 @@ def assess(con: duckdb.DuckDBPyConnection, source: str | pd.DataFrame, quasi: Se
                               f"({src.columns})")
         base = _base_counts(con, src, quasi + sensitive, count_column)
         pop_counts = None
-        if population is not None and not isinstance(population, (int, float)):
+        if population is not None and (isinstance(population, bool) or not isinstance(population, (int, float))):
             psrc = _resolve(con, population, "__anon_assess_population", registered)
             missing = [q for q in quasi if q not in psrc.columns]
             if missing:
@@ -147,17 +150,16 @@ def assess(con: duckdb.DuckDBPyConnection, source: str | pd.DataFrame, quasi: Se
                         pop_counts, src)
     finally:
         for name in registered:
-            con.unregister(name)
+            unregister(con, name)
 
 
 def _resolve(con, source: Any, label: str, registered: list[str]) -> Source:
-    if isinstance(source, pd.DataFrame):
-        registered.append(label)
-        return resolve(con, source, label=label)
-    if not isinstance(source, str):
-        raise SourceError(f"source must be a table or view name, a .csv/.parquet path or a DataFrame; got "
-                          f"{type(source).__name__}")
-    return resolve(con, source)
+    """A table / view name or a path as it is; any other accepted object (DataFrame, Arrow, Polars, relation)
+    registered as the connection-local view ``label``, unregistered when the assessment ends."""
+    if isinstance(source, (str, os.PathLike)):
+        return resolve(con, source)
+    registered.append(label)
+    return resolve(con, source, label=label)
 
 
 def _base_counts(con, src: Source, keys: list[str], count_column: str | None):
@@ -194,8 +196,9 @@ def _measure(label: str, base, quasi: list[str], sensitive: list[str], populatio
         measures.update(_sensitive_measures(work, quasi, sensitive, taxonomies, n, src, notes))
         pop_size = _population_size(population if pop_counts is None else None, sampling_fraction, n)
         if pop_counts is not None:
-            pop_size = float(work.execute(f"SELECT SUM({render(col(COUNT))}) FROM p").fetchall()[0][0] or 0)
-            measures.update(_population_table_measures(work, quasi, classes, pop_size))
+            total = exp.select(exp.Sum(this=col(COUNT))).from_("p")
+            pop_size = float(work.execute(render(total)).fetchall()[0][0] or 0)
+            measures.update(_population_table_measures(work, quasi))
         else:
             nan = float("nan")
             measures.update({f"journalist_risk_{s}": nan for s in ("lowest", "avg_records", "avg_classes",
@@ -212,7 +215,7 @@ def _measure(label: str, base, quasi: list[str], sensitive: list[str], populatio
             measures["sampling_fraction"] = n / pop_size
             measures.update(rk.population_uniques(sizes, freqs, pop_size))
         else:
-            for m in ("pitman", "zayatz", "snb", "dankar"):
+            for m in ("pitman", "zayatz", "snb", "snb_nb", "dankar"):
                 measures[f"population_uniques_{m}"] = float("nan")
             notes.append("population uniqueness (Pitman, Zayatz, SNB, Dankar) needs population=<size> or "
                          "sampling_fraction=<n / population size>")
@@ -310,7 +313,7 @@ def _value_rank(labels, type_name: str) -> np.ndarray:
     return rank
 
 
-def _population_table_measures(work, quasi: list[str], classes: pd.DataFrame, pop_size: float) -> dict[str, Any]:
+def _population_table_measures(work, quasi: list[str]) -> dict[str, Any]:
     """Journalist and marketer risk, k-map and δ-presence from the population records matching each class."""
     q_cols = [col(q) for q in quasi]
     pop = exp.select(*q_cols, alias(exp.Sum(this=col(COUNT)), "__pop")).from_("p").group_by(*[c.copy() for c in q_cols])

@@ -4,12 +4,14 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Iterable
+from typing import Any, Iterable
 
 import duckdb
 import pandas as pd
+from sqlglot import exp
 
-from .sqlbuild import lit
+from .columns import EC_ID, SIZE
+from .sqlbuild import col, ident, lit, render
 from .taxonomy import Taxonomy
 
 SCHEMA = "anon"
@@ -160,5 +162,97 @@ def releases(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute("SELECT * FROM anon.releases ORDER BY created_at").df()
 
 
+# -- recording a release (every anon.* write of a release lives here) ---------------------------------------------
+METRIC_DIRECTIONS = {"k": "higher", "records_at_risk": "lower", "prosecutor_risk_max": "lower",
+                     "prosecutor_risk_avg": "lower", "suppressed_fraction": "lower", "cavg": "lower",
+                     "discernibility": "lower", "avg_class_size": "lower", "classes": "higher"}
+
+
+def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
+                   trace: list[dict[str, Any]] | None = None, ec_stats: pd.DataFrame | None = None) -> None:
+    """``rel``: an :class:`anon_sql.result.Release` (not imported: the result sits above the catalog). Rows in anon.releases / anon.policies / anon.equivalence_classes / anon.metrics / anon.search_trace for a
+    verified release (inside the release's transaction; a release of the same name is replaced); ``trace``: a
+    search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields)."""
+    policy = rel.policy
+    con.execute("DELETE FROM anon.equivalence_classes WHERE release = ?", [rel.name])
+    con.execute("DELETE FROM anon.metrics WHERE release = ?", [rel.name])
+    con.execute("DELETE FROM anon.releases WHERE release = ?", [rel.name])
+    con.execute(
+        "INSERT INTO anon.releases (release, policy, method, source, records_in, records_out, suppressed, noise, "
+        "k_achieved, classes, status, message, plan, policy_json, generated_sql) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?)",
+        [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
+         rel.noise, int(rel.metrics["k"]), len(rel.classes), json.dumps(rel.plan, default=str), policy.to_json(),
+         ";\n".join(rel.sql) + ";"],
+    )
+    con.execute("DELETE FROM anon.policies WHERE name = ?", [policy.name])
+    con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
+                [policy.name, policy.to_toml(), policy.to_json()])
+    stats_cols = [c for c in rel.classes.columns if c.endswith("_value") or c.startswith("__distinct__")]
+    # the verified per-class frame is already in hand: insert from it rather than re-aggregating the release
+    con.register("__anon_classes_frame", rel.classes)
+    ins = exp.insert(
+        exp.select(lit(rel.name), col(EC_ID), col(SIZE), _json_struct(policy.quasi), _json_struct(stats_cols))
+        .from_(exp.Table(this=ident("__anon_classes_frame"))),
+        exp.Table(this=ident("equivalence_classes"), db=ident(SCHEMA)),
+        columns=["release", "ec_id", "size", "qi_values", "stats"],
+    )
+    con.execute(render(ins))
+    con.unregister("__anon_classes_frame")
+    if ec_stats is not None and len(ec_stats):
+        _merge_ec_stats(con, rel.name, ec_stats)
+    directions = {**rel.info.get("metric_directions", {}), **METRIC_DIRECTIONS}
+    rows = [[rel.name, k, float(v), directions.get(k, "info")] for k, v in rel.metrics.items()]
+    con.executemany("INSERT INTO anon.metrics VALUES (?, ?, ?, ?)", rows)
+    con.execute("DELETE FROM anon.search_trace WHERE release = ?", [rel.name])
+    if trace:
+        frame = pd.DataFrame([{
+            "release": rel.name, "step": int(t.get("step", i)), "node": json.dumps(t.get("node"), default=str),
+            "event": t.get("event"), "violations": t.get("violations"), "distinct_rows": t.get("distinct_rows"),
+            "feasible": t.get("feasible"), "score": t.get("score")} for i, t in enumerate(trace)])
+        con.register("__anon_trace_frame", frame)
+        con.execute("INSERT INTO anon.search_trace SELECT release, step, node, event, violations, distinct_rows, "
+                    "feasible, score FROM __anon_trace_frame")
+        con.unregister("__anon_trace_frame")
+
+
+def record_failure(con: duckdb.DuckDBPyConnection, policy: Any, source_label: str, records: int,
+                   message: str) -> None:
+    """A ``failed`` row in anon.releases (after the release's rollback); best effort: never masks the failure."""
+    try:
+        con.execute(
+            "INSERT INTO anon.releases (release, policy, method, source, records_in, status, message, policy_json) "
+            "VALUES (?, ?, ?, ?, ?, 'failed', ?, ?)",
+            [policy.name, policy.name, policy.method, source_label, records, message, policy.to_json()])
+    except duckdb.Error:
+        pass
+
+
+def _json_struct(columns: list[str], table_alias: str | None = None) -> exp.Expression:
+    fields = [exp.PropertyEQ(this=exp.Literal.string(c), expression=col(c, table_alias)) for c in columns]
+    if not fields:   # an empty struct literal `{}` parses only from DuckDB 2.0 on
+        return exp.Cast(this=lit("{}"), to=exp.DataType.build("JSON"))
+    return exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)])
+
+
+def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.DataFrame) -> None:
+    """Merge a method's own per-class statistics (``plan.ec_stats``: ec_id + flat columns, e.g. adaptive's
+    Simpson D/E and levels) into the JSON ``stats`` of ``anon.equivalence_classes``."""
+    con.register("__anon_ec_stats", frame)
+    merged = exp.Anonymous(this="json_merge_patch", expressions=[
+        col("stats", "e"), _json_struct([c for c in frame.columns if c != EC_ID], "x")])
+    on = exp.and_(exp.EQ(this=col(EC_ID, "e"), expression=col(EC_ID, "x")),
+                  exp.EQ(this=col("release", "e"), expression=lit(release)))
+    upd = exp.Update(this=exp.Table(this=ident("equivalence_classes"), db=ident(SCHEMA),
+                                    alias=exp.TableAlias(this=ident("e"))),
+                     expressions=[exp.EQ(this=col("stats"),
+                                         expression=exp.Cast(this=merged, to=exp.DataType.build("VARCHAR")))],
+                     from_=exp.From(this=exp.Table(this=ident("__anon_ec_stats"),
+                                                   alias=exp.TableAlias(this=ident("x")))),
+                     where=exp.Where(this=on))
+    con.execute(render(upd))
+    con.unregister("__anon_ec_stats")
+
+
 __all__ = ["install", "store_taxonomy", "load_taxonomy", "taxonomy_names", "releases", "store_vulnerability",
-           "load_vulnerability", "lit"]
+           "load_vulnerability", "record_release", "record_failure", "lit"]

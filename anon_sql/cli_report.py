@@ -29,7 +29,8 @@ def _split(text: str | None) -> list[str] | None:
 def report(release_name: str, db: str, html_path: str | None, metrics: str | None,
            target: str | None, models: str | None, folds: int, sample: int) -> None:
     """Print (and optionally write as HTML / JSON) the metrics report of a release."""
-    from .report import build, render
+    from .report import render
+    from .report_run import build
 
     with _errors():
         con = duckdb.connect(db, read_only=True)
@@ -58,7 +59,8 @@ def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | N
     import pandas as pd
 
     from .policy import coerce_policy
-    from .report import parse_values, set_param, sweep as run_sweep
+    from .report import parse_values, set_param
+    from .report_run import sweep as run_sweep
 
     with _errors():
         con = duckdb.connect(db or ":memory:")
@@ -72,7 +74,7 @@ def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | N
         frames = []
         combos = list(itertools.product(*[v for _, v in grid[:-1]]))
         total, bar = len(combos) * len(grid[-1][1]), ProgressLine("sweep")
-        # the last parameter is swept by report.sweep; the others form the outer grid (columns first)
+        # the last parameter is swept by report_run.sweep; the others form the outer grid (columns first)
         for i, combo in enumerate(combos):
             pol = base
             for (name, _), value in zip(grid[:-1], combo):

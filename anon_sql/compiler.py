@@ -12,14 +12,13 @@ from .errors import PolicyError
 from .methods.base import ROW_ID, AssignmentPlan, LevelPlan
 from .models import ClassColumns, PrivacyModel, TCloseness
 from . import base_counts
+from .columns import EC_ID, SIZE
 from .sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, render
 from .taxonomy import TOP, Taxonomy
 
-EC_ID = "ec_id"
 WEIGHT = base_counts.WEIGHT
-SIZE = "__size"
 KEEP = "__keep"
-BASE_STATEMENT = "base counts"   # the runner skips it when prepare() already made the table
+BASE_STATEMENT = "base counts"   # the runner skips it when resolve already made the table
 
 
 @dataclass
@@ -185,7 +184,7 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     plan = ci.plan
     flag = noise_flag(plan)
     items = []
-    row_values = bool(plan.info.get("row_values"))   # per-row released values keyed by __row (slicing)
+    row_values = plan.row_values   # per-row released values keyed by __row (slicing)
     for c in cols:
         if c in plan.class_values.columns and (c in policy.quasi or row_values):
             items.append(col(c, "v"))
@@ -302,8 +301,8 @@ def _level_combos(ci: CompileInput, base: str, classes: str) -> exp.Select:
 
 
 def noise_flag(plan) -> str | None:
-    """The boolean column that marks noise records in the release (``plan.info["noise_flag"]``), if any."""
-    return plan.info.get("noise_flag") if isinstance(plan, AssignmentPlan) else None
+    """The boolean column that marks noise records in the release (``plan.noise_flag``), if any."""
+    return plan.noise_flag if isinstance(plan, AssignmentPlan) else None
 
 
 def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str], null_safe: bool,

@@ -8,7 +8,7 @@ import duckdb
 from sqlglot import exp
 
 from . import catalog
-from .methods import REGISTRY, _load_optional
+from .methods import REGISTRY, load_all
 from .policy import Policy
 from .release import release
 from .source import file_relation
@@ -35,7 +35,7 @@ def run_demo(con: duckdb.DuckDBPyConnection, echo: Callable[[str], None] = print
     load_demo_data(con)
     catalog.install(con)
     policy = demo_policy()
-    _load_optional()
+    load_all()
     if policy.method not in REGISTRY:
         policy = policy.replace(method="levels")
     n = con.execute("SELECT count(*) FROM adult_sample").fetchall()[0][0]

@@ -1,22 +1,20 @@
 """Release policies: attribute roles, taxonomies, privacy models, method and seed — from TOML, SQL or Python.
 
 The three forms are equivalent: ``Policy.from_toml(p.to_toml()) == p`` and ``Policy.from_sql(p.to_sql()) == p``.
+Every form is checked against the policy schema (anon_sql/schema.py): unknown keys, wrong types and out-of-range
+values are PolicyErrors; this module adds the checks that relate keys to each other.
 """
 from __future__ import annotations
 
 import copy
-import math
 import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import schema
 from .errors import PolicyError
-
-ROLES = ("identifier", "quasi", "sensitive", "insensitive")
-IDENTIFIER_ACTIONS = ("drop", "pseudonymize")
-L_KINDS = ("distinct", "entropy", "recursive", "slicing")
 
 
 @dataclass
@@ -30,25 +28,13 @@ class Attribute:
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise PolicyError(
-                f"attribute {self.name!r}: role {self.role!r} is not one of {', '.join(ROLES)}"
-            )
-        if self.role == "identifier" and self.action not in IDENTIFIER_ACTIONS:
-            raise PolicyError(
-                f"attribute {self.name!r}: action {self.action!r} is not one of {', '.join(IDENTIFIER_ACTIONS)}"
-            )
-        if self.taxonomy is not None and self.role not in ("quasi", "sensitive"):
-            raise PolicyError(
-                f"attribute {self.name!r}: only quasi-identifiers (generalization) and sensitive attributes "
-                f"(hierarchical t-closeness) take a taxonomy (its role is {self.role!r})"
-            )
+        schema.ATTRIBUTE.check(self.to_dict(), f"attributes.{self.name}")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role}
         if self.taxonomy is not None:
             out["taxonomy"] = copy.deepcopy(self.taxonomy)
-        if self.role == "identifier" and self.action != "drop":
+        if self.action != "drop":
             out["action"] = self.action
         out.update(copy.deepcopy(self.options))
         return out
@@ -80,17 +66,14 @@ class Privacy:
     beta_likeness: dict[str, Any] | None = None      # { beta = 1.0, kind = "basic" | "enhanced" }
     delta_disclosure: float | dict[str, Any] | None = None   # δ, or { delta = 1.0, log = "e" | "2" }
     requirements: list[Requirement] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    _KNOWN = ("k", "max_suppression", "l_diversity", "t_closeness", "simpson", "theta", "p_sensitive", "alpha",
-              "beta_likeness", "delta_disclosure", "requirements")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Privacy":
-        d = dict(d or {})
-        reqs = [Requirement(quasi=list(r["quasi"]), k=int(r["k"])) for r in d.pop("requirements", [])]
-        known = {k: d.pop(k) for k in list(d) if k in cls._KNOWN}
-        return cls(requirements=reqs, extra=d, **known)
+        """Read a ``[privacy]`` table (checked against the schema; None values mean "not given")."""
+        d = {k: v for k, v in (d or {}).items() if v is not None}
+        schema.PRIVACY.check(d, "privacy")
+        reqs = [Requirement(quasi=list(r["quasi"]), k=r["k"]) for r in d.pop("requirements", [])]
+        return cls(requirements=reqs, **d)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -102,33 +85,9 @@ class Privacy:
             v = getattr(self, name)
             if v is not None:
                 out[name] = copy.deepcopy(v)
-        out.update(copy.deepcopy(self.extra))
         if self.requirements:
             out["requirements"] = [r.to_dict() for r in self.requirements]
         return out
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _validate_distribution_models(p: Privacy) -> None:
-    """privacy.alpha in (0, 1]; privacy.beta_likeness = { beta > 0, kind basic|enhanced };
-    privacy.delta_disclosure = δ > 0 or { delta > 0, log = "e" | "2" }."""
-    if p.alpha is not None and not (_number(p.alpha) and 0 < p.alpha <= 1):
-        raise PolicyError(f"privacy.alpha ((α, k)-anonymity) must be a share in (0, 1], got {p.alpha!r}")
-    if p.beta_likeness is not None:
-        b = p.beta_likeness
-        if not isinstance(b, dict) or set(b) - {"beta", "kind"} or not _number(b.get("beta")) or b["beta"] <= 0 \
-                or b.get("kind", "basic") not in ("basic", "enhanced"):
-            raise PolicyError("privacy.beta_likeness must be { beta = <number > 0>, kind = \"basic\" | \"enhanced\" }, "
-                              f"got {b!r}")
-    if p.delta_disclosure is not None:
-        d = p.delta_disclosure if isinstance(p.delta_disclosure, dict) else {"delta": p.delta_disclosure}
-        if set(d) - {"delta", "log"} or not _number(d.get("delta")) or d["delta"] <= 0 \
-                or str(d.get("log", "e")) not in ("e", "2"):
-            raise PolicyError("privacy.delta_disclosure must be δ > 0 or { delta = <number > 0>, log = \"e\" | \"2\" }, "
-                              f"got {p.delta_disclosure!r}")
 
 
 @dataclass
@@ -151,8 +110,8 @@ class Policy:
             raise PolicyError("policy `name` (the release table to create) must be a non-empty string")
         if not isinstance(self.source, str) or not self.source.strip():
             raise PolicyError("policy `source` must name a table, a view, or a .csv/.parquet path")
-        if self.default_role is not None and self.default_role not in ROLES:
-            raise PolicyError(f"default_role {self.default_role!r} is not one of {', '.join(ROLES)}")
+        if not isinstance(self.privacy, Privacy):
+            raise PolicyError(f"Policy(privacy=...) takes a Privacy (or use Policy.from_dict), got {self.privacy!r}")
         self.validate()
 
     # -- derived views -------------------------------------------------------------------------------------------
@@ -168,14 +127,13 @@ class Policy:
         return self.by_role("sensitive")
 
     def validate(self) -> None:
-        """Check what can be checked without data: parameters in range, requirements naming quasi-identifiers."""
+        """Check what can be checked without data: every key, type and range against the schema, then
+        requirements naming quasi-identifiers and models that need a sensitive attribute."""
+        for name, attr in self.attributes.items():
+            if not isinstance(attr, Attribute) or attr.name != name:
+                raise PolicyError(f"Policy(attributes=...) maps each column name to its Attribute; {name!r} does not")
+        schema.check_policy_dict(self.to_dict())
         p = self.privacy
-        if p.k is not None and (not isinstance(p.k, int) or isinstance(p.k, bool) or p.k < 1):
-            raise PolicyError(f"privacy.k must be an integer >= 1, got {p.k!r}")
-        if not isinstance(p.max_suppression, (int, float)) or not 0 <= p.max_suppression <= 1:
-            raise PolicyError(
-                f"privacy.max_suppression is a fraction of records in [0, 1], got {p.max_suppression!r}"
-            )
         for r in p.requirements:
             unknown = [q for q in r.quasi if q not in self.quasi]
             if unknown:
@@ -183,25 +141,11 @@ class Policy:
                     f"privacy.requirements: {unknown} are not quasi-identifiers of the policy "
                     f"(quasi-identifiers: {self.quasi})"
                 )
-            if r.k < 1:
-                raise PolicyError(f"privacy.requirements: k must be >= 1, got {r.k}")
-        if p.l_diversity is not None:
-            kind = p.l_diversity.get("kind", "distinct")
-            if kind not in L_KINDS:
-                raise PolicyError(f"privacy.l_diversity.kind {kind!r} is not one of {', '.join(L_KINDS)}")
-            if "l" not in p.l_diversity or float(p.l_diversity["l"]) < 1:
-                raise PolicyError("privacy.l_diversity needs l >= 1, e.g. { kind = \"distinct\", l = 2 }")
-            if kind == "recursive" and "c" not in p.l_diversity:
-                raise PolicyError("privacy.l_diversity kind 'recursive' needs c, e.g. { kind = \"recursive\", c = 3, l = 2 }")
-        if p.theta is not None and not 0 < float(p.theta.get("mu", -1)) <= 1:
-            raise PolicyError(f"privacy.theta.mu must be in (0, 1] (the paper uses 0.5–0.9), got {p.theta.get('mu')!r}")
-        _validate_distribution_models(p)
-        needs_sa = (p.l_diversity or p.t_closeness is not None or p.simpson or p.theta or p.p_sensitive
-                    or p.alpha is not None or p.beta_likeness is not None or p.delta_disclosure is not None)
+        needs_sa = [k for k in schema.SENSITIVE_MODELS if getattr(p, k) is not None]
         if needs_sa and not self.sensitive:
             raise PolicyError(
-                "the policy asks for a sensitive-attribute model (l-diversity, t-closeness, Simpson, θ, "
-                "p-sensitivity, α, β-likeness or δ-disclosure) but no attribute has role = \"sensitive\""
+                f"the policy asks for a sensitive-attribute model ({', '.join(needs_sa)}) but no attribute has "
+                "role = \"sensitive\""
             )
         if self.count_column and self.count_column in self.attributes:
             raise PolicyError(f"count_column {self.count_column!r} cannot also be an attribute of the policy")
@@ -209,25 +153,20 @@ class Policy:
     # -- dict / TOML ---------------------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Policy":
-        d = copy.deepcopy(d)
-        missing = [k for k in ("name", "source") if k not in d]
-        if missing:
-            raise PolicyError(f"the policy is missing {', '.join(missing)}")
+        """Read a policy dict (the shape of the TOML file), checked against the schema (anon_sql/schema.py)."""
+        if not isinstance(d, dict):
+            raise PolicyError(f"a policy is a table of keys (name, source, attributes, privacy, ...), got {d!r}")
+        d = {k: v for k, v in copy.deepcopy(d).items() if v is not None}
+        schema.TOP.check(d)
         attrs: dict[str, Attribute] = {}
         for name, spec in (d.pop("attributes", None) or {}).items():
-            if not isinstance(spec, dict) or "role" not in spec:
-                raise PolicyError(f"attribute {name!r} needs a role, e.g. [attributes.{name}] role = \"quasi\"")
             spec = dict(spec)
             role = spec.pop("role")
             taxonomy = spec.pop("taxonomy", None)
             action = spec.pop("action", "drop")
             attrs[name] = Attribute(name, role, taxonomy, action, spec)
         privacy = Privacy.from_dict(d.pop("privacy", {}) or {})
-        known = {k: d.pop(k) for k in ("name", "source", "method", "seed", "count_column", "default_role",
-                                        "method_params", "metrics") if k in d}
-        if d:
-            raise PolicyError(f"unknown policy keys: {sorted(d)}; see the policy reference in docs/policy.md")
-        return cls(attributes=attrs, privacy=privacy, **known)
+        return cls(attributes=attrs, privacy=privacy, **d)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "source": self.source, "method": self.method, "seed": self.seed}
@@ -259,7 +198,7 @@ class Policy:
 
     def to_toml(self) -> str:
         """The policy as TOML text (readable back with :meth:`from_toml`)."""
-        return _dump_toml(self.to_dict())
+        return dump_toml(self.to_dict())
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -325,7 +264,9 @@ def _toml_value(v: Any) -> str:
     raise PolicyError(f"cannot write {type(v).__name__} to TOML")
 
 
-def _dump_toml(d: dict[str, Any]) -> str:
+def dump_toml(d: dict[str, Any]) -> str:
+    """A policy dict as TOML text (top-level keys, then [attributes.*], [privacy] with [[privacy.requirements]],
+    [method_params], [metrics]); no checking: Policy.to_toml writes a checked policy."""
     lines: list[str] = []
     tables = []
     for k, v in d.items():

@@ -9,7 +9,9 @@ Grammar (DuckDB expression syntax for values: strings, numbers, booleans, lists 
               sensitive(salary), insensitive(weight), identifier(name, action => 'pseudonymize')
     FROM source
 
-Options in WITH that are not top-level policy keys are privacy settings (k, l_diversity, requirements, ...).
+Options in WITH are the top-level policy keys (method, seed, count_column, default_role, method_params, metrics) and
+the ``[privacy]`` keys (k, l_diversity, requirements, ...); anything else is an error that names the option and the
+closest known one (anon_sql/schema.py). A role function's ``key => value`` options are that role's attribute keys.
 """
 from __future__ import annotations
 
@@ -19,10 +21,8 @@ import sqlglot
 from sqlglot import exp
 
 from .errors import PolicyError
+from .schema import ATTRIBUTE, ROLES, SQL_TOP_LEVEL, check_sql_option, closest
 from .sqlbuild import ident, lit
-
-_TOP_LEVEL = ("method", "seed", "count_column", "default_role", "method_params", "metrics")
-_SOURCE_LITERAL = "source"
 
 
 def _strip_anonymized(sql: str) -> str:
@@ -83,8 +83,10 @@ def parse_policy_sql(sql: str) -> dict[str, Any]:
         if not isinstance(prop, exp.Property):
             raise PolicyError(f"unexpected WITH option {prop.sql('duckdb')!r}; write name = value")
         key = prop.this.name if isinstance(prop.this, (exp.Var, exp.Identifier)) else str(prop.this)
-        value = _value(prop.args["value"])
-        (out if key in _TOP_LEVEL else privacy)[key] = value
+        target = out if check_sql_option(key) == "top" else privacy
+        if key in target:
+            raise PolicyError(f"WITH option `{key}` is given twice; give it once")
+        target[key] = _value(prop.args["value"])
     out["privacy"] = privacy
     select = tree.expression
     source = select.args.get("from_") or select.args.get("from")
@@ -94,12 +96,13 @@ def parse_policy_sql(sql: str) -> dict[str, Any]:
     out["source"] = src.name if not src.db else f"{src.db}.{src.name}"
     attributes: dict[str, Any] = {}
     for item in select.expressions:
-        if not isinstance(item, exp.Anonymous) or item.name.lower() not in (
-            "quasi", "sensitive", "insensitive", "identifier"
-        ):
+        if not isinstance(item, exp.Anonymous) or item.name.lower() not in ROLES:
+            close = closest(item.name.lower(), ROLES) if isinstance(item, exp.Func) and item.name else None
             raise PolicyError(
-                f"select item {item.sql('duckdb')!r}: write quasi(col, taxonomy => ...), sensitive(col), "
-                "insensitive(col) or identifier(col, action => 'drop'|'pseudonymize')"
+                f"select item {item.sql('duckdb')!r}: " + (f"unknown role function `{item.name}`, did you mean "
+                                                           f"`{close}`? " if close else "")
+                + "write quasi(col, taxonomy => ...), sensitive(col), insensitive(col) or "
+                "identifier(col, action => 'drop'|'pseudonymize')"
             )
         args = item.expressions
         if not args or not isinstance(args[0], exp.Column):
@@ -108,7 +111,10 @@ def parse_policy_sql(sql: str) -> dict[str, Any]:
         for kw in args[1:]:
             if not isinstance(kw, exp.Kwarg):
                 raise PolicyError(f"{item.sql('duckdb')!r}: options are written name => value")
+            if kw.this.name in spec:
+                raise PolicyError(f"{item.sql('duckdb')!r}: option `{kw.this.name}` is given twice")
             spec[kw.this.name] = _value(kw.expression)
+        ATTRIBUTE.check(spec, f"attributes.{args[0].name}", where=f"{spec['role']}({args[0].name}, ...)")
         if args[0].name in attributes:
             raise PolicyError(f"column {args[0].name!r} appears in two roles ({attributes[args[0].name]['role']} "
                               f"and {spec['role']}); give each column one role")
@@ -129,7 +135,7 @@ def _to_node(value: Any) -> exp.Expression:
 def render_policy_sql(d: dict[str, Any], pretty: bool = True) -> str:
     """Render a policy dict in the SQL form (parseable by :func:`parse_policy_sql`)."""
     props = []
-    for key in _TOP_LEVEL:
+    for key in SQL_TOP_LEVEL:
         if key in d and d[key] not in (None, {}):
             props.append(exp.Property(this=exp.Var(this=key), value=_to_node(d[key])))
     for key, value in d.get("privacy", {}).items():

@@ -1,31 +1,32 @@
-"""Release reports (text, HTML, JSON) and parameter sweeps.
+"""Release reports (text, HTML, JSON): building one from a Release, rendering, and sweep parameters.
 
 A report is a plain dict (JSON-ready): the release's summary, verdict, plan, checks, every metric with its family,
 direction and formula, class-size distribution, original vs released distribution per QI, NCP per QI, query error by
 dim × selectivity, leakage per QI and, on request, classification accuracy against the original baseline. The HTML
-page (:mod:`anon_sql.report_html`) draws its charts as inline SVG: self-contained, no plotting library.
+page (:mod:`anon_sql.report_html`) draws its charts as inline SVG: self-contained, no plotting library. The report
+of a stored release and sweeps, which read a database or run releases, are in :mod:`anon_sql.report_run`.
 """
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Sequence
+from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from .errors import AnonSQLError, PolicyError, PrivacyRequirementError
-from .policy import Policy, coerce_policy
+from .errors import PolicyError
+from .policy import Policy
 from .report_html import render_html
+from .schema import PRIVACY
 from .sqlbuild import alias, col, ident, lit, record_count, render as render_sql
 
 FORMATS = ("text", "html", "json")
 
 
 # -- building ----------------------------------------------------------------------------------------------------
-def _size_histogram(sizes: np.ndarray) -> list[dict[str, Any]]:
+def size_histogram(sizes: np.ndarray) -> list[dict[str, Any]]:
     """Classes per size bucket (1, 2, 3–4, 5–9, 10–19, ... powers-of-ten-ish, then the rest)."""
     edges = [1, 2, 3, 5, 10, 20, 50, 100, 1000, 10_000, math.inf]
     rows = []
@@ -37,7 +38,7 @@ def _size_histogram(sizes: np.ndarray) -> list[dict[str, Any]]:
     return rows
 
 
-def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
+def frame_records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
     if frame is None or not len(frame):
         return []
     return json.loads(frame.to_json(orient="records", default_handler=str))
@@ -51,7 +52,7 @@ def verdict(checks: list[dict[str, Any]]) -> dict[str, Any]:
     return {"status": status, "checks": len(checks), "failed": failed, "unknown": unknown}
 
 
-def _metric_rows(values: dict[str, float]) -> list[dict[str, Any]]:
+def metric_rows(values: dict[str, float]) -> list[dict[str, Any]]:
     """One row per metric value: family, direction, formula from the registry (details keys follow their metric)."""
     from .metrics.registry import lookup
 
@@ -66,53 +67,15 @@ def _metric_rows(values: dict[str, float]) -> list[dict[str, Any]]:
 def from_release(rel) -> dict[str, Any]:
     """A report from a :class:`~anon_sql.release.Release` alone (no database): summary, plan, checks, metrics."""
     sizes = rel.classes["__size"].to_numpy(dtype=float) if "__size" in rel.classes else np.zeros(0)
-    checks = _records(rel.checks)
+    checks = frame_records(rel.checks)
     return {
         "release": rel.name, "method": rel.policy.method, "source": rel.policy.source,
         "records_in": rel.records_in, "records_out": rel.records_out, "suppressed": rel.suppressed,
         "noise": rel.noise, "classes": int(len(rel.classes)), "plan": rel.plan,
         "quasi": rel.policy.quasi, "sensitive": rel.policy.sensitive, "materialized": rel.materialized,
-        "verdict": verdict(checks), "checks": checks, "metrics": _metric_rows(rel.metrics),
-        "class_sizes": _size_histogram(sizes),
+        "verdict": verdict(checks), "checks": checks, "metrics": metric_rows(rel.metrics),
+        "class_sizes": size_histogram(sizes),
     }
-
-
-def build(con, release_name: str, names: Sequence[str] | str | None = None, params: dict[str, Any] | None = None,
-          classify: str | None = None, classify_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The full report of a materialized release: catalog row, checks, metrics (all by default), details tables and,
-    with ``classify = "<target column>"``, classification accuracy (see metrics.classification.classify)."""
-    from . import api
-    from .metrics import ReleaseData, evaluate
-    from .metrics.query import query_error_table
-    from .metrics.risk import leakage_table
-
-    data = ReleaseData.from_catalog(con, release_name, params)
-    values = evaluate(data, names)
-    try:
-        checks = api.check(con, release_name)
-    except (AnonSQLError, duckdb.Error) as err:   # e.g. an exported copy without its views: metrics still shown
-        checks = pd.DataFrame([{"check": "checks view", "passed": None, "error": str(err)}])
-    checks_rows = _records(checks)
-    report: dict[str, Any] = {
-        "release": release_name, "method": data.policy.method, "source": data.source_label,
-        "records_in": data.records_in, "records_out": int(data.class_sizes.sum()), "suppressed": data.suppressed,
-        "noise": data.noise, "classes": int(len(data.class_sizes)), "plan": data.plan, "quasi": data.quasi,
-        "sensitive": data.policy.sensitive, "materialized": True,
-        "verdict": verdict(checks_rows), "checks": checks_rows, "metrics": _metric_rows(values),
-        "class_sizes": _size_histogram(data.class_sizes),
-        "ncp_by_qi": {q: values[f"ncp__{q}"] for q in data.quasi if f"ncp__{q}" in values},
-        "distributions": distributions(data),
-    }
-    if "query_error" in values:
-        report["query_error_table"] = _records(query_error_table(data))
-    if "leakage_post" in values or "leakage_pre" in values:
-        report["leakage"] = _records(leakage_table(data))
-    if classify:
-        from .metrics.classification import classify as run_classify
-
-        report["classification"] = _records(run_classify(con, data, classify, **(classify_options or {})))
-        report["classification_target"] = classify
-    return report
 
 
 # -- original vs released distributions -------------------------------------------------------------------------
@@ -269,7 +232,7 @@ def set_param(policy: Policy, param: str, value: Any) -> Policy:
         target, parts = d.setdefault(parts[0], {}), parts[1:]
     elif parts[0] in Policy.__dataclass_fields__:     # name, method, seed, attributes.age.taxonomy, ...
         target = d
-    elif parts[0] in ("k", "max_suppression", "l_diversity", "t_closeness", "simpson", "theta", "p_sensitive"):
+    elif parts[0] in PRIVACY.keys:
         target = d.setdefault("privacy", {})
     else:
         target = d.setdefault("method_params", {})
@@ -302,40 +265,3 @@ def parse_values(text: str) -> list[Any]:
     if not out:
         raise PolicyError(f"no values in {text!r}; write them comma-separated, e.g. k=2,5,10")
     return out
-
-
-def sweep(con, policy: Policy | dict | str, param: str, values: Sequence[Any],
-          names: Sequence[str] | str | None = None, progress=None, fixed: dict[str, Any] | None = None,
-          start: int = 0, total: int | None = None) -> pd.DataFrame:
-    """Dry-run the release once per value of ``param`` and tabulate its metrics (the policy's ``[metrics]
-    compute``, else ``names``, else the default set); a value whose requirements fail gets status ``failed``.
-
-    ``fixed``: parameters already set in ``policy`` (the outer grid of a multi-parameter sweep), shown as columns
-    first; a metric of the same name (e.g. ``k``) becomes ``<name>_achieved``. ``progress`` receives a
-    :class:`~anon_sql.progress.Progress` per value (``start`` + i of ``total``)."""
-    from .progress import Progress
-
-    from .metrics import DEFAULT
-    from .release import release
-
-    base = coerce_policy(policy)
-    chosen = names or base.metrics.get("compute") or list(DEFAULT)
-    rows = []
-    total = total or len(values)
-    for i, v in enumerate(values):
-        pol = set_param(base, param, v)
-        pol = pol.replace(metrics={**pol.metrics, "compute": chosen})
-        if progress:
-            where = ", ".join(f"{k} = {x}" for k, x in [*(fixed or {}).items(), (param, v)])
-            progress(Progress(f"sweep {start + i + 1}/{total}: {where}", done=start + i, total=total,
-                              unit="runs"))
-        row: dict[str, Any] = {**(fixed or {}), param: v}
-        try:
-            rel = release(con, pol, dry_run=True)
-            row.update(status="ok", records_out=rel.records_out, suppressed=rel.suppressed,
-                       classes=len(rel.classes), seconds=round(rel.info.get("seconds", float("nan")), 3))
-            row.update({(f"{k}_achieved" if k in row else k): v for k, v in rel.metrics.items()})
-        except PrivacyRequirementError as err:
-            row.update(status="failed", message=str(err))
-        rows.append(row)
-    return pd.DataFrame(rows)

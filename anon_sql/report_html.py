@@ -141,7 +141,7 @@ def _more_charts(r: dict[str, Any]) -> list[str]:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    """A self-contained HTML page for a report dict (see :func:`anon_sql.report.build`)."""
+    """A self-contained HTML page for a report dict (see :func:`anon_sql.report_run.build`)."""
     r = report
     quasi, sensitive = ", ".join(map(str, r.get("quasi", []))), ", ".join(map(str, r.get("sensitive", [])))
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

@@ -27,7 +27,7 @@ import anon_sql
 from anon_sql.compiler import CompileInput, compile_release
 from anon_sql.lattice import Lattice
 from anon_sql.methods import LevelPlan, MethodContext, get_method
-from anon_sql.release import prepare
+from anon_sql.stages.resolve import resolve
 from anon_sql.sqlbuild import col, render
 from sqlglot import exp
 
@@ -45,7 +45,8 @@ def policy(source: str, qis: list[str], method: str, objective: str, name: str =
 
 def context(con: duckdb.DuckDBPyConnection, pol: dict) -> MethodContext:
     """Resolve the policy and create its ``__source`` view, as anon_sql.release does before planning."""
-    policy_, src, taxonomies, models, records, _ = prepare(con, pol)
+    r = resolve(con, pol)
+    policy_, src, taxonomies, models, records = r.policy, r.source, r.taxonomies, r.models, r.records
     probe = CompileInput(policy_, src.relation, src.columns, LevelPlan({}), taxonomies, models)
     con.execute(render(compile_release(probe).statements[0][1]))
     return MethodContext(con, policy_, policy_.name + "__source", taxonomies, models, records)

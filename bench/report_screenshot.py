@@ -14,7 +14,8 @@ from pathlib import Path
 import duckdb
 
 from anon_sql.demo import demo_policy, run_demo
-from anon_sql.report import build, render
+from anon_sql.report import render
+from anon_sql.report_run import build
 
 
 def main() -> None:

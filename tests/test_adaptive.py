@@ -123,12 +123,12 @@ def test_iv_from_policy_weights_and_errors(con):
     assert rel.info["boosted"] == ["age"]
     bad = [({"iv": {"age": 1}}, r"every quasi-identifier \['age', 'sex'\]: missing \['sex'\]"),
            ({"iv": {"age": 0, "sex": 0}}, "all 0"),
-           ({"iv": "guess"}, "must be \"computed\""),
-           ({"boost": -1}, "boost = -1 must be an integer >= 0"),
-           ({"diversity": 0.5}, "diversity = 0.5 must be a number >= 1"),
-           ({"similarity": "euclid"}, "similarity = 'euclid'"),
+           ({"iv": "guess"}, "iv must be one of `computed`, `recompute` or a table"),
+           ({"boost": -1}, "boost must be an integer >= 0, got -1"),
+           ({"diversity": 0.5}, "diversity must be a number >= 1, got 0.5"),
+           ({"similarity": "euclid"}, "similarity must be one of .*got 'euclid'"),
            ({"similarity_weights": "x"}, "similarity_weights"),
-           ({"levels": {"age": 1}}, r"does not know method_params \['levels'\]")]
+           ({"levels": {"age": 1}}, r"unknown key `levels` in \[method_params\] of method 'adaptive'")]
     for params, message in bad:
         with pytest.raises(PolicyError, match=message):
             anon_sql.release(con, {**pol, "name": "bad", "method_params": params})

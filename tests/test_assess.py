@@ -108,7 +108,11 @@ def test_sources_agree(small, tmp_path):
     small.execute(f"COPY t TO '{csv}' (HEADER)")
     small.execute("CREATE VIEW v AS SELECT * FROM t")
     frame = pd.DataFrame(ROWS, columns=["a", "b", "s"])
-    results = [anon_sql.assess(small, s, ["a", "b"], ["s"]).measures for s in ("t", "v", str(csv), frame)]
+    import pyarrow as pa
+
+    sources = ("t", "v", str(csv), csv, frame, pa.Table.from_pandas(frame), small.table("t"))
+    results = [anon_sql.assess(small, s, ["a", "b"], ["s"]).measures for s in sources]
+    assert not small.execute("SELECT * FROM duckdb_views() WHERE NOT internal AND view_name LIKE '__anon%'").fetchall()
     for r in results[1:]:
         _same(r, results[0])
 

@@ -77,7 +77,8 @@ def test_insensitive_attributes_take_no_taxonomy():
     d = _policy(0.5)
     d["attributes"]["s"]["role"] = "insensitive"
     d["privacy"] = {"k": 2}
-    with pytest.raises(PolicyError, match="take a taxonomy"):
+    with pytest.raises(PolicyError, match=r"`taxonomy` does not apply to role = 'insensitive', only to role = "
+                                          r"'quasi' \| 'sensitive'"):
         anon_sql.Policy.from_dict(d)
 
 

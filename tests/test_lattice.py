@@ -15,7 +15,7 @@ from anon_sql.compiler import CompileInput, compile_release
 from anon_sql.errors import PrivacyRequirementError
 from anon_sql.lattice import OBJECTIVES, Lattice
 from anon_sql.methods import LevelPlan, MethodContext
-from anon_sql.release import prepare
+from anon_sql.stages.resolve import resolve
 from anon_sql.sqlbuild import render
 from anon_sql.taxonomy import TOP
 from conftest import load_seed000, seed000_policy
@@ -23,7 +23,8 @@ from conftest import load_seed000, seed000_policy
 
 def make_context(con: duckdb.DuckDBPyConnection, policy) -> MethodContext:
     """Resolve a policy and create its ``__source`` view, as release() does before planning."""
-    policy, src, taxonomies, models, records, _ = prepare(con, policy)
+    r = resolve(con, policy)
+    policy, src, taxonomies, models, records = r.policy, r.source, r.taxonomies, r.models, r.records
     probe = CompileInput(policy, src.relation, src.columns, LevelPlan({}), taxonomies, models)
     con.execute(render(compile_release(probe).statements[0][1]))
     return MethodContext(con, policy, policy.name + "__source", taxonomies, models, records)

@@ -437,7 +437,7 @@ def test_metrics_of_the_release_alone_never_read_the_source(con):
 
 def test_named_taxonomies_read_no_values_without_the_check(con):
     from anon_sql.policy import Policy
-    from anon_sql.release import resolve_taxonomies
+    from anon_sql.taxonomy_lookup import resolve_taxonomies
 
     def no_scan(column):
         raise AssertionError(f"read the values of {column}")

@@ -55,6 +55,7 @@ def test_readme_blocks_cover_the_sql_path_first():
 def test_readme_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ANON_SQL_HISTORY", str(tmp_path / "history"))
+    session = {"__name__": "__readme__"}   # the python blocks run in order in one session, as a reader types them
     for lang, body, target in blocks():
         if target:
             Path(target).write_text(body + "\n", encoding="utf-8")
@@ -62,9 +63,12 @@ def test_readme_runs_as_written(tmp_path, monkeypatch):
             for line in body.splitlines():
                 run_shell_line(line)
         elif lang == "python":
-            exec(compile(body, "README.md (python)", "exec"), {"__name__": "__readme__"})
+            exec(compile(body, "README.md (python)", "exec"), session)
         else:
             pytest.fail(f"a {lang} block of the README is neither written to a file nor run")
+    for value in session.values():   # the reader's session ends: its connections close
+        if isinstance(value, duckdb.DuckDBPyConnection):
+            value.close()
     con = duckdb.connect("clinic.duckdb", read_only=True)
     versions = con.execute("SELECT release, version, action FROM anon.release_versions ORDER BY ALL").fetchall()
     assert ("adult_k5", 2, "refresh keep plan") in versions and ("adult_k20", 2, "refresh keep plan") in versions

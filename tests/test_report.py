@@ -12,7 +12,8 @@ import anon_sql
 from anon_sql.cli import main
 from anon_sql.errors import PolicyError
 from anon_sql.policy import Policy
-from anon_sql.report import build, parse_values, render, set_param, sweep
+from anon_sql.report import parse_values, render, set_param
+from anon_sql.report_run import build, sweep
 from conftest import load_seed000, seed000_policy
 
 ODD = "zip <&> 'x'"   # a column name that must be escaped in HTML
@@ -112,7 +113,9 @@ def test_set_param_and_parse_values():
     assert set_param(pol, "privacy.max_suppression", 0.1).privacy.max_suppression == 0.1
     assert set_param(pol, "l_diversity.l", 3).privacy.l_diversity == {"l": 3}
     assert set_param(pol, "method", "mondrian").method == "mondrian"
-    assert set_param(pol, "window", 8).method_params["window"] == 8
+    assert set_param(set_param(pol, "method", "theta"), "window", 8).method_params["window"] == 8
+    with pytest.raises(PolicyError, match=r"unknown key `window` in \[method_params\] of method 'levels'"):
+        set_param(pol, "window", 8)
     assert parse_values("2, 5,0.5,abc,true") == [2, 5, 0.5, "abc", True]
     with pytest.raises(PolicyError, match="comma-separated"):
         parse_values(" , ")

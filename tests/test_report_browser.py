@@ -14,7 +14,8 @@ import duckdb
 import pytest
 
 from anon_sql.demo import demo_policy, run_demo
-from anon_sql.report import build, render
+from anon_sql.report import render
+from anon_sql.report_run import build
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install -y chromium)")

@@ -1,11 +1,23 @@
-"""Anonymization methods, looked up by the policy's ``method`` name."""
+"""Anonymization methods, looked up by the policy's ``method`` name.
+
+Each method class declares its ``[method_params]`` keys in ``parameters`` (anon_sql.schema ``key(...)``
+declarations); :func:`method_parameters` collects them for the policy schema and the generated docs.
+"""
 from __future__ import annotations
 
+import importlib
+
 from ..errors import PolicyError
-from .base import AssignmentPlan, LevelPlan, Method, MethodContext
+from ..schema import Key, closest
+from .base import AssignmentPlan, LevelPlan, Method, MethodContext, Plan
 from .levels import FixedLevels
 
 REGISTRY: dict[str, type[Method]] = {"levels": FixedLevels}
+
+# method name → the module that registers it (imported only when that method is used, so start-up stays fast)
+_MODULES = {"iab": "search", "exhaustive": "search", "greedy": "search", "optimal": "search", "mondrian": "mondrian",
+            "theta": "theta", "fixed_interval": "fixed_interval", "slicing": "slicing",
+            "attribute_focused": "attribute_focused", "adaptive": "adaptive", "upa": "upa"}
 
 
 def register(cls: type[Method]) -> type[Method]:
@@ -14,23 +26,36 @@ def register(cls: type[Method]) -> type[Method]:
     return cls
 
 
-def get_method(name: str, params: dict) -> Method:
-    _load_optional()
+def method_names() -> list[str]:
+    """Every method name, built-in ones first (nothing is imported)."""
+    return ["levels", *_MODULES, *(n for n in REGISTRY if n != "levels" and n not in _MODULES)]
+
+
+def method_class(name: str) -> type[Method]:
+    """The class of a method (imports its module only); unknown names suggest the closest one."""
+    if name not in REGISTRY and name in _MODULES:
+        importlib.import_module(f"{__name__}.{_MODULES[name]}")
     if name not in REGISTRY:
-        raise PolicyError(f"unknown method {name!r}; available: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name](**(params or {}))
+        hint = closest(name, method_names())
+        raise PolicyError(f"unknown method {name!r}" + (f": did you mean {hint!r}?" if hint else "")
+                          + f" (methods: {', '.join(method_names())})")
+    return REGISTRY[name]
 
 
-def _load_optional() -> None:
-    """Import the method modules that register themselves (kept lazy so start-up stays fast)."""
-    import importlib
-
-    for module in ("search", "mondrian", "theta", "fixed_interval", "slicing", "attribute_focused", "adaptive", "upa"):
-        try:
-            importlib.import_module(f"{__name__}.{module}")
-        except ModuleNotFoundError as err:
-            if err.name != f"{__name__}.{module}":
-                raise
+def method_parameters(name: str) -> tuple[Key, ...]:
+    """The ``[method_params]`` keys a method takes (its class's ``parameters``)."""
+    return tuple(method_class(name).parameters)
 
 
-__all__ = ["REGISTRY", "register", "get_method", "Method", "MethodContext", "LevelPlan", "AssignmentPlan"]
+def get_method(name: str, params: dict) -> Method:
+    return method_class(name)(**(params or {}))
+
+
+def load_all() -> None:
+    """Import every method module (for listings and the demo; a single method loads through :func:`method_class`)."""
+    for module in dict.fromkeys(_MODULES.values()):
+        importlib.import_module(f"{__name__}.{module}")
+
+
+__all__ = ["REGISTRY", "register", "get_method", "method_class", "method_names", "method_parameters", "load_all",
+           "Method", "MethodContext", "LevelPlan", "AssignmentPlan", "Plan"]

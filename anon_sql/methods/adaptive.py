@@ -24,6 +24,7 @@ from .. import catalog
 from ..errors import PolicyError
 from ..sqlbuild import alias, col, render
 from ..udfs import kernels
+from ..schema import MapOf, any_of, choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
 from .local_values import QIColumn, encode_categorical, is_numeric_type, lca_level
@@ -195,20 +196,13 @@ def _leaves(c: QIColumn, level: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 # -- the method ----------------------------------------------------------------------------------------------------
 class AdaptivePlan(AssignmentPlan):
-    """An assignment plan whose per-class tables (``info["class_table"]`` per similarity class, ``info["ec_stats"]``
-    per released EC, merged into ``anon.equivalence_classes.stats``) stay out of ``as_dict``."""
+    """An assignment plan whose per-similarity-class table (``info["class_table"]``, a report) stays out of
+    ``as_dict``; its per-EC statistics are the typed ``ec_stats``."""
 
     def as_dict(self) -> dict[str, Any]:
         out = super().as_dict()
         out.pop("class_table", None)
-        out.pop("ec_stats", None)
         return out
-
-
-def _number(value: Any, name: str, low: float, hint: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
-        raise PolicyError(f"method_params.{name} = {value!r} must be a number >= {low:g} ({hint})")
-    return float(value)
 
 
 @register
@@ -218,40 +212,25 @@ class Adaptive(Method):
     name = "adaptive"
     plan_kind = "assignment"
     needs_taxonomies = True
-    PARAMS = ("iv", "diversity", "evenness", "boost", "similarity", "similarity_weights", "iv_trees")
+    parameters = (
+        key("iv", any_of(choice("computed", "recompute"), MapOf(number(ge=0), "qi")),
+            "identity vulnerability per QI: `computed` (reuse anon.identity_vulnerability or compute it), "
+            "`recompute`, or weights, e.g. { age = 0.6, sex = 0.4 }", "computed"),
+        key("diversity", number(ge=1), "Simpson diversity threshold T_d (default: the policy's simpson, else 1.75)"),
+        key("evenness", number(ge=0), "Simpson evenness threshold T_e (default: the policy's simpson, else 0.75)"),
+        key("boost", integer(ge=0), "levels added for non-diverse classes", BOOST),
+        key("similarity", choice("taxonomy", "plain"), "record similarity: values and their taxonomy ancestors, or "
+            "min-max numbers and one-hot categories", "taxonomy"),
+        key("similarity_weights", choice("equal", "iv"), "QI weights in the cosine: equal, or by IV", "equal"),
+        key("iv_trees", integer(ge=1), "trees of the IV random forest", IV_TREES),
+    )
 
     def __init__(self, **params: Any):
-        unknown = sorted(set(params) - set(self.PARAMS))
-        if unknown:
-            raise PolicyError(f"method 'adaptive' does not know method_params {unknown}; its parameters are "
-                              f"{list(self.PARAMS)}")
         super().__init__(**params)
-        iv = params.get("iv", "computed")
-        if not (isinstance(iv, Mapping) or iv in ("computed", "recompute")):
-            raise PolicyError(f"method_params.iv = {iv!r} must be \"computed\" (reuse anon.identity_vulnerability or "
-                              "compute it), \"recompute\", or weights per QI, e.g. iv = { age = 0.6, sex = 0.4 }")
-        self.iv = iv
-        self.diversity = None if "diversity" not in params else _number(params["diversity"], "diversity", 1.0,
-                                                                          "Simpson diversity threshold T_d, e.g. 1.75")
-        self.evenness = None if "evenness" not in params else _number(params["evenness"], "evenness", 0.0,
-                                                                        "Simpson evenness threshold T_e, e.g. 0.75")
-        boost = params.get("boost", BOOST)
-        if isinstance(boost, bool) or not isinstance(boost, int) or boost < 0:
-            raise PolicyError(f"method_params.boost = {boost!r} must be an integer >= 0 (levels added for "
-                              "non-diverse classes; default 1)")
-        self.boost = boost
-        self.similarity = params.get("similarity", "taxonomy")
-        if self.similarity not in ("taxonomy", "plain"):
-            raise PolicyError(f"method_params.similarity = {self.similarity!r} must be \"taxonomy\" (values and their "
-                              "taxonomy ancestors) or \"plain\" (min-max numbers, one-hot categories)")
-        self.similarity_weights = params.get("similarity_weights", "equal")
-        if self.similarity_weights not in ("equal", "iv"):
-            raise PolicyError(f"method_params.similarity_weights = {self.similarity_weights!r} must be \"equal\" "
-                              "(every QI counts the same in the cosine) or \"iv\" (QIs weighted by their IV)")
-        trees = params.get("iv_trees", IV_TREES)
-        if isinstance(trees, bool) or not isinstance(trees, int) or trees < 1:
-            raise PolicyError(f"method_params.iv_trees = {trees!r} must be a positive integer (default {IV_TREES})")
-        self.iv_trees = trees
+        self.iv, self.boost, self.iv_trees = self.param("iv"), self.param("boost"), self.param("iv_trees")
+        self.similarity, self.similarity_weights = self.param("similarity"), self.param("similarity_weights")
+        d, e = self.param("diversity"), self.param("evenness")
+        self.diversity, self.evenness = (None if d is None else float(d)), (None if e is None else float(e))
 
     # -- inputs ----------------------------------------------------------------------------------------------------
     def _validate(self, ctx: MethodContext) -> tuple[int, str]:
@@ -291,7 +270,7 @@ class Adaptive(Method):
             if missing or extra:
                 raise PolicyError(f"method_params.iv must give a weight to every quasi-identifier {quasi}: "
                                   f"missing {missing}, not quasi-identifiers {extra}")
-            raw = np.array([_number(self.iv[q], f"iv.{q}", 0.0, "a non-negative weight") for q in quasi])
+            raw = np.array([float(self.iv[q]) for q in quasi])   # non-negative numbers (the schema checked them)
             if raw.sum() <= 0:
                 raise PolicyError("method_params.iv weights are all 0; give at least one positive weight")
             return raw / raw.sum(), {"iv_source": "policy"}
@@ -337,7 +316,8 @@ class Adaptive(Method):
         ctx.progress("adaptive: diversity and levels")
         res = adaptive_generalize(columns, s_codes, cls, iv, diversity=t_d, evenness=t_e, boost=self.boost)
         assignment = pd.DataFrame({ROW_ID: frame["r"].to_numpy(dtype=np.int64), "ec_id": res.ec})
-        return AdaptivePlan(assignment, res.values, None, self._info(res, columns, quasi, iv, iv_info, t_d, t_e))
+        return AdaptivePlan(assignment, res.values, None, self._info(res, columns, quasi, iv, iv_info, t_d, t_e),
+                            ec_stats=res.ec_table(quasi))
 
     def _info(self, res: AdaptiveResult, columns: Sequence[QIColumn], quasi: list[str], iv: np.ndarray,
               iv_info: dict[str, Any], t_d: float, t_e: float) -> dict[str, Any]:
@@ -357,7 +337,6 @@ class Adaptive(Method):
             "iv_distortion": iv_distortion(res.levels, top, iv, res.sizes),
             "iv_coverage_loss": iv_coverage_loss(cov, base, iv, res.sizes),
             "class_table": res.class_table(quasi),
-            "ec_stats": res.ec_table(quasi),
         }
         if len(res.sizes) <= 50:
             info["simpson_d"] = [round(float(v), 6) for v in res.diversity]

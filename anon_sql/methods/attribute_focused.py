@@ -15,8 +15,8 @@ import numpy as np
 from ..errors import PolicyError
 from . import register
 from .base import AssignmentPlan, MethodContext
-from .fixed_interval import fixed_intervals, interval_params, precision
-from .local_values import _fmt, encode_numeric, load_source
+from .fixed_interval import INTERVAL_PARAMETERS, fixed_intervals, interval_params, precision
+from .local_values import encode_numeric, format_numbers, load_source
 from .slicing import Slicing, slice_plan, slicing_requirements
 
 
@@ -26,7 +26,7 @@ class AttributeFocused(Slicing):
     ``strategy`` ("width" | "frequency") and ``theta``."""
 
     name = "attribute_focused"
-    params_allowed = (*Slicing.params_allowed, "intervals", "strategy", "theta")
+    parameters = (*Slicing.parameters, *INTERVAL_PARAMETERS)
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -47,7 +47,7 @@ class AttributeFocused(Slicing):
                 continue
             b, rel, tables[c.name], merges[c.name] = fixed_intervals(
                 c.x, data.weights, n_int, k, self.strategy, precision(data.types.get(c.name, "DOUBLE")), self.theta)
-            labels = _fmt(np.array([iv["released"] for iv in tables[c.name]], dtype=np.float64))
+            labels = format_numbers(np.array([iv["released"] for iv in tables[c.name]], dtype=np.float64))
             text = np.full(len(b), None, dtype=object)
             text[b >= 0] = labels[b[b >= 0]]
             columns.append(encode_numeric(c.name, rel))

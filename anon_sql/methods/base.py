@@ -11,19 +11,28 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..errors import PolicyError
+from ..schema import Key, section
 
 ROW_ID = "__row"
 
 
 @dataclass
 class LevelPlan:
-    """A node of the generalization lattice: attribute → level (level 0 = original value)."""
+    """A node of the generalization lattice: attribute → level (level 0 = original value).
+
+    Every field the runner acts on is typed; ``info`` is the method's report (shown in ``Release.info``, stored
+    with the release) and nothing reads a decision from it."""
 
     levels: dict[str, int]
     info: dict[str, Any] = field(default_factory=dict)
+    trace: list[dict[str, Any]] = field(default_factory=list)   # a search's steps, recorded in anon.search_trace
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.levels)
+
+    def details(self) -> dict[str, Any]:
+        """The report for ``Release.info``: ``info`` and the trace."""
+        return {**self.info, "trace": self.trace} if self.trace else dict(self.info)
 
 
 @dataclass
@@ -31,17 +40,33 @@ class AssignmentPlan:
     """Record → class assignment.
 
     ``assignment`` has columns ``__row`` (the deterministic row key of the ``__source`` view) and ``ec_id``;
-    ``class_values`` has ``ec_id`` and one released (text) value per quasi-identifier; ``noise`` optionally holds
-    dummy records (all released columns + ``ec_id``) that the method adds (θ-sensitive k-anonymity).
+    ``class_values`` has ``ec_id`` and one released (text) value per quasi-identifier (per row with ``row_values``);
+    ``noise`` optionally holds dummy records (all released columns + ``ec_id``) that the method adds (θ-sensitive
+    k-anonymity). The other typed fields are what the compiler, the runner and the catalog act on; ``info`` is the
+    method's report only.
     """
 
     assignment: pd.DataFrame
     class_values: pd.DataFrame
     noise: pd.DataFrame | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    noise_flag: str | None = None             # the boolean column that marks noise records in the release
+    row_values: bool = False                  # class_values keyed by __row: released values per row (slicing)
+    released_quasi: list[str] | None = None   # the quasi-identifiers it generalizes (None: all; the others are
+                                              # released unchanged, so insensitive in the release)
+    table_check: dict[str, Any] | None = None   # a whole-table requirement verified in SQL (slicing l-diversity)
+    ec_stats: pd.DataFrame | None = None      # per-class statistics merged into anon.equivalence_classes.stats
+
+    def details(self) -> dict[str, Any]:
+        """The report for ``Release.info`` and ``Release.plan``: ``info`` and the typed fields that are set."""
+        out = dict(self.info)
+        typed = {"noise_flag": self.noise_flag, "released_quasi": self.released_quasi,
+                 "row_values": self.row_values or None, "slicing_check": self.table_check}
+        out.update({k: v for k, v in typed.items() if v is not None})
+        return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": "assignment", "classes": int(self.class_values["ec_id"].nunique()), **self.info}
+        return {"kind": "assignment", "classes": int(self.class_values["ec_id"].nunique()), **self.details()}
 
 
 Plan = LevelPlan | AssignmentPlan
@@ -66,15 +91,21 @@ class Method:
     name = "method"
     plan_kind = "levels"          # "levels" or "assignment"
     needs_taxonomies = True       # full-domain methods refuse quasi-identifiers without a taxonomy
-    params_allowed: tuple[str, ...] | None = None   # the [method_params] keys it takes (None: not checked)
+    # what of the data the method plans from: "nothing" (the policy alone), "base" (the distinct quasi-identifier /
+    # sensitive combinations with their record counts: lattice searches), "rows" (the source's records). An engine
+    # chooses how to give a method its data from this, never from the method's name.
+    reads = "rows"
+    parameters: tuple[Key, ...] = ()   # the [method_params] keys it takes: types, ranges, defaults, docs
 
     def __init__(self, **params: Any):
-        if self.params_allowed is not None:
-            unknown = sorted(set(params) - set(self.params_allowed))
-            if unknown:
-                raise PolicyError(f"method {self.name!r}: unknown method_params {unknown}; "
-                                  f"it takes {list(self.params_allowed)}")
+        section(f"[method_params] of method {self.name!r}", *self.parameters).check(params, "method_params")
         self.params = params
+
+    def param(self, name: str) -> Any:
+        """A parameter's value from the policy, else the default its declaration gives."""
+        if name in self.params:
+            return self.params[name]
+        return next(k.default for k in self.parameters if k.name == name)
 
     def plan(self, ctx: MethodContext) -> Plan:
         raise NotImplementedError

@@ -17,9 +17,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PolicyError
+from ..schema import choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
-from .local_values import _fmt, load_source
+from .local_values import format_numbers, load_source
 
 STRATEGIES = ("width", "frequency")
 _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
@@ -106,18 +107,17 @@ def fixed_intervals(x: np.ndarray, w: np.ndarray, n: int, k: float, strategy: st
     return b, out, table, merges
 
 
+INTERVAL_PARAMETERS = (
+    key("intervals", integer(ge=1), "intervals per numeric QI (default: k)"),
+    key("strategy", choice(*STRATEGIES), "equal-width or equal-frequency intervals", "width"),
+    key("theta", number(), "offset of an interval's released mean when all its values are equal (default: one unit "
+        "of the column's precision)"),
+)
+
+
 def interval_params(params: dict[str, Any]) -> tuple[int | None, str, float | None]:
-    """``intervals``, ``strategy`` and ``theta`` of ``[method_params]``, checked (fixed_interval, attribute_focused)."""
-    intervals = params.get("intervals")
-    if intervals is not None and (not isinstance(intervals, int) or intervals < 1):
-        raise PolicyError(f"method_params.intervals must be a positive integer, got {intervals!r}")
-    strategy = params.get("strategy", "width")
-    if strategy not in STRATEGIES:
-        raise PolicyError(f"method_params.strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
-    theta = params.get("theta")
-    if theta is not None and not isinstance(theta, (int, float)):
-        raise PolicyError(f"method_params.theta must be a number, got {theta!r}")
-    return intervals, strategy, theta
+    """``intervals``, ``strategy`` and ``theta`` of ``[method_params]`` (checked by INTERVAL_PARAMETERS)."""
+    return params.get("intervals"), params.get("strategy", INTERVAL_PARAMETERS[1].default), params.get("theta")
 
 
 @register
@@ -126,7 +126,7 @@ class FixedInterval(Method):
     ("width" | "frequency"), ``theta`` (default: one unit of the column's precision)."""
 
     name = "fixed_interval"
-    params_allowed = ("intervals", "strategy", "theta")
+    parameters = INTERVAL_PARAMETERS
     plan_kind = "assignment"
     needs_taxonomies = False
 
@@ -155,13 +155,14 @@ class FixedInterval(Method):
         class_values = pd.DataFrame({"ec_id": np.arange(1, len(uniq) + 1)})
         for c in numeric:
             v = values[c.name][first]
-            text = _fmt(np.nan_to_num(v))
+            text = format_numbers(np.nan_to_num(v))
             text[np.isnan(v)] = None
             class_values[c.name] = pd.Series(text, dtype="string")
         info: dict[str, Any] = {"strategy": self.strategy, "intervals_requested": n, "intervals": tables,
                                 "small_classes": int((sizes < k).sum()),
-                                "merges": merges, "released_quasi": [c.name for c in numeric]}
-        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), class_values, None, info)
+                                "merges": merges}
+        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), class_values, None, info,
+                              released_quasi=[c.name for c in numeric])
 
 
 __all__ = ["FixedInterval", "STRATEGIES", "fixed_intervals", "merge_small", "precision", "raw_intervals"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..errors import PolicyError
+from ..schema import MapOf, integer, key
 from .base import LevelPlan, Method, MethodContext
 
 
@@ -9,6 +10,9 @@ class FixedLevels(Method):
     """Generalize every quasi-identifier to ``[method_params] levels = {attr = level}`` (missing ones: level 0)."""
 
     name = "levels"
+    reads = "nothing"
+    parameters = (key("levels", MapOf(integer(ge=0), "qi"), "generalization level per quasi-identifier "
+                      "(0 = original; missing ones: 0), e.g. { age = 2, zip = 1 }"),)
 
     def plan(self, ctx: MethodContext) -> LevelPlan:
         levels = dict(self.params.get("levels") or {})
@@ -19,8 +23,6 @@ class FixedLevels(Method):
         out = {}
         for q in quasi:
             lvl = levels.get(q, 0)
-            if not isinstance(lvl, int) or isinstance(lvl, bool) or lvl < 0:
-                raise PolicyError(f"method_params.levels.{q} must be an integer >= 0, got {lvl!r}")
             tax = ctx.taxonomies.get(q)
             height = tax.height if tax is not None else 0
             if lvl > height:

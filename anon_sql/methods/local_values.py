@@ -167,7 +167,7 @@ def encode(frame: pd.DataFrame | pa.Table, quasi: Sequence[str], taxonomies: Map
 
 
 # -- class values ------------------------------------------------------------------------------------------------
-def _fmt(v: np.ndarray) -> np.ndarray:
+def format_numbers(v: np.ndarray) -> np.ndarray:
     """Numbers as text: integral values without a decimal point, others in shortest round-trip form."""
     out = np.empty(len(v), dtype=object)
     integral = np.isfinite(v) & (np.mod(v, 1) == 0) & (np.abs(v) < 2 ** 53)
@@ -201,7 +201,7 @@ def class_values(ec: np.ndarray, columns: Sequence[QIColumn]) -> pd.DataFrame:
             any_nan = np.maximum.reduceat(nan, starts) > 0
             all_nan = np.minimum.reduceat(nan, starts) > 0
             lo, hi = np.fmin.reduceat(x, starts), np.fmax.reduceat(x, starts)
-            lo_s, hi_s = _fmt(lo), _fmt(hi)
+            lo_s, hi_s = format_numbers(lo), format_numbers(hi)
             text = np.where(lo == hi, lo_s, "[" + lo_s + "-" + hi_s + "]").astype(object)
             text[any_nan] = TOP
             text[all_nan] = None

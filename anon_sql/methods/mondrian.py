@@ -19,6 +19,7 @@ import pandas as pd
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, PrivacyModel, SensitiveCounts
 from ..progress import Progress
+from ..schema import choice, key
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, class_values, load_source, segment_lca
@@ -135,7 +136,7 @@ def categorical_width(c: QIColumn, level: np.ndarray, code: np.ndarray, distinct
     return w, d
 
 
-def _median_cut(seg: np.ndarray, key: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
+def median_cut(seg: np.ndarray, key: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
     """Per segment: the key value whose cut (key <= cut | key > cut) splits the weight closest to half (ties: the
     lower cut). Every segment given has at least two distinct keys."""
     kmax = int(key.max()) + 1
@@ -215,7 +216,7 @@ def partition(columns: Sequence[QIColumn], models: Sequence[PrivacyModel], stats
                 rr = perm[cr[sel]]
                 c = columns[j]
                 key[sel] = c.order[rr] if c.numeric else c.tree[c.order[rr], lcas[j][cseg[sel]] - 1]
-            cut = _median_cut(cseg, key, stats.weights[perm[cr]], m)
+            cut = median_cut(cseg, key, stats.weights[perm[cr]], m)
             s = (key > cut[cseg]).astype(np.int64)
             cidx = np.flatnonzero(cand)
             remap = np.full(m, -1, dtype=np.int64)
@@ -258,16 +259,14 @@ class Mondrian(Method):
     "distinct" or "mixed" chooses how a categorical QI's width is measured (:func:`_widths`)."""
 
     name = "mondrian"
-    params_allowed = ("categorical_width",)
+    parameters = (key("categorical_width", choice(*WIDTHS), "how a categorical QI's width is measured: taxonomy "
+                      "leaves, distinct values, or leaves where a taxonomy exists", "leaves"),)
     plan_kind = "assignment"
     needs_taxonomies = False
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self.categorical_width = params.get("categorical_width", "leaves")
-        if self.categorical_width not in WIDTHS:
-            raise PolicyError(f"method_params.categorical_width must be one of {list(WIDTHS)}, "
-                              f"got {self.categorical_width!r}")
+        self.categorical_width = self.param("categorical_width")
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         data = load_source(ctx)

@@ -16,10 +16,20 @@ import numpy as np
 from ..errors import PolicyError, PrivacyRequirementError
 from ..lattice import OBJECTIVES, Lattice, NodeEval
 from ..progress import Progress
+from ..schema import Choice, integer, key
 from . import register
 from .base import LevelPlan, Method, MethodContext
 
 _PROGRESS_EVERY = 500
+
+
+def _objective(default: str):
+    return key("objective", Choice(lambda: OBJECTIVES), "what the search optimizes (anon_sql.lattice.OBJECTIVES)",
+               default)
+
+
+def _max_nodes(default: int):
+    return key("max_nodes", integer(ge=1), "refuse a lattice with more nodes than this", default)
 
 
 class _Trace:
@@ -38,17 +48,13 @@ class _Trace:
 class _LatticeSearch(Method):
     """Shared parameter handling, lattice construction, result and failure reporting."""
 
-    default_objective = "distinct_rows"
-    params_allowed: tuple[str, ...] = ("objective",)
-    max_nodes = 0
+    parameters = (_objective("distinct_rows"),)
     rows = True   # whether the search needs distinct rows / violations (the base table then keeps every column)
+    reads = "base"
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self.objective = params.get("objective", self.default_objective)
-        if self.objective not in OBJECTIVES:
-            raise PolicyError(f"method_params.objective = {self.objective!r} is not one of "
-                              f"{', '.join(repr(o) for o in OBJECTIVES)}")
+        self.objective = self.param("objective")
 
     def plan(self, ctx: MethodContext) -> LevelPlan:
         """Build the lattice (one GROUP BY over the source view), then search it."""
@@ -66,7 +72,7 @@ class _LatticeSearch(Method):
         raise NotImplementedError
 
     def _check_size(self, lat: Lattice, alternative: str) -> None:
-        limit = int(self.params.get("max_nodes", self.max_nodes))
+        limit = int(self.param("max_nodes"))
         if lat.size > limit:
             raise PolicyError(f"method {self.name!r}: the lattice has {lat.size} nodes, more than "
                               f"method_params.max_nodes = {limit}; raise max_nodes or {alternative}")
@@ -87,10 +93,10 @@ class _LatticeSearch(Method):
                 "seconds": time.perf_counter() - t0, "objective": self.objective,
                 "score": best.scores.get(self.objective), "lattice_size": lattice.size,
                 "violations": best.violations, "distinct_rows": best.distinct_rows,
-                "suppressed": best.suppressed, "trace": trace.rows}
+                "suppressed": best.suppressed}
         info.update({k: v for k, v in counts.items() if k not in ("generated", "expanded")})
         ctx.progress(f"{self.name}: chose {lattice.as_dict(best.node)}")
-        return LevelPlan(lattice.as_dict(best.node), info)
+        return LevelPlan(lattice.as_dict(best.node), info, trace=trace.rows)
 
 
 def no_feasible_message(lattice: Lattice, ctx: MethodContext, complete: bool = True) -> str:
@@ -174,8 +180,7 @@ class Exhaustive(_LatticeSearch):
     """Evaluate every node of the lattice (seed 000, method 1): the correctness oracle of the other searches."""
 
     name = "exhaustive"
-    params_allowed = ("objective", "max_nodes")
-    max_nodes = 200_000
+    parameters = (_objective("distinct_rows"), _max_nodes(200_000))
 
     def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:
         t0 = time.perf_counter()
@@ -245,9 +250,8 @@ class Optimal(_LatticeSearch):
     """
 
     name = "optimal"
-    default_objective = "discernibility"
-    params_allowed = ("objective", "max_nodes")
-    max_nodes = 2_000_000   # the tags take ~(2 + 2·Σ(height+1)) bytes per node
+    # max_nodes: the tags take ~(2 + 2·Σ(height+1)) bytes per node
+    parameters = (_objective("discernibility"), _max_nodes(2_000_000))
     rows = False
 
     def search(self, lat: Lattice, ctx: MethodContext) -> LevelPlan:

@@ -25,6 +25,7 @@ from ..models import KAnonymity
 from ..models.base import ClassStats, PrivacyModel
 from ..sqlbuild import alias, col, lit, render, table as table_ref
 from ..udfs.slicing import slicing_max_p
+from ..schema import Boolean, ListOf, Text, any_of, choice, integer, key
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, load_source
@@ -523,11 +524,12 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
                 "sensitive_column": mode, "sensitive_column_skipped": skipped, "notes": notes,
                 "phi2": {f"{a}|{b}": float(phi[i, j]) for i, a in enumerate(attrs) for j, b in enumerate(attrs)
                          if i < j},
-                "released_quasi": [], "row_values": True,
-                "slicing_check": {"columns": groups, "sensitive": sa, "l": l, "intervals": intervals or {}}})
+})
     if validity:
         out["validity"] = validity
-    return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": pid + 1}), values, None, out)
+    return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": pid + 1}), values, None, out,
+                          released_quasi=[], row_values=True,
+                          table_check={"columns": groups, "sensitive": sa, "l": l, "intervals": intervals or {}})
 
 
 @register
@@ -540,26 +542,27 @@ class Slicing(Method):
     name = "slicing"
     plan_kind = "assignment"
     needs_taxonomies = False
-    _PARAMS = ("columns", "sensitive_column_size", "bins")
-    params_allowed = (*_PARAMS, "sensitive_column", "invalid_tuples", "repair_invalid")
+    parameters = (
+        key("columns", integer(ge=1), "number of columns c the attributes are grouped into", 2),
+        key("sensitive_column_size", integer(ge=1), "attributes α in the sensitive column (explicit: a requirement)",
+            2),
+        key("bins", integer(ge=1), "bins of the φ² discretization of numeric attributes", 10),
+        key("sensitive_column", choice(*MODES), "how the sensitive column is formed", "alpha"),
+        key("invalid_tuples", any_of(Text(what="SQL condition"), ListOf(Text(what="SQL condition"))),
+            "SQL conditions a permuted row must not meet, e.g. \"sex = 'Male' AND diagnosis = 'Breast Cancer'\""),
+        key("repair_invalid", Boolean(), "repair invalid permuted rows instead of refusing", False),
+    )
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        for name, default in zip(self._PARAMS, (2, 2, 10)):
-            v = params.get(name, default)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise PolicyError(f"method_params.{name} must be a positive integer, got {v!r}")
-            setattr(self, name, v)
+        self.columns, self.sensitive_column_size, self.bins = (self.param(n) for n in
+                                                                ("columns", "sensitive_column_size", "bins"))
         # an explicit α is a requirement (fail when it cannot be met); the default 2 is a target
         self.strict_alpha = "sensitive_column_size" in params
-        self.mode = params.get("sensitive_column", "alpha")
-        if self.mode not in MODES:
-            raise PolicyError(f"method_params.sensitive_column must be one of {list(MODES)}, got {self.mode!r}")
+        self.mode = self.param("sensitive_column")
         rules = params.get("invalid_tuples", [])
         self.rules = [rules] if isinstance(rules, str) else list(rules)
-        self.repair = params.get("repair_invalid", False)
-        if not isinstance(self.repair, bool):
-            raise PolicyError(f"method_params.repair_invalid must be true or false, got {self.repair!r}")
+        self.repair = self.param("repair_invalid")
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`slice_plan` this method's parameters give."""

@@ -32,6 +32,7 @@ import pandas as pd
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, KAnonymity, PrivacyModel
 from ..progress import Progress
+from ..schema import Text, choice, integer, key
 from ..udfs import kernels
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
@@ -39,7 +40,6 @@ from .local_values import SourceData, class_values, load_source
 from .mondrian import StatsBuilder, partition
 from .slicing import drop_from_cells, group_codes, subset_column
 
-_PARAMS = ("window", "order", "noise_flag")
 _ORDERS = ("mondrian", "sorted")
 _MAX_CELLS = 50_000_000  # classes × sensitive values held in the count matrix
 _SEGMENT = 4             # lockstep segments span this many windows
@@ -611,23 +611,15 @@ class ThetaSensitive(Method):
     """θ-sensitive k-anonymity; ``[method_params]`` window (int, 256), order ("mondrian" | "sorted"), noise_flag."""
 
     name = "theta"
-    params_allowed = _PARAMS
+    parameters = (key("window", integer(ge=1), "later classes a class may swap records with", _WINDOW),
+                  key("order", choice(*_ORDERS), "how records are ordered into classes", "mondrian"),
+                  key("noise_flag", Text(what="column name"), "a released column marking the noise records"))
     plan_kind = "assignment"
     needs_taxonomies = False
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        window = params.get("window", _WINDOW)
-        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
-            raise PolicyError(f"method_params.window must be an integer >= 1 (later classes a class may swap "
-                              f"with), got {window!r}")
-        order = params.get("order", "mondrian")
-        if order not in _ORDERS:
-            raise PolicyError(f"method_params.order must be one of {list(_ORDERS)}, got {order!r}")
-        flag = params.get("noise_flag")
-        if flag is not None and (not isinstance(flag, str) or not flag.strip()):
-            raise PolicyError(f"method_params.noise_flag must be a column name, got {flag!r}")
-        self.window, self.order, self.noise_flag = window, order, flag
+        self.window, self.order, self.noise_flag = (self.param(n) for n in ("window", "order", "noise_flag"))
 
     def _validate(self, ctx: MethodContext) -> tuple[float, int, str]:
         policy = ctx.policy
@@ -682,7 +674,7 @@ class ThetaSensitive(Method):
         return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), values, noise,
                               {**self._info(res, mu, k), **suppressed,
                                "formation": ["classes of k and k + 1", "classes of k"][chosen] if len(candidates) > 1
-                               else "chunks of k"})
+                               else "chunks of k"}, noise_flag=self.noise_flag or None)
 
     def _suppress(self, ctx: MethodContext, data: SourceData, freq: np.ndarray, cap: int, mu: float, k: int,
                   sa: str) -> tuple[SourceData, dict[str, Any]]:
@@ -769,8 +761,6 @@ class ThetaSensitive(Method):
         if len(sizes) <= 50:
             info["variance"] = [round(float(v), 6) for v in var]
             info["theta"] = [round(float(t), 6) for t in theta]
-        if self.noise_flag:
-            info["noise_flag"] = self.noise_flag
         return info
 
 

@@ -26,13 +26,13 @@ from sklearn.preprocessing import StandardScaler
 
 from ..errors import PolicyError
 from ..models import PrivacyModel
+from ..schema import ListOf, Text, any_of, choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, class_values, load_source
 from .mondrian import StatsBuilder, all_ok, check_root
 
 _KTFS = ("target", "delta", "bins", "redundancy", "score", "vulnerable")
-_PARAMS = ("quasi", *_KTFS, "generalize_unique_only", "init", "oversampling", "rounds", "max_iter", "tol")
 _INITS = ("kmeans||", "k-means++")
 _MAX_ROUNDS = 5            # k-means|| rounds when not given: ⌈ln ψ⌉, at most this many
 _SILHOUETTE_SAMPLE = 10_000
@@ -298,18 +298,6 @@ def refine_unique_only(cls: np.ndarray, codes: np.ndarray, weights: np.ndarray, 
 
 
 # -- the method ----------------------------------------------------------------------------------------------------
-def _number(params: dict, name: str, default: float, low: float, *, integer: bool = False, strict: bool = False):
-    v = params.get(name, default)
-    if v is None and default is None:
-        return None
-    bad = isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int))
-    if bad or (v <= low if strict else v < low):
-        kind = "an integer" if integer else "a number"
-        raise PolicyError(f"method 'upa': method_params.{name} must be {kind} {'>' if strict else '>='} {low}, "
-                          f"got {v!r}")
-    return v
-
-
 def _jsonable(frame: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for rec in frame.to_dict("records"):
@@ -323,39 +311,42 @@ class UPA(Method):
     """Clustering-based k-anonymization with optional KTFS attribute selection (see the module docstring)."""
 
     name = "upa"
-    params_allowed = _PARAMS
+    parameters = (
+        key("quasi", choice("policy", "ktfs"), "generalize every quasi-identifier (`policy`) or those KTFS feature "
+            "relevance chooses (`ktfs`)", "policy"),
+        key("target", Text(what="column name"), "KTFS: the class attribute whose relevance decides (quasi = \"ktfs\")"),
+        key("delta", number(ge=0, le=1), "KTFS: features with relevance score < delta are generalized", 0.2),
+        key("bins", integer(ge=2), "KTFS: equal-frequency bins of numeric columns for symmetrical uncertainty", 10),
+        key("redundancy", number(gt=0, le=1), "KTFS: |τ_b| at which a feature is redundant", 0.8),
+        key("score", choice("kendall", "spearman"), "KTFS: the relevance score", "kendall"),
+        key("vulnerable", ListOf(Text(what="column name")), "KTFS: features generalized whatever their score"),
+        key("generalize_unique_only", any_of(Text(what="column name"), ListOf(Text(what="column name"))),
+            "attributes generalized only in classes where they are unique"),
+        key("init", choice(*_INITS), "k-means initialisation", "kmeans||"),
+        key("oversampling", number(gt=0), "k-means|| oversampling factor", 2.0),
+        key("rounds", integer(ge=1), "k-means|| rounds (default ⌈ln ψ⌉, at most 5)"),
+        key("max_iter", integer(ge=1), "k-means iterations", 300),
+        key("tol", number(ge=0), "k-means tolerance", 1e-4),
+    )
     plan_kind = "assignment"
     needs_taxonomies = False
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self.quasi = params.get("quasi", "policy")
-        if self.quasi not in ("policy", "ktfs"):
-            raise PolicyError(f"method 'upa': method_params.quasi must be \"policy\" (generalize every quasi-identifier)"
-                              f" or \"ktfs\" (let feature relevance choose), got {self.quasi!r}")
+        self.quasi = self.param("quasi")
         given = [p for p in _KTFS if p in params]
         if self.quasi != "ktfs" and given:
             raise PolicyError(f"method 'upa': {given} only apply with method_params.quasi = \"ktfs\"; add it or "
                               "remove them")
-        if self.quasi == "ktfs" and not isinstance(params.get("target"), str):
+        if self.quasi == "ktfs" and "target" not in params:
             raise PolicyError("method 'upa': quasi = \"ktfs\" needs method_params.target, the class attribute whose "
                               "relevance decides which quasi-identifiers are generalized (e.g. target = \"class\")")
-        self.delta = _number(params, "delta", 0.2, 0.0)
+        self.delta = self.param("delta")
         self.ktfs = {p: params[p] for p in ("bins", "redundancy", "score", "vulnerable") if p in params}
         unique_only = params.get("generalize_unique_only", [])
-        if isinstance(unique_only, str):
-            unique_only = [unique_only]
-        if not isinstance(unique_only, list) or not all(isinstance(a, str) for a in unique_only):
-            raise PolicyError("method 'upa': method_params.generalize_unique_only must be a list of attribute names, "
-                              f"e.g. [\"age\"], got {unique_only!r}")
-        self.unique_only = list(dict.fromkeys(unique_only))
-        self.init = params.get("init", "kmeans||")
-        if self.init not in _INITS:
-            raise PolicyError(f"method 'upa': method_params.init must be one of {_INITS}, got {self.init!r}")
-        self.oversampling = _number(params, "oversampling", 2.0, 0.0, strict=True)
-        self.rounds = _number(params, "rounds", None, 1, integer=True)
-        self.max_iter = _number(params, "max_iter", 300, 1, integer=True)
-        self.tol = _number(params, "tol", 1e-4, 0.0)
+        self.unique_only = list(dict.fromkeys([unique_only] if isinstance(unique_only, str) else unique_only))
+        self.init, self.oversampling, self.rounds = self.param("init"), self.param("oversampling"), self.param("rounds")
+        self.max_iter, self.tol = self.param("max_iter"), self.param("tol")
 
     def select(self, ctx: MethodContext) -> tuple[list[str], list[dict[str, Any]] | None]:
         """The quasi-identifiers to generalize (policy order) and, for KTFS, the relevance table."""
@@ -415,7 +406,6 @@ class UPA(Method):
         ec = rank[cls] + 1
         sizes = np.bincount(ec, weights=data.weights)[1:]
         info.update(
-            released_quasi=selected,
             released_unchanged=[q for q in policy.quasi if q not in selected],
             selection=self.quasi,
             merges=merges,
@@ -430,7 +420,7 @@ class UPA(Method):
         if kept_info:
             info["unique_only"] = kept_info
         assignment = pd.DataFrame({ROW_ID: data.rows, "ec_id": ec})
-        return AssignmentPlan(assignment, class_values(ec, columns), None, info)
+        return AssignmentPlan(assignment, class_values(ec, columns), None, info, released_quasi=selected)
 
 
 def _silhouette(X: np.ndarray, labels: np.ndarray, seed: int) -> float | None:

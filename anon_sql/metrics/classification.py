@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from ..errors import PolicyError
 from ..sqlbuild import alias, col, render
-from .data import ReleaseData, _varchar, is_numeric
+from .data import ReleaseData, is_numeric, varchar
 from .features import assignment_rows, encode_original, encode_released, generalize
 
 PROTOCOLS = ("cv", "holdout")
@@ -77,7 +77,7 @@ def _rows(d: ReleaseData, cols: Sequence[str]) -> pd.DataFrame:
     quasi = [c for c in cols if c in d.quasi]
     others = [c for c in cols if c not in d.quasi]
     if d.is_levels:
-        items = [alias(_varchar(col(q)), f"q{d.quasi.index(q)}") for q in d.quasi]
+        items = [alias(varchar(col(q)), f"q{d.quasi.index(q)}") for q in d.quasi]
         items += [alias(col(c), f"x{i}") for i, c in enumerate(others)]
         if d.policy.count_column:
             items.append(alias(col(d.policy.count_column), "__w"))
@@ -105,7 +105,7 @@ def _rows(d: ReleaseData, cols: Sequence[str]) -> pd.DataFrame:
 
 def _release_rows(d: ReleaseData, cols: Sequence[str], target: str) -> pd.DataFrame:
     """The released table's rows (flagged noise left out): QIs as text, other columns as released, weight ``__w``."""
-    items = [alias(_varchar(col(c)) if c in d.quasi else col(c), f"c{i}") for i, c in enumerate(cols)]
+    items = [alias(varchar(col(c)) if c in d.quasi else col(c), f"c{i}") for i, c in enumerate(cols)]
     items.append(alias(col(target), "__y"))
     items.append(alias(col(d.policy.count_column), "__w") if d.policy.count_column else alias(exp.Literal.number(1),
                                                                                                 "__w"))

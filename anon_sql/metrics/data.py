@@ -40,7 +40,7 @@ def is_numeric(type_name: str) -> bool:
     return t.startswith(NUMERIC) and "[]" not in t
 
 
-def _varchar(e: exp.Expression) -> exp.Expression:
+def varchar(e: exp.Expression) -> exp.Expression:
     return exp.Cast(this=e, to=exp.DataType.build("VARCHAR"))
 
 
@@ -64,7 +64,7 @@ def _text_groups(relation: exp.Expression, keys: list[tuple[str, exp.Expression,
     ``number`` > 0 adds column ``c``: the 0-based dense rank of the first ``number`` keys (the class number)."""
     inner = (exp.select(*[alias(e.copy(), a) for a, e, _ in keys], alias(weight, "n"))
              .from_(relation.copy(), copy=False).group_by(*[e.copy() for _, e, _ in keys], copy=False))
-    outer = [alias(_varchar(col(a)) if text else col(a), a) for a, _, text in keys]
+    outer = [alias(varchar(col(a)) if text else col(a), a) for a, _, text in keys]
     items = [*outer, alias(exp.Sum(this=col("n")), "n")]
     if number:
         rank = exp.Window(this=exp.Anonymous(this="DENSE_RANK"), order=exp.Order(expressions=[
@@ -145,10 +145,7 @@ class ReleaseData:
     def live(cls, con, rel, taxonomies: dict[str, Taxonomy], src: Source,
              params: dict[str, Any] | None = None) -> "ReleaseData":
         """From a :class:`~anon_sql.release.Release` whose table exists in the open transaction (dry runs too)."""
-        plan = dict(rel.plan)
-        if "noise_flag" in rel.info and "noise_flag" not in plan:
-            plan["noise_flag"] = rel.info["noise_flag"]
-        return cls(con, rel.name, rel.policy, plan, taxonomies, src, rel.records_in, rel.suppressed, rel.noise,
+        return cls(con, rel.name, rel.policy, dict(rel.plan), taxonomies, src, rel.records_in, rel.suppressed, rel.noise,
                    params)
 
     @cached_property
@@ -192,7 +189,7 @@ class ReleaseData:
     def taxonomies(self) -> dict[str, Taxonomy]:
         """The policy's taxonomies; inline builders read :attr:`value_counts`, named ones nothing (the release was
         checked against the source when it was made; a released value no taxonomy explains still fails in cover())."""
-        from ..release import resolve_taxonomies
+        from ..taxonomy_lookup import resolve_taxonomies
 
         return resolve_taxonomies(self.con, self.policy, self.source, False, catalog_con=self.con,
                                   value_counts=lambda q: self.value_counts[q], check=False)

@@ -13,7 +13,7 @@ from ..compiler import EC_ID
 from ..methods.base import ROW_ID
 from ..sqlbuild import alias, col, ident, render
 from ..taxonomy import TOP
-from .data import ReleaseData, _varchar
+from .data import ReleaseData, varchar
 from .values import cover
 
 
@@ -48,7 +48,7 @@ def assignment_rows(d: ReleaseData, extra: Sequence[str] = ()) -> pd.DataFrame:
     """Local-recoding releases: each source row's original QI values (text, q0..qn), ``extra`` columns and its class
     ``__ec`` (rows of suppressed classes left out), read through the ``__source`` and ``__assignment`` tables."""
     s, a = "s", "a"
-    items = [alias(_varchar(col(q, s)), f"q{i}") for i, q in enumerate(d.quasi)]
+    items = [alias(varchar(col(q, s)), f"q{i}") for i, q in enumerate(d.quasi)]
     items += [alias(col(c, s), f"x{i}") for i, c in enumerate(extra)]
     items.append(alias(col(EC_ID, a), "__ec"))
     released = exp.select(col(EC_ID)).distinct().from_(d.names.table.copy())

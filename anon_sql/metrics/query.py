@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from ..errors import PolicyError
 from ..sqlbuild import col, lit
-from .data import ReleaseData, _varchar
+from .data import ReleaseData, varchar
 from .registry import register
 from .values import Domain
 
@@ -41,7 +41,7 @@ class Query:
                 x = dom.x[mask]
                 parts.append(exp.Between(this=col(q), low=lit(float(np.nanmin(x))), high=lit(float(np.nanmax(x)))))
             else:
-                parts.append(exp.In(this=_varchar(col(q)), expressions=[lit(v) for v in dom.labels[mask]]))
+                parts.append(exp.In(this=varchar(col(q)), expressions=[lit(v) for v in dom.labels[mask]]))
         return exp.and_(*parts)
 
 

@@ -9,37 +9,30 @@ from ..errors import PolicyError
 from ..models import DistinctLDiversity, EntropyLDiversity, SimpsonDiversity, TCloseness, ThetaSensitivity
 from ..models.base import sorted_counts
 from .data import ReleaseData, is_numeric
+from . import sizes
 from .registry import register
 
 NAN = float("nan")
 
 
-def _sizes(d: ReleaseData) -> np.ndarray:
-    return d.class_sizes if len(d.class_sizes) else np.zeros(1)
-
-
 @register("k", "risk", "min_EC |EC|", "higher")
 def k_achieved(d: ReleaseData) -> float:
-    return float(_sizes(d).min())
+    return sizes.k_achieved(d.class_sizes)
 
 
 @register("records_at_risk", "risk", "Σ |EC| over ECs with |EC| < threshold (default: the policy's k)", "lower")
 def records_at_risk(d: ReleaseData) -> float:
-    threshold = d.params.get("risk_threshold", d.k)
-    s = _sizes(d)
-    return float(s[s < threshold].sum())
+    return sizes.records_at_risk(d.class_sizes, d.params.get("risk_threshold", d.k))
 
 
 @register("prosecutor_risk_max", "risk", "max_EC 1/|EC|", "lower")
 def prosecutor_risk_max(d: ReleaseData) -> float:
-    m = _sizes(d).min()
-    return float(1.0 / m) if m > 0 else 1.0
+    return sizes.prosecutor_risk_max(d.class_sizes)
 
 
 @register("prosecutor_risk_avg", "risk", "#EC / N", "lower")
 def prosecutor_risk_avg(d: ReleaseData) -> float:
-    n = d.class_sizes.sum()
-    return float(len(d.class_sizes) / n) if n else NAN
+    return sizes.prosecutor_risk_avg(len(d.class_sizes), d.class_sizes.sum())
 
 
 @register("sample_uniques", "risk", "#{EC : |EC| = 1} / N", "lower")

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import PolicyError
 from .data import ReleaseData
+from . import sizes
 from .registry import register
 
 NAN = float("nan")
@@ -63,13 +64,12 @@ def precision(d: ReleaseData) -> float:
 
 @register("dcp", "utility", "Σ_EC |EC|² + N_in · #suppressed (discernibility with suppression penalty)", "lower")
 def dcp(d: ReleaseData) -> float:
-    return float((d.class_sizes.astype(float) ** 2).sum() + d.records_in * d.suppressed)
+    return sizes.discernibility(d.class_sizes, d.records_in, d.suppressed)
 
 
 @register("cavg", "utility", "(N / #EC) / k; 1 is optimal", "lower")
 def cavg(d: ReleaseData) -> float:
-    classes = len(d.class_sizes)
-    return float(d.released_records / classes / d.k) if classes else NAN
+    return sizes.cavg(d.released_records, len(d.class_sizes), d.k)
 
 
 # -- identity vulnerability weights (seed 002) ---------------------------------------------------------------------

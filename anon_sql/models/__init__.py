@@ -1,4 +1,5 @@
-"""Privacy models: one class per model, built from a policy's ``[privacy]`` table."""
+"""Privacy models: one class per model, built from a policy's ``[privacy]`` table (its keys, types and ranges are
+declared and checked in anon_sql/schema.py)."""
 from __future__ import annotations
 
 import math
@@ -30,12 +31,7 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
             # kind == "slicing" is verified by the slicing method's own check, not per generalized class
         if p.t_closeness is not None:
             spec = p.t_closeness if isinstance(p.t_closeness, dict) else {"t": p.t_closeness}
-            if "t" not in spec:
-                raise PolicyError("privacy.t_closeness needs t, e.g. t_closeness = 0.2 or { t = 0.2, distance = \"ordered\" }")
             distance = spec.get("distance", "equal")
-            if distance not in ("equal", "ordered", "hierarchical"):
-                raise PolicyError(f"privacy.t_closeness.distance {distance!r} is not 'equal', 'ordered' or "
-                                  "'hierarchical'")
             if distance == "hierarchical":
                 spec_tax = policy.attributes[sa].taxonomy
                 if spec_tax is None:

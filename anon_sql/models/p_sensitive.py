@@ -24,9 +24,6 @@ from ..errors import PolicyError
 from ..sqlbuild import alias, col, func, ident, lit, render, values_table
 from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 
-_KEYS = {"p", "categories", "plus", "alpha", "weights"}
-
-
 def _sort_key(c: str) -> tuple:
     return (0, int(c), c) if c.lstrip("-").isdigit() else (1, 0, c)
 
@@ -118,20 +115,11 @@ class PSensitivity(PrivacyModel):
 
     @classmethod
     def from_policy(cls, attribute: str, spec: Any, con=None) -> "PSensitivity":
-        """Validate ``privacy.p_sensitive`` and build the model (reads the category table)."""
-        if isinstance(spec, int) and not isinstance(spec, bool):
-            spec = {"p": spec}
+        """Build the model from ``privacy.p_sensitive`` (keys and types checked by the policy schema); reads the
+        category table."""
         if not isinstance(spec, dict):
-            raise PolicyError(f"privacy.p_sensitive must be a table such as {{ p = 2 }}, got {spec!r}")
-        unknown = sorted(set(spec) - _KEYS)
-        if unknown:
-            raise PolicyError(f"privacy.p_sensitive: unknown key(s) {unknown}; known: {sorted(_KEYS)}")
-        p = spec.get("p")
-        if not isinstance(p, int) or isinstance(p, bool) or p < 1:
-            raise PolicyError(f"privacy.p_sensitive.p must be an integer >= 1, got {p!r}")
-        plus, alpha = bool(spec.get("plus", False)), spec.get("alpha")
-        if alpha is not None and (not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0):
-            raise PolicyError(f"privacy.p_sensitive.alpha must be a number >= 0, got {alpha!r}")
+            spec = {"p": spec}
+        p, plus, alpha = spec["p"], bool(spec.get("plus", False)), spec.get("alpha")
         if (plus or alpha is not None) and spec.get("categories") is None:
             raise PolicyError("privacy.p_sensitive with plus = true or alpha needs categories = \"file.csv\" "
                               "(columns category,<value>), a table name, or an inline { category = [values] }")

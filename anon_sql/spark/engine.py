@@ -1,5 +1,5 @@
-"""Spark plumbing shared by the Spark release: a local session, a DuckDB-connection-shaped SQL runner, the source
-as a temporary view, and a counter of the Spark jobs a step launches."""
+"""Spark plumbing shared by the Spark engine: a local session, a DuckDB-connection-shaped SQL runner, the source as a
+temporary view, and a counter of the Spark jobs a stage launches."""
 from __future__ import annotations
 
 import csv
@@ -186,3 +186,4 @@ class JobCounter:
             self.counts[name] = self.counts.get(name, 0) + len(sc.statusTracker().getJobIdsForGroup(group))
             sc.setLocalProperty("spark.jobGroup.id", None)
             sc.setLocalProperty("spark.job.description", None)
+

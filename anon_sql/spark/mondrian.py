@@ -4,7 +4,7 @@ data lives.
 Rows stay in Spark with their partition path (``"0110"``: left/right at each split). Per level: one aggregation
 grouped by path gives every open partition's extent (normalized widths, taxonomy LCA); one aggregation grouped by
 (path, attribute, key, sensitive codes) gives the weighted key histograms of all attributes at once, from which the
-driver runs the DuckDB method's rounds (its ``_median_cut``, and the models' numpy ``check`` on both halves through
+driver runs the DuckDB method's rounds (its ``median_cut``, and the models' numpy ``check`` on both halves through
 its ``StatsBuilder``); one pass moves the rows of the split partitions one level down. The number of Spark jobs grows
 with the depth of the tree, not with its size. Decisions, ties and ids are those of the DuckDB method: leaves in
 depth-first order are the lexicographic order of their paths.
@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from ..methods.base import ROW_ID, AssignmentPlan
 from ..methods.local_values import QIColumn, class_values, encode_categorical, encode_numeric, is_numeric_type
-from ..methods.mondrian import (Mondrian, StatsBuilder, _median_cut, all_ok, categorical_width, check_root,
+from ..methods.mondrian import (Mondrian, StatsBuilder, all_ok, categorical_width, check_root, median_cut,
                                 numeric_width)
 from ..models import PrivacyModel
 from ..sqlbuild import alias, col, ident
@@ -206,7 +206,7 @@ def plan(sq: SparkSQL, policy: Any, source_view: str, taxonomies: dict, models: 
                 continue
             sel = np.flatnonzero(cand[h_seg] & (h_j == attr[h_seg]))
             seg, key = h_seg[sel], h_key[sel]
-            cut = _median_cut(seg, key, hist["w"].to_numpy(np.float64)[sel], m)
+            cut = median_cut(seg, key, hist["w"].to_numpy(np.float64)[sel], m)
             side = (key > cut[seg]).astype(np.int64)
             cidx = np.flatnonzero(cand)
             remap = np.full(m, -1, dtype=np.int64)

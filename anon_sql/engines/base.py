@@ -1,0 +1,144 @@
+"""The engine interface: everything the runner asks of the system that holds the data and runs the SQL.
+
+The runner (:mod:`anon_sql.release`), the compiler and the methods never know which engine runs them; what differs
+between DuckDB and Spark — transactions, how a table is materialized, where a plan's frames go, which connection a
+method plans on, what is recorded — is a method of the engine.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import pandas as pd
+from sqlglot import exp
+
+from ..compiler import CompiledRelease, ReleaseNames
+from ..methods import AssignmentPlan, Method, MethodContext, Plan
+from ..policy import Policy
+from ..source import Source
+
+
+class Engine(ABC):
+    """One release's view of an engine; it remembers what this release created so that it can clean it up."""
+
+    name: str = "engine"
+    flavor: str = "duckdb"          # the dialect the compiler renders for this engine (see CompileInput.engine)
+    where: str = ""                 # how messages say where objects live, e.g. " in the Spark session"
+    transactional: bool = False     # rollback undoes everything (else: cleanup drops what the release created)
+    measures: bool = False          # can compute the policy's [metrics] compute (anon_sql.metrics reads DuckDB)
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    # -- SQL -------------------------------------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def con(self) -> Any:
+        """A DuckDB-connection-shaped runner: ``execute(duckdb_sql)`` → a result with ``df()`` / ``fetchall()``;
+        the shared stages (resolve, verify) send their small queries through it."""
+
+    def execute(self, stmt: exp.Expression) -> None:
+        """Run one statement (rendered for this engine)."""
+        self.con.execute(self.render(stmt))
+
+    def fetch(self, query: exp.Expression) -> pd.DataFrame:
+        """A query's rows as a pandas frame."""
+        return self.con.execute(self.render(query)).df()
+
+    def render(self, tree: exp.Expression) -> str:
+        from ..sqlbuild import render
+
+        return render(tree)
+
+    @abstractmethod
+    def exists(self, name: str) -> bool:
+        """Is there a table or view of that name?"""
+
+    # -- the source and the catalog ----------------------------------------------------------------------------------
+    @abstractmethod
+    def register_source(self, source: Any, label: str) -> Source:
+        """The policy's source (a name, a path or a DataFrame) as a readable relation; a relation registered for
+        this release (``label``) is dropped with it."""
+
+    @property
+    def catalog(self) -> Any:
+        """The DuckDB connection whose ``anon`` catalog holds named taxonomies and models' tables (or None)."""
+        return None
+
+    def base_counts(self, policy: Policy, relation: exp.Expression, table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
+        """Aggregate the source once into ``table`` (level plans) and return a per-column value-count reader, or
+        None when the engine does not keep such a table."""
+        return None
+
+    # -- planning --------------------------------------------------------------------------------------------------
+    def prepare(self, models: list) -> None:
+        """Ready the engine for the models' checks (UDFs, the compile flavor)."""
+
+    def pseudonym_function(self, policy: Policy) -> str | None:
+        """Register the keyed hash when an identifier is pseudonymized; its name, else None."""
+        return None
+
+    def plan(self, method: Method, ctx: MethodContext) -> Plan:
+        """The method's plan over the ``__source`` view (``ctx.con`` is :attr:`con`)."""
+        return method.plan(ctx)
+
+    # -- materializing ---------------------------------------------------------------------------------------------
+    @abstractmethod
+    def create(self, stmt: exp.Create, cache: bool = False) -> None:
+        """Run one compiled ``CREATE`` (view or table) and remember the object; ``cache``: a view whose rows are
+        read many times (the row-keyed source of an assignment plan) is materialized where that helps."""
+
+    @abstractmethod
+    def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str]) -> None:
+        """The plan's assignment / class-value / noise frames as tables of the release."""
+
+    @abstractmethod
+    def drop(self, name: str) -> None:
+        """Drop a table of that name if it exists."""
+
+    def drop_view(self, name: str) -> None:
+        """Drop a view of that name if it exists."""
+        self.drop(name)
+
+    def session_bound(self, src: Source) -> bool:
+        """Whether the source lives only in this session (a registered DataFrame, a temporary view): a persisted
+        view over it would break when the database is reopened."""
+        return False
+
+    def script(self, compiled: CompiledRelease) -> list[str]:
+        """The release's SQL as stored with it."""
+        return compiled.sql(pretty=True)
+
+    # -- transaction, record, clean-up ---------------------------------------------------------------------------
+    def begin(self) -> None:
+        """Start the release's transaction (engines without one: nothing)."""
+
+    def commit(self) -> None:
+        """Keep what the release created."""
+        self.created.clear()
+
+    def rollback(self) -> None:
+        """Undo the release: roll the transaction back, or drop everything it created."""
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        """Drop every object this release created, newest first."""
+        for name in reversed(self.created):
+            self.drop(name)
+        self.created.clear()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Bracket one stage of the release (Spark counts the jobs it launches)."""
+        yield
+
+    def record(self, rel: Any, plan: Plan, source_label: str) -> None:
+        """Write the verified release's catalog rows (engines without a catalog: nothing)."""
+
+    def record_failure(self, policy: Policy, source_label: str, records: int, message: str) -> None:
+        """Log a refused release in the catalog (engines without a catalog: nothing)."""
+
+    def info(self) -> dict[str, Any]:
+        """Engine facts added to ``Release.info``."""
+        return {}

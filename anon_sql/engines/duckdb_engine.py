@@ -1,0 +1,109 @@
+"""The DuckDB engine: the release runs in one transaction of the connection, which also holds the ``anon`` catalog
+that the release is recorded in."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import duckdb
+import pandas as pd
+from sqlglot import exp
+
+from .. import base_counts, catalog
+from ..compiler import ReleaseNames
+from ..methods import AssignmentPlan
+from ..policy import Policy
+from ..source import Source, relation_exists, resolve
+from ..sqlbuild import render
+from .base import Engine
+
+
+class DuckDBEngine(Engine):
+    """A DuckDB connection as a release engine; :meth:`begin` / :meth:`commit` / :meth:`rollback` are its
+    transaction, so a refused release leaves the database exactly as it was."""
+
+    name = "duckdb"
+    flavor = "duckdb"
+    transactional = True
+    measures = True
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        super().__init__()
+        self._con = con
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        return self._con
+
+    @property
+    def catalog(self) -> duckdb.DuckDBPyConnection:
+        return self._con
+
+    def exists(self, name: str) -> bool:
+        return relation_exists(self._con, name)
+
+    def register_source(self, source: Any, label: str) -> Source:
+        catalog.ensure_installed(self._con)
+        # an in-memory source (DataFrame, Arrow, relation) is registered per release: its views read it by that name
+        return resolve(self._con, source, label=label)
+
+    def base_counts(self, policy: Policy, relation: exp.Expression,
+                    table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
+        self._con.execute(render(base_counts.create(policy, relation, table)))
+        return lambda column: base_counts.value_counts(self._con, table, column)
+
+    def pseudonym_function(self, policy: Policy) -> str | None:
+        ids = [a for a in policy.attributes.values() if a.role == "identifier" and a.action == "pseudonymize"]
+        if not ids:
+            return None
+        from .. import pseudonym
+
+        return pseudonym.register(self._con, pseudonym.load_key(ids[0].options.get("key_file")))
+
+    def create(self, stmt: exp.Create, cache: bool = False) -> None:
+        self._con.execute(render(stmt))
+        self.created.append(stmt.this.name)
+
+    def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str]) -> None:
+        for table, frame in ((names.assignment, plan.assignment), (names.ec_values, plan.class_values),
+                             (names.noise, plan.noise)):
+            if frame is None:
+                continue
+            self._con.register("__anon_plan_frame", frame)
+            self._con.execute(render(exp.Create(this=table.copy(), kind="TABLE", replace=True,
+                                                expression=exp.select("*").from_("__anon_plan_frame"))))
+            self._con.unregister("__anon_plan_frame")
+            self.created.append(table.name)
+
+    def drop(self, name: str) -> None:
+        self._con.execute(render(exp.Drop(tables=[exp.Table(this=exp.to_identifier(name, quoted=True))],
+                                          kind="TABLE", exists=True)))
+
+    def drop_view(self, name: str) -> None:
+        self._con.execute(render(exp.Drop(tables=[exp.Table(this=exp.to_identifier(name, quoted=True))],
+                                          kind="VIEW", exists=True)))
+
+    def session_bound(self, src: Source) -> bool:
+        rel = src.relation
+        if not isinstance(rel, exp.Table) or not isinstance(rel.this, exp.Identifier):
+            return False          # a file read by a table function: persisted, reads the file again
+        q = ("SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() WHERE temporary UNION ALL "
+             "SELECT view_name FROM duckdb_views() WHERE temporary) WHERE n = ?")
+        return bool(self._con.execute(q, [rel.name]).fetchall()[0][0])
+
+    def begin(self) -> None:
+        self._con.execute("BEGIN TRANSACTION")
+
+    def commit(self) -> None:
+        self._con.execute("COMMIT")
+        self.created.clear()
+
+    def rollback(self) -> None:
+        self._con.execute("ROLLBACK")
+        self.created.clear()
+
+    def record(self, rel: Any, plan: Any, source_label: str) -> None:
+        catalog.record_release(self._con, rel, source_label, trace=getattr(plan, "trace", None),
+                               ec_stats=getattr(plan, "ec_stats", None))
+
+    def record_failure(self, policy: Policy, source_label: str, records: int, message: str) -> None:
+        catalog.record_failure(self._con, policy, source_label, records, message)

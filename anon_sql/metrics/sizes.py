@@ -1,0 +1,66 @@
+"""Metrics of the class-size distribution alone: one definition each, read by the release's built-in metrics
+(:mod:`anon_sql.stages.verify`) and by the registered metrics of :mod:`.risk` / :mod:`.utility`.
+
+``sizes`` holds the record count of every released class (noise records included); ``empty`` is what a ratio gives
+when its denominator is zero (the registry reports NaN, a release's built-in row 0)."""
+from __future__ import annotations
+
+import numpy as np
+
+NAN = float("nan")
+
+
+def nonempty(sizes: np.ndarray) -> np.ndarray:
+    """The sizes, or ``[0]`` for a release without classes (so min() and friends are defined)."""
+    sizes = np.asarray(sizes)
+    return sizes if len(sizes) else np.zeros(1)
+
+
+def k_achieved(sizes: np.ndarray) -> float:
+    """min_EC |EC|."""
+    return float(nonempty(sizes).min())
+
+
+def records_at_risk(sizes: np.ndarray, threshold: float) -> float:
+    """Σ |EC| over the classes smaller than ``threshold``."""
+    s = nonempty(sizes)
+    return float(s[s < threshold].sum())
+
+
+def prosecutor_risk_max(sizes: np.ndarray) -> float:
+    """max_EC 1/|EC| (1 when the smallest class is empty)."""
+    m = nonempty(sizes).min()
+    return float(1.0 / m) if m > 0 else 1.0
+
+
+def prosecutor_risk_avg(classes: int, released: float, empty: float = NAN) -> float:
+    """#EC / N over the released records."""
+    return float(classes / released) if released else empty
+
+
+def cavg(released: float, classes: int, k: int, empty: float = NAN) -> float:
+    """C_AVG = (N / #EC) / k; 1 is optimal."""
+    return float(released / classes / k) if classes else empty
+
+
+def discernibility(sizes: np.ndarray, records_in: int, suppressed: int) -> float:
+    """DCP = Σ_EC |EC|² + N_in · #suppressed (each suppressed record is indistinguishable from all)."""
+    return float((np.asarray(sizes, dtype=float) ** 2).sum() + records_in * suppressed)
+
+
+def builtin(sizes: np.ndarray, records_in: int, released: int, suppressed: int, k: int) -> dict[str, float]:
+    """The metrics every release stores in ``anon.metrics`` (no taxonomy or source needed)."""
+    s = nonempty(sizes)
+    classes = len(sizes)
+    return {
+        "k": k_achieved(sizes),
+        "classes": float(classes),
+        "avg_class_size": float(s.mean()),
+        "records_at_risk": records_at_risk(sizes, k),
+        "prosecutor_risk_max": prosecutor_risk_max(sizes),
+        "prosecutor_risk_avg": prosecutor_risk_avg(classes, released, empty=0.0),
+        "suppressed_fraction": float(suppressed / records_in) if records_in else 0.0,
+        # (N / #EC) / k over the released rows, noise included — the class sizes DCP squares
+        "cavg": cavg(released, max(classes, 1), k),
+        "discernibility": discernibility(s, records_in, suppressed),
+    }

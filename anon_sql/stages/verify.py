@@ -1,0 +1,103 @@
+"""Verify: the privacy checks as SQL over the materialized release, reconciliation of the record counts, and the
+failure message. Independent of the method; the built-in metrics come from :mod:`anon_sql.metrics.sizes`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlglot import exp
+
+from ..compiler import EC_ID, SIZE, CompiledRelease
+from ..methods import AssignmentPlan, Plan
+from ..metrics import sizes
+from ..policy import Policy
+from ..sqlbuild import col, record_count, render
+
+
+@dataclass
+class Verification:
+    """What the checks found: one row per check, the released classes, the failed checks, the record counts."""
+
+    checks: pd.DataFrame          # check, classes, failing_classes, failing_records, worst_value, passed
+    classes: pd.DataFrame         # one row per released class: ec_id, size, released QI values, per-model values
+    failures: list[dict[str, Any]]
+    records_out: int              # released records (noise included)
+    suppressed: int
+    noise: int
+    metrics: dict[str, float]
+
+
+def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan) -> Verification:
+    """Run the checks view over the materialized release and reconcile the record counts (``con``: DuckDB, or
+    anything with the same ``execute(sql).df() / .fetchall()``)."""
+    names = compiled.names
+    checks = con.execute(render(exp.select("*").from_(names.checks.copy()).order_by(col(EC_ID)))).df()
+    weight = record_count(policy.count_column)
+    released = int(con.execute(render(exp.select(weight).from_(names.table.copy()))).fetchall()[0][0] or 0)
+    noise = 0
+    if isinstance(plan, AssignmentPlan) and plan.noise is not None and len(plan.noise):
+        released_noise = plan.noise[plan.noise[EC_ID].isin(checks[EC_ID])]   # noise of suppressed classes is gone
+        noise = (int(len(released_noise)) if policy.count_column not in released_noise
+                 else int(released_noise[policy.count_column].sum()))
+    suppressed = records - (released - noise)
+    summary = check_summary(checks)
+    spec = plan.table_check if isinstance(plan, AssignmentPlan) else None
+    if spec:   # slicing's l-diversity is a whole-table quantity: SQL over the release, not a per-class column
+        from ..methods.slicing_sql import verify as slicing_verify
+
+        row = slicing_verify(con, names.table, names.source, names.risk, spec, policy.count_column,
+                             names.assignment)
+        row.pop("requirement", None)
+        summary.append(row)
+    failures = [row for row in summary if not row["passed"]]
+    budget = policy.privacy.max_suppression * records
+    if suppressed > budget + 1e-9:
+        failures.append({"check": "max_suppression", "failing_records": suppressed})
+    summary.append({"check": "reconciliation", "classes": len(checks), "failing_classes": 0,
+                    "failing_records": 0, "worst_value": float(records - released + noise - suppressed),
+                    "passed": records == released - noise + suppressed})
+    summary.append({"check": "max_suppression", "classes": len(checks), "failing_classes": 0,
+                    "failing_records": max(0, int(suppressed - budget)), "worst_value": float(suppressed),
+                    "passed": suppressed <= budget + 1e-9})
+    class_sizes = checks[SIZE].to_numpy() if len(checks) else []
+    metrics = sizes.builtin(class_sizes, records, released, suppressed, policy.privacy.k or 1)
+    classes = checks.drop(columns=[c for c in checks.columns if c.startswith(("__counts__", "__values__"))])
+    return Verification(pd.DataFrame(summary), classes, failures, released, suppressed, noise, metrics)
+
+
+def check_summary(checks: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per check column of a checks frame: classes, failing classes / records, worst value, passed."""
+    rows = []
+    for c in [c for c in checks.columns if c.endswith("_ok") and c != "__all_ok"]:
+        name = c[: -len("_ok")]
+        failing = checks[~checks[c].astype(bool)]
+        vals = checks[f"{name}_value"] if f"{name}_value" in checks else None
+        worst = None
+        if vals is not None and len(vals):
+            worst = float(vals.max()) if name.startswith("t_closeness") else float(vals.min())
+        rows.append({"check": name, "classes": len(checks), "failing_classes": len(failing),
+                     "failing_records": int(failing[SIZE].sum()) if len(failing) else 0, "worst_value": worst,
+                     "passed": len(failing) == 0})
+    return rows
+
+
+def failure_message(con: Any, policy: Policy, compiled: CompiledRelease, result: Verification, records: int) -> str:
+    """Say which requirement failed, for how many classes/records, and what would satisfy it."""
+    names = compiled.names
+    pre = con.execute(render(exp.select(col(SIZE), col("__all_ok")).from_(names.classes.copy()))).df()
+    need = int(pre.loc[~pre["__all_ok"].astype(bool), SIZE].sum())
+    parts = []
+    for f in result.failures:
+        if f["check"] == "max_suppression":
+            parts.append(f"suppression of {f['failing_records']} records exceeds max_suppression = "
+                         f"{policy.privacy.max_suppression}")
+        elif f["check"] == "slicing_l_diversity":
+            parts.append(f"slicing l-diversity fails: max p(t, s) = {f['worst_value']:.4g} for "
+                         f"{f['failing_records']} records")
+        else:
+            parts.append(f"{f['check']} fails for {f['failing_classes']} classes ({f['failing_records']} records)")
+    frac = need / records if records else 0
+    hint = (f"; meeting every requirement at this plan needs suppression of {need} of {records} records: allow it "
+            f"with max_suppression = {frac:.4g} (or more), or generalize further / choose a search method")
+    return f"release {policy.name!r} not created: " + "; ".join(parts) + hint
