@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import methods  # noqa: F401  (registers the methods' names and parameters with the schema)
 from . import schema
 from .errors import PolicyError
 

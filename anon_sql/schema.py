@@ -535,9 +535,24 @@ METRICS = section(
 SENSITIVE_MODELS = tuple(k for k in PRIVACY.keys if k not in ("k", "max_suppression", "requirements"))
 
 
+# The methods are a layer above the schema: anon_sql.methods registers its catalog here when it is imported (policy.py
+# imports it), so the schema never imports a method module (no import cycle).
+_METHOD_CATALOG: dict[str, Callable[..., Any]] = {}
+
+
+def register_method_catalog(names: Callable[[], list[str]], parameters: Callable[[str], tuple]) -> None:
+    """Called by :mod:`anon_sql.methods`: how to list method names and read a method's ``[method_params]`` keys."""
+    _METHOD_CATALOG.update(names=names, parameters=parameters)
+
+
+def _method_catalog(what: str) -> Callable[..., Any]:
+    if what not in _METHOD_CATALOG:   # anon_sql.policy imports anon_sql.methods, which registers it
+        raise RuntimeError("anon_sql.methods is not imported: import anon_sql.policy (or anon_sql) first")
+    return _METHOD_CATALOG[what]
+
+
 def _method_names() -> list[str]:
-    from .methods import method_names   # lazy: methods are a layer above the policy
-    return method_names()
+    return _method_catalog("names")()
 
 
 TOP = section(
@@ -563,8 +578,7 @@ SQL_TOP_LEVEL = tuple(k for k in TOP.keys if k not in ("name", "source", "attrib
 
 def method_params_section(method: str) -> Section:
     """The ``[method_params]`` section of a method (its class's ``parameters``)."""
-    from .methods import method_parameters
-    return section(f"[method_params] of method {method!r}", *method_parameters(method))
+    return section(f"[method_params] of method {method!r}", *_method_catalog("parameters")(method))
 
 
 def check_policy_dict(d: Any) -> None:

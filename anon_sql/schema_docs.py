@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from . import methods  # noqa: F401  (registers the methods' parameters with the schema)
 from .schema import (ATTRIBUTE, BETA_LIKENESS, DELTA_DISCLOSURE, L_DIVERSITY, METRICS, P_SENSITIVE, PRIVACY,
                      REQUIRED, REQUIREMENT, ROLES, SIMPSON, SQL_TOP_LEVEL, TAXONOMY, THETA, TOP, T_CLOSENESS, Key,
                      Section, Tagged, method_params_section)

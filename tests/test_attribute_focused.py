@@ -67,7 +67,6 @@ def test_adult_c2_k5_l5_verified_independently(adult, method):
     assert maxp.max() == pytest.approx(rel.plan["max_p"])
     risk = adult.execute(f'SELECT r.max_p_sensitive FROM "af_{method}__risk" r ORDER BY __row').df()
     np.testing.assert_allclose(risk["max_p_sensitive"].to_numpy(), maxp.to_numpy())
-    assert rel.info["seconds"] < 30
 
 
 # fewest records to suppress: N' = N − r and every occupation capped at floor(N'/l) (hand count from the frequencies:
@@ -137,7 +136,6 @@ def test_adult_c2_k5_l8_l10_with_suppression(adult, method, l):
     np.testing.assert_allclose(risk.to_numpy(), maxp.to_numpy())
     checks = anon_sql.check(adult, name).set_index("check")
     assert checks.loc["slicing_l_diversity", "passed"] and checks.loc["slicing_l_diversity", "worst_value"] <= 1 / l
-    assert rel.info["seconds"] < 20
 
 
 def test_attribute_focused_table2(con):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 from ..errors import PolicyError
-from ..schema import Key, closest
+from ..schema import Key, closest, register_method_catalog
 from .base import AssignmentPlan, LevelPlan, Method, MethodContext, Plan
 from .levels import FixedLevels
 
@@ -45,6 +45,9 @@ def method_class(name: str) -> type[Method]:
 def method_parameters(name: str) -> tuple[Key, ...]:
     """The ``[method_params]`` keys a method takes (its class's ``parameters``)."""
     return tuple(method_class(name).parameters)
+
+
+register_method_catalog(method_names, method_parameters)
 
 
 def get_method(name: str, params: dict) -> Method:
