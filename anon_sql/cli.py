@@ -7,6 +7,7 @@ import click
 
 from .cli_errors import cli_errors as _errors, echo_release
 from .cli_lazy import LazyGroup, LazyModule
+from .cli_output import ProgressLine, json_option, set_result
 from .errors import AnonSQLError, PrivacyRequirementError
 
 # imported when a command first uses them: `anon-sql --help` must not load pandas, scikit-learn or scipy
@@ -50,6 +51,7 @@ def main() -> None:
 
 @main.command()
 @click.option("--db", default=None, help="DuckDB file to write to (default: in-memory).")
+@json_option
 def demo(db: str | None) -> None:
     """Run the whole pipeline on built-in example data and print the verified release."""
     from .demo import run_demo
@@ -60,12 +62,14 @@ def demo(db: str | None) -> None:
 
 @main.command()
 @click.option("--db", required=True, help="DuckDB database file.")
+@json_option
 def init(db: str) -> None:
     """Create the `anon` catalog schema, macros and UDFs in a database (idempotent)."""
     with _errors():
         con = _connect(db)
         catalog.install(con)
         click.echo(f"installed the anon catalog in {db}")
+        set_result({"db": db, "installed": True})
 
 
 @main.group()
@@ -77,11 +81,13 @@ def taxonomy() -> None:
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--db", required=True, help="DuckDB database file.")
 @click.option("--name", default=None, help="Catalog name (default: the file name).")
+@json_option
 def taxonomy_load(path: str, db: str, name: str | None) -> None:
     """Load an ARX-format hierarchy CSV (value;level1;...;*)."""
     with _errors():
         tax = api.load_taxonomy_file(_connect(db), path, name)
         click.echo(f"loaded taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
+        set_result({"taxonomy": tax.name, "leaves": len(tax.leaves), "height": tax.height})
 
 
 @taxonomy.command("build")
@@ -92,6 +98,7 @@ def taxonomy_load(path: str, db: str, name: str | None) -> None:
 @click.option("--kind", type=click.Choice(["interval", "mask", "date", "top"]), required=True)
 @click.option("--widths", default=None, help="interval: comma-separated widths per level, e.g. 5,10,20.")
 @click.option("--levels", type=int, default=None, help="mask: number of masked characters at the top.")
+@json_option
 def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, widths: str | None,
                    levels: int | None) -> None:
     """Build a taxonomy from a column (interval widths, masking, dates, or a plain * top)."""
@@ -103,22 +110,26 @@ def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, width
     with _errors():
         tax = api.build_taxonomy_from_column(_connect(db), name, table, column, spec)
         click.echo(f"built taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
+        set_result({"taxonomy": tax.name, "leaves": len(tax.leaves), "height": tax.height})
 
 
 @taxonomy.command("show")
 @click.argument("name", required=False)
 @click.option("--db", required=True, help="DuckDB database file.")
+@json_option
 def taxonomy_show(name: str | None, db: str) -> None:
     """List the stored taxonomies, or print one in ARX format."""
     with _errors():
         con = _connect(db)
         if not name:
+            set_result({"taxonomies": catalog.taxonomy_names(con)})
             for n in catalog.taxonomy_names(con):
                 click.echo(n)
             return
         tax = catalog.load_taxonomy(con, name)
         if tax is None:
             raise AnonSQLError(f"no taxonomy named {name!r} (known: {catalog.taxonomy_names(con)})")
+        set_result({"taxonomy": tax.name, "height": tax.height, "arx_csv": tax.to_arx_csv()})
         click.echo(tax.to_arx_csv(), nl=False)
 
 
@@ -132,6 +143,7 @@ def taxonomy_show(name: str | None, db: str) -> None:
               help="spark: run on a local Spark session (needs the spark extra; see docs/spark.md).")
 @click.option("--source-path", default=None, help="spark: read this Parquet/CSV instead of the policy's source.")
 @click.option("--output", default=None, help="spark: write the released rows as Parquet to this path.")
+@json_option
 def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, replace: bool, engine: str,
                 source_path: str | None, output: str | None) -> None:
     """Release the table a policy file (TOML or .sql) describes."""
@@ -143,12 +155,12 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
     with _errors():
         con = _connect(db)
         pol = coerce_policy(policy)
-        with click.progressbar(length=len(STAGES), label=f"release {pol.name}", file=sys.stderr,
-                               show_eta=False) as bar:
-            def progress(message: str) -> None:
-                if message in STAGES:
-                    bar.update(1)
-            rel = release(con, pol, replace=replace, dry_run=dry_run, progress=progress)
+        bar = ProgressLine(f"release {pol.name}", STAGES)   # the methods' own progress (depth, nodes, swaps)
+        try:
+            rel = release(con, pol, replace=replace, dry_run=dry_run, progress=bar)
+        finally:
+            bar.close()
+        set_result(rel)
         echo_release(rel, explain)
         if dry_run:
             click.echo("\n(dry run: nothing was created)")
@@ -158,21 +170,26 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
 @click.argument("policy", type=click.Path(exists=True, dir_okay=False))
 @click.option("--dialect", default="duckdb", type=click.Choice(DIALECTS), show_default=True)
 @click.option("--db", default=None, help="Database with the source and catalog (needed for searches).")
+@json_option
 def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
     """Print the SQL a policy compiles to, for an engine dialect."""
     with _errors():
         con = _connect(db) if db else None
-        for stmt in api.compile(policy, dialect=dialect, con=con, pretty=True):
+        statements = api.compile(policy, dialect=dialect, con=con, pretty=True)
+        set_result({"dialect": dialect, "statements": statements})
+        for stmt in statements:
             click.echo(stmt + ";\n")
 
 
 @main.command("check")
 @click.argument("release_name")
 @click.option("--db", required=True, help="DuckDB database file holding the release.")
+@json_option
 def check_cmd(release_name: str, db: str) -> None:
     """Re-run the privacy checks of a materialized release; exit 3 when one fails."""
     with _errors():
         frame = api.check(_connect(db), release_name)
+        set_result({"release": release_name, "passed": bool(frame["passed"].all()), "checks": frame})
         click.echo(frame.to_string(index=False))
         if not frame["passed"].all():
             failed = frame.loc[~frame["passed"], "check"].tolist()
@@ -185,10 +202,13 @@ def check_cmd(release_name: str, db: str) -> None:
 @click.argument("release_name")
 @click.option("--db", required=True, help="DuckDB database file holding the release.")
 @click.option("--to", "to", required=True, help="Target: file.parquet or a new file.duckdb.")
+@json_option
 def export_cmd(release_name: str, db: str, to: str) -> None:
     """Write the released table and its EC table (and nothing else) to Parquet or a new DuckDB file."""
     with _errors():
-        for path in api.export(_connect(db), release_name, to):
+        paths = api.export(_connect(db), release_name, to)
+        set_result({"release": release_name, "wrote": paths})
+        for path in paths:
             click.echo(f"wrote {path}")
 
 

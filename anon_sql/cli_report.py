@@ -7,6 +7,7 @@ import click
 import duckdb
 
 from .cli_errors import cli_errors as _errors
+from .cli_output import ProgressLine, json_option, set_result
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -17,7 +18,6 @@ def _split(text: str | None) -> list[str] | None:
 @click.argument("release_name")
 @click.option("--db", required=True, help="DuckDB database file holding the release.")
 @click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False), help="Write an HTML report here.")
-@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write a JSON report here.")
 @click.option("--metrics", default=None, help="Comma-separated metric names (default: all registered metrics).")
 @click.option("--classify", "target", default=None, help="Also report classification accuracy for this target column.")
 @click.option("--models", default=None, help="Classifiers for --classify (default: all): tree_gini, c45, "
@@ -25,7 +25,8 @@ def _split(text: str | None) -> list[str] | None:
 @click.option("--folds", default=10, show_default=True, help="Stratified CV folds for --classify.")
 @click.option("--sample", default=10_000, show_default=True,
               help="Seeded row subsample for --classify (0 = all rows; SVM/MLP are slow on large tables).")
-def report(release_name: str, db: str, html_path: str | None, json_path: str | None, metrics: str | None,
+@json_option
+def report(release_name: str, db: str, html_path: str | None, metrics: str | None,
            target: str | None, models: str | None, folds: int, sample: int) -> None:
     """Print (and optionally write as HTML / JSON) the metrics report of a release."""
     from .report import render
@@ -35,11 +36,11 @@ def report(release_name: str, db: str, html_path: str | None, json_path: str | N
         con = duckdb.connect(db, read_only=True)
         options = {"models": _split(models), "folds": folds, "sample": sample or None}
         rep = build(con, release_name, _split(metrics), classify=target, classify_options=options)
+        set_result(rep)      # --json [FILE|-]: the same report as JSON (stdout by default)
         click.echo(render(rep, "text"))
-        for path, fmt in ((html_path, "html"), (json_path, "json")):
-            if path:
-                Path(path).write_text(render(rep, fmt), encoding="utf-8")
-                click.echo(f"wrote {path}")
+        if html_path:
+            Path(html_path).write_text(render(rep, "html"), encoding="utf-8")
+            click.echo(f"wrote {html_path}")
 
 
 @click.command("sweep")
@@ -50,6 +51,7 @@ def report(release_name: str, db: str, html_path: str | None, json_path: str | N
 @click.option("--metrics", default=None, help="Comma-separated metric names (default: the policy's [metrics] "
                                               "compute, else a cheap default set).")
 @click.option("--csv", "csv_path", default=None, type=click.Path(dir_okay=False), help="Also write the table as CSV.")
+@json_option
 def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | None, csv_path: str | None) -> None:
     """Dry-run a policy once per parameter value and tabulate the metrics (nothing is created)."""
     import itertools
@@ -70,17 +72,19 @@ def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | N
             grid.append((name.strip(), parse_values(values)))
         base = coerce_policy(policy)
         frames = []
-        # the last parameter is swept by report_run.sweep; the others form the outer grid
-        for combo in itertools.product(*[v for _, v in grid[:-1]]):
+        combos = list(itertools.product(*[v for _, v in grid[:-1]]))
+        total, bar = len(combos) * len(grid[-1][1]), ProgressLine("sweep")
+        # the last parameter is swept by report_run.sweep; the others form the outer grid (columns first)
+        for i, combo in enumerate(combos):
             pol = base
             for (name, _), value in zip(grid[:-1], combo):
                 pol = set_param(pol, name, value)
-            frame = run_sweep(con, pol, grid[-1][0], grid[-1][1], _split(metrics),
-                              progress=lambda m: click.echo(f"sweep: {m}", err=True))
-            for (name, _), value in zip(grid[:-1], combo):
-                frame.insert(0, name, value)
-            frames.append(frame)
+            fixed = {name: value for (name, _), value in zip(grid[:-1], combo)}
+            frames.append(run_sweep(con, pol, grid[-1][0], grid[-1][1], _split(metrics), progress=bar, fixed=fixed,
+                                    start=i * len(grid[-1][1]), total=total))
+        bar.close()
         table = pd.concat(frames, ignore_index=True)
+        set_result(table)
         shown = table.drop(columns=[c for c in ("message",) if c in table])
         click.echo(shown.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
         for msg in table.get("message", pd.Series(dtype=object)).dropna().unique():

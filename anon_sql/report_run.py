@@ -52,20 +52,29 @@ def build(con, release_name: str, names: Sequence[str] | str | None = None, para
 
 
 def sweep(con, policy: Policy | dict | str, param: str, values: Sequence[Any],
-          names: Sequence[str] | str | None = None, progress=None) -> pd.DataFrame:
+          names: Sequence[str] | str | None = None, progress=None, fixed: dict[str, Any] | None = None,
+          start: int = 0, total: int | None = None) -> pd.DataFrame:
     """Dry-run the release once per value of ``param`` and tabulate its metrics (the policy's ``[metrics]
-    compute``, else ``names``, else the default set); a value whose requirements fail gets status ``failed``."""
+    compute``, else ``names``, else the default set); a value whose requirements fail gets status ``failed``.
+
+    ``fixed``: parameters already set in ``policy`` (the outer grid of a multi-parameter sweep), shown as columns
+    first; a metric of the same name (e.g. ``k``) becomes ``<name>_achieved``. ``progress`` receives a
+    :class:`~anon_sql.progress.Progress` per value (``start`` + i of ``total``)."""
     from .metrics import DEFAULT
+    from .progress import Progress
 
     base = coerce_policy(policy)
     chosen = names or base.metrics.get("compute") or list(DEFAULT)
     rows = []
-    for v in values:
+    total = total or len(values)
+    for i, v in enumerate(values):
         pol = set_param(base, param, v)
         pol = pol.replace(metrics={**pol.metrics, "compute": chosen})
         if progress:
-            progress(f"{param} = {v}")
-        row: dict[str, Any] = {param: v}
+            where = ", ".join(f"{k} = {x}" for k, x in [*(fixed or {}).items(), (param, v)])
+            progress(Progress(f"sweep {start + i + 1}/{total}: {where}", done=start + i, total=total,
+                              unit="runs"))
+        row: dict[str, Any] = {**(fixed or {}), param: v}
         try:
             rel = release(con, pol, dry_run=True)
             row.update(status="ok", records_out=rel.records_out, suppressed=rel.suppressed,

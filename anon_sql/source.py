@@ -29,7 +29,7 @@ _OBJECT_TYPES = {
     "pandas": {("pandas", "DataFrame")},
     "polars": {("polars", "DataFrame"), ("polars", "LazyFrame")},
     "pyarrow": {("pyarrow", "Table"), ("pyarrow", "RecordBatch"), ("pyarrow", "Dataset")},
-    "relation": {("duckdb", "DuckDBPyRelation")},
+    "relation": {("duckdb", "DuckDBPyRelation"), ("_duckdb", "DuckDBPyRelation")},   # module name differs by version
 }
 _ONE_SHOT = {("pyarrow", "RecordBatchReader")}
 
@@ -113,6 +113,10 @@ def register(con: duckdb.DuckDBPyConnection, obj: Any, name: str = INPUT_NAME) -
             raise SourceError(f"source of type {_type_label(obj)} can be read only once, and a release reads its "
                               "source several times: pass reader.read_all() (a pyarrow Table) instead")
         raise SourceError(f"source of type {_type_label(obj)} is not supported; pass {ACCEPTED}")
+    if ("pyarrow", "RecordBatch") in _type_names(obj):    # DuckDB < 2.0 scans tables, not single batches
+        import pyarrow as pa
+
+        obj = pa.Table.from_batches([obj])
     try:
         con.register(name, obj)
         _describe(con, exp.Table(this=ident(name)))

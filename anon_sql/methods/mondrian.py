@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, PrivacyModel, SensitiveCounts
+from ..progress import Progress
 from ..schema import choice, key
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
@@ -236,7 +237,7 @@ def partition(columns: Sequence[QIColumn], models: Sequence[PrivacyModel], stats
         if decided.any():
             depth += 1
             if progress:
-                progress(f"mondrian: depth {depth}, {n_parts} partitions")
+                progress(Progress(f"mondrian: depth {depth}", done=n_parts, unit="partitions"))
     return MondrianResult(pid, n_parts, depth)
 
 

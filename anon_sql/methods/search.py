@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..lattice import OBJECTIVES, Lattice, NodeEval, measure_key
+from ..progress import Progress
 from ..schema import Boolean, Choice, integer, key
 from . import register
 from .base import LevelPlan, Method, MethodContext
@@ -91,7 +92,8 @@ class _LatticeSearch(Method):
 
     def _tick(self, ctx: MethodContext, lattice: Lattice) -> None:
         if lattice.evaluations % _PROGRESS_EVERY == 0:
-            ctx.progress(f"{self.name}: {lattice.evaluations} nodes evaluated")
+            ctx.progress(Progress(f"{self.name}: {lattice.evaluations} nodes evaluated", done=lattice.evaluations,
+                                  total=lattice.size, unit="nodes (at most)"))
 
     def _result(self, lattice: Lattice, best: NodeEval | None, trace: _Trace, t0: float, ctx: MethodContext,
                 **counts: int) -> LevelPlan:

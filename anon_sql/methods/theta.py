@@ -31,6 +31,7 @@ import pandas as pd
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, KAnonymity, PrivacyModel
+from ..progress import Progress
 from ..schema import Text, choice, integer, key
 from ..udfs import kernels
 from . import register
@@ -652,6 +653,7 @@ class ThetaSensitive(Method):
         ctx.progress("theta: swaps and noise")
         best: tuple[tuple[int, int, int], np.ndarray, ThetaResult, int] | None = None
         for i, (order, classes) in enumerate(candidates):
+            ctx.progress(Progress("theta: swaps and noise", done=i, total=len(candidates), unit="candidate orders"))
             res = theta_anonymize(data.sensitive[sa][order], len(uniques), k, mu, self.window, ctx.policy.seed,
                                   weights, classes)
             sizes = res.counts.sum(axis=1)

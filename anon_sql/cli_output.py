@@ -1,0 +1,141 @@
+"""What every CLI command shares for its output: ``--json`` (a machine-readable result on stdout, one mechanism for
+all commands) and the progress line on stderr that the methods' real progress drives.
+
+A command adopts ``--json`` with the :func:`json_option` decorator and hands over its result by returning it or
+with :func:`set_result` (before a ``sys.exit``, e.g. a failed check: the JSON is still written). In JSON mode the
+human-readable text goes to stderr, so stdout holds exactly one JSON document."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence, TextIO
+
+import click
+
+_RESULT = "anon_sql.result"
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON data from results: DataFrames as records, Releases as their report, numpy scalars, NaN → null."""
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):               # a pandas DataFrame
+        return jsonable(json.loads(value.to_json(orient="records", default_handler=str)))
+    if type(value).__name__ == "Release" and hasattr(value, "checks"):
+        from .report import from_release
+
+        return jsonable(from_release(value))
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):                       # numpy scalar
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def set_result(value: Any) -> None:
+    """The command's machine-readable result (written by ``--json``; ignored otherwise)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[_RESULT] = value
+
+
+def write_json(value: Any, target: str = "-") -> None:
+    """One JSON document to stdout (``-``) or a file."""
+    text = json.dumps(jsonable(value), indent=2, allow_nan=False)
+    if target == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(target).write_text(text + "\n", encoding="utf-8")
+
+
+def json_option(fn: Callable) -> Callable:
+    """Add ``--json [FILE]`` to a click command: the result as JSON on stdout (or FILE; ``-`` is stdout)."""
+    @click.option("--json", "json_target", default=None, is_flag=False, flag_value="-", metavar="[FILE|-]",
+                  help="Write the result as JSON to stdout (or FILE); messages go to stderr.")
+    @functools.wraps(fn)
+    def wrapper(*args: Any, json_target: str | None = None, **kwargs: Any) -> Any:
+        if json_target is None:
+            return fn(*args, **kwargs)
+        ctx = click.get_current_context()
+        real_stdout = sys.stdout
+        try:
+            quiet = contextlib.redirect_stdout(sys.stderr) if json_target == "-" else contextlib.nullcontext()
+            with quiet:                     # stdout carries the JSON alone; a FILE target leaves stdout as it is
+                returned = fn(*args, **kwargs)
+            if returned is not None:
+                ctx.meta.setdefault(_RESULT, returned)
+        finally:
+            if _RESULT in ctx.meta:
+                with contextlib.redirect_stdout(real_stdout):
+                    write_json(ctx.meta[_RESULT], json_target)
+        return None
+    return wrapper
+
+
+class ProgressLine:
+    """The progress callback of a long command: ``label [stage i/n] message  done/total unit  ETA``, on stderr.
+
+    Stages are the runner's ("planning", ...); messages with counts (:class:`anon_sql.progress.Progress`) add
+    ``done/total`` and, when the total is known, an ETA from the rate so far. On a terminal the line is redrawn in
+    place; otherwise a line is printed per stage, per step of a short count (total <= 100, e.g. sweep runs)
+    and at most one per second for the rest."""
+
+    def __init__(self, label: str, stages: Sequence[str] = (), stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.stages, self.clock = label, tuple(stages), clock
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.stage, self.t0, self.last = 0, clock(), -math.inf
+        self.series: tuple[str, float, int] | None = None      # (unit, time, done) where the counting started
+        self.width = 0
+
+    def line(self, message: str) -> str:
+        now = self.clock()
+        head = self.label
+        if self.stages:
+            head += f" [{self.stage}/{len(self.stages)} {self.stages[max(self.stage - 1, 0)]}]"
+        text = f"{head} {message}" if message not in self.stages else head
+        done, total, unit = (getattr(message, "done", None), getattr(message, "total", None),
+                             getattr(message, "unit", ""))
+        if done is not None:
+            if self.series is None or self.series[0] != unit or done < self.series[2]:
+                self.series = (unit, now, done)
+            if total:
+                text += f"  {done}/{total} {unit} ({100 * done / total:.0f}%)"
+                _, t_start, d_start = self.series
+                if done > d_start and now > t_start:
+                    eta = (now - t_start) / (done - d_start) * (total - done)
+                    text += f"  ETA {eta:.0f}s"
+            else:
+                text += f"  {done} {unit}"
+        return text + f"  {now - self.t0:.1f}s"
+
+    def __call__(self, message: str) -> None:
+        if message in self.stages:
+            self.stage = self.stages.index(message) + 1
+        text = self.line(message)
+        now = self.clock()
+        if self.tty:
+            pad = max(0, self.width - len(text))
+            self.stream.write("\r" + text + " " * pad)
+            self.width = len(text)
+        elif message in self.stages or now - self.last >= 1.0 or 0 < (getattr(message, "total", 0) or 0) <= 100:
+            self.stream.write(text + "\n")
+            self.last = now
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.width:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,70 @@
+"""--json on every command (one shared mechanism), the progress line the methods drive, and sweep grids whose first
+parameter is k."""
+from __future__ import annotations
+
+import io
+import json
+
+from click.testing import CliRunner
+
+from anon_sql.cli import main
+from anon_sql.cli_output import ProgressLine
+from anon_sql.progress import Progress
+
+from test_report import seed_db  # noqa: F401,E402  (the same released seed 000 database fixture)
+
+
+def run_json(args: list[str]) -> tuple[int, object]:
+    res = CliRunner().invoke(main, args)   # stdout only: messages in JSON mode go to stderr
+    return res.exit_code, json.loads(res.stdout) if res.stdout.strip() else None
+
+
+def test_every_command_writes_one_json_document_to_stdout(seed_db):
+    db, policy, tmp = seed_db
+    code, data = run_json(["check", "r000", "--db", db, "--json"])
+    assert code == 0 and data["passed"] is True and data["checks"] and all(c["passed"] for c in data["checks"])
+    code, data = run_json(["release", policy, "--db", db, "--dry-run", "--json"])
+    assert code == 0 and data["release"] == "r000" and data["verdict"]["status"] == "pass"
+    assert data["records_in"] == data["records_out"] + data["suppressed"]
+    code, data = run_json(["sql", policy, "--dialect", "sqlite", "--db", db, "--json"])
+    assert code == 0 and data["dialect"] == "sqlite" and data["statements"]
+    code, data = run_json(["taxonomy", "show", "--db", db, "--json"])
+    assert code == 0 and "taxonomies" in data
+    code, data = run_json(["export", "r000", "--db", db, "--to", str(tmp / "r.parquet"), "--json"])
+    assert code == 0 and data["wrote"][0].endswith("r.parquet")
+
+
+def test_report_json_dash_is_stdout_and_file_is_a_file(seed_db, monkeypatch):
+    db, _, tmp = seed_db
+    monkeypatch.chdir(tmp)
+    code, data = run_json(["report", "r000", "--db", db, "--metrics", "k,ncp", "--json", "-"])
+    assert code == 0 and data["release"] == "r000" and not (tmp / "-").exists()
+    assert {m["metric"] for m in data["metrics"]} >= {"k", "ncp"} and data["distributions"]
+    res = CliRunner().invoke(main, ["report", "r000", "--db", db, "--metrics", "k", "--json", "out.json"])
+    assert res.exit_code == 0 and json.loads((tmp / "out.json").read_text())["release"] == "r000"
+    assert "checks:" in res.stdout                         # with a file, the text report still goes to stdout
+
+
+def test_sweep_with_k_first_is_a_grid_and_reports_progress_per_value(seed_db):
+    db, policy, _ = seed_db
+    res = CliRunner().invoke(main, ["sweep", policy, "--db", db, "--param", "k=3,20",
+                                    "--param", "max_suppression=0,0.5", "--metrics", "k,ncp", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [(r["k"], r["max_suppression"]) for r in rows] == [(3, 0), (3, 0.5), (20, 0), (20, 0.5)]
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert ok and all(r["k_achieved"] >= r["k"] for r in ok)   # the metric k is k_achieved beside the swept k
+    for i in range(1, 5):
+        assert f"sweep {i}/4" in res.stderr
+
+
+def test_progress_line_counts_and_eta():
+    clock = iter([0.0, 0.0, 1.0, 1.0, 3.0, 3.0, 5.0, 5.0]).__next__
+    out = io.StringIO()
+    bar = ProgressLine("release r", ("planning", "materializing"), stream=out, clock=clock)
+    bar("planning")
+    bar(Progress("theta: swaps", done=10, total=110, unit="candidates"))
+    bar(Progress("theta: swaps", done=60, total=110, unit="candidates"))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("release r [1/2 planning]")
+    assert "60/110 candidates (55%)" in lines[-1] and "ETA 2s" in lines[-1]   # 50 per 2 s → 50 left: 2 s
