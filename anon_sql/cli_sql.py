@@ -132,5 +132,9 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
             click.echo(f"error: {err}", err=True)
             if not interactive:
                 return err.exit_code
+        except KeyboardInterrupt:    # the statement rolled back (each runs in a transaction); the session goes on
+            click.echo("interrupted", err=True)
+            if not interactive:
+                return 1
         if line is None:
             return 0

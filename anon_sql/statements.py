@@ -115,6 +115,7 @@ class Command:
     keep_plan: bool = False
     if_exists: bool = False
     target: str | None = None
+    quoted: bool = False      # the name was written "quoted" (matched exactly, not case-insensitively)
 
 
 class _Syntax(Exception):
@@ -161,7 +162,7 @@ def parse(stmt: Statement) -> Command:
         cmd.if_exists, rest = True, rest[2:]
     if not rest or rest[0].kind not in ("identifier", "keyword"):
         raise _Syntax(f"a view name is expected here; write {usage}", rest[0] if rest else toks[-1])
-    cmd.name, rest = _value(rest[0]), rest[1:]
+    cmd.name, cmd.quoted, rest = _value(rest[0]), rest[0].text.startswith('"'), rest[1:]
     if kind == "refresh" and [t.word() for t in rest] == ["KEEP", "PLAN"]:
         cmd.keep_plan, rest = True, []
     if kind == "export":
@@ -177,6 +178,8 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
     from . import api, views
     from .policy import Policy
 
+    if cmd.name is not None and not cmd.quoted:
+        cmd.name = views.canonical_name(con, cmd.name)
     if cmd.kind == "create":
         rel = views.create(con, Policy.from_sql(stmt.text), replace=cmd.replace)
         return Result(stmt, "create", message=_release_line(rel), value=rel)
@@ -277,8 +280,9 @@ class Session:
                                  line=stmt.line, column=stmt.column, exit_code=2) from None
         except AnonSQLError as err:
             self._abort()
+            # every library error a statement raises is about its input (3: a privacy requirement is not met)
             raise StatementError(str(err), number=stmt.number, line=stmt.line, column=stmt.column,
-                                 exit_code=err.exit_code) from err
+                                 exit_code=3 if err.exit_code == 3 else 2) from err
         except duckdb.Error as err:
             rolled = self._abort()
             code = 1 if isinstance(err, (duckdb.InternalException, duckdb.FatalException)) else 2

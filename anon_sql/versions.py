@@ -85,7 +85,10 @@ def _diff(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, int]:
     common = [c for c in _columns(con, new_t) if c in old_cols and c != "ec_id"]
 
     def rows(t: exp.Table) -> exp.Select:
-        return exp.select(*[exp.Cast(this=col(c), to=exp.DataType.build("VARCHAR")) for c in common]).from_(t.copy())
+        # no column in common (a replacement with another shape): every row differs; a constant keeps the multiset
+        values = [exp.Cast(this=col(c), to=exp.DataType.build("VARCHAR")) for c in common] or [
+            lit(t is new_t)]
+        return exp.select(*values).from_(t.copy())
 
     def classes(t: exp.Expression) -> exp.Select:
         return exp.select(col("qi_values"), col("size")).from_(t.copy())

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from . import catalog, versions
 from .compiler import ReleaseNames
-from .errors import PolicyError, PrivacyRequirementError, UnknownViewError, ViewExistsError
+from .errors import AnonSQLError, PolicyError, PrivacyRequirementError, UnknownViewError, ViewExistsError
 from .methods import get_method
 from .policy import Policy, coerce_policy
 from .source import relation_exists
@@ -34,18 +34,34 @@ def require(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
     return row
 
 
+def canonical_name(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    """An unquoted name as DuckDB resolves it: the recorded release whose name matches case-insensitively, when the
+    exact name is not recorded and exactly one matches (else ``name`` unchanged)."""
+    if versions.recorded(con, name) is not None or not catalog.is_installed(con):
+        return name
+    q = (exp.select(col("release")).distinct().from_(exp.Table(this=ident("releases"), db=ident("anon")))
+         .where(exp.and_(exp.EQ(this=exp.Lower(this=col("release")), expression=lit(name.lower())),
+                         exp.EQ(this=col("status"), expression=lit("released")))))
+    found = [r[0] for r in con.execute(render(q)).fetchall()]
+    return found[0] if len(found) == 1 else name
+
+
 def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, declared: Policy, replace: bool):
     """Release ``policy`` (replacing the recorded release when ``replace``) and append its version row."""
     from .release import release
 
     previous = None
-    if replace and versions.recorded(con, policy.name) is not None:
+    if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, policy.name):
         versions.ensure_history(con, policy.name)
         previous = versions.snapshot(con, policy.name)
     try:
         rel = release(con, policy, replace=replace)
-        # the release committed on its own; the version row follows (a failure here leaves the release, unlogged)
-        rel.info["version"] = versions.record(con, rel, action, _declared_json(declared), previous)
+        # the release committed in its own transaction; the version row follows it
+        try:
+            rel.info["version"] = versions.record(con, rel, action, _declared_json(declared), previous)
+        except duckdb.Error as err:
+            raise AnonSQLError(f"{policy.name!r} was released ({action}), but its version row could not be "
+                               f"written to anon.release_versions: {err}") from err
         return rel
     finally:
         if previous is not None:

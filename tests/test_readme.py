@@ -1,7 +1,7 @@
 """README.md runs as written: its code blocks, in order, in an empty folder, as a new user would type them.
 
 Blocks introduced by "Write `name`" are written to that file; `bash` lines run through the CLI (setup lines — venv,
-pip, pytest — are this test's own environment); the `python` block runs as a script. An unknown shell line fails the
+pip, pytest — are this test's own environment); the `python` blocks run as one script. An unknown shell line fails the
 test, so the README cannot drift from what runs."""
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_readme_blocks_cover_the_sql_path_first():
 def test_readme_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ANON_SQL_HISTORY", str(tmp_path / "history"))
-    session = {"__name__": "__readme__"}   # the python blocks run in order in one session, as a reader types them
+    namespace = {"__name__": "__readme__"}       # the Python blocks continue one another, as in one session
     for lang, body, target in blocks():
         if target:
             Path(target).write_text(body + "\n", encoding="utf-8")
@@ -63,12 +63,10 @@ def test_readme_runs_as_written(tmp_path, monkeypatch):
             for line in body.splitlines():
                 run_shell_line(line)
         elif lang == "python":
-            exec(compile(body, "README.md (python)", "exec"), session)
+            exec(compile(body, "README.md (python)", "exec"), namespace)
         else:
             pytest.fail(f"a {lang} block of the README is neither written to a file nor run")
-    for value in session.values():   # the reader's session ends: its connections close
-        if isinstance(value, duckdb.DuckDBPyConnection):
-            value.close()
+    namespace["con"].close()                      # the README's own connection, then a fresh read-only one
     con = duckdb.connect("clinic.duckdb", read_only=True)
     versions = con.execute("SELECT release, version, action FROM anon.release_versions ORDER BY ALL").fetchall()
     assert ("adult_k5", 2, "refresh keep plan") in versions and ("adult_k20", 2, "refresh keep plan") in versions

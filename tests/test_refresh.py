@@ -129,3 +129,15 @@ def test_python_api_refresh_of_a_release_made_without_statements(db):
     assert v["records_in"].tolist() == [3000, 3050]
     with pytest.raises(anon_sql.UnknownViewError):
         anon_sql.refresh(db, "nope")
+
+
+def test_or_replace_with_another_shape_still_records_what_changed(db):
+    execute(db, view_sql())
+    rows = db.execute("SELECT count(*) FROM adult_k5").fetchall()[0][0]
+    db.execute("CREATE TABLE other AS SELECT patient_id AS pid, age AS years FROM adult")
+    execute(db, "CREATE OR REPLACE ANONYMIZED VIEW adult_k5 WITH (k = 5, method = 'levels', max_suppression = 0.02,"
+                " method_params = {'levels': {'years': 1}}) "
+                "AS SELECT identifier(pid), quasi(years, taxonomy => 'adult_age') FROM other")
+    last = _versions(db).iloc[-1]
+    new_rows = db.execute("SELECT count(*) FROM adult_k5").fetchall()[0][0]
+    assert (last["action"], last["rows_added"], last["rows_removed"]) == ("replace", new_rows, rows)

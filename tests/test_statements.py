@@ -215,3 +215,18 @@ def test_unknown_view_and_check_failure_exit_codes(db):
     with pytest.raises(StatementError) as err:
         execute(db, "CHECK ANONYMIZED VIEW adult_k5")
     assert err.value.exit_code == 3 and "fails its checks ['k'" in str(err.value)
+
+
+def test_a_missing_source_is_bad_input(db):
+    with pytest.raises(StatementError) as err:
+        execute(db, view_sql().replace("FROM adult", "FROM no_such_table"))
+    assert err.value.exit_code == 2 and "no_such_table" in str(err.value)
+
+
+def test_unquoted_names_match_case_insensitively_like_duckdb(db):
+    execute(db, view_sql("Adult_K5"))
+    [res] = execute(db, "CHECK ANONYMIZED VIEW adult_k5")
+    assert res.frame["passed"].all()
+    assert "no anonymized view" in _error(db, 'CHECK ANONYMIZED VIEW "adult_k5"')
+    execute(db, "DROP ANONYMIZED VIEW ADULT_K5")
+    assert db.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'Adult_K5'").fetchall()[0][0] == 0
