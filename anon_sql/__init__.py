@@ -5,8 +5,10 @@ Public API (everything else is private and may change)::
     anon_sql.install(con)                         # catalog schema `anon`, UDFs, macros (idempotent)
     anon_sql.Policy.from_toml(path)               # or Policy.from_sql(...), Policy.from_dict(...)
     anon_sql.release(con, policy) -> Release      # plan, compile, materialize, verify — one transaction
+    anon_sql.release(con, policy, to="r.duckdb")  # ... and write the shareable file (table, classes, metadata)
     anon_sql.compile(policy, dialect="duckdb")    # the release as SQL statements for an engine
-    anon_sql.check(con, release_name)             # re-run the privacy checks on a materialized release
+    anon_sql.check(con, release_name)             # re-verify a release from its stored policy (tamper-evident)
+    anon_sql.export(con, release_name, path)      # the shareable file of a recorded release
 """
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from .catalog import install, load_taxonomy, store_taxonomy
 from .errors import (AnonSQLError, PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError,
                      TaxonomyError)
 from .policy import Attribute, Policy, Privacy, Requirement
-from .release import Release, release
-from .api import check, compile, export, load_taxonomy_file
+from .release import Release
+from .api import check, compile, export, load_taxonomy_file, release
 from .taxonomy import Taxonomy
 
 __version__ = "0.1.0"

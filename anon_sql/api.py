@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
@@ -10,14 +10,17 @@ from sqlglot import exp
 
 from . import catalog
 from .compiler import CompileInput, compile_release
-from .errors import PolicyError
+from .errors import PolicyError, SourceError, TaxonomyError
 from .methods import LevelPlan, get_method
 from .models import build_models
 from .policy import Policy, coerce_policy
-from .source import is_path, table_relation
+from .source import is_path, resolve, table_relation
 from .sqlbuild import col, render
 from .taxonomies import load as builtin_taxonomy
 from .taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv, needs_values
+
+if TYPE_CHECKING:
+    from .release import Release
 
 DIALECTS = ("duckdb", "spark", "postgres", "trino", "sqlite")
 
@@ -94,18 +97,51 @@ def export(con: duckdb.DuckDBPyConnection, release_name: str, to: str | Path) ->
     return write(con, release_name, to)
 
 
-def load_taxonomy_file(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None) -> Taxonomy:
-    """Load an ARX-format hierarchy CSV into the catalog (``anon.taxonomies``) and return it."""
+def load_taxonomy_file(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None,
+                       replace: bool = False) -> Taxonomy:
+    """Load an ARX-format hierarchy CSV into the catalog (``anon.taxonomies``) and return it; a stored taxonomy of
+    the same name is replaced only with ``replace=True``."""
     tax = from_arx_csv(path, name)
+    _claim_taxonomy_name(con, tax.name, replace)
     catalog.store_taxonomy(con, tax)
     return tax
 
 
 def build_taxonomy_from_column(con: duckdb.DuckDBPyConnection, name: str, table: str, column: str,
-                               spec: dict[str, Any]) -> Taxonomy:
-    """Build a taxonomy (interval/mask/date/top) from a column's distinct values and store it."""
-    q = exp.select(col(column)).distinct().from_(table_relation(table))
+                               spec: dict[str, Any], replace: bool = False) -> Taxonomy:
+    """Build a taxonomy (interval/mask/date/top) from a column's distinct values and store it (an existing one of
+    the same name only with ``replace=True``)."""
+    _claim_taxonomy_name(con, name, replace)
+    src = resolve(con, table)
+    if column not in src.columns:
+        raise SourceError(f"{table!r} has no column {column!r}; its columns are {src.columns}")
+    q = exp.select(col(column)).distinct().from_(src.relation)
     values = [r[0] for r in con.execute(render(q)).fetchall()]
     tax = build_taxonomy(name, spec, values)
     catalog.store_taxonomy(con, tax)
     return tax
+
+
+def _claim_taxonomy_name(con: duckdb.DuckDBPyConnection, name: str, replace: bool) -> None:
+    if not replace and name in catalog.taxonomy_names(con):
+        raise TaxonomyError(f"taxonomy {name!r} already exists in the catalog (anon.taxonomies); pass --replace "
+                            "(replace=True) to replace it, or choose another name (--name)")
+
+
+def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, to: str | Path | None = None,
+            **options: Any) -> "Release":
+    """``anon_sql.release``: plan, compile, materialize and verify a release in one transaction (``options``:
+    replace, dry_run, source, progress — see :func:`anon_sql.release.release`). With ``to``, the release's shareable
+    form (:mod:`anon_sql.share`) is also written to that new ``.duckdb`` / ``.parquet`` path, checked before any work
+    is done; ``Release.info["shared"]`` lists the files."""
+    from .release import release as run
+    from .share import targets, write
+
+    if to is not None:
+        if options.get("dry_run"):
+            raise PolicyError("to= writes the release to a file, dry_run=True creates none: use one or the other")
+        targets(to)
+    rel = run(con, policy, **options)
+    if to is not None:
+        rel.info["shared"] = write(con, rel.name, to)
+    return rel

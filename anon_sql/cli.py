@@ -1,21 +1,17 @@
-"""The ``anon-sql`` command line. Exit codes: 0 ok, 1 other error, 2 usage / bad input, 3 privacy requirement not met."""
+"""The ``anon-sql`` command line. Exit codes: 0 ok, 2 bad input (usage, policy, data, names, files), 3 privacy
+requirement not met, 1 only for an internal error."""
 from __future__ import annotations
 
 import sys
 
 import click
-import duckdb
 
 from . import api, catalog
-from .cli_errors import cli_errors as _errors, echo_release
-from .errors import AnonSQLError, PrivacyRequirementError
+from .cli_errors import cli_errors as _errors, database, echo_release
+from .errors import PrivacyRequirementError, TaxonomyError
 from .policy import coerce_policy
 
 STAGES = ("planning", "materializing", "verifying")
-
-
-def _connect(db: str | None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(db or ":memory:", read_only=read_only)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,16 +26,15 @@ def demo(db: str | None) -> None:
     """Run the whole pipeline on built-in example data and print the verified release."""
     from .demo import run_demo
 
-    with _errors():
-        run_demo(_connect(db), echo=click.echo)
+    with _errors(), database(db) as con:
+        run_demo(con, echo=click.echo)
 
 
 @main.command()
 @click.option("--db", required=True, help="DuckDB database file.")
 def init(db: str) -> None:
     """Create the `anon` catalog schema, macros and UDFs in a database (idempotent)."""
-    with _errors():
-        con = _connect(db)
+    with _errors(), database(db) as con:
         catalog.install(con)
         click.echo(f"installed the anon catalog in {db}")
 
@@ -53,10 +48,11 @@ def taxonomy() -> None:
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--db", required=True, help="DuckDB database file.")
 @click.option("--name", default=None, help="Catalog name (default: the file name).")
-def taxonomy_load(path: str, db: str, name: str | None) -> None:
+@click.option("--replace", is_flag=True, help="Replace a stored taxonomy of the same name.")
+def taxonomy_load(path: str, db: str, name: str | None, replace: bool) -> None:
     """Load an ARX-format hierarchy CSV (value;level1;...;*)."""
-    with _errors():
-        tax = api.load_taxonomy_file(_connect(db), path, name)
+    with _errors(), database(db) as con:
+        tax = api.load_taxonomy_file(con, path, name, replace=replace)
         click.echo(f"loaded taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
 
 
@@ -68,16 +64,17 @@ def taxonomy_load(path: str, db: str, name: str | None) -> None:
 @click.option("--kind", type=click.Choice(["interval", "mask", "date", "top"]), required=True)
 @click.option("--widths", default=None, help="interval: comma-separated widths per level, e.g. 5,10,20.")
 @click.option("--levels", type=int, default=None, help="mask: number of masked characters at the top.")
+@click.option("--replace", is_flag=True, help="Replace a stored taxonomy of the same name.")
 def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, widths: str | None,
-                   levels: int | None) -> None:
+                   levels: int | None, replace: bool) -> None:
     """Build a taxonomy from a column (interval widths, masking, dates, or a plain * top)."""
     spec: dict = {"kind": kind}
-    if widths:
-        spec["widths"] = [float(w) if "." in w else int(w) for w in widths.split(",")]
+    if widths is not None:
+        spec["widths"] = _widths(widths)
     if levels is not None:
         spec["levels"] = levels
-    with _errors():
-        tax = api.build_taxonomy_from_column(_connect(db), name, table, column, spec)
+    with _errors(), database(db, must_exist=True) as con:
+        tax = api.build_taxonomy_from_column(con, name, table, column, spec, replace=replace)
         click.echo(f"built taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
 
 
@@ -86,15 +83,15 @@ def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, width
 @click.option("--db", required=True, help="DuckDB database file.")
 def taxonomy_show(name: str | None, db: str) -> None:
     """List the stored taxonomies, or print one in ARX format."""
-    with _errors():
-        con = _connect(db)
+    with _errors(), database(db, must_exist=True, read_only=True) as con:
         if not name:
             for n in catalog.taxonomy_names(con):
                 click.echo(n)
             return
         tax = catalog.load_taxonomy(con, name)
         if tax is None:
-            raise AnonSQLError(f"no taxonomy named {name!r} (known: {catalog.taxonomy_names(con)})")
+            raise TaxonomyError(f"no taxonomy named {name!r} in {db!r} (stored: {catalog.taxonomy_names(con)}); "
+                                "load one with `anon-sql taxonomy load`")
         click.echo(tax.to_arx_csv(), nl=False)
 
 
@@ -108,26 +105,31 @@ def taxonomy_show(name: str | None, db: str) -> None:
               help="spark: run on a local Spark session (needs the spark extra; see docs/spark.md).")
 @click.option("--source-path", default=None, help="spark: read this Parquet/CSV instead of the policy's source.")
 @click.option("--output", default=None, help="spark: write the released rows as Parquet to this path.")
+@click.option("--to", "to", default=None, type=click.Path(dir_okay=False),
+              help="Also write the shareable release (table, classes, metadata) to this new .duckdb or .parquet file.")
 def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, replace: bool, engine: str,
-                source_path: str | None, output: str | None) -> None:
+                source_path: str | None, output: str | None, to: str | None) -> None:
     """Release the table a policy file (TOML or .sql) describes."""
     if engine == "spark":
+        if to:
+            raise click.UsageError("--to works with --engine duckdb; on Spark use --output")
         from .spark.cli import release_on_spark
         return release_on_spark(policy, source_path, output, replace=replace, explain=explain, dry_run=dry_run)
-    from .release import release
-
-    with _errors():
-        con = _connect(db)
+    if to and dry_run:
+        raise click.UsageError("--to writes a release, --dry-run creates none: use one or the other")
+    with _errors(), database(db) as con:
         pol = coerce_policy(policy)
         with click.progressbar(length=len(STAGES), label=f"release {pol.name}", file=sys.stderr,
                                show_eta=False) as bar:
             def progress(message: str) -> None:
                 if message in STAGES:
                     bar.update(1)
-            rel = release(con, pol, replace=replace, dry_run=dry_run, progress=progress)
+            rel = api.release(con, pol, replace=replace, dry_run=dry_run, progress=progress, to=to)
         echo_release(rel, explain)
         if dry_run:
             click.echo("\n(dry run: nothing was created)")
+        for path in rel.info.get("shared", []):
+            click.echo(f"wrote {path} (shareable: the release, its classes and metadata)")
 
 
 @main.command("sql")
@@ -136,9 +138,8 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
 @click.option("--db", default=None, help="Database with the source and catalog (needed for searches).")
 def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
     """Print the SQL a policy compiles to, for an engine dialect."""
-    with _errors():
-        con = _connect(db) if db else None
-        for stmt in api.compile(policy, dialect=dialect, con=con, pretty=True):
+    with _errors(), database(db, must_exist=True) as con:
+        for stmt in api.compile(policy, dialect=dialect, con=con if db else None, pretty=True):
             click.echo(stmt + ";\n")
 
 
@@ -146,9 +147,10 @@ def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
 @click.argument("release_name")
 @click.option("--db", required=True, help="DuckDB database file holding the release.")
 def check_cmd(release_name: str, db: str) -> None:
-    """Re-run the privacy checks of a materialized release; exit 3 when one fails."""
-    with _errors():
-        frame = api.check(_connect(db), release_name)
+    """Re-verify a release from its stored policy, trusting nothing in the file but the table; exit 3 when a check
+    fails (or the table was edited since it was released)."""
+    with _errors(), database(db, must_exist=True, read_only=True) as con:
+        frame = api.check(con, release_name)
         click.echo(frame.to_string(index=False))
         if not frame["passed"].all():
             failed = frame.loc[~frame["passed"], "check"].tolist()
@@ -160,12 +162,29 @@ def check_cmd(release_name: str, db: str) -> None:
 @main.command("export")
 @click.argument("release_name")
 @click.option("--db", required=True, help="DuckDB database file holding the release.")
-@click.option("--to", "to", required=True, help="Target: file.parquet or a new file.duckdb.")
+@click.option("--to", "to", required=True, help="Target: a new file.duckdb (DuckDB 1.x readable) or file.parquet.")
 def export_cmd(release_name: str, db: str, to: str) -> None:
-    """Write the released table and its EC table (and nothing else) to Parquet or a new DuckDB file."""
-    with _errors():
-        for path in api.export(_connect(db), release_name, to):
+    """Write a release's shareable form (the released table, its classes, a metadata row; nothing else) to a new
+    DuckDB file or Parquet files. Only releases recorded in anon.releases; exit 3 if it no longer passes its checks."""
+    with _errors(), database(db, must_exist=True) as con:
+        for path in api.export(con, release_name, to):
             click.echo(f"wrote {path}")
+
+
+def _widths(text: str) -> list[int | float]:
+    """``--widths 5,10,20`` → [5, 10, 20]; anything else is a usage error naming the bad item."""
+    out: list[int | float] = []
+    for item in text.split(","):
+        try:
+            value = float(item)
+        except ValueError:
+            raise click.BadParameter(f"{item.strip()!r} is not a number; give positive widths separated by commas, "
+                                     "e.g. --widths 5,10,20", param_hint="--widths") from None
+        if not value > 0 or value == float("inf"):
+            raise click.BadParameter(f"{item.strip()!r} is not a positive width; e.g. --widths 5,10,20",
+                                     param_hint="--widths")
+        out.append(int(value) if value.is_integer() and "." not in item else value)
+    return out
 
 
 def _register_optional() -> None:

@@ -33,8 +33,8 @@ class PrivacyRequirementError(AnonSQLError):
 
 
 class ReleaseExistsError(AnonSQLError):
-    """The release name is taken: by an earlier release (pass replace), or by an object anon_sql did not create,
-    which it never replaces (CLI exit code 2)."""
+    """A name anon_sql would create is taken: by an earlier release (pass replace), or by an object anon_sql did
+    not create, which it never replaces (CLI exit code 2)."""
 
     exit_code = 2
 

@@ -17,11 +17,12 @@ from sqlglot import exp
 from . import base_counts, catalog
 from .compiler import (BASE_STATEMENT, EC_ID, SIZE, CompileInput, CompiledRelease, ReleaseNames, compile_release,
                        source_statement)
-from .errors import PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError, TaxonomyError
+from .errors import PolicyError, PrivacyRequirementError, SourceError, TaxonomyError
 from .methods import AssignmentPlan, LevelPlan, MethodContext, get_method
 from .models import build_models
+from .ownership import claim_release_name
 from .policy import Attribute, Policy, coerce_policy
-from .source import Source, relation_exists, resolve
+from .source import Source, check_count_column, resolve
 from .sqlbuild import alias, col, ident, lit, record_count, render
 from .taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv
 
@@ -191,6 +192,8 @@ def prepare(con, policy, source: pd.DataFrame | None = None, base: bool = False)
     catalog.ensure_installed(con)
     src = resolve(con, source if source is not None else policy.source)
     policy = _effective_policy(policy, src)
+    if policy.count_column:
+        check_count_column(con, src, policy.count_column)
     records = _count_records(con, src, policy)
     check_records(policy, src, records)
     method = get_method(policy.method, policy.method_params)
@@ -229,12 +232,7 @@ def _run(con, policy: Policy, src: Source, taxonomies, models, records: int, met
     names = ReleaseNames(policy.name)
     if policy.name in (src.label,) or policy.name.startswith("anon."):
         raise PolicyError(f"release name {policy.name!r} would overwrite the source or the catalog; choose another")
-    exists = relation_exists(con, policy.name)
-    if exists and not replace and not dry_run:
-        raise ReleaseExistsError(
-            f"a table named {policy.name!r} already exists; pass replace=True (CLI: --replace) to replace it "
-            "atomically, or choose another name"
-        )
+    exists = claim_release_name(con, policy.name, replace=replace, dry_run=dry_run)   # never a user's table
     pseudonym_fn = None
     ids = [a for a in policy.attributes.values() if a.role == "identifier" and a.action == "pseudonymize"]
     if ids:
