@@ -4,9 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import duckdb
 
-from .cli_errors import cli_errors as _errors
+from .cli_errors import cli_errors as _errors, database
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -30,8 +29,7 @@ def report(release_name: str, db: str, html_path: str | None, json_path: str | N
     """Print (and optionally write as HTML / JSON) the metrics report of a release."""
     from .report import build, render
 
-    with _errors():
-        con = duckdb.connect(db, read_only=True)
+    with _errors(), database(db, must_exist=True, read_only=True) as con:
         options = {"models": _split(models), "folds": folds, "sample": sample or None}
         rep = build(con, release_name, _split(metrics), classify=target, classify_options=options)
         click.echo(render(rep, "text"))
@@ -58,8 +56,7 @@ def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | N
     from .policy import coerce_policy
     from .report import parse_values, set_param, sweep as run_sweep
 
-    with _errors():
-        con = duckdb.connect(db or ":memory:")
+    with _errors(), database(db, must_exist=True) as con:   # dry runs only: never creates a database
         grid = []
         for p in params:
             name, sep, values = p.partition("=")

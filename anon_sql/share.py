@@ -91,8 +91,8 @@ def _classes_query(release_name: str) -> exp.Select:
 
 
 def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
-    """The one metadata row: counts, policy (identifier options such as key files left out), plan (scalars only:
-    per-class arrays, interval bounds and noise marks left out), checks and metrics as JSON."""
+    """The one metadata row: counts, policy (identifier options such as key files, and θ's noise column, left out),
+    plan (scalars only: per-class arrays, interval bounds and noise marks left out), checks and metrics as JSON."""
     from . import __version__
 
     policy = json.loads(row["policy_json"])
@@ -100,6 +100,7 @@ def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
         if spec.get("role") == "identifier":
             for key in [k for k in spec if k not in ("role", "action")]:
                 spec.pop(key)
+    policy.get("method_params", {}).pop("noise_flag", None)   # the column the file does not have
     plan = {k: v for k, v in json.loads(row["plan"] or "{}").items()
             if k != "noise_flag" and (v is None or isinstance(v, (bool, int, float, str)))}
     metrics = con.execute("SELECT metric, value, direction FROM anon.metrics WHERE release = ? ORDER BY metric",
