@@ -6,15 +6,40 @@ import sys
 
 import click
 
-from . import api, catalog
 from .cli_errors import cli_errors as _errors, database, echo_release
+from .cli_lazy import LazyGroup, LazyModule
 from .errors import PrivacyRequirementError, TaxonomyError
-from .policy import coerce_policy
 
+# imported when a command first uses them: `anon-sql --help` must not load pandas, scikit-learn or scipy
+api, catalog = LazyModule("anon_sql.api"), LazyModule("anon_sql.catalog")
+DIALECTS = ("duckdb", "spark", "postgres", "trino", "sqlite")     # = api.DIALECTS (tested), without importing api
 STAGES = ("planning", "materializing", "verifying")
+# commands in modules of their own, imported only when they run: name -> (module, command, one-line help)
+LAZY_COMMANDS = {
+    "analyze": ("anon_sql.cli_analyze", "analyze", "Rank the attributes of TABLE (a table in --db, or a .csv/.parquet "
+                                                   "path) by leakage, vulnerability, relevance."),
+    "assess": ("anon_sql.cli_assess", "assess_cmd", "Measure SOURCE (a table of --db, or a .csv / .parquet file) as "
+                                                    "it is: k, l, t, α, β, δ, prosecutor / journalist / marketer risk, "
+                                                    "population uniqueness."),
+    "report": ("anon_sql.cli_report", "report", "Print (and optionally write as HTML / JSON) the metrics report of "
+                                                "a release."),
+    "run": ("anon_sql.cli_sql", "run_cmd", "Run a SQL script (or - for stdin): DuckDB SQL and anonymized-view "
+                                           "statements; stop at the first failure."),
+    "shell": ("anon_sql.cli_sql", "shell_cmd", "Interactive SQL prompt with history; accepts DuckDB SQL and the "
+                                               "anonymized-view statements."),
+    "sweep": ("anon_sql.cli_report", "sweep", "Dry-run a policy once per parameter value and tabulate the metrics "
+                                              "(nothing is created)."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def coerce_policy(policy):
+    """:func:`anon_sql.policy.coerce_policy`, imported on use."""
+    from .policy import coerce_policy as coerce
+
+    return coerce(policy)
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="anon-sql")
 def main() -> None:
     """anon_sql: privacy-preserving data publishing inside DuckDB."""
@@ -134,7 +159,7 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
 
 @main.command("sql")
 @click.argument("policy", type=click.Path(exists=True, dir_okay=False))
-@click.option("--dialect", default="duckdb", type=click.Choice(api.DIALECTS), show_default=True)
+@click.option("--dialect", default="duckdb", type=click.Choice(DIALECTS), show_default=True)
 @click.option("--db", default=None, help="Database with the source and catalog (needed for searches).")
 def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
     """Print the SQL a policy compiles to, for an engine dialect."""
@@ -186,26 +211,6 @@ def _widths(text: str) -> list[int | float]:
         out.append(int(value) if value.is_integer() and "." not in item else value)
     return out
 
-
-def _register_optional() -> None:
-    """Commands contributed by optional modules (analytics, reports) when present."""
-    try:
-        from .cli_analyze import analyze
-    except ImportError:
-        return
-    main.add_command(analyze)
-    from .cli_report import report, sweep
-    main.add_command(report)
-    main.add_command(sweep)
-
-
-_register_optional()
-from .cli_sql import run_cmd, shell_cmd  # noqa: E402  (SQL scripts and the interactive shell: anon_sql/cli_sql.py)
-main.add_command(run_cmd), main.add_command(shell_cmd)
-
-from .cli_assess import assess_cmd  # noqa: E402  (its own module; imports assess lazily)
-
-main.add_command(assess_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Iterator
 
 import click
-import duckdb
 
+from .cli_lazy import LazyModule
 from .errors import AnonSQLError, SourceError
+
+duckdb = LazyModule("duckdb")   # `except duckdb.Error` imports it only when an error is being handled
 
 
 @contextlib.contextmanager

@@ -5,8 +5,14 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import settings
 
 import anon_sql
+
+# No test is a timed test: hypothesis's per-example deadline (200 ms) fails on a loaded 2-core machine, so the default
+# profile has none; example counts are unchanged.
+settings.register_profile("anon_sql", deadline=None)
+settings.load_profile("anon_sql")
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -83,3 +89,15 @@ def adult_policy(levels: dict | None = None, **privacy) -> dict:
         "privacy": {"k": 5, **privacy},
         "method_params": {"levels": levels or {}},
     }
+
+
+def load_classes(c: duckdb.DuckDBPyConnection, classes: dict[str, str], table: str = "golden") -> None:
+    """A table (zip, s) with one class per zip, its sensitive values one character each: {"1": "aabb", ...}."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"zip": [z for z, s in classes.items() for _ in s],
+                          "s": [v for s in classes.values() for v in s]})
+    c.register("__classes_src", frame)
+    c.execute(f'CREATE TABLE "{table}" AS SELECT * FROM __classes_src')
+    c.unregister("__classes_src")
+
