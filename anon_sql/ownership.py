@@ -4,7 +4,8 @@ A release creates a table named after the policy and working objects named ``<re
 ``__classes``, ``__checks``, ``__assignment``, ``__ec_values``, ``__noise``, ``__risk``. DuckDB matches names
 case-insensitively, so ``Rel`` and ``rel`` are the same name. Before a release runs, :func:`claim_release_name`
 makes sure none of these names belongs to something anon_sql did not create: a release recorded in
-``anon.releases`` may be replaced (when asked), anything else is refused — never dropped.
+``anon.releases`` may be replaced (when asked), any other table is refused — never dropped. Views with a working
+name are redefined (they hold no data).
 """
 from __future__ import annotations
 
@@ -53,8 +54,11 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
             raise ReleaseExistsError(
                 f"release {name!r} already exists; pass replace=True (CLI: --replace) to replace it atomically, "
                 "or choose another name")
+    # working views are redefined (CREATE OR REPLACE VIEW: no data is lost); a working *table* that is not this
+    # release's own would be overwritten, so it is refused
     mine = {name + s for s in WORKING_SUFFIXES} if ours else set()
-    foreign = [stored for low, (stored, _) in found.items() if low != name.lower() and stored not in mine]
+    foreign = [stored for low, (stored, kind) in found.items()
+               if low != name.lower() and kind == "table" and stored not in mine]
     if foreign:
         raise ReleaseExistsError(
             f"release {name!r} would create working objects named {sorted(foreign)}, which already exist and were "

@@ -30,7 +30,7 @@ def template(tmp_path_factory):
     c.execute("CREATE TABLE empty AS SELECT * FROM patients LIMIT 0")
     c.execute("CREATE TABLE r3 AS SELECT 42 AS mine")                    # a user table named like a release
     c.execute('CREATE TABLE "Users" AS SELECT 1 AS id')                  # differs from `users` only by case
-    c.execute("CREATE TABLE rw__source AS SELECT 7 AS mine")             # a release `rw` would replace it
+    c.execute("CREATE TABLE rw__assignment AS SELECT 7 AS mine")         # a release `rw` would replace it
     c.execute("CREATE VIEW young AS SELECT * FROM patients WHERE age < 40")
     c.execute("CREATE TABLE counted AS SELECT age, sex, diag, CASE WHEN name = 'Ann' THEN NULL "
               "WHEN name = 'Bob' THEN -1 ELSE 1 END AS n FROM patients")
@@ -107,7 +107,7 @@ def test_release_exists_says_replace_but_a_user_table_is_never_replaced(work):
                 "'r3' already exists and is not a release", "never drops", absent=("--replace", "replace=True"))
     refused(work, ["release", policy_file(work, name="users"), "--db", db, "--replace"],
             "'users' differs only by case from the existing table 'Users'")
-    refused(work, ["release", policy_file(work, name="rw"), "--db", db, "--replace"], "['rw__source']",
+    refused(work, ["release", policy_file(work, name="rw"), "--db", db, "--replace"], "['rw__assignment']",
             absent=("--replace",))
     # the release's own name replaced with --replace: that one is anon_sql's
     assert CliRunner().invoke(main, ["release", policy_file(work), "--db", db, "--replace"]).exit_code == 0
