@@ -5,8 +5,10 @@ Public API (everything else is private and may change)::
     anon_sql.install(con)                         # catalog schema `anon`, UDFs, macros (idempotent)
     anon_sql.Policy.from_toml(path)               # or Policy.from_sql(...), Policy.from_dict(...)
     anon_sql.release(con, policy) -> Release      # plan, compile, materialize, verify — one transaction
+    anon_sql.release(con, policy, to="r.duckdb")  # ... and write the shareable file (table, classes, metadata)
     anon_sql.compile(policy, dialect="duckdb")    # the release as SQL statements for an engine
-    anon_sql.check(con, release_name)             # re-run the privacy checks on a materialized release
+    anon_sql.check(con, release_name)             # re-verify a release from its stored policy (tamper-evident)
+    anon_sql.export(con, release_name, path)      # the shareable file of a recorded release
     anon_sql.assess(con, table, quasi=[...])      # risk measures of an existing table (nothing written)
     anon_sql.execute(con, sql_text)               # a SQL script: DuckDB SQL + CREATE/REFRESH/... ANONYMIZED VIEW
     anon_sql.refresh(con, name, keep_plan=False)  # re-run a release's stored policy on the current source
@@ -18,7 +20,7 @@ import sys
 import types
 
 from .errors import (AnonSQLError, PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError,
-                     StatementError, TaxonomyError, UnknownViewError, ViewExistsError)
+                     StatementError, TargetError, TaxonomyError, UnknownViewError, ViewExistsError)
 
 __version__ = "0.1.0"
 
@@ -27,7 +29,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "install": ".catalog", "load_taxonomy": ".catalog", "store_taxonomy": ".catalog",
     "Attribute": ".policy", "Policy": ".policy", "Privacy": ".policy", "Requirement": ".policy",
-    "Release": ".result", "release": ".release",
+    "Release": ".result", "release": ".api",      # api.release: the runner, plus the shareable file (to=)
     "check": ".api", "compile": ".api", "export": ".api", "load_taxonomy_file": ".api",
     "Taxonomy": ".taxonomy",
     "assess": ".assessment", "Assessment": ".assessment",
@@ -41,7 +43,7 @@ __all__ = [
     "install", "Policy", "Attribute", "Privacy", "Requirement", "release", "Release", "compile", "check",
     "export", "assess", "Assessment", "Taxonomy", "load_taxonomy", "store_taxonomy", "load_taxonomy_file",
     "AnonSQLError", "PolicyError", "PrivacyRequirementError", "ReleaseExistsError", "SourceError", "TaxonomyError",
-    "execute", "refresh", "StatementError", "UnknownViewError", "ViewExistsError",
+    "execute", "refresh", "StatementError", "TargetError", "UnknownViewError", "ViewExistsError",
 ]
 
 
@@ -65,7 +67,7 @@ class _Package(types.ModuleType):
     """Importing the submodule ``anon_sql.release`` must not replace the public function ``anon_sql.release``."""
 
     def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and name in _LAZY and _LAZY[name] == f".{name}":
+        if isinstance(value, types.ModuleType) and name in _LAZY:
             return
         super().__setattr__(name, value)
 

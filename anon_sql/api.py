@@ -2,26 +2,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
 from sqlglot import exp
 
 from . import catalog
-from .compiler import CompileInput, ReleaseNames, compile_release
+from .compiler import CompileInput, compile_release
 from .engines import DuckDBEngine
-from .errors import AnonSQLError, PolicyError, SourceError
+from .errors import PolicyError, SourceError, TaxonomyError
 from .methods import LevelPlan, get_method
 from .models import build_models
 from .policy import Policy, coerce_policy
 from .release import run
-from .source import is_path, relation_exists, table_relation
-from .sqlbuild import col, ident, lit, render
+from .source import is_path, resolve as resolve_source, table_relation
+from .sqlbuild import col, render
 from .stages.resolve import discard, resolve
-from .stages.verify import check_summary
 from .taxonomies import load as builtin_taxonomy
 from .taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv, needs_values
+
+if TYPE_CHECKING:
+    from .result import Release
 
 DIALECTS = ("duckdb", "spark", "postgres", "trino", "sqlite")
 
@@ -87,78 +89,67 @@ class _Ctx:
 
 
 def check(con: duckdb.DuckDBPyConnection, release_name: str) -> pd.DataFrame:
-    """Re-run the privacy checks of a materialized release; one row per check with ``passed``."""
-    names = ReleaseNames(release_name)
-    if not relation_exists(con, release_name + "__checks"):
-        raise SourceError(f"{release_name!r} is not a release of this database (no {release_name}__checks view)")
-    frame = con.execute(render(exp.select("*").from_(names.checks.copy()))).df()
-    rows = check_summary(frame)
-    rows += _whole_table_checks(con, names)
-    return pd.DataFrame(rows)
+    """Re-verify a recorded release, tamper-evidently: every model compiled afresh from the policy stored in
+    ``anon.releases`` and run over the released table, plus reconciliation with the recorded counts (see
+    :mod:`anon_sql.audit`). One row per check with ``passed``; :class:`SourceError` for an unknown release."""
+    from .audit import recheck
 
-
-def _whole_table_checks(con: duckdb.DuckDBPyConnection, names: ReleaseNames) -> list[dict]:
-    """Checks that are not per class (slicing's l-diversity), re-run in SQL from the plan stored in the catalog."""
-    import json
-
-    found = con.execute(render(exp.select(col("plan"), col("policy_json"))
-                               .from_(exp.Table(this=ident("releases"), db=ident("anon")))
-                               .where(exp.EQ(this=col("release"), expression=lit(names.release))))).fetchall()
-    if not found or not found[0][0]:
-        return []
-    spec = json.loads(found[0][0]).get("slicing_check")
-    if not spec:
-        return []
-    from .methods.slicing_sql import verify
-
-    weight = json.loads(found[0][1] or "{}").get("count_column")
-    row = verify(con, names.table, names.source, None, spec, weight, names.assignment)
-    row.pop("requirement", None)
-    return [row]
+    return recheck(con, release_name)
 
 
 def export(con: duckdb.DuckDBPyConnection, release_name: str, to: str | Path) -> list[str]:
-    """Write the released table and its EC table — and nothing else — to Parquet files or a new DuckDB file."""
-    if not relation_exists(con, release_name):
-        raise SourceError(f"release {release_name!r} does not exist in this database")
-    to = Path(to)
-    release_q = exp.select("*").from_(exp.Table(this=ident(release_name)))
-    classes_q = (exp.select("*").from_(exp.Table(this=ident("equivalence_classes"), db=ident("anon")))
-                 .where(exp.EQ(this=col("release"), expression=lit(release_name))))
-    if to.suffix == ".parquet":
-        classes_path = to.with_name(to.stem + ".classes.parquet")
-        for q, path in ((release_q, to), (classes_q, classes_path)):
-            stmt = exp.Copy(this=exp.Subquery(this=q), kind=False, files=[lit(str(path))],
-                            params=[exp.CopyParameter(this=exp.var("FORMAT"), expression=exp.var("parquet"))])
-            con.execute(render(stmt))
-        return [str(to), str(classes_path)]
-    if to.suffix == ".duckdb":
-        if to.exists():
-            raise AnonSQLError(f"{str(to)!r} exists; export writes a new file (remove it first)")
-        alias_name = "__anon_export"
-        con.execute(render(exp.Attach(this=exp.Alias(this=lit(str(to)), alias=ident(alias_name)))))
-        try:
-            for q, name in ((release_q, release_name), (classes_q, release_name + "__classes")):
-                con.execute(render(exp.Create(this=exp.Table(this=ident(name), db=ident(alias_name)),
-                                              kind="TABLE", expression=q)))
-        finally:
-            con.execute(render(exp.Detach(this=ident(alias_name))))
-        return [str(to)]
-    raise AnonSQLError(f"export target {str(to)!r}: use a .parquet or a .duckdb path")
+    """Write a recorded release's shareable form — the released table, its class table and a metadata row, nothing
+    else — to a new ``.duckdb`` file (readable by DuckDB 1.x) or ``.parquet`` files; see :mod:`anon_sql.share`."""
+    from .share import write
+
+    return write(con, release_name, to)
 
 
-def load_taxonomy_file(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None) -> Taxonomy:
-    """Load an ARX-format hierarchy CSV into the catalog (``anon.taxonomies``) and return it."""
+def load_taxonomy_file(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None,
+                       replace: bool = False) -> Taxonomy:
+    """Load an ARX-format hierarchy CSV into the catalog (``anon.taxonomies``) and return it; a stored taxonomy of
+    the same name is replaced only with ``replace=True``."""
     tax = from_arx_csv(path, name)
+    _claim_taxonomy_name(con, tax.name, replace)
     catalog.store_taxonomy(con, tax)
     return tax
 
 
 def build_taxonomy_from_column(con: duckdb.DuckDBPyConnection, name: str, table: str, column: str,
-                               spec: dict[str, Any]) -> Taxonomy:
-    """Build a taxonomy (interval/mask/date/top) from a column's distinct values and store it."""
-    q = exp.select(col(column)).distinct().from_(table_relation(table))
+                               spec: dict[str, Any], replace: bool = False) -> Taxonomy:
+    """Build a taxonomy (interval/mask/date/top) from a column's distinct values and store it (an existing one of
+    the same name only with ``replace=True``)."""
+    _claim_taxonomy_name(con, name, replace)
+    src = resolve_source(con, table)
+    if column not in src.columns:
+        raise SourceError(f"{table!r} has no column {column!r}; its columns are {src.columns}")
+    q = exp.select(col(column)).distinct().from_(src.relation)
     values = [r[0] for r in con.execute(render(q)).fetchall()]
     tax = build_taxonomy(name, spec, values)
     catalog.store_taxonomy(con, tax)
     return tax
+
+
+def _claim_taxonomy_name(con: duckdb.DuckDBPyConnection, name: str, replace: bool) -> None:
+    if not replace and name in catalog.taxonomy_names(con):
+        raise TaxonomyError(f"taxonomy {name!r} already exists in the catalog (anon.taxonomies); pass --replace "
+                            "(replace=True) to replace it, or choose another name (--name)")
+
+
+def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, to: str | Path | None = None,
+            **options: Any) -> "Release":
+    """``anon_sql.release``: plan, compile, materialize and verify a release in one transaction (``options``:
+    replace, dry_run, source, progress — see :func:`anon_sql.release.release`). With ``to``, the release's shareable
+    form (:mod:`anon_sql.share`) is also written to that new ``.duckdb`` / ``.parquet`` path, checked before any work
+    is done; ``Release.info["shared"]`` lists the files."""
+    from .release import release as release_run
+    from .share import targets, write
+
+    if to is not None:
+        if options.get("dry_run"):
+            raise PolicyError("to= writes the release to a file, dry_run=True creates none: use one or the other")
+        targets(to)
+    rel = release_run(con, policy, **options)
+    if to is not None:
+        rel.info["shared"] = write(con, rel.name, to)
+    return rel

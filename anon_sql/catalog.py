@@ -157,6 +157,27 @@ def load_vulnerability(con: duckdb.DuckDBPyConnection, source: str, target: str,
     return df if len(df) else None
 
 
+def recorded_release(con: duckdb.DuckDBPyConnection, name: str) -> dict | None:
+    """The ``anon.releases`` row of release ``name`` with status ``released`` (the latest), or None: what anon_sql
+    itself created under that name. Reads only (works on a read-only connection)."""
+    if not is_installed(con):
+        return None
+    cur = con.execute("SELECT * FROM anon.releases WHERE release = ? AND status = 'released' "
+                      "ORDER BY created_at DESC LIMIT 1", [name])
+    row = cur.fetchone()
+    if row is None:
+        return None
+    return dict(zip([d[0] for d in cur.description], row))
+
+
+def released_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Names of the releases recorded as ``released`` in this database, sorted."""
+    if not is_installed(con):
+        return []
+    return [r[0] for r in con.execute("SELECT DISTINCT release FROM anon.releases WHERE status = 'released' "
+                                      "ORDER BY 1").fetchall()]
+
+
 def releases(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     ensure_installed(con)
     return con.execute("SELECT * FROM anon.releases ORDER BY created_at").df()
@@ -254,5 +275,5 @@ def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.Data
     con.unregister("__anon_ec_stats")
 
 
-__all__ = ["install", "store_taxonomy", "load_taxonomy", "taxonomy_names", "releases", "store_vulnerability",
-           "load_vulnerability", "record_release", "record_failure", "lit"]
+__all__ = ["install", "store_taxonomy", "load_taxonomy", "taxonomy_names", "releases", "recorded_release",
+           "released_names", "store_vulnerability", "load_vulnerability", "record_release", "record_failure", "lit"]

@@ -1,17 +1,18 @@
-"""The ``anon-sql`` command line. Exit codes: 0 ok, 1 other error, 2 usage / bad input, 3 privacy requirement not met."""
+"""The ``anon-sql`` command line. Exit codes: 0 ok, 2 bad input (usage, policy, data, names, files), 3 privacy
+requirement not met, 1 only for an internal error."""
 from __future__ import annotations
 
 import sys
 
 import click
 
-from .cli_errors import cli_errors as _errors, echo_release
+from .cli_errors import cli_errors as _errors, database, echo_release
 from .cli_lazy import LazyGroup, LazyModule
 from .cli_output import ProgressLine, json_option, set_result
-from .errors import AnonSQLError, PrivacyRequirementError
+from .errors import PrivacyRequirementError, TaxonomyError
 
 # imported when a command first uses them: `anon-sql --help` must not load pandas, scikit-learn or scipy
-duckdb, api, catalog = LazyModule("duckdb"), LazyModule("anon_sql.api"), LazyModule("anon_sql.catalog")
+api, catalog = LazyModule("anon_sql.api"), LazyModule("anon_sql.catalog")
 DIALECTS = ("duckdb", "spark", "postgres", "trino", "sqlite")     # = api.DIALECTS (tested), without importing api
 STAGES = ("planning", "materializing", "verifying")
 # commands in modules of their own, imported only when they run: name -> (module, command, one-line help)
@@ -39,10 +40,6 @@ def coerce_policy(policy):
     return coerce(policy)
 
 
-def _connect(db: str | None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(db or ":memory:", read_only=read_only)
-
-
 @click.group(cls=LazyGroup, lazy=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="anon-sql")
 def main() -> None:
@@ -56,8 +53,8 @@ def demo(db: str | None) -> None:
     """Run the whole pipeline on built-in example data and print the verified release."""
     from .demo import run_demo
 
-    with _errors():
-        run_demo(_connect(db), echo=click.echo)
+    with _errors(), database(db) as con:
+        run_demo(con, echo=click.echo)
 
 
 @main.command()
@@ -65,8 +62,7 @@ def demo(db: str | None) -> None:
 @json_option
 def init(db: str) -> None:
     """Create the `anon` catalog schema, macros and UDFs in a database (idempotent)."""
-    with _errors():
-        con = _connect(db)
+    with _errors(), database(db) as con:
         catalog.install(con)
         click.echo(f"installed the anon catalog in {db}")
         set_result({"db": db, "installed": True})
@@ -82,10 +78,11 @@ def taxonomy() -> None:
 @click.option("--db", required=True, help="DuckDB database file.")
 @click.option("--name", default=None, help="Catalog name (default: the file name).")
 @json_option
-def taxonomy_load(path: str, db: str, name: str | None) -> None:
+@click.option("--replace", is_flag=True, help="Replace a stored taxonomy of the same name.")
+def taxonomy_load(path: str, db: str, name: str | None, replace: bool) -> None:
     """Load an ARX-format hierarchy CSV (value;level1;...;*)."""
-    with _errors():
-        tax = api.load_taxonomy_file(_connect(db), path, name)
+    with _errors(), database(db) as con:
+        tax = api.load_taxonomy_file(con, path, name, replace=replace)
         click.echo(f"loaded taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
         set_result({"taxonomy": tax.name, "leaves": len(tax.leaves), "height": tax.height})
 
@@ -99,16 +96,17 @@ def taxonomy_load(path: str, db: str, name: str | None) -> None:
 @click.option("--widths", default=None, help="interval: comma-separated widths per level, e.g. 5,10,20.")
 @click.option("--levels", type=int, default=None, help="mask: number of masked characters at the top.")
 @json_option
+@click.option("--replace", is_flag=True, help="Replace a stored taxonomy of the same name.")
 def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, widths: str | None,
-                   levels: int | None) -> None:
+                   levels: int | None, replace: bool) -> None:
     """Build a taxonomy from a column (interval widths, masking, dates, or a plain * top)."""
     spec: dict = {"kind": kind}
-    if widths:
-        spec["widths"] = [float(w) if "." in w else int(w) for w in widths.split(",")]
+    if widths is not None:
+        spec["widths"] = _widths(widths)
     if levels is not None:
         spec["levels"] = levels
-    with _errors():
-        tax = api.build_taxonomy_from_column(_connect(db), name, table, column, spec)
+    with _errors(), database(db, must_exist=True) as con:
+        tax = api.build_taxonomy_from_column(con, name, table, column, spec, replace=replace)
         click.echo(f"built taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
         set_result({"taxonomy": tax.name, "leaves": len(tax.leaves), "height": tax.height})
 
@@ -119,8 +117,7 @@ def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, width
 @json_option
 def taxonomy_show(name: str | None, db: str) -> None:
     """List the stored taxonomies, or print one in ARX format."""
-    with _errors():
-        con = _connect(db)
+    with _errors(), database(db, must_exist=True, read_only=True) as con:
         if not name:
             set_result({"taxonomies": catalog.taxonomy_names(con)})
             for n in catalog.taxonomy_names(con):
@@ -128,7 +125,8 @@ def taxonomy_show(name: str | None, db: str) -> None:
             return
         tax = catalog.load_taxonomy(con, name)
         if tax is None:
-            raise AnonSQLError(f"no taxonomy named {name!r} (known: {catalog.taxonomy_names(con)})")
+            raise TaxonomyError(f"no taxonomy named {name!r} in {db!r} (stored: {catalog.taxonomy_names(con)}); "
+                                "load one with `anon-sql taxonomy load`")
         set_result({"taxonomy": tax.name, "height": tax.height, "arx_csv": tax.to_arx_csv()})
         click.echo(tax.to_arx_csv(), nl=False)
 
@@ -144,26 +142,31 @@ def taxonomy_show(name: str | None, db: str) -> None:
 @click.option("--source-path", default=None, help="spark: read this Parquet/CSV instead of the policy's source.")
 @click.option("--output", default=None, help="spark: write the released rows as Parquet to this path.")
 @json_option
+@click.option("--to", "to", default=None, type=click.Path(dir_okay=False),
+              help="Also write the shareable release (table, classes, metadata) to this new .duckdb or .parquet file.")
 def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, replace: bool, engine: str,
-                source_path: str | None, output: str | None) -> None:
+                source_path: str | None, output: str | None, to: str | None) -> None:
     """Release the table a policy file (TOML or .sql) describes."""
     if engine == "spark":
+        if to:
+            raise click.UsageError("--to works with --engine duckdb; on Spark use --output")
         from .spark.cli import release_on_spark
         return release_on_spark(policy, source_path, output, replace=replace, explain=explain, dry_run=dry_run)
-    from .release import release
-
-    with _errors():
-        con = _connect(db)
+    if to and dry_run:
+        raise click.UsageError("--to writes a release, --dry-run creates none: use one or the other")
+    with _errors(), database(db) as con:
         pol = coerce_policy(policy)
         bar = ProgressLine(f"release {pol.name}", STAGES)   # the methods' own progress (depth, nodes, swaps)
         try:
-            rel = release(con, pol, replace=replace, dry_run=dry_run, progress=bar)
+            rel = api.release(con, pol, replace=replace, dry_run=dry_run, progress=bar, to=to)
         finally:
             bar.close()
         set_result(rel)
         echo_release(rel, explain)
         if dry_run:
             click.echo("\n(dry run: nothing was created)")
+        for path in rel.info.get("shared", []):
+            click.echo(f"wrote {path} (shareable: the release, its classes and metadata)")
 
 
 @main.command("sql")
@@ -173,9 +176,8 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
 @json_option
 def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
     """Print the SQL a policy compiles to, for an engine dialect."""
-    with _errors():
-        con = _connect(db) if db else None
-        statements = api.compile(policy, dialect=dialect, con=con, pretty=True)
+    with _errors(), database(db, must_exist=True) as con:
+        statements = api.compile(policy, dialect=dialect, con=con if db else None, pretty=True)
         set_result({"dialect": dialect, "statements": statements})
         for stmt in statements:
             click.echo(stmt + ";\n")
@@ -186,9 +188,10 @@ def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
 @click.option("--db", required=True, help="DuckDB database file holding the release.")
 @json_option
 def check_cmd(release_name: str, db: str) -> None:
-    """Re-run the privacy checks of a materialized release; exit 3 when one fails."""
-    with _errors():
-        frame = api.check(_connect(db), release_name)
+    """Re-verify a release from its stored policy, trusting nothing in the file but the table; exit 3 when a check
+    fails (or the table was edited since it was released)."""
+    with _errors(), database(db, must_exist=True, read_only=True) as con:
+        frame = api.check(con, release_name)
         set_result({"release": release_name, "passed": bool(frame["passed"].all()), "checks": frame})
         click.echo(frame.to_string(index=False))
         if not frame["passed"].all():
@@ -201,15 +204,32 @@ def check_cmd(release_name: str, db: str) -> None:
 @main.command("export")
 @click.argument("release_name")
 @click.option("--db", required=True, help="DuckDB database file holding the release.")
-@click.option("--to", "to", required=True, help="Target: file.parquet or a new file.duckdb.")
+@click.option("--to", "to", required=True, help="Target: a new file.duckdb (DuckDB 1.x readable) or file.parquet.")
 @json_option
 def export_cmd(release_name: str, db: str, to: str) -> None:
-    """Write the released table and its EC table (and nothing else) to Parquet or a new DuckDB file."""
-    with _errors():
-        paths = api.export(_connect(db), release_name, to)
+    """Write a release's shareable form (the released table, its classes, a metadata row; nothing else) to a new
+    DuckDB file or Parquet files. Only releases recorded in anon.releases; exit 3 if it no longer passes its checks."""
+    with _errors(), database(db, must_exist=True) as con:
+        paths = api.export(con, release_name, to)
         set_result({"release": release_name, "wrote": paths})
         for path in paths:
             click.echo(f"wrote {path}")
+
+
+def _widths(text: str) -> list[int | float]:
+    """``--widths 5,10,20`` → [5, 10, 20]; anything else is a usage error naming the bad item."""
+    out: list[int | float] = []
+    for item in text.split(","):
+        try:
+            value = float(item)
+        except ValueError:
+            raise click.BadParameter(f"{item.strip()!r} is not a number; give positive widths separated by commas, "
+                                     "e.g. --widths 5,10,20", param_hint="--widths") from None
+        if not value > 0 or value == float("inf"):
+            raise click.BadParameter(f"{item.strip()!r} is not a positive width; e.g. --widths 5,10,20",
+                                     param_hint="--widths")
+        out.append(int(value) if value.is_integer() and "." not in item else value)
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

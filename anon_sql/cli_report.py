@@ -4,9 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import duckdb
 
-from .cli_errors import cli_errors as _errors
+from .cli_errors import cli_errors as _errors, database
 from .cli_output import ProgressLine, json_option, set_result
 
 
@@ -32,8 +31,7 @@ def report(release_name: str, db: str, html_path: str | None, metrics: str | Non
     from .report import render
     from .report_run import build
 
-    with _errors():
-        con = duckdb.connect(db, read_only=True)
+    with _errors(), database(db, must_exist=True, read_only=True) as con:
         options = {"models": _split(models), "folds": folds, "sample": sample or None}
         rep = build(con, release_name, _split(metrics), classify=target, classify_options=options)
         set_result(rep)      # --json [FILE|-]: the same report as JSON (stdout by default)
@@ -62,8 +60,7 @@ def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | N
     from .report import parse_values, set_param
     from .report_run import sweep as run_sweep
 
-    with _errors():
-        con = duckdb.connect(db or ":memory:")
+    with _errors(), database(db, must_exist=True) as con:   # dry runs only: never creates a database
         grid = []
         for p in params:
             name, sep, values = p.partition("=")

@@ -12,7 +12,9 @@ from .methods import REGISTRY, load_all
 from .policy import Policy
 from .release import release
 from .source import file_relation
-from .sqlbuild import ident, render
+from .errors import ReleaseExistsError
+from .ownership import claim_release_name, existing
+from .sqlbuild import ident, lit, render
 
 
 def demo_policy() -> Policy:
@@ -21,23 +23,46 @@ def demo_policy() -> Policy:
     return Policy.from_toml(text)
 
 
+DEMO_MARK = "anon_sql demo data: `anon-sql demo` may replace this table"
+
+
 def load_demo_data(con: duckdb.DuckDBPyConnection, table: str = "adult_sample") -> None:
-    """Create ``table`` from the packaged 3,000-row Adult sample."""
+    """Create ``table`` from the packaged 3,000-row Adult sample, marked by a table comment as the demo's own; a table
+    of that name the demo did not create is never replaced (:class:`ReleaseExistsError`)."""
+    _refuse_foreign(con, table)
     path = resources.files("anon_sql.examples").joinpath("adult_sample.csv")
+    name = exp.Table(this=ident(table))
     with resources.as_file(path) as real:
         query = exp.select("*").from_(file_relation(str(real)))
-        con.execute(render(exp.Create(this=exp.Table(this=ident(table)), kind="TABLE", replace=True,
-                                      expression=query)))
+        con.execute(render(exp.Create(this=name, kind="TABLE", replace=True, expression=query)))
+    con.execute(render(exp.Comment(this=name.copy(), kind="TABLE", expression=lit(DEMO_MARK))))
+
+
+def _refuse_foreign(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    found = existing(con, [table]).get(table.lower())
+    if found is None:
+        return
+    comment = con.execute("SELECT comment FROM duckdb_tables() WHERE database_name = current_database() AND "
+                          "schema_name = current_schema() AND table_name = ?", [found[0]]).fetchall()
+    if found[0] != table or not comment or comment[0][0] != DEMO_MARK:
+        raise ReleaseExistsError(
+            f"this database already has a {found[1]} named {found[0]!r} that the demo did not create; the demo never "
+            "overwrites your tables: run it on another --db file, or without --db (in memory)")
 
 
 def run_demo(con: duckdb.DuckDBPyConnection, echo: Callable[[str], None] = print) -> None:
     """Run the tour on ``con`` and print each step."""
-    load_demo_data(con)
-    catalog.install(con)
     policy = demo_policy()
     load_all()
     if policy.method not in REGISTRY:
         policy = policy.replace(method="levels")
+    try:   # before anything is written: the demo replaces only its own release
+        claim_release_name(con, policy.name, replace=True)
+    except ReleaseExistsError as err:
+        raise ReleaseExistsError(f"{err} (the demo's release is named {policy.name!r}: run the demo on another --db "
+                                 "file, or without --db)") from None
+    load_demo_data(con, policy.source)
+    catalog.install(con)
     n = con.execute("SELECT count(*) FROM adult_sample").fetchall()[0][0]
     echo(f"== source: adult_sample ({n} records, built-in sample of UCI Adult)")
     echo(f"== policy: {policy.name} — method {policy.method}, quasi-identifiers {policy.quasi}, "

@@ -21,7 +21,9 @@ class TaxonomyError(AnonSQLError, ValueError):
 
 
 class SourceError(AnonSQLError, ValueError):
-    """The source table or file cannot be read, or is empty."""
+    """A table, release, database or file that was named cannot be found or read, or is empty (CLI exit code 2)."""
+
+    exit_code = 2
 
 
 class PrivacyRequirementError(AnonSQLError):
@@ -31,7 +33,10 @@ class PrivacyRequirementError(AnonSQLError):
 
 
 class ReleaseExistsError(AnonSQLError):
-    """The release table already exists and replace was not requested."""
+    """A name anon_sql would create is taken: by an earlier release (pass replace), or by an object anon_sql did
+    not create, which it never replaces (CLI exit code 2)."""
+
+    exit_code = 2
 
 
 class StatementError(AnonSQLError):
@@ -45,6 +50,13 @@ class StatementError(AnonSQLError):
 
 class UnknownViewError(SourceError):
     """No anonymized view (release recorded in the catalog) of that name (CLI exit code 2)."""
+
+    exit_code = 2
+
+
+class TargetError(AnonSQLError, ValueError):
+    """An output file cannot be written as asked: it exists, its folder is missing, or its suffix is not supported
+    (CLI exit code 2). anon_sql never overwrites a file."""
 
     exit_code = 2
 

@@ -17,7 +17,7 @@ import duckdb
 from sqlglot import exp
 
 from .errors import SourceError
-from .sqlbuild import ident, lit, render
+from .sqlbuild import col, ident, lit, render
 
 FILE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 ACCEPTED = ("a table or view name, a .csv/.tsv/.parquet path (str or pathlib.Path), a pandas or Polars DataFrame "
@@ -222,3 +222,31 @@ def resolve(con: duckdb.DuckDBPyConnection, source: Any, label: str | None = Non
     columns = [r[0] for r in described]
     types = {r[0]: r[1] for r in described}
     return Source(label, relation, columns, types)
+
+
+_INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "UHUGEINT")
+
+
+def check_count_column(con: duckdb.DuckDBPyConnection, src: Source, column: str) -> None:
+    """A count column says how many records each row stands for: a whole number >= 0 on every row. NULL, negative
+    or fractional counts (or a non-numeric column) are refused with the number of offending rows and an example."""
+    kind = src.types.get(column, "").upper()
+    numeric = kind in _INTEGER or kind.startswith(("DECIMAL", "DOUBLE", "FLOAT", "REAL"))
+    if not numeric:
+        raise SourceError(f"count_column {column!r} of {src.label!r} has type {kind or 'unknown'}: it must hold whole "
+                          f"numbers of records (an integer column); cast it, e.g. CAST({column} AS BIGINT) in a view")
+    c = col(column)
+    bad = {
+        "NULL": exp.Is(this=c.copy(), expression=exp.null()),
+        "negative": exp.LT(this=c.copy(), expression=lit(0)),
+        "fractional": exp.NEQ(this=c.copy(), expression=exp.Floor(this=c.copy())),
+    }
+    items = [exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=cond)) for cond in bad.values()]
+    items.append(exp.Min(this=c.copy()))
+    counts = con.execute(render(exp.select(*items).from_(src.relation.copy()))).fetchall()[0]
+    found = [f"{n} {what}" for what, n in zip(bad, counts[:3]) if n]
+    if found:
+        raise SourceError(f"count_column {column!r} of {src.label!r} must hold a whole number >= 0 of records on "
+                          f"every row, but {', '.join(found)} row(s) do not (smallest value: {counts[3]}); fix those "
+                          f"rows, or release a view that filters them (e.g. WHERE {column} >= 0)")

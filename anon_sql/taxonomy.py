@@ -145,7 +145,14 @@ def from_arx_csv(path: str | Path, name: str | None = None) -> Taxonomy:
     path = Path(path)
     if not path.exists():
         raise TaxonomyError(f"taxonomy file {str(path)!r} does not exist")
-    text = path.read_text(encoding="utf-8-sig")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise TaxonomyError(f"taxonomy file {str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
+                            f"offset {err.start}); save it as UTF-8, e.g. iconv -f latin1 -t utf-8 "
+                            f"{path.name} > {path.stem}.utf8{path.suffix}") from None
+    except OSError as err:
+        raise TaxonomyError(f"taxonomy file {str(path)!r} cannot be read: {err.strerror}") from None
     # parsed and validated once per content (a warm release re-reads a few kB, not the parse and the checks)
     return _arx_cached(text, name or path.stem.replace("adult_hierarchy_", ""), str(path)).copy()
 
@@ -162,6 +169,12 @@ def from_arx_text(text: str, name: str, spec: dict | None = None) -> Taxonomy:
     if not rows:
         raise TaxonomyError(f"taxonomy {name!r}: the file has no rows")
     width = max(len(r) for r in rows)
+    if width < 2:
+        where = f" ({spec['path']!r})" if spec and "path" in spec else ""
+        hint = ("; this one looks comma-separated: use ';' between the columns" if any("," in r[0] for r in rows)
+                else "")
+        raise TaxonomyError(f"taxonomy {name!r}{where} has a single column: an ARX hierarchy gives each value and its "
+                            f"generalizations on one line, separated by ';' (value;level1;...;*){hint}")
     padded = [r + [r[-1]] * (width - len(r)) for r in rows]
     return Taxonomy(name, pd.DataFrame(padded), kind="file", spec=spec or {"kind": "file"})
 

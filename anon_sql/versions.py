@@ -22,7 +22,6 @@ _PREV_ROWS = "__anon_previous_rows"
 _PREV_CLASSES = "__anon_previous_classes"
 _VERSIONS = exp.Table(this=ident("release_versions"), db=ident("anon"))
 _CLASSES = exp.Table(this=ident("equivalence_classes"), db=ident("anon"))
-_RELEASES = exp.Table(this=ident("releases"), db=ident("anon"))
 
 
 def _temp(name: str) -> exp.Table:
@@ -43,12 +42,7 @@ class Snapshot:
 
 def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
     """The catalog row of the released (not failed) anonymized view ``name``, or None when there is none."""
-    if not catalog.is_installed(con):
-        return None
-    q = (exp.select("*").from_(_RELEASES.copy())
-         .where(exp.and_(_where_release(name), exp.EQ(this=col("status"), expression=lit("released")))))
-    frame = con.execute(render(q)).df()
-    return None if frame.empty else frame.iloc[-1].to_dict()
+    return catalog.recorded_release(con, name)
 
 
 def snapshot(con: duckdb.DuckDBPyConnection, name: str) -> Snapshot:

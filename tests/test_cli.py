@@ -37,7 +37,7 @@ def test_release_check_export_round(tmp_path):
     r = CliRunner().invoke(main, ["release", pol, "--db", db, "--explain"])
     assert r.exit_code == 0, r.output
     assert "CREATE TABLE" in r.output
-    assert CliRunner().invoke(main, ["release", pol, "--db", db]).exit_code == 1  # exists
+    assert CliRunner().invoke(main, ["release", pol, "--db", db]).exit_code == 2  # exists: bad input
     r = CliRunner().invoke(main, ["release", pol, "--db", db, "--replace"])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, ["check", "r000", "--db", db])
@@ -51,7 +51,7 @@ def test_release_check_export_round(tmp_path):
     assert CliRunner().invoke(main, ["export", "r000", "--db", db, "--to", str(dd)]).exit_code == 0
     e = duckdb.connect(str(dd))
     tables = sorted(r[0] for r in e.execute("SELECT table_name FROM information_schema.tables").fetchall())
-    assert tables == ["r000", "r000__classes"]  # no source rows, no catalog of the source
+    assert tables == ["r000", "r000__classes", "r000__metadata"]  # no source rows, no catalog of the source
 
 
 def test_check_exits_3_when_a_release_is_tampered_with(tmp_path):

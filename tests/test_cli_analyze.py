@@ -70,7 +70,7 @@ def test_relevance_on_headerless_pima_and_parquet(tmp_path):
 @pytest.mark.parametrize(
     "args, code, message",
     [
-        (["patients.csv"], 1, "does not exist"),
+        (["patients.csv"], 2, "does not exist"),      # a missing file is bad input
         ([TABLE1, "--quasi", "sex,zipcode"], 2, "unknown attribute column(s) 'zipcode'"),
         ([TABLE1, "--vulnerability"], 2, "need --target"),
         (["patients"], 2, "pass its database with --db"),
@@ -88,5 +88,5 @@ def test_unknown_table_lists_tables(tmp_path):
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE patients AS SELECT 1 AS a")
     res = run("patient", "--db", db)
-    assert res.exit_code == 1
+    assert res.exit_code == 2   # bad input
     assert "unknown table 'patient'; tables and views in this database: patients" in res.output

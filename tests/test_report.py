@@ -163,7 +163,7 @@ def test_cli_report_writes_html_and_json_and_classifies(seed_db):
 def test_cli_report_unknown_release_fails_clearly(seed_db):
     db, _, _ = seed_db
     res = CliRunner().invoke(main, ["report", "nope", "--db", db])
-    assert res.exit_code == 1 and "not a materialized release" in res.output
+    assert res.exit_code == 2 and "not a materialized release" in res.output
 
 
 def test_cli_sweep_grid_and_csv(seed_db):

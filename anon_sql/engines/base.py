@@ -55,6 +55,20 @@ class Engine(ABC):
     def exists(self, name: str) -> bool:
         """Is there a table or view of that name?"""
 
+    def claim_name(self, name: str, replace: bool, dry_run: bool) -> bool:
+        """May a release named ``name`` be created? True when a table of that name exists and is replaced inside the
+        release; refuses an existing name without ``replace``. Engines with a catalog of their releases refine this
+        (DuckDB: never a table anon_sql did not create, see :mod:`anon_sql.ownership`)."""
+        from ..errors import ReleaseExistsError
+
+        exists = self.exists(name)
+        if exists and not replace and not dry_run:
+            how = " atomically" if self.transactional else ""
+            raise ReleaseExistsError(
+                f"a table named {name!r} already exists{self.where}; pass replace=True (CLI: --replace) to "
+                f"replace it{how}, or choose another name")
+        return exists
+
     # -- the source and the catalog ----------------------------------------------------------------------------------
     @abstractmethod
     def register_source(self, source: Any, label: str) -> Source:

@@ -41,6 +41,11 @@ class DuckDBEngine(Engine):
     def exists(self, name: str) -> bool:
         return relation_exists(self._con, name)
 
+    def claim_name(self, name: str, replace: bool, dry_run: bool) -> bool:
+        from ..ownership import claim_release_name   # never a user's table, whatever replace says
+
+        return claim_release_name(self._con, name, replace=replace, dry_run=dry_run)
+
     def register_source(self, source: Any, label: str) -> Source:
         catalog.ensure_installed(self._con)
         # an in-memory source (DataFrame, Arrow, relation) is registered per release: its views read it by that name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..compiler import BASE_STATEMENT, CompileInput, CompiledRelease, ReleaseNames, source_statement
 from ..engines import Engine
-from ..errors import PolicyError, ReleaseExistsError
+from ..errors import PolicyError
 from ..methods import AssignmentPlan, Plan
 from ..policy import Policy
 from ..source import Source
@@ -15,13 +15,7 @@ def check_target(engine: Engine, policy: Policy, src: Source, replace: bool, dry
     whether a table of that name exists (it is replaced inside the transaction)."""
     if policy.name in (src.label,) or policy.name.startswith("anon."):
         raise PolicyError(f"release name {policy.name!r} would overwrite the source or the catalog; choose another")
-    exists = engine.exists(policy.name)
-    if exists and not replace and not dry_run:
-        how = " atomically" if engine.transactional else ""
-        raise ReleaseExistsError(
-            f"a table named {policy.name!r} already exists{engine.where}; pass replace=True (CLI: --replace) to "
-            f"replace it{how}, or choose another name"
-        )
+    exists = engine.claim_name(policy.name, replace, dry_run)
     return exists
 
 

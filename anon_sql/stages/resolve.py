@@ -18,7 +18,7 @@ from ..errors import PolicyError, SourceError
 from ..methods import Method, Plan, get_method
 from ..models import PrivacyModel, build_models
 from ..policy import Attribute, Policy, coerce_policy
-from ..source import Source
+from ..source import Source, check_count_column
 from ..sqlbuild import record_count, render
 from ..taxonomy import Taxonomy
 from ..taxonomy_lookup import resolve_taxonomies
@@ -112,6 +112,8 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     policy = coerce_policy(policy)
     src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
     policy = effective_policy(policy, src)
+    if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
+        check_count_column(engine.con, src, policy.count_column)
     records = count_records(engine.con, src, policy)
     check_records(policy, src, records)
     method = get_method(policy.method, policy.method_params)

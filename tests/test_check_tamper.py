@@ -1,0 +1,168 @@
+"""`anon-sql check` / anon_sql.check is tamper-evident: it recompiles every model from the policy stored in
+anon.releases and runs it over the released table, reconciling with the recorded counts. No view of the file is
+trusted: rewriting `<name>__checks` (or any working view) to always pass changes nothing, and any edit of the
+released table that breaks a model, the record counts, the classes or the released columns gives exit 3."""
+from __future__ import annotations
+
+import shutil
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+import anon_sql
+from anon_sql.cli import main
+from conftest import data_path
+
+TOP = {"kind": "top"}
+PATIENTS = ("CREATE TABLE patients AS SELECT * FROM (VALUES "
+            "('Ann', 34, 'F', 'flu'), ('Bob', 35, 'M', 'cold'), ('Cy', 36, 'M', 'flu'), ('Di', 37, 'F', 'cold'), "
+            "('Ed', 44, 'M', 'flu'), ('Fa', 45, 'F', 'cold'), ('Gu', 46, 'M', 'asthma'), ('Ho', 47, 'F', 'cold'), "
+            "('Ina', 52, 'F', 'flu'), ('Jo', 55, 'M', 'cold'), ('Kai', 57, 'M', 'asthma'), ('Lu', 58, 'F', 'flu')"
+            ") t(name, age, sex, diag)")
+
+
+def levels_policy(name: str = "rl") -> dict:
+    return {"name": name, "source": "patients",
+            "attributes": {"name": {"role": "identifier"},
+                           "age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [10]}},
+                           "sex": {"role": "quasi", "taxonomy": TOP}, "diag": {"role": "sensitive"}},
+            "privacy": {"k": 3, "l_diversity": {"kind": "distinct", "l": 2}},
+            "method_params": {"levels": {"age": 1, "sex": 1}}}
+
+
+def mondrian_policy() -> dict:
+    pol = levels_policy("rm")
+    pol["method"] = "mondrian"
+    pol.pop("method_params")
+    return pol
+
+
+def theta_policy() -> dict:
+    # the seed 004 example of test_theta: one noise record in the first class, marked in column is_noise
+    return {"name": "rt", "source": "tn", "method": "theta", "seed": 7,
+            "attributes": {"age": {"role": "quasi"}, "disease": {"role": "sensitive"}},
+            "privacy": {"k": 4, "theta": {"mu": 0.6}}, "method_params": {"order": "sorted", "noise_flag": "is_noise"}}
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """One file with the three releases, made once; each test edits its own copy."""
+    path = str(tmp_path_factory.mktemp("tamper") / "w.duckdb")
+    c = duckdb.connect(path)
+    anon_sql.install(c)
+    c.execute(PATIENTS)
+    c.execute("CREATE TABLE tn AS SELECT * FROM (VALUES (20, 'Flu'), (21, 'Flu'), (22, 'HIV'), (23, 'Cancer'), "
+              "(50, 'Flu'), (51, 'HIV'), (52, 'Cancer'), (53, 'Asthma')) t(age, disease)")
+    for pol in (levels_policy(), mondrian_policy(), theta_policy()):
+        anon_sql.release(c, pol)
+    c.close()
+    return path
+
+
+@pytest.fixture
+def db(released, tmp_path):
+    path = tmp_path / "w.duckdb"
+    shutil.copy(released, path)
+    return str(path)
+
+
+def check(db: str) -> dict[str, int]:
+    """Exit code of `anon-sql check` for each release in the file."""
+    return {name: CliRunner().invoke(main, ["check", name, "--db", db]).exit_code for name in ("rl", "rm", "rt")}
+
+
+def edit(db: str, *statements: str) -> None:
+    c = duckdb.connect(db)
+    for s in statements:
+        c.execute(s)
+    c.close()
+
+
+def failed(db: str, name: str) -> set[str]:
+    c = duckdb.connect(db, read_only=True)
+    frame = anon_sql.check(c, name)
+    c.close()
+    return set(frame.loc[~frame["passed"], "check"])
+
+
+def test_untouched_releases_pass_on_a_read_only_reopened_file(db):
+    assert check(db) == {"rl": 0, "rm": 0, "rt": 0}
+    c = duckdb.connect(db, read_only=True)   # no install: the checks are SQL with the macros the file keeps
+    frame = anon_sql.check(c, "rt")
+    assert frame["passed"].all()
+    assert {"k", "theta__disease", "reconciliation", "max_suppression", "classes", "columns"} <= set(frame["check"])
+    c.close()
+
+
+def test_no_view_is_trusted(db):
+    # every working view replaced by garbage (or by "always passes"): the verdict does not move
+    edit(db, "CREATE OR REPLACE VIEW rl__checks AS SELECT 1 AS ec_id, TRUE AS k_ok, TRUE AS __all_ok",
+         "CREATE OR REPLACE VIEW rl__classes AS SELECT 1 AS nothing",
+         "CREATE OR REPLACE VIEW rl__source AS SELECT 1 AS nothing",
+         "CREATE OR REPLACE VIEW rl__general AS SELECT 1 AS nothing")
+    assert check(db)["rl"] == 0
+
+
+def test_edited_release_with_always_passing_checks_view_exits_3(db):
+    # one record moved to a class of its own, and the checks view rewritten to say every class passes
+    edit(db, "UPDATE rl SET age = '*' WHERE rowid = (SELECT min(rowid) FROM rl)",
+         "CREATE OR REPLACE VIEW rl__checks AS SELECT ec_id, 100 AS k_value, TRUE AS k_ok, TRUE AS __all_ok FROM rl")
+    assert check(db)["rl"] == 3
+    assert {"k", "classes"} <= failed(db, "rl")
+
+
+@pytest.mark.parametrize("statement, broken", [
+    # a whole class deleted: the rest is still 3-anonymous, but records and classes no longer reconcile
+    ("DELETE FROM rl WHERE ec_id = 1", {"reconciliation", "classes", "max_suppression"}),
+    # one class's sensitive values overwritten: distinct 2-diversity fails
+    ("UPDATE rl SET diag = 'flu' WHERE ec_id = 2", {"l_distinct__diag"}),
+    # rows duplicated: more records than were released
+    ("INSERT INTO rl SELECT * FROM rl WHERE ec_id = 3", {"reconciliation"}),
+    # the dropped identifier added back
+    ("ALTER TABLE rl ADD COLUMN name VARCHAR DEFAULT 'Ann'", {"columns"}),
+])
+def test_every_kind_of_edit_is_caught(db, statement, broken):
+    edit(db, statement)
+    assert check(db)["rl"] == 3
+    assert broken <= failed(db, "rl")
+
+
+def test_mondrian_and_theta_edits_exit_3(db):
+    edit(db, "UPDATE rm SET age = '[0-99]' WHERE rowid = (SELECT min(rowid) FROM rm)",
+         "CREATE OR REPLACE VIEW rm__checks AS SELECT 1 AS ec_id, TRUE AS __all_ok",
+         # θ: the noise record removed (and the noise mark hidden): the class falls below θ and below k
+         "DELETE FROM rt WHERE is_noise", "CREATE OR REPLACE VIEW rt__checks AS SELECT 1 AS ec_id, TRUE AS __all_ok")
+    assert check(db) == {"rl": 0, "rm": 3, "rt": 3}
+    assert "k" in failed(db, "rm") and {"theta__disease", "reconciliation"} <= failed(db, "rt")
+
+
+def test_slicing_check_reads_the_source_through_the_stored_policy(tmp_path):
+    path = str(tmp_path / "s.duckdb")
+    c = duckdb.connect(path)
+    anon_sql.install(c)
+    c.execute("CREATE TABLE t2 AS SELECT * FROM read_csv(?)", [str(data_path("examples", "seed001_table2.csv"))])
+    anon_sql.release(c, {"name": "sl", "source": "t2", "method": "slicing", "seed": 7,
+                         "attributes": {"sex": {"role": "quasi"}, "age": {"role": "quasi"},
+                                        "zipcode": {"role": "quasi"}, "diagnosis": {"role": "sensitive"}},
+                         "privacy": {"k": 3, "l_diversity": {"kind": "slicing", "l": 2}},
+                         "method_params": {"columns": 2, "sensitive_column_size": 1}})
+    before = anon_sql.check(c, "sl").set_index("check")
+    assert before["passed"].all() and "slicing_l_diversity" in before.index
+    # the __source view rewritten (to an empty one): the check does not read it
+    c.execute("CREATE OR REPLACE VIEW sl__source AS SELECT * FROM sl__source LIMIT 0")
+    after = anon_sql.check(c, "sl").set_index("check")
+    assert after.loc["slicing_l_diversity", "worst_value"] == before.loc["slicing_l_diversity", "worst_value"]
+    # every record of a bucket given one diagnosis: p(t, s) reaches 1 > 1/2
+    c.execute("UPDATE sl SET diagnosis = 'Flu' WHERE ec_id = 1")
+    assert "slicing_l_diversity" in set(anon_sql.check(c, "sl").query("not passed")["check"])
+    c.close()
+
+
+def test_unknown_release_names_what_exists(db):
+    c = duckdb.connect(db, read_only=True)
+    with pytest.raises(anon_sql.SourceError, match=r"'patients' is not a release .*\['rl', 'rm', 'rt'\]"):
+        anon_sql.check(c, "patients")
+    with pytest.raises(anon_sql.SourceError, match="not a release"):
+        anon_sql.check(c, "rl__checks")
+    c.close()
