@@ -43,7 +43,7 @@ def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
     """One row per check (``check``, ``classes``, ``failing_classes``, ``failing_records``, ``worst_value``,
     ``passed``): every model of the stored policy over the released table, then reconciliation, suppression,
     class count and released columns against the catalog."""
-    from .release import check_summary
+    from .stages.verify import check_summary
 
     row = recorded(con, name)
     policy = Policy.from_dict(json.loads(row["policy_json"]))
