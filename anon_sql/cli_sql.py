@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 
 from .cli_errors import cli_errors
+from .cli_output import json_option, set_result
 from .errors import AnonSQLError
 
 MAX_ROWS = 40
@@ -46,13 +47,21 @@ def echo_result(result) -> None:
 @click.command("run")
 @click.argument("script", type=click.File("r", encoding="utf-8"))
 @click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
+@json_option
 def run_cmd(script: TextIO, db: str | None) -> None:
     """Run a SQL script (or - for stdin): DuckDB SQL and anonymized-view statements; stop at the first failure."""
     from .statements import execute
 
     text = script.read()
+    results: list[dict] = []   # --json: one entry per statement that ran (kind, message, rows)
+
+    def show(result) -> None:
+        echo_result(result)
+        results.append({"kind": result.kind, "message": result.message, "rows": result.frame})
+        set_result(results)
+
     with cli_errors():
-        execute(duckdb.connect(db or ":memory:"), text, on_result=echo_result)
+        execute(duckdb.connect(db or ":memory:"), text, on_result=show)
 
 
 @click.command("shell")

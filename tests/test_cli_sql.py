@@ -117,3 +117,16 @@ def test_shell_in_a_real_terminal_keeps_history(db, tmp_path):
             proc.kill()
         os.close(master)
     assert "SELECT 40 + 2" in history.read_text(encoding="utf-8")
+
+
+def test_run_json_gives_one_entry_per_statement(tmp_path):
+    import json
+
+    script = tmp_path / "s.sql"
+    script.write_text("CREATE TABLE t AS SELECT 1 AS a UNION ALL SELECT 2;\nSELECT a, a * 2 AS b FROM t ORDER BY a;\n",
+                      encoding="utf-8")
+    res = CliRunner().invoke(main, ["run", str(script), "--db", str(tmp_path / "w.duckdb"), "--json", "-"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert [e["kind"] for e in out] == ["sql", "sql"]
+    assert out[1]["rows"] == [{"a": 1, "b": 2}, {"a": 2, "b": 4}]
