@@ -10,8 +10,6 @@ import pandas as pd
 from sqlglot import exp
 
 from anon_sql.analytics.leakage import leakage, resolve_columns, table_columns
-from anon_sql.analytics.relevance import feature_relevance
-from anon_sql.analytics.vulnerability import identity_vulnerability
 from anon_sql.errors import AnonSQLError, PolicyError, SourceError
 from anon_sql.sqlbuild import lit, render, table as table_ref
 
@@ -154,6 +152,8 @@ def _print_vulnerability(con: duckdb.DuckDBPyConnection, name: str, attributes: 
                    err=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        from anon_sql.analytics.vulnerability import identity_vulnerability   # scikit-learn: only when it runs
+
         df = identity_vulnerability(con, name, attributes, target, seed=seed, n_estimators=n_estimators)
     click.echo(f"Identity vulnerability of the QIs for {target!r} (random forest, {n_estimators} trees, seed {seed}):")
     click.echo(_show(df))
@@ -173,6 +173,8 @@ def _print_relevance(con: duckdb.DuckDBPyConnection, name: str, attributes: list
     """KTFS relevance table and the attributes selected for anonymization."""
     if count_column:
         click.echo(f"note: --count-column {count_column!r} is ignored by --relevance (one row = one record)", err=True)
+    from anon_sql.analytics.relevance import feature_relevance   # scipy: loaded only when relevance runs
+
     df = feature_relevance(con, name, attributes, target, delta=delta)
     click.echo(f"Feature relevance to {target!r} (SU, |Kendall tau-b|, |Spearman rho|; delta = {delta:.2f}):")
     click.echo(_show(df))
