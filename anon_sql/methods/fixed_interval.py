@@ -156,7 +156,8 @@ class FixedInterval(Method):
             values[c.name] = rel
         interval_codes = np.stack(codes, axis=1)
         budget = float(ctx.policy.privacy.max_suppression) * float(data.weights.sum())
-        levels = categorical_levels(interval_codes, categorical, data, ctx.models, budget)
+        requirements = [(r.quasi, r.k) for r in ctx.policy.privacy.requirements]
+        levels = categorical_levels(interval_codes, numeric, categorical, data, ctx.models, requirements, budget)
         cls = class_codes(interval_codes, categorical, levels)
         _, first = np.unique(cls, return_index=True)
         ec = cls + 1
@@ -182,7 +183,7 @@ def class_codes(interval_codes: np.ndarray, categorical: list[QIColumn], levels:
     categorical codes) — one mixed-radix key densified column by column, so it never overflows."""
     parts = [interval_codes[:, j] for j in range(interval_codes.shape[1])]
     parts += [c.anc[:, levels[c.name]] for c in categorical]
-    key = np.zeros(len(interval_codes), dtype=np.int64)
+    key = np.zeros(len(interval_codes), dtype=np.int64)   # no part: one class
     for p in parts:
         p = p.astype(np.int64) + 1                       # interval code −1 (NULL) → 0
         _, key = np.unique(key * (int(p.max(initial=0)) + 1) + p, return_inverse=True)
@@ -190,21 +191,27 @@ def class_codes(interval_codes: np.ndarray, categorical: list[QIColumn], levels:
     return key
 
 
-def categorical_levels(interval_codes: np.ndarray, categorical: list[QIColumn], data, models,
-                       budget: float) -> dict[str, int]:
+def categorical_levels(interval_codes: np.ndarray, numeric: list[QIColumn], categorical: list[QIColumn], data,
+                       models, requirements: list[tuple[list[str], int]], budget: float) -> dict[str, int]:
     """Full-domain levels of the categorical QIs, classes = (interval combination, generalized values): from the
-    leaves, raise one QI a level at a time — the one whose raise leaves the fewest records in classes that fail a
-    model (ties: the policy's order) — until at most ``budget`` records fail or every QI is at its top."""
+    leaves, raise one QI a level at a time — the one whose raise leaves the fewest records failing (in a class that
+    fails a model, or in a group of a ``[[privacy.requirements]]`` rule below its k; ties: the policy's order) —
+    until at most ``budget`` records fail or every QI is at its top."""
     if not categorical:
         return {}
     stats = StatsBuilder.from_source(data, models)
     rows = np.arange(data.n)
+    position = {c.name: j for j, c in enumerate(numeric)}
 
     def failing(lv: dict[str, int]) -> float:
         cls = class_codes(interval_codes, categorical, lv)
-        n_cls = int(cls.max()) + 1 if len(cls) else 0
-        st = stats.build(rows, cls, n_cls)
-        return float(st.sizes[~all_ok(models, st)].sum())
+        st = stats.build(rows, cls, int(cls.max()) + 1)
+        bad = ~all_ok(models, st)[cls]
+        for quasi, k in requirements:
+            sub = [c for c in categorical if c.name in quasi]
+            group = class_codes(interval_codes[:, [position[q] for q in quasi if q in position]], sub, lv)
+            bad |= (np.bincount(group, weights=data.weights) < k)[group]
+        return float(data.weights[bad].sum())
 
     levels = {c.name: 0 for c in categorical}
     worst = failing(levels)
