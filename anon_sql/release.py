@@ -5,6 +5,7 @@ everything back (nothing half-written, the source untouched) and raises :class:`
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from . import base_counts, catalog
+from . import base_counts, catalog, suppression
 from .compiler import (BASE_STATEMENT, EC_ID, SIZE, CompileInput, CompiledRelease, ReleaseNames, compile_release,
                        source_statement)
 from .errors import PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError, TaxonomyError
@@ -268,10 +269,13 @@ def _run(con, policy: Policy, src: Source, taxonomies, models, records: int, met
             if what != BASE_STATEMENT:   # prepare() already made the base counts (level plans)
                 con.execute(render(stmt))
         say("verifying")
+        if policy.privacy.max_suppression > 0:   # suppression to a fixed point (whole-table checks move with it)
+            suppression.settle(con, names)
         result = _verify(con, policy, compiled, models, records, plan)
         sql_text = compiled.sql(pretty=True)
         if result["failures"]:
-            raise PrivacyRequirementError(_failure_message(con, policy, compiled, result, records))
+            need = _needed_suppression(con, ci, names, models, records, plan, result)
+            raise PrivacyRequirementError(_failure_message(policy, plan, result, records, need))
         rel = Release(policy.name, policy, sql_text, _plan_dict(plan), result["classes"], result["checks"],
                       result["metrics"], records, result["records_out"], result["suppressed"], result["noise"],
                       materialized=not dry_run, info={"seconds": time.perf_counter() - t0, **getattr(plan, "info", {})})
@@ -305,10 +309,13 @@ def _write_assignment(con, names: ReleaseNames, plan: AssignmentPlan) -> None:
 
 
 def _released_policy(policy: Policy, plan) -> Policy:
-    """A method that chooses which quasi-identifiers it generalizes (UPA with quasi = "ktfs") lists them in
-    ``plan.info["released_quasi"]``; the others are released unchanged, so they are insensitive in the release."""
-    chosen = getattr(plan, "info", {}).get("released_quasi")
-    if chosen is None or set(chosen) == set(policy.quasi):
+    """Every check groups by every declared quasi-identifier as released — except for bucket plans (slicing's
+    ``row_values``: original values permuted inside buckets), whose classes are the buckets: they list no QI in
+    ``plan.info["released_quasi"]``, and the QIs are insensitive in the release (docs/slicing.md says what slicing
+    guarantees). A method that merely leaves a QI unchanged (UPA with quasi = "ktfs") is still checked over it."""
+    info = getattr(plan, "info", {})
+    chosen = info.get("released_quasi")
+    if not info.get("row_values") or chosen is None or set(chosen) == set(policy.quasi):
         return policy
     d = policy.to_dict()
     for q in policy.quasi:
@@ -389,11 +396,30 @@ def check_summary(checks: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def _failure_message(con, policy: Policy, compiled: CompiledRelease, result: dict, records: int) -> str:
-    """Say which requirement failed, for how many classes/records, and what would satisfy it."""
-    names = compiled.names
-    pre = con.execute(render(exp.select(col(SIZE), col("__all_ok")).from_(names.classes.copy()))).df()
-    need = int(pre.loc[~pre["__all_ok"].astype(bool), SIZE].sum())
+def _needed_suppression(con, ci: CompileInput, names: ReleaseNames, models, records: int, plan,
+                        result: dict) -> float | None:
+    """Records this plan must suppress to meet every requirement: the fixed point of :func:`suppression.settle`.
+    With suppression allowed it has just run; otherwise it is run on a trial release (suppression on) inside the
+    transaction the refusal rolls back. None when suppression cannot help (a whole-table check still fails)."""
+    policy = ci.policy
+    if getattr(plan, "info", {}).get("slicing_check"):
+        return None   # slicing advises its own budget (its suppression is the method's)
+    if policy.privacy.max_suppression <= 0:
+        trial = dataclasses.replace(ci, policy=policy.replace(privacy={"max_suppression": 1.0}))
+        compiled = compile_release(trial, names)
+        con.execute(render(exp.Drop(tables=[names.table.copy()], kind="TABLE", exists=True)))
+        for _, stmt in compiled.statements:
+            con.execute(render(stmt))
+        suppression.settle(con, names)
+        result = _verify(con, trial.policy, compiled, models, records, plan)
+    if any(f["check"] != "max_suppression" for f in result["failures"]):
+        return None
+    return float(result["suppressed"])
+
+
+def _failure_message(policy: Policy, plan, result: dict, records: int, need: float | None) -> str:
+    """Say which requirement failed, for how many classes/records, and the budget that would satisfy it (the
+    suppression the same plan needs to meet every requirement, rounded up), or that no budget would."""
     parts = []
     for f in result["failures"]:
         if f["check"] == "max_suppression":
@@ -404,10 +430,30 @@ def _failure_message(con, policy: Policy, compiled: CompiledRelease, result: dic
                          f"{f['failing_records']} records")
         else:
             parts.append(f"{f['check']} fails for {f['failing_classes']} classes ({f['failing_records']} records)")
-    frac = need / records if records else 0
-    hint = (f"; meeting every requirement at this plan needs suppression of {need} of {records} records: allow it "
-            f"with max_suppression = {frac:.4g} (or more), or generalize further / choose a search method")
+    unchanged = _unchanged_quasi(policy, plan)
+    if unchanged:
+        parts.append(f"method {policy.method!r} released quasi-identifier(s) {unchanged} unchanged "
+                     f"({plan.info.get('selection', 'not generalized')} selection), and every check groups by "
+                     "every declared quasi-identifier: generalize them (e.g. method_params.quasi = \"policy\") or "
+                     "declare them insensitive if they are not quasi-identifiers")
+    budget = suppression.advised_budget(need, records) if need is not None else None
+    if budget is not None:
+        hint = (f"; meeting every requirement at this plan needs suppression of {need:g} of {records} records: "
+                f"allow it with max_suppression = {budget:g} (or more), or generalize further / choose a search method")
+    elif need is not None and need >= records:
+        hint = "; at this plan every record would have to be suppressed: generalize further or relax the requirements"
+    elif need is None:
+        hint = "; suppressing records cannot meet it at this plan: generalize further or relax the requirements"
+    else:
+        hint = ""
     return f"release {policy.name!r} not created: " + "; ".join(parts) + hint
+
+
+def _unchanged_quasi(policy: Policy, plan) -> list[str]:
+    """Declared QIs an assignment plan released as they are (not in its class values; bucket plans excepted)."""
+    if not isinstance(plan, AssignmentPlan) or plan.info.get("row_values"):
+        return []
+    return [q for q in policy.quasi if q not in plan.class_values.columns]
 
 
 def _json_struct(columns: list[str], table_alias: str | None = None) -> exp.Expression:
