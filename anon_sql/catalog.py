@@ -28,6 +28,11 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
     duckdb_udfs.register(con)
 
 
+def upgrade(con: duckdb.DuckDBPyConnection) -> None:
+    """Run the idempotent catalog DDL again: adds the tables introduced after this database's catalog was made."""
+    con.execute(_sql_file("catalog.sql"))
+
+
 def is_installed(con: duckdb.DuckDBPyConnection) -> bool:
     """Does the database hold the anon catalog? (duckdb_tables(): a third of information_schema's cost)"""
     rows = con.execute(

@@ -181,6 +181,12 @@ def _register_optional() -> None:
 
 
 _register_optional()
+from .cli_sql import run_cmd, shell_cmd  # noqa: E402  (SQL scripts and the interactive shell: anon_sql/cli_sql.py)
+main.add_command(run_cmd), main.add_command(shell_cmd)
+
+from .cli_assess import assess_cmd  # noqa: E402  (its own module; imports assess lazily)
+
+main.add_command(assess_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

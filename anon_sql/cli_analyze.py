@@ -92,7 +92,7 @@ def _show(df: pd.DataFrame) -> str:
 @click.option("--quasi", help="Comma-separated attributes to analyze (default: every column but target and count).")
 @click.option("--count-column", help="Column holding the number of records each row stands for (leakage).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random step.")
-@click.option("--n-estimators", type=click.IntRange(min=1), default=500, show_default=True,
+@click.option("--n-estimators", type=click.IntRange(min=1), default=100, show_default=True,
               help="Trees of the random forest (--vulnerability).")
 @click.option("--delta", type=click.FloatRange(0.0, 1.0), default=0.2, show_default=True,
               help="KTFS threshold: features scoring below it are selected for anonymization.")

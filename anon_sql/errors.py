@@ -32,3 +32,24 @@ class PrivacyRequirementError(AnonSQLError):
 
 class ReleaseExistsError(AnonSQLError):
     """The release table already exists and replace was not requested."""
+
+
+class StatementError(AnonSQLError):
+    """A statement of a SQL script failed; says which one (number, line, column) and keeps the cause's exit code."""
+
+    def __init__(self, message: str, *, number: int, line: int, column: int, exit_code: int = 2) -> None:
+        super().__init__(f"statement {number} (line {line}, column {column}): {message}")
+        self.number, self.line, self.column = number, line, column
+        self.exit_code = exit_code
+
+
+class UnknownViewError(SourceError):
+    """No anonymized view (release recorded in the catalog) of that name (CLI exit code 2)."""
+
+    exit_code = 2
+
+
+class ViewExistsError(ReleaseExistsError):
+    """CREATE ANONYMIZED VIEW on a name that exists (CLI exit code 2: bad input, nothing changed)."""
+
+    exit_code = 2

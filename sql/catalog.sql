@@ -85,3 +85,28 @@ CREATE TABLE IF NOT EXISTS anon.identity_vulnerability (
     n_estimators    INTEGER,
     created_at      TIMESTAMP DEFAULT current_timestamp
 );
+
+-- one row per version of an anonymized view: created, replaced or refreshed (anon_sql.views / REFRESH ANONYMIZED VIEW).
+-- policy_json is the policy as declared (REFRESH re-runs it); plan is the plan that made this version.
+-- rows_* compare the released rows (ec_id aside) with the previous version, classes_* its classes by released
+-- quasi-identifier values; NULL where there was nothing to compare with.
+CREATE TABLE IF NOT EXISTS anon.release_versions (
+    release         VARCHAR,
+    version         INTEGER,
+    action          VARCHAR,      -- create | replace | refresh | refresh keep plan
+    method          VARCHAR,      -- the method that made this version (levels for KEEP PLAN)
+    plan            VARCHAR,      -- JSON
+    policy_json     VARCHAR,      -- the declared policy
+    records_in      BIGINT,
+    records_out     BIGINT,
+    suppressed      BIGINT,
+    classes         BIGINT,
+    k_achieved      BIGINT,
+    plan_changed    BOOLEAN,
+    rows_added      BIGINT,
+    rows_removed    BIGINT,
+    classes_added   BIGINT,
+    classes_removed BIGINT,
+    classes_resized BIGINT,
+    created_at      TIMESTAMP DEFAULT current_timestamp
+);

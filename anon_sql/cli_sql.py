@@ -1,0 +1,136 @@
+"""``anon-sql run SCRIPT.sql`` and ``anon-sql shell``: SQL scripts and an interactive prompt that accept DuckDB SQL
+and the anonymized-view statements (:mod:`anon_sql.statements`); results of queries print as tables."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import click
+import duckdb
+import pandas as pd
+
+from .cli_errors import cli_errors
+from .errors import AnonSQLError
+
+MAX_ROWS = 40
+HISTORY = "~/.anon_sql_history"
+HELP = """Statements end with ';' and may span lines. Besides DuckDB SQL:
+  CREATE [OR REPLACE] ANONYMIZED VIEW name WITH (k = 5, ...) AS SELECT quasi(col, taxonomy => 't'), ... FROM source;
+  REFRESH ANONYMIZED VIEW name [KEEP PLAN];    DROP ANONYMIZED VIEW [IF EXISTS] name;
+  SHOW ANONYMIZED VIEWS;    EXPLAIN ANONYMIZED VIEW name;    CHECK ANONYMIZED VIEW name;
+  EXPORT ANONYMIZED VIEW name TO 'file.parquet';
+.help  this text        .quit / .exit (or Ctrl-D)  leave"""
+
+
+def format_frame(frame: pd.DataFrame, max_rows: int = MAX_ROWS) -> str:
+    """A result as a plain table with a row count; the first and last rows of a long one."""
+    n = len(frame)
+    if frame.columns.empty:
+        return f"({n} rows)"
+    if n == 0:
+        return "  ".join(map(str, frame.columns)) + "\n(0 rows)"
+    text = frame.to_string(index=False, max_rows=max_rows, min_rows=min(max_rows, 20))
+    return f"{text}\n({n} row{'s' if n != 1 else ''})"
+
+
+def echo_result(result) -> None:
+    """Print one statement's result: its message, then its rows."""
+    if result.message:
+        click.echo(result.message)
+    if result.frame is not None:
+        click.echo(format_frame(result.frame))
+
+
+@click.command("run")
+@click.argument("script", type=click.File("r", encoding="utf-8"))
+@click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
+def run_cmd(script: TextIO, db: str | None) -> None:
+    """Run a SQL script (or - for stdin): DuckDB SQL and anonymized-view statements; stop at the first failure."""
+    from .statements import execute
+
+    text = script.read()
+    with cli_errors():
+        execute(duckdb.connect(db or ":memory:"), text, on_result=echo_result)
+
+
+@click.command("shell")
+@click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
+@click.option("--history", default=None,
+              help=f"History file (default: $ANON_SQL_HISTORY, else {HISTORY}).")
+def shell_cmd(db: str | None, history: str | None) -> None:
+    """Interactive SQL prompt with history; accepts DuckDB SQL and the anonymized-view statements.
+
+    With input piped in (not a terminal) it runs like `anon-sql run -`: no prompt, stop at the first failure."""
+    with cli_errors():
+        con = duckdb.connect(db or ":memory:")
+    interactive = sys.stdin.isatty()
+    if interactive:
+        _with_history(history)
+        click.echo(f"anon-sql shell on {db or 'an in-memory database'}; .help for help, .quit to leave")
+    sys.exit(_loop(con, interactive))
+
+
+def _with_history(path: str | None) -> None:
+    """Line editing and a persistent history through the standard library's readline (where it exists)."""
+    try:
+        import atexit
+        import readline
+    except ImportError:    # pragma: no cover - Windows without pyreadline
+        return
+    file = Path(os.path.expanduser(path or os.environ.get("ANON_SQL_HISTORY") or HISTORY))
+    try:
+        readline.read_history_file(file)
+    except OSError:
+        pass
+    readline.set_history_length(1000)
+    atexit.register(_save_history, readline, file)
+
+
+def _save_history(readline, file: Path) -> None:
+    try:
+        readline.write_history_file(file)
+    except OSError as err:
+        click.echo(f"warning: cannot write the shell history to {file}: {err}", err=True)
+
+
+def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
+    """Read statements until EOF or .quit; returns the exit code."""
+    from .statements import Session, is_complete
+
+    session = Session(con)
+    lines: list[str] = []
+    while True:
+        try:
+            line = input(("anon> " if not lines else "  ...> ") if interactive else "")
+        except EOFError:
+            line = None
+        except KeyboardInterrupt:
+            click.echo("^C")
+            lines = []
+            continue
+        if line is None and not any(x.strip() for x in lines):
+            if interactive:
+                click.echo("")
+            return 0
+        if line is not None and not lines and line.strip().startswith("."):
+            command = line.strip().split()[0]
+            if command in (".quit", ".exit"):
+                return 0
+            click.echo(HELP if command == ".help" else f"unknown command {command}; .help lists what there is",
+                       err=command != ".help")
+            continue
+        if line is not None:
+            lines.append(line)
+            if not is_complete("\n".join(lines)):
+                continue
+        text, lines = "\n".join(lines), []
+        try:
+            session.run_script(text, on_result=echo_result)
+        except AnonSQLError as err:
+            click.echo(f"error: {err}", err=True)
+            if not interactive:
+                return err.exit_code
+        if line is None:
+            return 0
