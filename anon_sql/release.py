@@ -417,9 +417,18 @@ def _needed_suppression(con, ci: CompileInput, names: ReleaseNames, models, reco
     return float(result["suppressed"])
 
 
-def _failure_message(policy: Policy, plan, result: dict, records: int, need: float | None) -> str:
+def failing_classes_records(con, names: ReleaseNames) -> int:
+    """Records in the classes that fail before any suppression (``__classes``): a lower bound of what suppression
+    needs (for an engine that cannot settle suppression to a fixed point, e.g. Spark)."""
+    pre = con.execute(render(exp.select(col(SIZE), col("__all_ok")).from_(names.classes.copy()))).df()
+    return int(pre.loc[~pre["__all_ok"].astype(bool), SIZE].sum())
+
+
+def _failure_message(policy: Policy, plan, result: dict, records: int, need: float | None,
+                     at_least: bool = False) -> str:
     """Say which requirement failed, for how many classes/records, and the budget that would satisfy it (the
-    suppression the same plan needs to meet every requirement, rounded up), or that no budget would."""
+    suppression the same plan needs to meet every requirement, rounded up), or that no budget would.
+    ``at_least``: ``need`` is only a lower bound (no fixed point was computed): say so, advise nothing."""
     parts = []
     for f in result["failures"]:
         if f["check"] == "max_suppression":
@@ -437,7 +446,10 @@ def _failure_message(policy: Policy, plan, result: dict, records: int, need: flo
                      "every declared quasi-identifier: generalize them (e.g. method_params.quasi = \"policy\") or "
                      "declare them insensitive if they are not quasi-identifiers")
     budget = suppression.advised_budget(need, records) if need is not None else None
-    if budget is not None:
+    if at_least and need:
+        hint = (f"; at this plan at least {need:g} of {records} records fail before suppression "
+                f"(max_suppression >= {need / records:.4g}; group rules and t-closeness may need more)")
+    elif budget is not None:
         hint = (f"; meeting every requirement at this plan needs suppression of {need:g} of {records} records: "
                 f"allow it with max_suppression = {budget:g} (or more), or generalize further / choose a search method")
     elif need is not None and need >= records:

@@ -34,7 +34,7 @@ from test_attribute_focused import independent_max_p
 settings.register_profile("ci", max_examples=6, deadline=None, derandomize=True,
                           phases=[Phase.explicit, Phase.reuse, Phase.generate],
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("large", max_examples=150, deadline=None,
+settings.register_profile("large", max_examples=40, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PROFILE = "large" if os.environ.get("ANON_SQL_FUZZ") == "large" else "ci"
 

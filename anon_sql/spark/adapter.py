@@ -22,7 +22,7 @@ from ..methods import AssignmentPlan, LevelPlan, MethodContext, get_method
 from ..models import build_models
 from ..policy import Policy, coerce_policy
 from ..release import (Release, _count_records, _effective_policy, _failure_message, _is_numeric, _plan_dict,
-                       _verify, check_records, resolve_taxonomies as _resolve_taxonomies)
+                       _verify, check_records, failing_classes_records, resolve_taxonomies as _resolve_taxonomies)
 from ..source import Source
 from ..sqlbuild import alias, col, ident, record_count, render
 from ..taxonomy import Taxonomy
@@ -100,7 +100,8 @@ def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, outp
         with jobs.stage("verify"):
             result = _verify(sq, policy, compiled, models, records, plan)
             if result["failures"]:
-                raise PrivacyRequirementError(_failure_message(sq, policy, compiled, result, records))
+                need = failing_classes_records(sq, names)
+                raise PrivacyRequirementError(_failure_message(policy, plan, result, records, need, at_least=True))
         if output:
             with jobs.stage("output"):
                 spark.table(policy.name).write.mode("overwrite" if replace else "errorifexists").parquet(output)
