@@ -13,15 +13,29 @@ Public API (everything else is private and may change)::
 """
 from __future__ import annotations
 
-from .catalog import install, load_taxonomy, store_taxonomy
+import importlib
+import sys
+import types
+
 from .errors import (AnonSQLError, PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError,
                      StatementError, TaxonomyError, UnknownViewError, ViewExistsError)
-from .policy import Attribute, Policy, Privacy, Requirement
-from .release import Release, release
-from .api import check, compile, export, load_taxonomy_file
-from .taxonomy import Taxonomy
 
 __version__ = "0.1.0"
+
+# Every other public name is imported on first use (PEP 562), so that `import anon_sql` — and the CLI, which must
+# start at once — does not load pandas, scikit-learn or scipy before a command needs them.
+_LAZY = {
+    "install": ".catalog", "load_taxonomy": ".catalog", "store_taxonomy": ".catalog",
+    "Attribute": ".policy", "Policy": ".policy", "Privacy": ".policy", "Requirement": ".policy",
+    "Release": ".release", "release": ".release",
+    "check": ".api", "compile": ".api", "export": ".api", "load_taxonomy_file": ".api",
+    "Taxonomy": ".taxonomy",
+    "assess": ".assessment", "Assessment": ".assessment",
+    "execute": ".statements",          # SQL scripts with the anonymized-view statements
+    "refresh": ".views",
+    "leakage": ".analytics.leakage", "compare_leakage": ".analytics.leakage",
+    "feature_relevance": ".analytics.relevance", "identity_vulnerability": ".analytics.vulnerability",
+}
 
 __all__ = [
     "install", "Policy", "Attribute", "Privacy", "Requirement", "release", "Release", "compile", "check",
@@ -32,29 +46,28 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """Analytics are imported lazily (scikit-learn / scipy load only when used)."""
-    if name == "metrics":  # anon_sql.metrics(con, release, names) — the package module is callable
-        import importlib
+    """Import a public name on first use; ``anon_sql.metrics`` is the (callable) metrics package itself."""
+    if name == "metrics":  # anon_sql.metrics(con, release, names)
         return importlib.import_module(".metrics", __name__)
-    if name in ("assess", "Assessment"):
-        from . import assessment as module
-        return getattr(module, name)
-    if name == "execute":   # SQL scripts with the anonymized-view statements (anon_sql.statements)
-        from .statements import execute
-        return execute
-    if name == "refresh":
-        from .views import refresh
-        return refresh
-    if name == "leakage":
-        from .analytics.leakage import leakage
-        return leakage
-    if name == "compare_leakage":
-        from .analytics.leakage import compare_leakage
-        return compare_leakage
-    if name == "feature_relevance":
-        from .analytics.relevance import feature_relevance
-        return feature_relevance
-    if name == "identity_vulnerability":
-        from .analytics.vulnerability import identity_vulnerability
-        return identity_vulnerability
-    raise AttributeError(f"module 'anon_sql' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'anon_sql' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | {"metrics"})
+
+
+class _Package(types.ModuleType):
+    """Importing the submodule ``anon_sql.release`` must not replace the public function ``anon_sql.release``."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and name in _LAZY and _LAZY[name] == f".{name}":
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

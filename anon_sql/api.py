@@ -23,11 +23,13 @@ DIALECTS = ("duckdb", "spark", "postgres", "trino", "sqlite")
 
 
 def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.DuckDBPyConnection | None = None,
-            pretty: bool = False) -> list[str]:
+            pretty: bool = False, source: Any = None) -> list[str]:
     """The release's SQL statements for ``dialect``; running them in order creates the released table.
 
     Without a connection the policy must be self-contained (file or mapping taxonomies, every column declared,
-    ``method = "levels"``). With one, the plan is computed first (searches run on the connection's data).
+    ``method = "levels"``). With one, the plan is computed first (searches run on the connection's data, or on
+    ``source``: a DataFrame, Arrow table, relation, ... in place of the policy's ``source``). The statements read
+    the policy's ``source`` by name, as the engine that runs them knows it.
     """
     if dialect not in DIALECTS:
         raise PolicyError(f"dialect {dialect!r} is not one of {', '.join(DIALECTS)}")
@@ -35,18 +37,19 @@ def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.Du
     if con is not None:
         from .release import prepare, release
 
-        eff, src, taxonomies, models, records, method = prepare(con, policy)
+        eff, src, taxonomies, models, records, method = prepare(con, policy, source)
         if method.plan_kind == "assignment" and dialect != "duckdb":
             raise PolicyError(f"method {policy.method!r} computes a record assignment; only dialect 'duckdb' "
                               "can be compiled for it")
         if policy.method == "levels":
             plan = get_method("levels", policy.method_params).plan(_Ctx(eff, taxonomies))
         else:
-            rel = release(con, policy, dry_run=True)
+            rel = release(con, policy, dry_run=True, source=source)
             plan = LevelPlan(dict(rel.plan)) if method.plan_kind == "levels" else None
             if plan is None:
                 return rel.sql
-        relation = src.relation if dialect == "duckdb" or not is_path(eff.source) else table_relation(eff.source)
+        in_place = source is None and (dialect == "duckdb" or not is_path(eff.source))
+        relation = src.relation if in_place else table_relation(eff.source)
         ci = CompileInput(eff, relation, src.columns, plan, taxonomies, models, dialect=dialect)
         return compile_release(ci).sql(pretty=pretty)
     if policy.method != "levels":

@@ -18,11 +18,12 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from .errors import PolicyError, SourceError, TaxonomyError
+from .errors import PolicyError, SourceError
 from .models import ClassStats, SensitiveCounts, TCloseness
-from .source import Source, is_path, resolve
+from .models.hierarchical import resolve_taxonomy, taxonomy_nodes
+from .source import Source, resolve
 from .sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render
-from .taxonomy import Taxonomy, from_arx_csv
+from .taxonomy import Taxonomy
 from .udfs import kernels
 from .udfs import risk_kernels as rk
 
@@ -101,22 +102,6 @@ def _population_size(population: Any, sampling_fraction: float | None, n: float)
     return float(population)
 
 
-def _taxonomy(con, spec: Any, attribute: str) -> Taxonomy:
-    """A Taxonomy object, an ARX-format CSV path, or the name of a catalog taxonomy."""
-    if isinstance(spec, Taxonomy):
-        return spec
-    if isinstance(spec, str):
-        if is_path(spec):
-            return from_arx_csv(spec)
-        from .catalog import load_taxonomy
-
-        tax = load_taxonomy(con, spec)
-        if tax is not None:
-            return tax
-    raise TaxonomyError(f"taxonomy for {attribute!r}: {spec!r} is not a Taxonomy, an ARX hierarchy file or a "
-                        "taxonomy stored in the catalog (anon-sql taxonomy load)")
-
-
 # -- the computation ----------------------------------------------------------------------------------------------
 def assess(con: duckdb.DuckDBPyConnection, source: str | pd.DataFrame, quasi: Sequence[str] | str,
            sensitive: Sequence[str] | str | None = None, *, population: Any = None,
@@ -158,7 +143,7 @@ def assess(con: duckdb.DuckDBPyConnection, source: str | pd.DataFrame, quasi: Se
                 raise PolicyError(f"population {psrc.label!r} lacks quasi-identifier(s) {missing}")
             pop_counts = _base_counts(con, psrc, quasi, None)
         return _measure(src.label, base, quasi, sensitive, population, sampling_fraction, threshold,
-                        {sa: _taxonomy(con, t, sa) for sa, t in (taxonomies or {}).items()}, combination_size,
+                        {sa: resolve_taxonomy(t, sa, con) for sa, t in (taxonomies or {}).items()}, combination_size,
                         pop_counts, src)
     finally:
         for name in registered:
@@ -323,22 +308,6 @@ def _value_rank(labels, type_name: str) -> np.ndarray:
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return rank
-
-
-def taxonomy_nodes(taxonomy: Taxonomy, labels, attribute: str) -> list[np.ndarray]:
-    """Per level, the node code of each value (the value's ancestor at that level); every value must be a leaf."""
-    leaves = taxonomy.levels["level0"]
-    index = pd.Index(leaves)
-    text = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in labels]
-    pos = index.get_indexer(text)
-    if (pos < 0).any():
-        missing = [t for t, p in zip(text, pos) if p < 0][:10]
-        raise TaxonomyError(f"taxonomy {taxonomy.name!r} does not cover value(s) {missing} of {attribute!r}")
-    nodes = []
-    for j in range(taxonomy.height + 1):
-        codes, _ = pd.factorize(taxonomy.levels[f"level{j}"])
-        nodes.append(np.asarray(codes, dtype=np.int64)[pos])
-    return nodes
 
 
 def _population_table_measures(work, quasi: list[str], classes: pd.DataFrame, pop_size: float) -> dict[str, Any]:

@@ -4,21 +4,45 @@ from __future__ import annotations
 import sys
 
 import click
-import duckdb
 
-from . import api, catalog
 from .cli_errors import cli_errors as _errors, echo_release
+from .cli_lazy import LazyGroup, LazyModule
 from .errors import AnonSQLError, PrivacyRequirementError
-from .policy import coerce_policy
 
+# imported when a command first uses them: `anon-sql --help` must not load pandas, scikit-learn or scipy
+duckdb, api, catalog = LazyModule("duckdb"), LazyModule("anon_sql.api"), LazyModule("anon_sql.catalog")
+DIALECTS = ("duckdb", "spark", "postgres", "trino", "sqlite")     # = api.DIALECTS (tested), without importing api
 STAGES = ("planning", "materializing", "verifying")
+# commands in modules of their own, imported only when they run: name -> (module, command, one-line help)
+LAZY_COMMANDS = {
+    "analyze": ("anon_sql.cli_analyze", "analyze", "Rank the attributes of TABLE (a table in --db, or a .csv/.parquet "
+                                                   "path) by leakage, vulnerability, relevance."),
+    "assess": ("anon_sql.cli_assess", "assess_cmd", "Measure SOURCE (a table of --db, or a .csv / .parquet file) as "
+                                                    "it is: k, l, t, α, β, δ, prosecutor / journalist / marketer risk, "
+                                                    "population uniqueness."),
+    "report": ("anon_sql.cli_report", "report", "Print (and optionally write as HTML / JSON) the metrics report of "
+                                                "a release."),
+    "run": ("anon_sql.cli_sql", "run_cmd", "Run a SQL script (or - for stdin): DuckDB SQL and anonymized-view "
+                                           "statements; stop at the first failure."),
+    "shell": ("anon_sql.cli_sql", "shell_cmd", "Interactive SQL prompt with history; accepts DuckDB SQL and the "
+                                               "anonymized-view statements."),
+    "sweep": ("anon_sql.cli_report", "sweep", "Dry-run a policy once per parameter value and tabulate the metrics "
+                                              "(nothing is created)."),
+}
+
+
+def coerce_policy(policy):
+    """:func:`anon_sql.policy.coerce_policy`, imported on use."""
+    from .policy import coerce_policy as coerce
+
+    return coerce(policy)
 
 
 def _connect(db: str | None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(db or ":memory:", read_only=read_only)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="anon-sql")
 def main() -> None:
     """anon_sql: privacy-preserving data publishing inside DuckDB."""
@@ -132,7 +156,7 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
 
 @main.command("sql")
 @click.argument("policy", type=click.Path(exists=True, dir_okay=False))
-@click.option("--dialect", default="duckdb", type=click.Choice(api.DIALECTS), show_default=True)
+@click.option("--dialect", default="duckdb", type=click.Choice(DIALECTS), show_default=True)
 @click.option("--db", default=None, help="Database with the source and catalog (needed for searches).")
 def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
     """Print the SQL a policy compiles to, for an engine dialect."""
@@ -167,26 +191,6 @@ def export_cmd(release_name: str, db: str, to: str) -> None:
         for path in api.export(_connect(db), release_name, to):
             click.echo(f"wrote {path}")
 
-
-def _register_optional() -> None:
-    """Commands contributed by optional modules (analytics, reports) when present."""
-    try:
-        from .cli_analyze import analyze
-    except ImportError:
-        return
-    main.add_command(analyze)
-    from .cli_report import report, sweep
-    main.add_command(report)
-    main.add_command(sweep)
-
-
-_register_optional()
-from .cli_sql import run_cmd, shell_cmd  # noqa: E402  (SQL scripts and the interactive shell: anon_sql/cli_sql.py)
-main.add_command(run_cmd), main.add_command(shell_cmd)
-
-from .cli_assess import assess_cmd  # noqa: E402  (its own module; imports assess lazily)
-
-main.add_command(assess_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

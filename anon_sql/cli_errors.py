@@ -5,9 +5,11 @@ import contextlib
 import sys
 
 import click
-import duckdb
 
+from .cli_lazy import LazyModule
 from .errors import AnonSQLError
+
+duckdb = LazyModule("duckdb")   # `except duckdb.Error` imports it only when an error is being handled
 
 
 @contextlib.contextmanager

@@ -330,6 +330,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         base = exp.select(*key_cols, alias(exp.Sum(this=w), SIZE)).from_(relation.copy()).group_by(*key_cols)
         ctes.append(("__sz", base))
     per_attr = []
+    extra_cols: list[list[str]] = []
     for i, sa in enumerate(sens):
         sv, sa_q = f"__sv{i}", f"__sa{i}"
         grouped = (exp.select(*key_cols, alias(col(sa), "__v"), alias(exp.Sum(this=w), "__c"))
@@ -356,6 +357,12 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         tmodel = next((m for m in ci.models if isinstance(m, TCloseness) and m.attribute == sa), None)
         if tmodel is None or tmodel.distance == "equal":
             items.append(alias(tc_equal, f"__tclose__{sa}"))
+        extra_cols.append([])
+        for model in ci.models:   # per-class aggregates a model declares over (count, class size, table share)
+            if getattr(model, "attribute", None) == sa and hasattr(model, "class_aggregates"):
+                for name, agg in model.class_aggregates(col("__c", "x"), col("__m", "x"), col("__q", "g")).items():
+                    items.append(alias(agg, name))
+                    extra_cols[-1].append(name)
         q = (exp.select(*items).from_(exp.Table(this=ident(sv), alias=exp.TableAlias(this=ident("x"))))
              .join(exp.Table(this=ident(gq), alias=exp.TableAlias(this=ident("g"))),
                    on=null_safe_eq(col("__v", "x"), col("__v", "g")), join_type="left")
@@ -363,6 +370,8 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         ctes.append((sa_q, q))
         if tmodel is not None and tmodel.distance == "ordered":
             ctes.extend(_ordered_tcloseness_ctes(i, sa, keys, sv, gq))
+        elif tmodel is not None and hasattr(tmodel, "sql_ctes"):   # e.g. the hierarchical distance
+            ctes.extend(tmodel.sql_ctes(i, keys, sv, gq))
         per_attr.append(sa_q)
 
     # assemble: base (first per-attribute aggregate, or sizes), joined with the other aggregates
@@ -380,13 +389,14 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
             if needs_values:
                 select_items.append(col(f"__values__{sa}", a))
         tmodel = next((m for m in ci.models if isinstance(m, TCloseness) and m.attribute == sa), None)
-        if tmodel is not None and tmodel.distance == "ordered":
+        if tmodel is not None and tmodel.distance != "equal":
             t_alias = f"t{i}"
             query = query.join(exp.Table(this=ident(f"__tco{i}"), alias=exp.TableAlias(this=ident(t_alias))),
                                on=join_on(base_alias, t_alias))
             select_items.append(col(f"__tclose__{sa}", t_alias))
         else:
             select_items.append(col(f"__tclose__{sa}", a))
+        select_items.extend(col(name, a) for name in extra_cols[i])
     inner = query.select(*select_items, copy=False)
     for name, cte in ctes:
         # DuckDB: the one aggregation over the rows is computed once, not inlined into each CTE that reads it

@@ -5,6 +5,7 @@ The three forms are equivalent: ``Policy.from_toml(p.to_toml()) == p`` and ``Pol
 from __future__ import annotations
 
 import copy
+import math
 import json
 import tomllib
 from dataclasses import dataclass, field
@@ -37,9 +38,10 @@ class Attribute:
             raise PolicyError(
                 f"attribute {self.name!r}: action {self.action!r} is not one of {', '.join(IDENTIFIER_ACTIONS)}"
             )
-        if self.taxonomy is not None and self.role != "quasi":
+        if self.taxonomy is not None and self.role not in ("quasi", "sensitive"):
             raise PolicyError(
-                f"attribute {self.name!r}: only quasi-identifiers take a taxonomy (its role is {self.role!r})"
+                f"attribute {self.name!r}: only quasi-identifiers (generalization) and sensitive attributes "
+                f"(hierarchical t-closeness) take a taxonomy (its role is {self.role!r})"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,10 +76,14 @@ class Privacy:
     simpson: dict[str, float] | None = None
     theta: dict[str, float] | None = None
     p_sensitive: dict[str, Any] | None = None
+    alpha: float | None = None                       # (α, k)-anonymity
+    beta_likeness: dict[str, Any] | None = None      # { beta = 1.0, kind = "basic" | "enhanced" }
+    delta_disclosure: float | dict[str, Any] | None = None   # δ, or { delta = 1.0, log = "e" | "2" }
     requirements: list[Requirement] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KNOWN = ("k", "max_suppression", "l_diversity", "t_closeness", "simpson", "theta", "p_sensitive", "requirements")
+    _KNOWN = ("k", "max_suppression", "l_diversity", "t_closeness", "simpson", "theta", "p_sensitive", "alpha",
+              "beta_likeness", "delta_disclosure", "requirements")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Privacy":
@@ -91,7 +97,8 @@ class Privacy:
         if self.k is not None:
             out["k"] = self.k
         out["max_suppression"] = self.max_suppression
-        for name in ("l_diversity", "t_closeness", "simpson", "theta", "p_sensitive"):
+        for name in ("l_diversity", "t_closeness", "simpson", "theta", "p_sensitive", "alpha", "beta_likeness",
+                     "delta_disclosure"):
             v = getattr(self, name)
             if v is not None:
                 out[name] = copy.deepcopy(v)
@@ -99,6 +106,29 @@ class Privacy:
         if self.requirements:
             out["requirements"] = [r.to_dict() for r in self.requirements]
         return out
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _validate_distribution_models(p: Privacy) -> None:
+    """privacy.alpha in (0, 1]; privacy.beta_likeness = { beta > 0, kind basic|enhanced };
+    privacy.delta_disclosure = δ > 0 or { delta > 0, log = "e" | "2" }."""
+    if p.alpha is not None and not (_number(p.alpha) and 0 < p.alpha <= 1):
+        raise PolicyError(f"privacy.alpha ((α, k)-anonymity) must be a share in (0, 1], got {p.alpha!r}")
+    if p.beta_likeness is not None:
+        b = p.beta_likeness
+        if not isinstance(b, dict) or set(b) - {"beta", "kind"} or not _number(b.get("beta")) or b["beta"] <= 0 \
+                or b.get("kind", "basic") not in ("basic", "enhanced"):
+            raise PolicyError("privacy.beta_likeness must be { beta = <number > 0>, kind = \"basic\" | \"enhanced\" }, "
+                              f"got {b!r}")
+    if p.delta_disclosure is not None:
+        d = p.delta_disclosure if isinstance(p.delta_disclosure, dict) else {"delta": p.delta_disclosure}
+        if set(d) - {"delta", "log"} or not _number(d.get("delta")) or d["delta"] <= 0 \
+                or str(d.get("log", "e")) not in ("e", "2"):
+            raise PolicyError("privacy.delta_disclosure must be δ > 0 or { delta = <number > 0>, log = \"e\" | \"2\" }, "
+                              f"got {p.delta_disclosure!r}")
 
 
 @dataclass
@@ -165,11 +195,13 @@ class Policy:
                 raise PolicyError("privacy.l_diversity kind 'recursive' needs c, e.g. { kind = \"recursive\", c = 3, l = 2 }")
         if p.theta is not None and not 0 < float(p.theta.get("mu", -1)) <= 1:
             raise PolicyError(f"privacy.theta.mu must be in (0, 1] (the paper uses 0.5–0.9), got {p.theta.get('mu')!r}")
-        needs_sa = p.l_diversity or p.t_closeness is not None or p.simpson or p.theta or p.p_sensitive
+        _validate_distribution_models(p)
+        needs_sa = (p.l_diversity or p.t_closeness is not None or p.simpson or p.theta or p.p_sensitive
+                    or p.alpha is not None or p.beta_likeness is not None or p.delta_disclosure is not None)
         if needs_sa and not self.sensitive:
             raise PolicyError(
-                "the policy asks for a sensitive-attribute model (l-diversity, t-closeness, Simpson, θ or "
-                "p-sensitivity) but no attribute has role = \"sensitive\""
+                "the policy asks for a sensitive-attribute model (l-diversity, t-closeness, Simpson, θ, "
+                "p-sensitivity, α, β-likeness or δ-disclosure) but no attribute has role = \"sensitive\""
             )
         if self.count_column and self.count_column in self.attributes:
             raise PolicyError(f"count_column {self.count_column!r} cannot also be an attribute of the policy")

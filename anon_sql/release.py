@@ -183,14 +183,15 @@ def check_records(policy: Policy, src: Source, records: int) -> None:
 
 
 # -- running ----------------------------------------------------------------------------------------------------
-def prepare(con, policy, source: pd.DataFrame | None = None, base: bool = False):
+def prepare(con, policy, source: Any = None, base: bool = False):
     """Resolve a policy against a connection: effective policy, source, taxonomies, models, records, method.
 
     ``base``: for a level method, aggregate the source once into the release's temp base-count table
     (:mod:`anon_sql.base_counts`) and check taxonomy coverage from it; the caller drops it."""
     policy = coerce_policy(policy)
     catalog.ensure_installed(con)
-    src = resolve(con, source if source is not None else policy.source)
+    # an in-memory source (DataFrame, Arrow, relation) is registered per release: its views read it by that name
+    src = resolve(con, source if source is not None else policy.source, label=policy.name + "__input")
     policy = _effective_policy(policy, src)
     records = _count_records(con, src, policy)
     check_records(policy, src, records)
@@ -212,7 +213,7 @@ def prepare(con, policy, source: pd.DataFrame | None = None, base: bool = False)
 
 
 def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, replace: bool = False,
-            dry_run: bool = False, source: pd.DataFrame | None = None,
+            dry_run: bool = False, source: Any = None,
             progress: Callable[[str], None] | None = None) -> Release:
     """Plan, compile, materialize and verify a release in one transaction; see the module docstring."""
     say = progress or (lambda message: None)
@@ -470,6 +471,8 @@ def _unchanged_quasi(policy: Policy, plan) -> list[str]:
 
 def _json_struct(columns: list[str], table_alias: str | None = None) -> exp.Expression:
     fields = [exp.PropertyEQ(this=exp.Literal.string(c), expression=col(c, table_alias)) for c in columns]
+    if not fields:   # an empty struct literal `{}` parses only from DuckDB 2.0 on
+        return exp.Cast(this=lit("{}"), to=exp.DataType.build("JSON"))
     return exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)])
 
 

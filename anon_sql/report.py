@@ -1,15 +1,12 @@
 """Release reports (text, HTML, JSON) and parameter sweeps.
 
-A report is a plain dict (JSON-ready): the release's summary, plan, checks, every metric with its direction and
-formula, class-size distribution, NCP per QI, query error by dim × selectivity, leakage per QI and, on request,
-classification accuracy against the original baseline. HTML embeds matplotlib charts when matplotlib is installed
-(``pip install anon-sql[report]``), tables only otherwise.
+A report is a plain dict (JSON-ready): the release's summary, verdict, plan, checks, every metric with its family,
+direction and formula, class-size distribution, original vs released distribution per QI, NCP per QI, query error by
+dim × selectivity, leakage per QI and, on request, classification accuracy against the original baseline. The HTML
+page (:mod:`anon_sql.report_html`) draws its charts as inline SVG: self-contained, no plotting library.
 """
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
 import math
 from typing import Any, Sequence
@@ -17,9 +14,12 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 import pandas as pd
+from sqlglot import exp
 
 from .errors import AnonSQLError, PolicyError, PrivacyRequirementError
 from .policy import Policy, coerce_policy
+from .report_html import render_html
+from .sqlbuild import alias, col, ident, lit, record_count, render as render_sql
 
 FORMATS = ("text", "html", "json")
 
@@ -43,18 +43,36 @@ def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
     return json.loads(frame.to_json(orient="records", default_handler=str))
 
 
+def verdict(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """``pass`` when every check passed, ``fail`` naming the failed ones, ``unknown`` when the checks could not run."""
+    failed = [str(c.get("check")) for c in checks if c.get("passed") is False]
+    unknown = [str(c.get("check")) for c in checks if c.get("passed") is None]
+    status = "fail" if failed else ("unknown" if unknown or not checks else "pass")
+    return {"status": status, "checks": len(checks), "failed": failed, "unknown": unknown}
+
+
+def _metric_rows(values: dict[str, float]) -> list[dict[str, Any]]:
+    """One row per metric value: family, direction, formula from the registry (details keys follow their metric)."""
+    from .metrics.registry import lookup
+
+    rows = []
+    for k, v in values.items():
+        m = lookup(k)
+        rows.append({"metric": k, "value": float(v), "family": m.family if m else "info",
+                     "direction": m.direction if m else "info", "formula": m.formula if m and m.name == k else ""})
+    return rows
+
+
 def from_release(rel) -> dict[str, Any]:
     """A report from a :class:`~anon_sql.release.Release` alone (no database): summary, plan, checks, metrics."""
-    from .metrics import direction
-
     sizes = rel.classes["__size"].to_numpy(dtype=float) if "__size" in rel.classes else np.zeros(0)
+    checks = _records(rel.checks)
     return {
         "release": rel.name, "method": rel.policy.method, "source": rel.policy.source,
         "records_in": rel.records_in, "records_out": rel.records_out, "suppressed": rel.suppressed,
         "noise": rel.noise, "classes": int(len(rel.classes)), "plan": rel.plan,
         "quasi": rel.policy.quasi, "sensitive": rel.policy.sensitive, "materialized": rel.materialized,
-        "checks": _records(rel.checks),
-        "metrics": [{"metric": k, "value": float(v), "direction": direction(k)} for k, v in rel.metrics.items()],
+        "verdict": verdict(checks), "checks": checks, "metrics": _metric_rows(rel.metrics),
         "class_sizes": _size_histogram(sizes),
     }
 
@@ -65,7 +83,6 @@ def build(con, release_name: str, names: Sequence[str] | str | None = None, para
     with ``classify = "<target column>"``, classification accuracy (see metrics.classification.classify)."""
     from . import api
     from .metrics import ReleaseData, evaluate
-    from .metrics.registry import lookup
     from .metrics.query import query_error_table
     from .metrics.risk import leakage_table
 
@@ -75,18 +92,16 @@ def build(con, release_name: str, names: Sequence[str] | str | None = None, para
         checks = api.check(con, release_name)
     except (AnonSQLError, duckdb.Error) as err:   # e.g. an exported copy without its views: metrics still shown
         checks = pd.DataFrame([{"check": "checks view", "passed": None, "error": str(err)}])
-    metrics = []
-    for k, v in values.items():
-        m = lookup(k)
-        metrics.append({"metric": k, "value": v, "direction": m.direction if m else "info",
-                        "formula": m.formula if m and m.name == k else ""})
+    checks_rows = _records(checks)
     report: dict[str, Any] = {
         "release": release_name, "method": data.policy.method, "source": data.source_label,
         "records_in": data.records_in, "records_out": int(data.class_sizes.sum()), "suppressed": data.suppressed,
         "noise": data.noise, "classes": int(len(data.class_sizes)), "plan": data.plan, "quasi": data.quasi,
         "sensitive": data.policy.sensitive, "materialized": True,
-        "checks": _records(checks), "metrics": metrics, "class_sizes": _size_histogram(data.class_sizes),
+        "verdict": verdict(checks_rows), "checks": checks_rows, "metrics": _metric_rows(values),
+        "class_sizes": _size_histogram(data.class_sizes),
         "ncp_by_qi": {q: values[f"ncp__{q}"] for q in data.quasi if f"ncp__{q}" in values},
+        "distributions": distributions(data),
     }
     if "query_error" in values:
         report["query_error_table"] = _records(query_error_table(data))
@@ -98,6 +113,97 @@ def build(con, release_name: str, names: Sequence[str] | str | None = None, para
         report["classification"] = _records(run_classify(con, data, classify, **(classify_options or {})))
         report["classification_target"] = classify
     return report
+
+
+# -- original vs released distributions -------------------------------------------------------------------------
+DIST_BINS = 12     # equal-width bins of a numeric quasi-identifier (the same bins for the original and the release)
+DIST_TOP = 20      # categories shown before the rest is summed up as "(N other values)"
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "FLOAT", "DOUBLE", "DECIMAL", "REAL")
+
+
+def _numeric(type_name: str) -> bool:
+    return str(type_name).upper().startswith(_NUMERIC) and "[]" not in str(type_name)
+
+
+def _histogram(con, relation: exp.Expression, column: str, weight: exp.Expression, lo: float, hi: float,
+               integer: bool = False) -> list[dict[str, Any]]:
+    """Records per equal-width bin of ``[lo, hi]`` (integer columns: whole-number bins labelled ``17–22``; values
+    outside clamp to the end bins; NULLs as "(null)")."""
+    if integer:
+        width = float(max(1, math.ceil((hi - lo + 1) / DIST_BINS)))
+        bins = int(math.ceil((hi - lo + 1) / width))
+    else:
+        width, bins = (hi - lo) / DIST_BINS, DIST_BINS
+    x = exp.Cast(this=col(column), to=exp.DataType.build("DOUBLE"))
+    raw = exp.Floor(this=exp.Div(this=exp.Paren(this=exp.Sub(this=x, expression=lit(lo))), expression=lit(width)))
+    b = exp.Coalesce(this=exp.Greatest(this=exp.Least(this=exp.Cast(this=raw, to=exp.DataType.build("INT")),
+                                                      expressions=[lit(bins - 1)]), expressions=[lit(0)]),
+                     expressions=[lit(-1)])
+    q = exp.select(alias(b, "b"), alias(weight, "n")).from_(relation.copy()).group_by(b.copy())
+    counts = {int(r[0]): float(r[1]) for r in con.execute(render_sql(q)).fetchall()}
+
+    def label(i: int) -> str:
+        if integer:
+            return f"{int(lo + i * width)}–{int(min(hi, lo + (i + 1) * width - 1))}"
+        return f"{lo + i * width:.4g}–{lo + (i + 1) * width:.4g}"
+    rows = [{"value": label(i), "records": counts.get(i, 0.0)} for i in range(bins)]
+    if counts.get(-1):
+        rows.append({"value": "(null)", "records": counts[-1]})
+    return rows
+
+
+def _categories(con, relation: exp.Expression, column: str, weight: exp.Expression) -> list[dict[str, Any]]:
+    """Records per value, in the column's own order (ENUM order for generalized levels) when there are at most
+    DIST_TOP values, else the DIST_TOP most frequent and one "(N other values)" row."""
+    grouped = exp.select(alias(col(column), "k"), alias(weight, "n")).from_(relation.copy()).group_by(col(column))
+    k = col("k")
+    q = (exp.select(alias(exp.Cast(this=k, to=exp.DataType.build("VARCHAR")), "v"), col("n"),
+                    alias(exp.Window(this=exp.RowNumber(), order=exp.Order(
+                        expressions=[exp.Ordered(this=k.copy(), nulls_first=False)])), "pos"),
+                    alias(exp.Window(this=exp.Count(this=exp.Star())), "groups"),
+                    alias(exp.Window(this=exp.Sum(this=col("n"))), "total"))
+         .from_(grouped.subquery("g")).order_by(exp.Ordered(this=col("n"), desc=True), col("pos"))
+         .limit(DIST_TOP))
+    found = con.execute(render_sql(q)).fetchall()
+    if not found:
+        return []
+    groups, total = int(found[0][3]), float(found[0][4])
+    if groups <= DIST_TOP:
+        found = sorted(found, key=lambda r: r[2])
+    rows = [{"value": "(null)" if r[0] is None else str(r[0]), "records": float(r[1])} for r in found]
+    if groups > DIST_TOP:
+        rows.append({"value": f"({groups - DIST_TOP} other values)",
+                     "records": total - sum(r["records"] for r in rows)})
+    return rows
+
+
+def distributions(data) -> dict[str, dict[str, Any]]:
+    """Per quasi-identifier: records per value in the original source and in the release (numeric columns binned
+    alike on both sides when the release keeps them numeric), plus the suppressed records. All in SQL."""
+    con, src = data.con, data.source
+    released = exp.Table(this=ident(data.name))
+    weight = record_count(data.policy.count_column)
+    rel_types = {r[0]: r[1] for r in con.execute(render_sql(exp.Describe(
+        this=exp.select("*").from_(released.copy())))).fetchall()}
+    out: dict[str, dict[str, Any]] = {}
+    for q in data.quasi:
+        lo = hi = None
+        if _numeric(src.types.get(q, "")):
+            x = exp.Cast(this=col(q), to=exp.DataType.build("DOUBLE"))
+            lo, hi = con.execute(render_sql(exp.select(exp.Min(this=x), exp.Max(this=x.copy()))
+                                            .from_(src.relation.copy()))).fetchall()[0]
+        binned = lo is not None and hi is not None and hi > lo
+        integer = "INT" in str(src.types.get(q, "")).upper()
+        original = (_histogram(con, src.relation, q, weight, lo, hi, integer) if binned
+                    else _categories(con, src.relation, q, weight))
+        both = binned and _numeric(rel_types.get(q, ""))
+        release_rows = (_histogram(con, released, q, weight, lo, hi, integer) if both
+                        else _categories(con, released, q, weight))
+        if data.suppressed:
+            release_rows.append({"value": "(suppressed)", "records": float(data.suppressed)})
+        out[q] = {"original": original, "released": release_rows, "binned": binned, "same_bins": both}
+    return out
 
 
 # -- rendering ---------------------------------------------------------------------------------------------------
@@ -116,7 +222,10 @@ def _text_table(rows: list[dict[str, Any]]) -> str:
 def render_text(report: dict[str, Any]) -> str:
     """Plain text: summary, plan, checks, metrics and the detail tables."""
     r = report
-    parts = [f"release {r['release']!r} ({r['method']}): {r['records_in']} records in, {r['records_out']} released, "
+    v = r.get("verdict") or verdict(r["checks"])
+    said = {"pass": f"PASS: all {v['checks']} checks hold on the released table",
+            "fail": f"FAIL: {', '.join(v['failed'])} failed", "unknown": "UNKNOWN: the checks could not be run"}
+    parts = [said[v["status"]], f"release {r['release']!r} ({r['method']}): {r['records_in']} records in, {r['records_out']} released, "
              f"{r['suppressed']} suppressed, {r['noise']} noise, {r['classes']} classes",
              f"plan: {json.dumps(r['plan'], default=str)}", "", "checks:", _text_table(r["checks"]), "", "metrics:"]
     parts += [f"  {m['metric']}: {_fmt(m['value'])} ({m['direction']})" for m in r["metrics"]]
@@ -140,87 +249,6 @@ def render_json(report: dict[str, Any]) -> str:
         return v
 
     return json.dumps(clean(report), indent=2, default=str, allow_nan=False)
-
-
-def _html_table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "<p><em>none</em></p>"
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _charts(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """(title, base64 PNG) per chart; empty when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    specs = []
-    if report.get("class_sizes"):
-        cs = report["class_sizes"]
-        specs.append(("Classes by size", [c["size"] for c in cs], [c["classes"] for c in cs], "classes"))
-    if report.get("ncp_by_qi"):
-        specs.append(("NCP per quasi-identifier", list(report["ncp_by_qi"]), list(report["ncp_by_qi"].values()),
-                      "NCP"))
-    if report.get("classification"):
-        rows = [r for r in report["classification"]]
-        labels = [f"{r['model']} ({r['protocol']})" for r in rows]
-        specs.append(("Accuracy: release (orig. baseline as line)", labels, [r["accuracy_release"] for r in rows],
-                      "accuracy", [r["accuracy_original"] for r in rows]))
-    out = []
-    for spec in specs:
-        title, labels, values, ylabel = spec[:4]
-        fig, ax = plt.subplots(figsize=(6.5, 3.2))
-        ax.bar(range(len(values)), values, color="#4477aa")
-        if len(spec) > 4:
-            ax.scatter(range(len(values)), spec[4], color="#cc3311", marker="_", s=400, zorder=3, label="original")
-            ax.legend(loc="lower right")
-        ax.set_xticks(range(len(values)), labels, rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90)
-        plt.close(fig)
-        out.append((title, base64.b64encode(buf.getvalue()).decode("ascii")))
-    return out
-
-
-def render_html(report: dict[str, Any], charts: bool = True) -> str:
-    """A self-contained HTML page (every value escaped)."""
-    r = report
-    e = html.escape
-    css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse;"
-           "margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#f3f3f3}")
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>anon_sql report: {e(str(r['release']))}"
-             f"</title><style>{css}</style></head><body>",
-             f"<h1>Release {e(str(r['release']))}</h1>",
-             f"<p>method <b>{e(str(r['method']))}</b>, source {e(str(r['source']))}: {r['records_in']} records in, "
-             f"{r['records_out']} released, {r['suppressed']} suppressed, {r['noise']} noise, {r['classes']} "
-             "equivalence classes.</p>",
-             f"<p>quasi-identifiers: {e(', '.join(map(str, r.get('quasi', []))))}; sensitive: "
-             f"{e(', '.join(map(str, r.get('sensitive', []))))}</p>",
-             f"<h2>Plan</h2><pre>{e(json.dumps(r['plan'], indent=1, default=str))}</pre>",
-             "<h2>Checks</h2>", _html_table(r["checks"]), "<h2>Metrics</h2>", _html_table(r["metrics"])]
-    for key, title in (("class_sizes", "Class sizes"), ("query_error_table", "Query error by dim × selectivity"),
-                       ("leakage", "Entropy leakage per quasi-identifier (seed 000)"),
-                       ("classification", "Classification accuracy (release vs original baseline)")):
-        if r.get(key):
-            parts += [f"<h2>{e(title)}</h2>", _html_table(r[key])]
-    images = _charts(r) if charts else []
-    if images:
-        parts.append("<h2>Charts</h2>")
-        parts += [f"<figure><img alt='{e(t)}' src='data:image/png;base64,{b}'><figcaption>{e(t)}</figcaption>"
-                  "</figure>" for t, b in images]
-    elif charts:
-        parts.append("<p><em>Charts need matplotlib: pip install anon-sql[report]</em></p>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
 
 
 def render(report: dict[str, Any], format: str = "text") -> str:

@@ -1,17 +1,37 @@
-"""Resolve a policy's source — a table or view of the database, a .csv/.parquet path, or a DataFrame — to a relation."""
+"""Resolve a policy's source to a relation: a table or view of the database, a .csv/.parquet path, or a Python object
+the user holds (pandas / Polars DataFrame, pyarrow Table / Dataset, DuckDB relation), registered on the connection.
+
+Optional libraries (pandas, polars, pyarrow) are recognised by their type's module and name, never imported here:
+the CLI imports this module and must start fast."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import itertools
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
 
 import duckdb
-import pandas as pd
 from sqlglot import exp
 
 from .errors import SourceError
 from .sqlbuild import ident, lit, render
 
 FILE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
+ACCEPTED = ("a table or view name, a .csv/.tsv/.parquet path (str or pathlib.Path), a pandas or Polars DataFrame "
+            "(or Polars LazyFrame), a pyarrow Table / RecordBatch / Dataset, or a DuckDB relation")
+INPUT_NAME = "__anon_input"   # where an object source is registered when the caller names no place
+
+# (module prefix, class name) of every in-memory source DuckDB can scan, by kind
+_OBJECT_TYPES = {
+    "pandas": {("pandas", "DataFrame")},
+    "polars": {("polars", "DataFrame"), ("polars", "LazyFrame")},
+    "pyarrow": {("pyarrow", "Table"), ("pyarrow", "RecordBatch"), ("pyarrow", "Dataset")},
+    "relation": {("duckdb", "DuckDBPyRelation")},
+}
+_ONE_SHOT = {("pyarrow", "RecordBatchReader")}
 
 
 @dataclass
@@ -65,13 +85,116 @@ def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(con.execute(_TABLE, args).fetchall()[0][0] or con.execute(_VIEW, args).fetchall()[0][0])
 
 
-def resolve(con: duckdb.DuckDBPyConnection, source: str | pd.DataFrame, label: str | None = None) -> Source:
-    """Find the source and read its columns; raise :class:`SourceError` naming what exists when it is not found."""
-    if isinstance(source, pd.DataFrame):
-        name = label or "__anon_dataframe_source"
-        con.register(name, source)
+def _type_names(obj: Any) -> set[tuple[str, str]]:
+    """(top-level module, class name) of the object's type and its bases."""
+    return {(c.__module__.split(".")[0], c.__name__) for c in type(obj).__mro__}
+
+
+def object_kind(obj: Any) -> str | None:
+    """'pandas', 'polars', 'pyarrow' or 'relation' for an in-memory source DuckDB can scan, else None."""
+    names = _type_names(obj)
+    return next((kind for kind, types in _OBJECT_TYPES.items() if names & types), None)
+
+
+def _type_label(obj: Any) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def register(con: duckdb.DuckDBPyConnection, obj: Any, name: str = INPUT_NAME) -> str:
+    """Register an in-memory source on the connection as the temporary view ``name`` and return ``name``.
+
+    DuckDB scans the object in place (no copy through Python rows). A DuckDB relation of another connection cannot
+    be scanned across connections: it is read once into an Arrow table (by DuckDB) and that is registered.
+    Anything else, or a one-shot stream, is a :class:`SourceError` naming the type and what is accepted."""
+    kind = object_kind(obj)
+    if kind is None:
+        if _type_names(obj) & _ONE_SHOT:
+            raise SourceError(f"source of type {_type_label(obj)} can be read only once, and a release reads its "
+                              "source several times: pass reader.read_all() (a pyarrow Table) instead")
+        raise SourceError(f"source of type {_type_label(obj)} is not supported; pass {ACCEPTED}")
+    try:
+        con.register(name, obj)
+        _describe(con, exp.Table(this=ident(name)))
+    except duckdb.Error as err:
+        if kind != "relation":
+            unregister(con, name)
+            raise SourceError(f"cannot read the {kind} source: {err}") from None
+        try:   # a relation of another connection (or database): DuckDB reads it into Arrow, once
+            table = obj.to_arrow_table() if hasattr(obj, "to_arrow_table") else obj.arrow()
+        except duckdb.Error as err2:
+            unregister(con, name)
+            raise SourceError(f"cannot read the DuckDB relation passed as source (is its connection closed?): "
+                              f"{err2}") from None
+        con.register(name, table)
+    return name
+
+
+def unregister(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop what :func:`register` or :func:`temporary_table` created under ``name`` (no error when gone)."""
+    with contextlib.suppress(duckdb.Error):
+        con.unregister(name)
+    temp = exp.Table(this=ident(name), db=ident("main"), catalog=ident("temp"))
+    con.execute(render(exp.Drop(tables=[temp], kind="VIEW", exists=True)))
+
+
+_scratch = itertools.count(1)
+
+
+@contextlib.contextmanager
+def temporary_table(con: duckdb.DuckDBPyConnection, source: Any) -> Iterator[str]:
+    """A table name for any source, valid inside the ``with``: a table/view name as given; a path or a Python object
+    as a temporary view of a fresh name, dropped on exit."""
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if isinstance(source, str) and not is_path(source):
+        yield source
+        return
+    name = f"{INPUT_NAME}_{next(_scratch)}"
+    if isinstance(source, str):
+        if not Path(source).exists():
+            raise SourceError(f"source file {source!r} does not exist")
+        view = exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True,
+                          properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
+                          expression=exp.select("*").from_(file_relation(source)))
+        con.execute(render(view))
+    else:
+        register(con, source, name)
+    try:
+        yield name
+    finally:
+        unregister(con, name)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def accepts_sources(fn: F) -> F:
+    """Let ``fn(con, table, ...)``, written for a table name, take any source (path, DataFrame, Arrow, relation)."""
+    @functools.wraps(fn)
+    def wrapper(con, table=None, *args, **kwargs):
+        with temporary_table(con, table) as name:
+            return fn(con, name, *args, **kwargs)
+    return wrapper  # type: ignore[return-value]
+
+
+def _describe(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> list[tuple]:
+    return con.execute(render(exp.Describe(this=exp.select("*").from_(relation.copy())))).fetchall()
+
+
+def resolve(con: duckdb.DuckDBPyConnection, source: Any, label: str | None = None) -> Source:
+    """Find the source and read its columns; raise :class:`SourceError` naming what exists when it is not found.
+
+    ``source``: see :data:`ACCEPTED`. A Python object is registered on the connection as the temporary view
+    ``label`` (default :data:`INPUT_NAME`); it stays registered, since the release's views read it."""
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str):
+        name = register(con, source, label or INPUT_NAME)
         relation: exp.Expression = exp.Table(this=ident(name))
         label = name
+    elif not source.strip():
+        raise SourceError(f"source is an empty name; pass {ACCEPTED}")
     elif is_path(source):
         if not Path(source).exists():
             raise SourceError(f"source file {source!r} does not exist")
@@ -89,7 +212,7 @@ def resolve(con: duckdb.DuckDBPyConnection, source: str | pd.DataFrame, label: s
         relation = table_relation(source)
         label = source
     try:
-        described = con.execute(render(exp.Describe(this=exp.select("*").from_(relation.copy())))).fetchall()
+        described = _describe(con, relation)
     except duckdb.Error as err:
         raise SourceError(f"cannot read source {label!r}: {err}") from None
     columns = [r[0] for r in described]

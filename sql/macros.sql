@@ -71,3 +71,42 @@ CREATE OR REPLACE MACRO anon.recursive_l_ok_counts(c, cc, l) AS
 
 CREATE OR REPLACE MACRO anon.recursive_l_ok(vals, cc, l) AS
     anon.recursive_l_ok_counts(anon.value_counts(vals), cc, l);
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- Table measures of any table from plain SQL (docs/assess.md; the numpy forms are udfs/risk_kernels.py):
+--   SELECT * FROM anon.k_anonymity('adult', ['age', 'sex']);
+-- tbl = a table or view name (query_table); qi = a list of column names; s = a list with the sensitive column.
+-- NULL is a value of its own in every column (GROUP BY groups NULLs together).
+
+-- records per equivalence class: the QI columns and size (one row per class)
+CREATE OR REPLACE MACRO anon.class_sizes(tbl, qi) AS TABLE
+    SELECT COLUMNS(qi), count(*) AS size FROM query_table(tbl) GROUP BY ALL;
+
+-- k = the smallest class, with the number of classes and records
+CREATE OR REPLACE MACRO anon.k_anonymity(tbl, qi) AS TABLE
+    SELECT min(size) AS k, count(*) AS classes, sum(size) AS records FROM anon.class_sizes(tbl, qi);
+
+-- distinct and entropy l-diversity of the sensitive column s (a one-element list)
+CREATE OR REPLACE MACRO anon.l_diversity(tbl, qi, s) AS TABLE
+    SELECT min(l_distinct) AS l_distinct, min(exp(anon.entropy_counts(counts))) AS l_entropy FROM (
+        SELECT COLUMNS(qi), count(*) AS l_distinct, list(c) AS counts FROM (
+            SELECT COLUMNS(qi), COLUMNS(s), count(*) AS c FROM query_table(tbl) GROUP BY ALL)
+        GROUP BY ALL);
+
+-- share of records alone in their class, and their number
+CREATE OR REPLACE MACRO anon.sample_uniques(tbl, qi) AS TABLE
+    SELECT coalesce(sum(size) FILTER (WHERE size = 1), 0) / sum(size) AS sample_uniques,
+           coalesce(sum(size) FILTER (WHERE size = 1), 0) AS unique_records
+    FROM anon.class_sizes(tbl, qi);
+
+-- prosecutor risk: highest 1/min|E|, lowest 1/max|E|, average over records #E/n, average over classes mean 1/|E|,
+-- and the share of records whose risk 1/|E| exceeds the threshold
+CREATE OR REPLACE MACRO anon.prosecutor_risk(tbl, qi, threshold := 0.2) AS TABLE
+    SELECT 1.0 / min(size) AS highest, 1.0 / max(size) AS lowest, count(*) / sum(size) AS avg_records,
+           avg(1.0 / size) AS avg_classes,
+           coalesce(sum(size) FILTER (WHERE 1.0 / size > threshold), 0) / sum(size) AS records_at_risk
+    FROM anon.class_sizes(tbl, qi);
+
+-- (α, k)-anonymity: the largest share of one sensitive value in a class, from its per-value counts
+CREATE OR REPLACE MACRO anon.alpha_counts(c) AS
+    list_transform([list_filter(c::DOUBLE[], lambda _n: _n > 0)], lambda _f: list_max(_f) / list_sum(_f))[1];

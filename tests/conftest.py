@@ -83,3 +83,15 @@ def adult_policy(levels: dict | None = None, **privacy) -> dict:
         "privacy": {"k": 5, **privacy},
         "method_params": {"levels": levels or {}},
     }
+
+
+def load_classes(c: duckdb.DuckDBPyConnection, classes: dict[str, str], table: str = "golden") -> None:
+    """A table (zip, s) with one class per zip, its sensitive values one character each: {"1": "aabb", ...}."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"zip": [z for z, s in classes.items() for _ in s],
+                          "s": [v for s in classes.values() for v in s]})
+    c.register("__classes_src", frame)
+    c.execute(f'CREATE TABLE "{table}" AS SELECT * FROM __classes_src')
+    c.unregister("__classes_src")
+

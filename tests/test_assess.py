@@ -308,3 +308,40 @@ def test_cli_db_read_only_and_errors(tmp_path):
     assert "prosecutor_risk_highest: 1" in ok.output
     bad = CliRunner().invoke(main, ["assess", "t", "--db", str(db), "--quasi", "zz"])
     assert bad.exit_code == 2 and "zz" in bad.output
+
+
+# -- ARX's published expectations (TestRiskMetrics.testAverageRisk2 / testDecisionRule2: Adult, every column a QI,
+#    compared as ARX does, on four significant digits) ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def adult_all():
+    c = duckdb.connect()
+    c.execute("CREATE TABLE adult AS SELECT * FROM read_csv(?, delim=';', header=true)",
+              [str(data_path("adult", "adult.csv"))])
+    yield c, [r[0] for r in c.execute("DESCRIBE adult").fetchall()]
+    c.close()
+
+
+def _four_digits(v: float) -> int:
+    return int(v * 10000)
+
+
+@pytest.mark.parametrize("fraction, expected, model", [
+    (0.1, 0.27684993883653597, "pitman"), (0.2, 0.3577099234829125, "zayatz"),
+    (0.01, 0.1446083531167384, "pitman"), (1.0, 0.5142895033485844, "snb")])
+def test_arx_decision_rule_on_adult(adult_all, fraction, expected, model):
+    con, qi = adult_all
+    m = anon_sql.assess(con, "adult", qi, sampling_fraction=fraction).measures
+    assert _four_digits(m["population_uniques_dankar"]) == _four_digits(expected)
+    assert m["population_uniques_dankar_model"] == model
+    assert m["population_uniques_dankar"] <= m["sample_uniques"] + 1e-12
+    if fraction == 0.1:   # ARX's test names both candidates' values for π = 0.1
+        assert _four_digits(m["population_uniques_zayatz"]) == _four_digits(0.3207402393466189)
+    if fraction == 1.0:
+        assert _four_digits(m["sample_uniques"]) == _four_digits(expected)
+
+
+def test_arx_average_risk_on_adult(adult_all):
+    con, qi = adult_all
+    m = anon_sql.assess(con, "adult", qi).measures
+    assert m["prosecutor_risk_avg_records"] == pytest.approx(0.6465751607983555, rel=1e-12)
+    assert m["prosecutor_risk_highest"] == 1.0

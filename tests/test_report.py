@@ -59,18 +59,49 @@ def test_build_report_tables_and_json_nan_as_null(odd):
     assert "query error by dim" in text and "entropy leakage" in text
 
 
-def test_html_without_matplotlib_has_tables_only(odd, monkeypatch):
+def test_html_is_self_contained_with_verdict_cards_and_svg_charts(odd, monkeypatch):
     con, _ = odd
-    monkeypatch.setitem(sys.modules, "matplotlib", None)     # import matplotlib → ImportError
-    page = render(build(con, "o_rel", ["k", "ncp"]), "html")
-    assert "<table>" in page and "data:image/png" not in page and "pip install anon-sql[report]" in page
+    monkeypatch.setitem(sys.modules, "matplotlib", None)     # no plotting library is needed
+    rep = build(con, "o_rel", ["k", "ncp", "prosecutor_risk_max"])
+    page = render(rep, "html")
+    assert rep["verdict"] == {"status": "pass", "checks": len(rep["checks"]), "failed": [], "unknown": []}
+    assert "class='verdict pass'" in page and page.index("id='verdict'") < page.index("<h2>")
+    assert "data-metric='prosecutor_risk_max'" in page and "data-metric='ncp'" in page
+    assert page.count("<svg") >= 2 + 2 * 2                   # class sizes, records by size, 2 × (original, released)
+    assert "src=" not in page and "<script" not in page and "http://" not in page.replace(
+        "http://www.w3.org/2000/svg", "")
+    assert "zip &lt;&amp;&gt;" in page and ODD not in page   # the odd column name escaped in the charts too
 
 
-def test_html_with_matplotlib_embeds_charts(odd):
-    pytest.importorskip("matplotlib")
+def test_distributions_are_recomputed_counts_of_original_and_release(odd):
+    """Oracle: pandas value counts of the source and of the released table."""
     con, _ = odd
-    page = render(build(con, "o_rel", ["k", "ncp"]), "html")
-    assert page.count("data:image/png;base64,") >= 2          # class sizes and NCP per QI
+    dist = build(con, "o_rel", ["k"])["distributions"]
+    src = con.execute("SELECT * FROM o").df()
+    rel = con.execute("SELECT * FROM o_rel").df()
+    odd_orig = {d["value"]: d["records"] for d in dist[ODD]["original"]}
+    assert odd_orig == src[ODD].value_counts().astype(float).to_dict()
+    odd_rel = {d["value"]: d["records"] for d in dist[ODD]["released"]}
+    assert odd_rel == rel[ODD].astype(str).value_counts().astype(float).to_dict() == {"a": 15.0, "b": 15.0}
+    age = dist["age"]                                        # integer ages 20..26: whole-number bins, binned alike?
+    assert age["binned"] and sum(d["records"] for d in age["original"]) == 30
+    lows = [int(d["value"].split("–")[0]) for d in age["original"]]
+    assert lows == sorted(lows) and lows[0] == 20
+    released = {d["value"]: d["records"] for d in age["released"]}    # generalized to width-5 intervals
+    assert released == rel["age"].astype(str).value_counts().astype(float).to_dict()
+
+
+def test_failing_checks_give_a_fail_verdict():
+    from anon_sql.report import render_text, verdict
+
+    checks = [{"check": "k_anonymity", "passed": True}, {"check": "l_diversity", "passed": False}]
+    v = verdict(checks)
+    assert v["status"] == "fail" and v["failed"] == ["l_diversity"]
+    assert verdict([{"check": "checks view", "passed": None}])["status"] == "unknown"
+    report = {"release": "r", "method": "levels", "source": "s", "records_in": 1, "records_out": 1, "suppressed": 0,
+              "noise": 0, "classes": 1, "plan": {}, "checks": checks, "metrics": [], "verdict": v}
+    assert render_text(report).startswith("FAIL: l_diversity failed")
+    assert "class='verdict fail'" in render(report, "html") and "failed: l_diversity" in render(report, "html")
 
 
 def test_set_param_and_parse_values():

@@ -15,12 +15,16 @@ from importlib import resources
 from typing import Any
 
 import duckdb
-import duckdb.sqltypes
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from anon_sql.udfs import kernels, slicing
+
+try:   # DuckDB >= 1.4 names the type module `sqltypes`; 1.1-1.3 call it `typing`
+    from duckdb import sqltypes
+except ImportError:  # pragma: no cover - exercised by CI's oldest-versions run
+    from duckdb import typing as sqltypes
 
 __all__ = ["UDF_NAMES", "install_macros", "macro_statements", "register"]
 
@@ -109,9 +113,9 @@ def _create(con: duckdb.DuckDBPyConnection, name: str, fn: Callable[..., Any], r
 def register(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Register the anon_* arrow UDFs on `con` (idempotent); returns `con`."""
     for name, seg_kernel in _DOUBLE_UDFS.items():
-        _create(con, name, _double_udf(seg_kernel), duckdb.sqltypes.DOUBLE)
-    _create(con, "anon_theta_ok", _theta_ok_udf, duckdb.sqltypes.BOOLEAN)
-    _create(con, "anon_slicing_diversity", slicing.slicing_diversity_udf, duckdb.sqltypes.DOUBLE)
+        _create(con, name, _double_udf(seg_kernel), sqltypes.DOUBLE)
+    _create(con, "anon_theta_ok", _theta_ok_udf, sqltypes.BOOLEAN)
+    _create(con, "anon_slicing_diversity", slicing.slicing_diversity_udf, sqltypes.DOUBLE)
     return con
 
 

@@ -153,20 +153,28 @@ def pitman_uniques(sizes: np.ndarray, freqs: np.ndarray, population: float) -> f
     return value if 0 <= value <= population else float("nan")
 
 
-def _shlosser_classes(s: np.ndarray, f: np.ndarray, pi: float) -> float:
-    """Shlosser's estimate of the number of non-empty population classes (Haas & Stokes 1998), as ARX's SNB uses."""
+def _shlosser_classes(s: np.ndarray, f: np.ndarray, pi: float, arx: bool) -> float:
+    """Shlosser's estimate of the number of non-empty population classes (Haas & Stokes 1998):
+    u + f1 · Σ i π²(1−π²)^{i−1} f_i / Σ ((1+π)^i − 1)(1−π)^i f_i · (Σ (1−π)^i f_i / Σ i π (1−π)^{i−1} f_i)².
+    ``arx``: the second sum as ARX's ModelSNB computes it, Σ ((1−π)^i f_i (1+π)^i − 1)."""
     u, f1 = f.sum(), f[s == 1].sum()
     q2 = pi * pi
-    num1 = (s * q2 * (1 - q2) ** (s - 1) * f).sum()
-    den1 = (((1 + pi) ** s - 1) * (1 - pi) ** s * f).sum()
-    num2 = ((1 - pi) ** s * f).sum()
-    den2 = (s * pi * (1 - pi) ** (s - 1) * f).sum()
-    return float(u + f1 * (num1 / den1) * (num2 / den2) ** 2)
+    with np.errstate(all="ignore"):
+        num1 = (s * q2 * (1 - q2) ** (s - 1) * f).sum()
+        den1 = ((1 - pi) ** s * f * (1 + pi) ** s - 1).sum() if arx else (((1 + pi) ** s - 1) * (1 - pi) ** s * f).sum()
+        num2 = ((1 - pi) ** s * f).sum()
+        den2 = (s * pi * (1 - pi) ** (s - 1) * f).sum()
+        return float(u + f1 * (num1 / den1) * (num2 / den2) ** 2)
 
 
-def snb_uniques(sizes: np.ndarray, freqs: np.ndarray, population: float) -> float:
+def snb_uniques(sizes: np.ndarray, freqs: np.ndarray, population: float, arx: bool = True) -> float:
     """The slide negative binomial model (Chen & Keller-McNulty 1998): fit (α, β) to the numbers of sample classes
-    of size 1 and 2 given K non-empty population classes (Shlosser), then population uniques = K · β^α."""
+    of size 1 and 2 given K non-empty population classes (Shlosser), then population uniques = K · β^α.
+
+    E[f_1] = Kπ(β/(1−d))^α (αd/(1−d) + 1) and E[f_2] = Kαβ^α π²(1−β)/2 · (1−d)^e (2 − (1−α)d), d = (1−π)(1−β),
+    with e = −(α+2) from the negative binomial's generating function, or e = +(α+2) and ARX's Shlosser sum as ARX's
+    ModelSNB writes them (``arx = True``, the default: the value ARX reports and Dankar's rule uses). NaN when the
+    solver finds no root with α > 0 and 0 < β <= 1."""
     from scipy.optimize import fsolve
 
     s, f = np.asarray(sizes, dtype=np.float64), np.asarray(freqs, dtype=np.float64)
@@ -175,15 +183,18 @@ def snb_uniques(sizes: np.ndarray, freqs: np.ndarray, population: float) -> floa
     c1, c2 = float(f[s == 1].sum()), float(f[s == 2].sum())
     if c1 == 0:
         return 0.0
-    if pi >= 1:
+    if pi >= 1:                                     # the sample is the population: its uniques are the uniques
         return c1
-    k = _shlosser_classes(s, f, pi)
+    k = _shlosser_classes(s, f, pi, arx)
+    if not math.isfinite(k):
+        return float("nan")
+    sign = 1.0 if arx else -1.0
 
     def equations(x: np.ndarray) -> list[float]:
         a, b = x
         d = (1 - pi) * (1 - b)
         e1 = k * pi * (b / (1 - d)) ** a * (a * d / (1 - d) + 1) - c1
-        e2 = k * a * b ** a * pi * pi * (1 - b) / 2 * (1 - d) ** (-(a + 2)) * (2 - (1 - a) * d) - c2
+        e2 = k * a * b ** a * pi * pi * (1 - b) / 2 * (1 - d) ** (sign * (a + 2)) * (2 - (1 - a) * d) - c2
         return [e1, e2]
 
     for start in ((1.0, 0.5), (0.5, 0.01), (1.0, 0.05), (2.0, 0.2), (0.1, 0.001)):  # first root with α > 0, β ∈ (0, 1]
@@ -216,13 +227,14 @@ def population_uniques(sizes: np.ndarray, freqs: np.ndarray, population: float) 
     pi = _check_population(n, population)
     if not (f[s == 1].sum() > 0):
         return {"population_uniques_pitman": 0.0, "population_uniques_zayatz": 0.0,
-                "population_uniques_snb": 0.0, "population_uniques_dankar": 0.0,
+                "population_uniques_snb": 0.0, "population_uniques_snb_nb": 0.0, "population_uniques_dankar": 0.0,
                 "population_uniques_dankar_model": "none (no sample uniques)"}
     p, z, b = pitman_uniques(s, f, population), zayatz_uniques(s, f, population), snb_uniques(s, f, population)
     d, model = dankar_uniques(p, z, b, pi)
     return {"population_uniques_pitman": p / population, "population_uniques_zayatz": z / population,
             "population_uniques_snb": b / population, "population_uniques_dankar": d / population,
-            "population_uniques_dankar_model": model}
+            "population_uniques_dankar_model": model,
+            "population_uniques_snb_nb": snb_uniques(s, f, population, arx=False) / population}
 
 
 # -- per class, over segmented sensitive counts ---------------------------------------------------------------------

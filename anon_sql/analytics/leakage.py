@@ -9,6 +9,7 @@ import pandas as pd
 from sqlglot import exp
 
 from anon_sql.errors import PolicyError, SourceError
+from anon_sql.source import accepts_sources
 from anon_sql.sqlbuild import alias, col, lit, render, table as table_ref
 
 _NUMERIC_PREFIXES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
@@ -125,6 +126,7 @@ def _leakage_query(table: str, sets: list[tuple[str, ...]], weight: exp.Expressi
     )
 
 
+@accepts_sources
 def leakage(con: duckdb.DuckDBPyConnection, table: str, attributes: Sequence[str], count_column: str | None = None,
             combinations: int = 1) -> pd.DataFrame:
     """Partitions, average information loss ΔS (bits) and normalized ΔS/log2 n per attribute (or per set of

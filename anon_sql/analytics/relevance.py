@@ -13,6 +13,7 @@ from sqlglot import exp
 
 from anon_sql.analytics.leakage import is_numeric_type, resolve_columns, table_columns
 from anon_sql.errors import PolicyError, SourceError
+from anon_sql.source import accepts_sources
 from anon_sql.sqlbuild import alias, col, lit, render, table as table_ref
 
 
@@ -66,6 +67,7 @@ def _abs_rho(x: np.ndarray, y: np.ndarray) -> float:
         return abs(float(stats.spearmanr(x, y, nan_policy="omit").statistic))
 
 
+@accepts_sources
 def feature_relevance(con: duckdb.DuckDBPyConnection, table: str, features: Sequence[str], target: str,
                       delta: float = 0.2, *, bins: int = 10, redundancy: float = 0.8, score: str = "kendall",
                       vulnerable: Sequence[str] = ()) -> pd.DataFrame:

@@ -1,0 +1,71 @@
+"""How fast `anon-sql` starts: wall time (best of N) and the heaviest imports (python -X importtime) per command,
+beside a bare `python -c pass` measured in the same run (report ratios: the machine is shared).
+
+    python bench/bench_startup.py [--repeat 7] [--db FILE]
+
+Without --db a demo database is created in a temp folder for `check` and `report`."""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "anon_sql.cli"]
+
+
+def best_wall(cmd: list[str], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=False)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def heaviest_imports(cmd: list[str], top: int = 5) -> list[tuple[str, float]]:
+    """Top-level packages by cumulative import time (ms), from -X importtime."""
+    err = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True).stderr
+    cumulative: dict[str, float] = {}
+    for line in err.splitlines():
+        m = re.match(r"import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)", line)
+        if m and len(m.group(2)) == 1:                     # a top-level import
+            name = m.group(3).split(".")[0]
+            cumulative[name] = cumulative.get(name, 0.0) + int(m.group(1)) / 1000
+    return sorted(cumulative.items(), key=lambda kv: -kv[1])[:top]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--db", default=None)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db or str(Path(tmp) / "demo.duckdb")
+        if args.db is None:
+            subprocess.run([*CLI, "demo", "--db", db], capture_output=True, check=True)
+        cases = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "anon-sql --help": [*CLI, "--help"],
+            "anon-sql check adult_demo": [*CLI, "check", "adult_demo", "--db", db],
+            "anon-sql sql --help": [*CLI, "sql", "--help"],
+            "anon-sql analyze --help": [*CLI, "analyze", "--help"],
+        }
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[:3]
+        print(f"load average {' '.join(load)}; best of {args.repeat}")
+        base = None
+        print(f"| command | wall (s) | ratio to python -c pass | heaviest imports (ms, cumulative) |")
+        print("| --- | ---: | ---: | --- |")
+        for label, cmd in cases.items():
+            wall = best_wall(cmd, args.repeat)
+            base = base or wall
+            heavy = ", ".join(f"{n} {ms:.0f}" for n, ms in heaviest_imports(cmd))
+            print(f"| `{label}` | {wall:.3f} | {wall / base:.1f}x | {heavy} |")
+
+
+if __name__ == "__main__":
+    main()

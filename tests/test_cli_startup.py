@@ -1,0 +1,63 @@
+"""`anon-sql` starts at once: `--help` and `check` do not import scikit-learn or scipy (nor pyspark); `--help` not
+even pandas or duckdb. Checked on sys.modules in a fresh interpreter (speed itself: bench/bench_startup.py)."""
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+import anon_sql
+from anon_sql import api
+from anon_sql.cli import DIALECTS, LAZY_COMMANDS, main
+from conftest import load_seed000, seed000_policy
+
+HEAVY = ("sklearn", "scipy", "pyspark", "matplotlib")
+
+
+def loaded_after(code: str) -> set[str]:
+    """Top-level modules a fresh interpreter has loaded after running ``code``."""
+    probe = code + "\nimport sys, json\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_import_and_help_load_no_heavy_library():
+    mods = loaded_after("import anon_sql.cli")
+    assert not mods & {*HEAVY, "pandas", "numpy", "duckdb", "sqlglot", "pyarrow"}, mods
+    mods = loaded_after("from anon_sql.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass")
+    assert not mods & {*HEAVY, "pandas", "duckdb"}, mods
+
+
+def test_check_loads_no_scikit_learn_or_scipy(tmp_path):
+    db = str(tmp_path / "c.duckdb")
+    con = duckdb.connect(db)
+    anon_sql.install(con)
+    load_seed000(con)
+    anon_sql.release(con, seed000_policy(method_params={"levels": {"zip": 1, "age": 1}}))
+    con.close()
+    mods = loaded_after(f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
+                        "except SystemExit as e:\n    assert e.code in (0, None), e.code")
+    assert "duckdb" in mods and not mods & set(HEAVY), mods
+
+
+def test_lazy_command_table_matches_the_commands():
+    """--help lists lazy commands from a table: it must say what the command's own docstring says."""
+    for name, (module, attr, help_text) in LAZY_COMMANDS.items():
+        cmd = getattr(importlib.import_module(module), attr)
+        assert cmd.name == name and cmd.get_short_help_str(10_000) == help_text, name
+        assert main.get_command(None, name) is cmd
+    assert DIALECTS == api.DIALECTS
+
+
+def test_package_names_resolve_lazily_and_release_stays_the_function():
+    import anon_sql.release  # noqa: F401  (the submodule import must not shadow the function)
+
+    assert callable(anon_sql.release) and anon_sql.release.__name__ == "release"
+    for name in anon_sql.__all__:
+        assert getattr(anon_sql, name) is not None, name
+    with pytest.raises(AttributeError):
+        anon_sql.no_such_name
