@@ -107,7 +107,7 @@ def cases(draw, method: str):
         privacy["l_diversity"] = {"kind": "slicing", "l": draw(st.sampled_from([1, 1.5, 2]))}
         params["columns"] = draw(st.integers(1, 2))
     else:
-        model = draw(st.sampled_from(["none", "distinct", "entropy", "recursive", "t"]))
+        model = draw(st.sampled_from(["none", "distinct", "entropy", "recursive", "t", "simpson", "p"]))
         if method == "theta":
             privacy["k"] = max(k, 2)
             privacy["theta"] = {"mu": draw(st.sampled_from([0.5, 0.8, 1.0]))}
@@ -117,6 +117,11 @@ def cases(draw, method: str):
             privacy["l_diversity"] = {"kind": "recursive", "c": draw(st.sampled_from([1, 2, 3])), "l": 2}
         elif model == "t":
             privacy["t_closeness"] = draw(st.sampled_from([0.3, 0.6, 1.0]))
+        elif model == "simpson":
+            privacy["simpson"] = draw(st.sampled_from([{"diversity": 1.5}, {"evenness": 0.8},
+                                                       {"diversity": 1.2, "evenness": 0.5}]))
+        elif model == "p":
+            privacy["p_sensitive"] = {"p": draw(st.integers(1, 3))}
         if len(quasi) > 1 and method != "upa" and draw(st.booleans()):
             privacy["requirements"] = [{"quasi": [quasi[0]], "k": draw(st.integers(1, 5))}]
     if method == "levels":
@@ -176,6 +181,19 @@ def _l_checks(groups, sens: str, privacy: dict) -> None:
             assert counts[0] < c * counts[l - 1:].sum(), where
 
 
+def _simpson_p_checks(groups, sens: str, privacy: dict) -> None:
+    simpson, psens = privacy.get("simpson"), privacy.get("p_sensitive")
+    for key, g in groups:
+        counts = g[sens].value_counts(dropna=False).to_numpy(dtype=float)
+        if simpson:
+            p = counts / counts.sum()
+            d = 1.0 / (p * p).sum()
+            assert d >= simpson.get("diversity", 0) - 1e-9, f"class {key}: Simpson D = {d}"
+            assert d / len(counts) >= simpson.get("evenness", 0) - 1e-9, f"class {key}: Simpson E"
+        if psens:
+            assert len(counts) >= psens["p"], f"class {key}: {len(counts)} sensitive values < p = {psens['p']}"
+
+
 def _t_check(out: pd.DataFrame, groups, sens: str, privacy: dict) -> None:
     t = privacy.get("t_closeness")
     if t is None:
@@ -217,6 +235,7 @@ def verify_release(con, rel, policy: dict, frame: pd.DataFrame, numeric: list[st
     if not bucket:
         _l_checks(groups, sens, privacy)
         _t_check(out, groups, sens, privacy)
+        _simpson_p_checks(groups, sens, privacy)
         for r in privacy.get("requirements", []):
             smallest = out.groupby(r["quasi"], dropna=False).size().min()
             assert smallest >= r["k"], f"requirement {r}: a group of {smallest}"
