@@ -212,17 +212,26 @@ def verify_release(con, rel, policy: dict, frame: pd.DataFrame, numeric: list[st
     privacy = policy["privacy"]
     out = con.execute(render(exp.select("*").from_(exp.Table(this=ident(policy["name"]))))).df()
     flag = rel.plan.get("noise_flag")
-    noise = int(out[flag].sum()) if flag and flag in out else rel.noise
-    real = out[~out[flag].astype(bool)] if flag and flag in out else out
-    # reconciliation: in = released + suppressed (noise flagged apart); the budget holds
+    flagged = bool(flag) and flag in out
+    noise = int(out[flag].sum()) if flagged else rel.noise    # θ's noise: flagged in the release, or counted
+    assert noise == rel.noise and (noise == 0 or policy["method"] == "theta")
+    # reconciliation: in = released + suppressed (noise apart); the budget holds
     assert rel.records_in == len(frame)
-    assert len(out) == rel.records_out and len(real) == len(out) - noise
+    assert len(out) == rel.records_out
     assert rel.records_in == len(out) - noise + rel.suppressed
     assert 0 <= rel.suppressed <= privacy["max_suppression"] * len(frame) + 1e-9
-    # nothing made up: the released sensitive and insensitive values are a sub-multiset of the source's
+    # nothing made up: the released sensitive and insensitive values are a sub-multiset of the source's (with
+    # unflagged noise, whose records take values of the source's domain: a subset)
+    real = out[~out[flag].astype(bool)] if flagged else out
     for c in [c for c, a in policy["attributes"].items() if a["role"] in ("sensitive", "insensitive")]:
-        left = Counter(frame[c].astype(object).where(frame[c].notna(), None).tolist())
-        left.subtract(Counter(real[c].astype(object).where(real[c].notna(), None).tolist()))
+        source_values = frame[c].astype(object).where(frame[c].notna(), None).tolist()
+        released_values = real[c].astype(object).where(real[c].notna(), None).tolist()
+        if noise and not flagged:
+            nulls = {None} if policy["attributes"][c]["role"] == "insensitive" else set()   # columns noise lacks
+            assert set(released_values) <= set(source_values) | nulls, f"column {c!r}: values not in the source"
+            continue
+        left = Counter(source_values)
+        left.subtract(Counter(released_values))
         assert min(left.values(), default=0) >= 0, f"column {c!r}: released values not in the source"
     if not len(out):
         return
