@@ -454,7 +454,8 @@ def _failure_message(policy: Policy, plan, result: dict, records: int, need: flo
         hint = (f"; meeting every requirement at this plan needs suppression of {need:g} of {records} records: "
                 f"allow it with max_suppression = {budget:g} (or more), or generalize further / choose a search method")
     elif need is not None and need >= records:
-        hint = "; at this plan every record would have to be suppressed: generalize further or relax the requirements"
+        hint = ("; at this plan every record would have to be suppressed, so no max_suppression helps: generalize "
+                "further or relax the requirements")
     elif need is None:
         hint = "; suppressing records cannot meet it at this plan: generalize further or relax the requirements"
     else:
