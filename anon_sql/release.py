@@ -12,7 +12,7 @@ from typing import Any, Callable
 import duckdb
 
 from . import suppression
-from .compiler import BASE_STATEMENT, ReleaseNames, compile_release
+from .compiler import ReleaseNames, compile_release
 from .engines import DuckDBEngine, Engine
 from .errors import PrivacyRequirementError
 from .policy import Policy
@@ -107,11 +107,9 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
     if policy.privacy.max_suppression <= 0:
         trial_policy = policy.replace(privacy={"max_suppression": 1.0})
         compiled = compile_release(r.compile_input(plan, trial_policy, **options), ReleaseNames(policy.name))
-        engine.drop(policy.name)
-        for what, stmt in compiled.statements[1:]:
-            if what == BASE_STATEMENT:
-                continue
-            engine.create(stmt) if stmt.key == "create" else engine.execute(stmt)
+        if r.base is not None:   # the release's last statement dropped the temp base counts: make them again
+            engine.base_counts(policy, r.source.relation, r.base)
+        materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
         suppression.settle(engine.con, compiled.names)
         v = verify(engine.con, trial_policy, compiled, r.records, plan)
     if any(f["check"] != "max_suppression" for f in v.failures):
