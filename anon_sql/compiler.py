@@ -465,18 +465,33 @@ def classes_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     return _classes_select(ci, names.general.copy())
 
 
+def class_level_quasi(ci: CompileInput) -> list[str]:
+    """Quasi-identifiers an assignment plan releases per class (from its class values, not per row)."""
+    plan = ci.plan
+    if not isinstance(plan, AssignmentPlan) or plan.info.get("row_values"):
+        return []
+    return [q for q in ci.policy.quasi if q in plan.class_values.columns]
+
+
 def _classes_select(ci: CompileInput, relation: exp.Expression) -> exp.Select:
     """Per-class statistics of ``relation`` (level plans: the aggregated base with weights ``__w``; assignment
     plans: the generalized rows), plus ``ec_id`` and the keep flag."""
     if isinstance(ci.plan, AssignmentPlan):
-        keys, null_safe, weight = [EC_ID], False, None
+        # the QIs released from the class values are constant per class: carried as keys (same classes), so the
+        # requirement windows (PARTITION BY a QI subset) can see them; a QI left unchanged cannot be a key
+        keys, null_safe, weight = [EC_ID, *class_level_quasi(ci)], True, None
+        missing = sorted({q for r in ci.policy.privacy.requirements for q in r.quasi} - set(keys))
+        if missing:
+            raise PolicyError(f"privacy.requirements name {missing}, which method {ci.policy.method!r} does not "
+                              "release per class (they vary inside its classes); drop those requirements or "
+                              "choose a method that generalizes them")
     else:
         keys, null_safe, weight = list(ci.policy.quasi), True, col(WEIGHT)
     stats = class_stats_query(ci, relation, keys, null_safe, weight=weight)
     # ec_ids follow the text order of the released values on every engine (DuckDB's ENUMs sort by position)
     order = [exp.Ordered(this=_varchar(col(k)) if _is_enum(ci, k) else col(k), nulls_first=True) for k in keys]
     items: list[exp.Expression] = [exp.Star()]
-    if keys != [EC_ID]:
+    if EC_ID not in keys:
         items.append(alias(exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=order)), EC_ID))
     suppress = ci.policy.privacy.max_suppression > 0
     items.append(alias(col("__all_ok") if suppress else exp.true(), KEEP))

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import duckdb
 
+from . import suppression
 from .compiler import ReleaseNames, compile_release
 from .engines import DuckDBEngine, Engine
 from .errors import PrivacyRequirementError
@@ -19,7 +20,7 @@ from .result import Release
 from .stages.materialize import check_target, create_source_view, materialize, tidy
 from .stages.plan import make_context, placeholder, plan_dict, released_policy
 from .stages.resolve import Resolved, discard, resolve
-from .stages.verify import failure_message, verify
+from .stages.verify import failing_classes_records, failure_message, verify
 
 
 def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, replace: bool = False,
@@ -62,9 +63,17 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 materialize(engine, compiled, plan, policy, replace=exists, base_made=r.base is not None)
             say("verifying")
             with engine.stage("verify"):
+                if policy.privacy.max_suppression > 0 and engine.transactional:
+                    suppression.settle(engine.con, names)   # to a fixed point (whole-table checks move with it)
                 v = verify(engine.con, policy, compiled, r.records, plan)
                 if v.failures:
-                    raise PrivacyRequirementError(failure_message(engine.con, policy, compiled, v, r.records))
+                    if engine.transactional:
+                        need = _needed_suppression(engine, r, plan, policy, v, options)
+                        message = failure_message(policy, plan, v, r.records, need)
+                    else:   # no fixed point without DELETE: a lower bound, no advice
+                        need = failing_classes_records(engine.con, names)
+                        message = failure_message(policy, plan, v, r.records, need, at_least=True)
+                    raise PrivacyRequirementError(message)
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
                           info={"seconds": time.perf_counter() - t0, **plan.details()})
@@ -87,3 +96,22 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             raise
     finally:
         discard(engine, r)
+
+
+def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, options: dict) -> float | None:
+    """Records this plan must suppress to meet every requirement: the fixed point of :func:`suppression.settle`.
+    With suppression allowed it has just run; otherwise it is run on a trial release (suppression on) inside the
+    transaction the refusal rolls back. None when suppression cannot help (a whole-table check still fails)."""
+    if getattr(plan, "table_check", None):
+        return None   # slicing advises its own budget (its suppression is the method's)
+    if policy.privacy.max_suppression <= 0:
+        trial_policy = policy.replace(privacy={"max_suppression": 1.0})
+        compiled = compile_release(r.compile_input(plan, trial_policy, **options), ReleaseNames(policy.name))
+        if r.base is not None:   # the release's last statement dropped the temp base counts: make them again
+            engine.base_counts(policy, r.source.relation, r.base)
+        materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
+        suppression.settle(engine.con, compiled.names)
+        v = verify(engine.con, trial_policy, compiled, r.records, plan)
+    if any(f["check"] != "max_suppression" for f in v.failures):
+        return None
+    return float(v.suppressed)

@@ -5,20 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import anon_sql
 from anon_sql.errors import PolicyError
 from anon_sql.methods.fixed_interval import fixed_intervals, merge_small, raw_intervals
+from anon_sql.taxonomies import load as load_builtin
+
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TABLE2 = DATA / "examples" / "seed001_table2.csv"
 
 
-def _policy(name="fi", **params):
+def _policy(name="fi", sex="insensitive", **params):
+    """Table 2 with the paper's fixed-interval QIs (age, zipcode); sex is a QI only when asked."""
     return {"name": name, "source": "t2", "method": "fixed_interval",
-            "attributes": {"sex": {"role": "quasi"}, "age": {"role": "quasi"}, "zipcode": {"role": "quasi"},
+            "attributes": {"sex": {"role": sex}, "age": {"role": "quasi"}, "zipcode": {"role": "quasi"},
                            "diagnosis": {"role": "sensitive"}},
             "privacy": {"k": 3}, "method_params": params}
 
@@ -36,7 +40,7 @@ def test_table8_golden_frequency(t2):
     # Table 8: the three intervals of each numeric QI and their released means
     assert sorted(set(out["age"])) == ["22", "32", "38"]
     assert sorted(set(out["zipcode"])) == ["620709", "641013", "651571"]
-    # Table 9: each original value maps to its interval mean; sex and diagnosis unchanged; 3 classes of 3
+    # Table 9: each original value maps to its interval mean; sex (not a QI here) and diagnosis unchanged; 3 × 3
     pairs = t2.execute("SELECT s.age, s.zipcode, s.sex, s.diagnosis, r.age, r.zipcode, r.sex, r.diagnosis "
                        "FROM fi__source s JOIN fi__assignment a USING (__row) JOIN fi r USING (ec_id) "
                        "WHERE r.sex = s.sex AND r.diagnosis = s.diagnosis").fetchall()
@@ -112,3 +116,41 @@ def test_bad_parameters(t2):
         anon_sql.release(t2, _policy(intervals=0))
     with pytest.raises(PolicyError, match=r"unknown key `.*` in \[method_params\]"):
         anon_sql.release(t2, _policy(bins=3))
+
+
+def test_categorical_qi_is_generalized_not_released_unchanged(t2):
+    # sex declared a QI: at level 0 the (interval, sex) classes hold 1–2 records < k = 3, so it is raised to '*'
+    rel = anon_sql.release(t2, _policy(sex="quasi", strategy="frequency"))
+    out = t2.execute("SELECT sex, age, zipcode FROM fi").df()
+    assert set(out["sex"]) == {"*"} and rel.plan["categorical_levels"] == {"sex": 1}
+    assert out.groupby(["sex", "age", "zipcode"]).size().min() >= 3 == rel.metrics["k"]
+
+
+ADULT_DECLARED = ["age", "sex", "education", "marital-status"]
+
+
+@pytest.mark.parametrize("taxonomies", [False, True])
+def test_adult_k_is_verified_over_every_declared_qi(adult, taxonomies):
+    """Issue 13.2: with categorical QIs the release used to verify k over age alone (reported k = 169 while 144
+    records were unique on the declared QIs). Recomputed here in pandas from the released table alone."""
+    attrs = {q: {"role": "quasi"} for q in ADULT_DECLARED}
+    if taxonomies:
+        for q in ADULT_DECLARED[1:]:
+            attrs[q]["taxonomy"] = f"adult_{q}"
+    policy = {"name": "fi_adult", "source": "adult", "method": "fixed_interval", "default_role": "insensitive",
+              "attributes": attrs, "privacy": {"k": 5}}
+    rel = anon_sql.release(adult, policy, replace=True)
+    out = adult.execute("SELECT * FROM fi_adult").df()
+    sizes = out.groupby(ADULT_DECLARED, dropna=False).size()
+    assert sizes.min() >= 5 and rel.metrics["k"] == sizes.min()
+    assert len(out) == rel.records_out == 30162 - rel.suppressed
+    # every released categorical value is the source value's ancestor at the plan's level (nothing raw, nothing made up)
+    src = adult.execute("SELECT s.sex, s.education, s.\"marital-status\", a.ec_id FROM fi_adult__source s "
+                        "JOIN fi_adult__assignment a USING (__row)").df()
+    released = out.drop_duplicates("ec_id").set_index("ec_id")
+    for q in ADULT_DECLARED[1:]:
+        level = rel.plan["categorical_levels"][q]
+        tax = load_builtin(f"adult_{q}") if taxonomies else None
+        expect = (src[q].map(tax.mapping(level)) if tax is not None and level
+                  else src[q] if level == 0 else pd.Series("*", index=src.index))
+        assert (expect.to_numpy() == released.loc[src["ec_id"], q].to_numpy()).all()

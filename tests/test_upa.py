@@ -14,7 +14,7 @@ from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import StandardScaler
 
 import anon_sql
-from anon_sql.errors import PolicyError
+from anon_sql.errors import PolicyError, PrivacyRequirementError
 from anon_sql.methods.upa import refine_unique_only
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -40,11 +40,20 @@ def pima():
     c.close()
 
 
-def pima_policy(name: str, k: int, seed: int = 3, **params) -> dict:
+def pima_ktfs_policy(name: str, k: int, seed: int = 3, **params) -> dict:
+    """All eight Pima attributes declared quasi-identifiers; KTFS chooses which to generalize."""
     mp = {"quasi": "ktfs", "target": "class", "delta": 0.2, "vulnerable": ["age"],
           "generalize_unique_only": ["age"], **params}
     return {"name": name, "source": "pima", "method": "upa", "seed": seed, "default_role": "insensitive",
             "attributes": {q: {"role": "quasi"} for q in PIMA}, "privacy": {"k": k}, "method_params": mp}
+
+
+def pima_policy(name: str, k: int, seed: int = 3, **params) -> dict:
+    """The paper's release: the KTFS selection (Table 5, δ = 0.2 + age) declared as the quasi-identifiers; plas and
+    mass, which KTFS keeps exact for the class, are declared insensitive (the data owner's explicit trade-off)."""
+    mp = {"generalize_unique_only": ["age"], **params}
+    return {"name": name, "source": "pima", "method": "upa", "seed": seed, "default_role": "insensitive",
+            "attributes": {q: {"role": "quasi"} for q in SELECTED}, "privacy": {"k": k}, "method_params": mp}
 
 
 def bounds(label: str) -> tuple[float, float]:
@@ -125,12 +134,7 @@ def test_pima_release(pima, k):
     name = f"pima_upa_{k}"
     rel = anon_sql.release(pima, pima_policy(name, k))
     info = rel.plan
-    # KTFS: δ = 0.2 plus the vulnerable age; SU and |τ_b| listed (Table 5, truncated to 4 decimals)
-    assert info["selection"] == "ktfs" and info["released_quasi"] == SELECTED
-    assert info["released_unchanged"] == ["plas", "mass"]
-    tau = {r["attribute"]: r["kendall_tau"] for r in info["relevance"]}
-    assert {a: np.floor(t * 1e4) / 1e4 for a, t in tau.items()} == pytest.approx(TABLE5_TAU, abs=1e-9)
-    assert all(0 <= r["su"] <= 1 for r in info["relevance"])
+    assert info["selection"] == "policy" and info["released_quasi"] == SELECTED and info["released_unchanged"] == []
     assert rel.policy.quasi == SELECTED and rel.policy.attributes["plas"].role == "insensitive"
     assert rel.passed
 
@@ -167,6 +171,29 @@ def test_pima_release(pima, k):
     assert info["silhouette"] == pytest.approx(silhouette_score(X, orig["ec_id"]), abs=1e-9)
 
 
+def test_ktfs_selection_table5(pima):
+    """KTFS: δ = 0.2 plus the vulnerable age; SU and |τ_b| listed (Table 5, truncated to 4 decimals)."""
+    from anon_sql.analytics.relevance import feature_relevance
+
+    table = feature_relevance(pima, "pima", PIMA, "class", 0.2, vulnerable=["age"])
+    chosen = set(table.loc[table["selected_for_anonymization"], "attribute"])
+    assert [q for q in PIMA if q in chosen] == SELECTED
+    tau = dict(zip(table["attribute"], table["kendall_tau"]))
+    assert {a: np.floor(t * 1e4) / 1e4 for a, t in tau.items()} == pytest.approx(TABLE5_TAU, abs=1e-9)
+    assert table["su"].between(0, 1).all()
+
+
+def test_ktfs_fails_closed_over_every_declared_quasi_identifier(pima):
+    """Issue 13.2: KTFS leaves plas and mass unchanged; with all eight declared quasi-identifiers the release is
+    checked over all of them (plas and mass are near-unique), so it is refused, naming them — never released with
+    k verified over the selected six only."""
+    with pytest.raises(PrivacyRequirementError, match=r"\['plas', 'mass'\] unchanged \(ktfs selection\)") as err:
+        anon_sql.release(pima, pima_ktfs_policy("pima_ktfs", 5))
+    assert "k-anonymity" in str(err.value) or "k fails" in str(err.value)
+    assert pima.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'pima_ktfs'"
+                        ).fetchall() == [(0,)]
+
+
 def test_pima_age_rule_keeps_repeated_ages(pima):
     """k = 5 on Pima: ages held by >= k records of a cluster keep their value; they are true values of classes of
     >= k records; the same release without the option keeps fewer exact ages."""
@@ -198,7 +225,7 @@ def test_same_seed_same_release(pima):
 
 def test_policy_quasi_and_kmeanspp_init(pima):
     """quasi = "policy" generalizes every quasi-identifier; init = "k-means++" is scikit-learn's initialization."""
-    pol = pima_policy("pima_all", 20)
+    pol = pima_ktfs_policy("pima_all", 20)
     pol["method_params"] = {"init": "k-means++"}
     rel = anon_sql.release(pima, pol)
     assert rel.plan["released_quasi"] == PIMA and rel.plan["init"] == "k-means++"
@@ -241,7 +268,7 @@ def test_count_column(con):
 
 def test_errors(pima):
     def plan(**mp):
-        pol = pima_policy("bad", 5)
+        pol = pima_ktfs_policy("bad", 5)
         pol["method_params"] = mp
         return anon_sql.release(pima, pol, dry_run=True)
 

@@ -3,10 +3,14 @@
 Each numeric QI is cut into ``intervals`` intervals (``strategy = "width"``: IW = (max − min)/N, the paper's;
 ``"frequency"``: equal-count intervals, a value never split); an interval with fewer than k records is merged with
 its smaller adjacent neighbour until all hold k. Each value is released as its interval's (weighted) mean, rounded to
-the column's precision, plus θ when the interval is constant. Categorical QIs are released unchanged (in the
-paper's scheme they are slicing's job), so they are listed out of ``released_quasi`` and are insensitive in the release.
-The plan is an :class:`AssignmentPlan` whose classes are the interval combinations: the compiler, the SQL k check
-and the catalog then treat the released intervals as equivalence classes with no special case.
+the column's precision, plus θ when the interval is constant.
+
+Categorical QIs are declared quasi-identifiers too, so they are never released unchanged behind the method's back:
+each is generalized full-domain through its taxonomy (a QI without one: the flat hierarchy value → ``*``), at the
+lowest levels a greedy ascent finds (:func:`categorical_levels`) at which every class meets every model — or at most
+``max_suppression`` of the records fail. The release's checks then verify all declared QIs as released.
+The plan is an :class:`AssignmentPlan` whose classes are the combinations of intervals and generalized categorical
+values: the compiler, the SQL checks and the catalog treat them as equivalence classes with no special case.
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ from ..errors import PolicyError
 from ..schema import choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
-from .local_values import format_numbers, load_source
+from .local_values import QIColumn, format_numbers, load_source
+from .mondrian import StatsBuilder, all_ok
 
 STRATEGIES = ("width", "frequency")
 _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
@@ -139,6 +144,7 @@ class FixedInterval(Method):
         n = int(self.intervals or k)
         data = load_source(ctx)
         numeric = [c for c in data.columns if c.numeric]
+        categorical = [c for c in data.columns if not c.numeric]
         if not numeric:
             raise PolicyError("method 'fixed_interval' needs at least one numeric quasi-identifier; "
                               f"the quasi-identifiers {list(ctx.policy.quasi)} are all categorical")
@@ -148,21 +154,77 @@ class FixedInterval(Method):
                                             precision(data.types.get(c.name, "DOUBLE")), self.theta)
             codes.append(b)
             values[c.name] = rel
-        combo = np.stack(codes, axis=1)
-        uniq, first, ec = np.unique(combo, axis=0, return_index=True, return_inverse=True)
-        ec = np.asarray(ec).reshape(-1) + 1
+        interval_codes = np.stack(codes, axis=1)
+        budget = float(ctx.policy.privacy.max_suppression) * float(data.weights.sum())
+        requirements = [(r.quasi, r.k) for r in ctx.policy.privacy.requirements]
+        levels = categorical_levels(interval_codes, numeric, categorical, data, ctx.models, requirements, budget)
+        cls = class_codes(interval_codes, categorical, levels)
+        _, first = np.unique(cls, return_index=True)
+        ec = cls + 1
         sizes = np.bincount(ec, weights=data.weights)[1:]
-        class_values = pd.DataFrame({"ec_id": np.arange(1, len(uniq) + 1)})
-        for c in numeric:
-            v = values[c.name][first]
-            text = format_numbers(np.nan_to_num(v))
-            text[np.isnan(v)] = None
+        class_values = pd.DataFrame({"ec_id": np.arange(1, len(first) + 1)})
+        for c in data.columns:   # the policy's order
+            if c.numeric:
+                v = values[c.name][first]
+                text = format_numbers(np.nan_to_num(v))
+                text[np.isnan(v)] = None
+            else:
+                lv = levels[c.name]
+                text = c.labels[lv][c.anc[first, lv]]
             class_values[c.name] = pd.Series(text, dtype="string")
         info: dict[str, Any] = {"strategy": self.strategy, "intervals_requested": n, "intervals": tables,
-                                "small_classes": int((sizes < k).sum()),
-                                "merges": merges}
-        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), class_values, None, info,
-                              released_quasi=[c.name for c in numeric])
+                                "small_classes": int((sizes < k).sum()), "merges": merges,
+                                "categorical_levels": levels}
+        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), class_values, None, info)
 
 
-__all__ = ["FixedInterval", "STRATEGIES", "fixed_intervals", "merge_small", "precision", "raw_intervals"]
+def class_codes(interval_codes: np.ndarray, categorical: list[QIColumn], levels: dict[str, int]) -> np.ndarray:
+    """Dense class code per row (0..classes−1, in the lexicographic order of the interval codes, then the generalized
+    categorical codes) — one mixed-radix key densified column by column, so it never overflows."""
+    parts = [interval_codes[:, j] for j in range(interval_codes.shape[1])]
+    parts += [c.anc[:, levels[c.name]] for c in categorical]
+    key = np.zeros(len(interval_codes), dtype=np.int64)   # no part: one class
+    for p in parts:
+        p = p.astype(np.int64) + 1                       # interval code −1 (NULL) → 0
+        _, key = np.unique(key * (int(p.max(initial=0)) + 1) + p, return_inverse=True)
+        key = np.asarray(key, dtype=np.int64).reshape(-1)
+    return key
+
+
+def categorical_levels(interval_codes: np.ndarray, numeric: list[QIColumn], categorical: list[QIColumn], data,
+                       models, requirements: list[tuple[list[str], int]], budget: float) -> dict[str, int]:
+    """Full-domain levels of the categorical QIs, classes = (interval combination, generalized values): from the
+    leaves, raise one QI a level at a time — the one whose raise leaves the fewest records failing (in a class that
+    fails a model, or in a group of a ``[[privacy.requirements]]`` rule below its k; ties: the policy's order) —
+    until at most ``budget`` records fail or every QI is at its top."""
+    if not categorical:
+        return {}
+    stats = StatsBuilder.from_source(data, models)
+    rows = np.arange(data.n)
+    position = {c.name: j for j, c in enumerate(numeric)}
+
+    def failing(lv: dict[str, int]) -> float:
+        cls = class_codes(interval_codes, categorical, lv)
+        st = stats.build(rows, cls, int(cls.max()) + 1)
+        bad = ~all_ok(models, st)[cls]
+        for quasi, k in requirements:
+            sub = [c for c in categorical if c.name in quasi]
+            group = class_codes(interval_codes[:, [position[q] for q in quasi if q in position]], sub, lv)
+            bad |= (np.bincount(group, weights=data.weights) < k)[group]
+        return float(data.weights[bad].sum())
+
+    levels = {c.name: 0 for c in categorical}
+    worst = failing(levels)
+    while worst > budget + 1e-9:
+        trials = []
+        for c in categorical:
+            if levels[c.name] + 1 < c.tree.shape[1]:
+                trial = {**levels, c.name: levels[c.name] + 1}
+                trials.append((failing(trial), trial))
+        if not trials:
+            break
+        worst, levels = min(trials, key=lambda t: t[0])   # min keeps the first of equals: the policy's order
+    return levels
+
+
+__all__ = ["FixedInterval", "STRATEGIES", "categorical_levels", "fixed_intervals", "merge_small", "precision", "raw_intervals"]

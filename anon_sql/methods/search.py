@@ -122,7 +122,10 @@ def no_feasible_message(lattice: Lattice, ctx: MethodContext, complete: bool = T
     what = lattice.describe_failure(top)
     frac = top.need / lattice.records if lattice.records else 0.0
     suggestion = math.ceil(frac * 1e4) / 1e4
-    if top.need > lattice.budget:
+    if top.need >= lattice.records:   # suppressing everything is no release: advise no budget
+        hint = ("at the top node every record would have to be suppressed: relax k / the requirements / the "
+                "models")
+    elif top.need > lattice.budget:
         hint = (f"meeting it at the top node needs suppression of {top.need:g} of {lattice.records:g} records: allow "
                 f"it with max_suppression = {suggestion:g} (or more), or relax k / the requirements")
     else:

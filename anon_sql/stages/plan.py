@@ -28,9 +28,13 @@ def make_context(resolved: Resolved, con: Any, source_view: str,
 
 
 def released_policy(policy: Policy, plan: Plan) -> Policy:
-    """A method that chooses which quasi-identifiers it generalizes (UPA with quasi = "ktfs") lists them in
-    ``plan.released_quasi``; the others are released unchanged, so they are insensitive in the release."""
-    chosen = plan.released_quasi if isinstance(plan, AssignmentPlan) else None
+    """Every check groups by every declared quasi-identifier as released — except for bucket plans (slicing's
+    ``row_values``: original values permuted inside buckets), whose classes are the buckets: they list no QI in
+    ``plan.released_quasi``, and the QIs are insensitive in the release (docs/slicing.md says what slicing
+    guarantees). A method that merely leaves a QI unchanged (UPA with quasi = "ktfs") is still checked over it."""
+    if not isinstance(plan, AssignmentPlan) or not plan.row_values:
+        return policy
+    chosen = plan.released_quasi
     if chosen is None or set(chosen) == set(policy.quasi):
         return policy
     d = policy.to_dict()

@@ -8,7 +8,8 @@ from typing import Any
 import pandas as pd
 from sqlglot import exp
 
-from ..compiler import EC_ID, SIZE, CompiledRelease
+from .. import suppression
+from ..compiler import EC_ID, SIZE, CompiledRelease, ReleaseNames
 from ..methods import AssignmentPlan, Plan
 from ..metrics import sizes
 from ..policy import Policy
@@ -82,11 +83,18 @@ def check_summary(checks: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def failure_message(con: Any, policy: Policy, compiled: CompiledRelease, result: Verification, records: int) -> str:
-    """Say which requirement failed, for how many classes/records, and what would satisfy it."""
-    names = compiled.names
+def failing_classes_records(con: Any, names: ReleaseNames) -> int:
+    """Records in the classes that fail before any suppression (``__classes``): a lower bound of what suppression
+    needs (for an engine that cannot settle suppression to a fixed point, e.g. Spark)."""
     pre = con.execute(render(exp.select(col(SIZE), col("__all_ok")).from_(names.classes.copy()))).df()
-    need = int(pre.loc[~pre["__all_ok"].astype(bool), SIZE].sum())
+    return int(pre.loc[~pre["__all_ok"].astype(bool), SIZE].sum())
+
+
+def failure_message(policy: Policy, plan: Plan, result: Verification, records: int, need: float | None,
+                    at_least: bool = False) -> str:
+    """Say which requirement failed, for how many classes/records, and the budget that would satisfy it (the
+    suppression the same plan needs to meet every requirement, rounded up), or that no budget would.
+    ``at_least``: ``need`` is only a lower bound (no fixed point was computed): say so, advise nothing."""
     parts = []
     for f in result.failures:
         if f["check"] == "max_suppression":
@@ -97,7 +105,31 @@ def failure_message(con: Any, policy: Policy, compiled: CompiledRelease, result:
                          f"{f['failing_records']} records")
         else:
             parts.append(f"{f['check']} fails for {f['failing_classes']} classes ({f['failing_records']} records)")
-    frac = need / records if records else 0
-    hint = (f"; meeting every requirement at this plan needs suppression of {need} of {records} records: allow it "
-            f"with max_suppression = {frac:.4g} (or more), or generalize further / choose a search method")
+    unchanged = unchanged_quasi(policy, plan)
+    if unchanged:
+        parts.append(f"method {policy.method!r} released quasi-identifier(s) {unchanged} unchanged "
+                     f"({plan.info.get('selection', 'not generalized')} selection), and every check groups by "
+                     "every declared quasi-identifier: generalize them (e.g. method_params.quasi = \"policy\") or "
+                     "declare them insensitive if they are not quasi-identifiers")
+    budget = suppression.advised_budget(need, records) if need is not None else None
+    if at_least and need:
+        hint = (f"; at this plan at least {need:g} of {records} records fail before suppression "
+                f"(max_suppression >= {need / records:.4g}; group rules and t-closeness may need more)")
+    elif budget is not None:
+        hint = (f"; meeting every requirement at this plan needs suppression of {need:g} of {records} records: "
+                f"allow it with max_suppression = {budget:g} (or more), or generalize further / choose a search method")
+    elif need is not None and need >= records:
+        hint = ("; at this plan every record would have to be suppressed, so no max_suppression helps: generalize "
+                "further or relax the requirements")
+    elif need is None:
+        hint = "; suppressing records cannot meet it at this plan: generalize further or relax the requirements"
+    else:
+        hint = ""
     return f"release {policy.name!r} not created: " + "; ".join(parts) + hint
+
+
+def unchanged_quasi(policy: Policy, plan: Plan) -> list[str]:
+    """Declared QIs an assignment plan released as they are (not in its class values; bucket plans excepted)."""
+    if not isinstance(plan, AssignmentPlan) or plan.row_values:
+        return []
+    return [q for q in policy.quasi if q not in plan.class_values.columns]
