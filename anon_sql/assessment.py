@@ -4,7 +4,7 @@ population uniqueness of a table, view, file or DataFrame, without a release and
 One GROUP BY over the rows (quasi-identifiers and sensitive attributes, with record counts) is the only pass over
 the data; it is fetched as Arrow and every further aggregate (classes, per-value counts, QI combinations, population
 matches) runs in a private in-memory DuckDB over that aggregate, so the user's database is only read. Formulas live in
-udfs/risk_kernels.py and udfs/kernels.py (numpy) and sql/macros.sql (SQL); docs/assess.md cites each one.
+anon_sql/udfs/risk_kernels.py and anon_sql/udfs/kernels.py (numpy) and anon_sql/sql/macros.sql (SQL); docs/assess.md cites each one.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The persisted table macros (anon.k_anonymity, anon.l_diversity, anon.sample_uniques, anon.prosecutor_risk) run
-in a plain DuckDB process that never imports anon_sql, and agree with the numpy kernels of udfs/risk_kernels.py."""
+in a plain DuckDB process that never imports anon_sql, and agree with the numpy kernels of anon_sql/udfs/risk_kernels.py."""
 from __future__ import annotations
 
 import json

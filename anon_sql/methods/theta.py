@@ -19,7 +19,7 @@
 4. Generalize each final class locally (:mod:`local_values`), so moved records are covered.
 
 Swaps are bookkept on the class × value count matrix (whole records move; which record of a value moves is drawn
-with the policy's seed). σ² and θ come from ``udfs/kernels.py``, the kernel behind ``anon_theta_variance``.
+with the policy's seed). σ² and θ come from ``anon_sql/udfs/kernels.py``, the kernel behind ``anon_theta_variance``.
 """
 from __future__ import annotations
 

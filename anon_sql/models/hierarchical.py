@@ -2,7 +2,7 @@
 values) over the taxonomy given to the sensitive attribute (``[attributes.X] role = "sensitive", taxonomy = ...``).
 
 EMD = Σ over internal nodes N of (level(N) / H) · min(pos(N), neg(N)), pos / neg the summed positive / negative
-"extra" (Σ_{leaves below} p − q) of N's children. numpy: udfs/risk_kernels.t_hierarchical_segments over the
+"extra" (Σ_{leaves below} p − q) of N's children. numpy: anon_sql/udfs/risk_kernels.t_hierarchical_segments over the
 classes' sparse counts; SQL: :func:`sql_ctes`, the same sum over (class, level, node) rows, beside the other
 t-closeness distances in the classes and checks views.
 """

@@ -1,7 +1,7 @@
 """The standard privacy models: k-anonymity, l-diversity (distinct, entropy, recursive), t-closeness, Simpson, θ.
 
 Each formula exists as a numpy test here (vectorized over classes, for searches and partitioning) and as an SQL
-expression over the classes view (the independent verification); tests assert both agree with udfs/kernels.py.
+expression over the classes view (the independent verification); tests assert both agree with anon_sql/udfs/kernels.py.
 """
 from __future__ import annotations
 

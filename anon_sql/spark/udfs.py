@@ -1,4 +1,4 @@
-"""The per-class kernels of udfs/kernels.py as Spark pandas UDFs, and the rewrite of a compiled tree's DuckDB macro
+"""The per-class kernels of anon_sql/udfs/kernels.py as Spark pandas UDFs, and the rewrite of a compiled tree's DuckDB macro
 calls (``anon.entropy_counts(list)``, ...) into calls of those UDFs — one kernel, every engine.
 
 The UDFs take the per-class list of sensitive-value counts (``sort_array(collect_list(count), false)``) and run the

@@ -1,4 +1,4 @@
-"""Vectorized DuckDB (arrow) UDFs over the kernels, and the installer of the persistent SQL macros (sql/macros.sql).
+"""Vectorized DuckDB (arrow) UDFs over the kernels, and the installer of the persistent SQL macros (anon_sql/sql/macros.sql).
 
 `register(con)` adds, per connection: anon_entropy(LIST), anon_simpson_diversity(LIST), anon_simpson_evenness(LIST),
 anon_theta_variance(LIST) -> DOUBLE and anon_theta_ok(LIST, mu) -> BOOLEAN. The parameters are registered untyped
@@ -120,7 +120,7 @@ def register(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 
 
 def macro_statements() -> list[str]:
-    """The statements of the packaged sql/macros.sql (comments dropped, split at ';' ending a line)."""
+    """The statements of the packaged anon_sql/sql/macros.sql (comments dropped, split at ';' ending a line)."""
     text = resources.files("anon_sql.sql").joinpath("macros.sql").read_text(encoding="utf-8")
     body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
     return [s.strip() for s in re.split(r";[ \t]*$", body, flags=re.M) if s.strip()]

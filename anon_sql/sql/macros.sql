@@ -1,4 +1,4 @@
--- anon_sql diversity macros (schema anon): the formulas of udfs/kernels.py as DuckDB SQL macros.
+-- anon_sql diversity macros (schema anon): the formulas of anon_sql/udfs/kernels.py as DuckDB SQL macros.
 -- They persist in the database file and need no Python. Install with anon_sql.udfs.duckdb_udfs.install_macros(con)
 -- (which creates the schema first) or run this file after CREATE SCHEMA IF NOT EXISTS anon.
 -- c = list of per-value counts (any numeric list, cast to DOUBLE[]; counts <= 0 are ignored); l = list of raw values, where NULL elements count as one
@@ -73,7 +73,7 @@ CREATE OR REPLACE MACRO anon.recursive_l_ok(vals, cc, l) AS
     anon.recursive_l_ok_counts(anon.value_counts(vals), cc, l);
 
 -- ---------------------------------------------------------------------------------------------------------------
--- Table measures of any table from plain SQL (docs/assess.md; the numpy forms are udfs/risk_kernels.py):
+-- Table measures of any table from plain SQL (docs/assess.md; the numpy forms are anon_sql/udfs/risk_kernels.py):
 --   SELECT * FROM anon.k_anonymity('adult', ['age', 'sex']);
 -- tbl = a table or view name (query_table); qi = a list of column names; s = a list with the sensitive column.
 -- NULL is a value of its own in every column (GROUP BY groups NULLs together).

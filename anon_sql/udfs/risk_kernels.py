@@ -5,11 +5,11 @@ Two inputs, both produced by one GROUP BY in the engine:
 * the **class-size histogram** ``(sizes, freqs)``: ``freqs[i]`` classes have ``sizes[i]`` records (ARX's
   ``RiskModelHistogram``). Every re-identification measure (k, prosecutor / journalist / marketer risk, sample
   uniques, records at risk, distinction, population uniqueness) is a function of it;
-* **segmented sensitive counts** ``(counts, seg, n, val, q)`` as in udfs/kernels.py: per class (segment) the count of
+* **segmented sensitive counts** ``(counts, seg, n, val, q)`` as in anon_sql/udfs/kernels.py: per class (segment) the count of
   each sensitive value present (code ``val``), and ``q[val]`` the value's share of the whole table. The
   sensitive-attribute measures (α, β, δ, recursive c, hierarchical t) are vectorized over classes.
 
-The persisted SQL macros (sql/macros.sql: ``anon.k_anonymity``, ``anon.alpha_counts``, ...) state the same formulas in
+The persisted SQL macros (anon_sql/sql/macros.sql: ``anon.k_anonymity``, ``anon.alpha_counts``, ...) state the same formulas in
 SQL; tests/test_assess.py cross-checks them.
 """
 from __future__ import annotations
