@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 from sqlglot import exp
 
 from . import catalog
-from .compiler import EC_ID, CompileInput, ReleaseNames, checks_view, released_columns
+from .checks import summarize, summary_columns
+from .columns import EC_ID
+from .compiler import CompileInput, ReleaseNames, checks_view, released_columns
 from .errors import SourceError
 from .methods import LevelPlan
 from .models import build_models
 from .policy import Policy
 from .source import file_relation, is_path, relation_exists, table_relation
 from .sqlbuild import ident, record_count, render
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
@@ -40,11 +44,16 @@ def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
 
 
 def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
+    """:func:`recheck_rows` as a DataFrame."""
+    import pandas as pd
+
+    return pd.DataFrame(recheck_rows(con, name))
+
+
+def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
     """One row per check (``check``, ``classes``, ``failing_classes``, ``failing_records``, ``worst_value``,
     ``passed``): every model of the stored policy over the released table, then reconciliation, suppression,
-    class count and released columns against the catalog."""
-    from .stages.verify import check_summary
-
+    class count and released columns against the catalog. Needs no pandas (``anon-sql check`` starts at once)."""
     row = recorded(con, name)
     policy = Policy.from_dict(json.loads(row["policy_json"]))
     plan = json.loads(row["plan"] or "{}")
@@ -52,12 +61,17 @@ def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
     table = names.table
     columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
     ci = CompileInput(policy, table.copy(), columns, LevelPlan({}), {}, build_models(policy, con))
-    frame = con.execute(render(checks_view(ci, names).order_by(exp.column(EC_ID)))).df()
-    rows = check_summary(frame)
+    view = checks_view(ci, names).subquery("__checks")
+    described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
+    wanted = summary_columns(d[0] for d in described)
+    rows = summarize(con.execute(render(exp.select(*[exp.column(c, "__checks", quoted=True) for c in wanted])
+                                        .from_(view))).fetchnumpy())
+    classes = rows[0]["classes"] if rows else int(con.execute(render(
+        exp.select(exp.func("count", exp.Star())).from_(view.copy()))).fetchall()[0][0])
     if plan.get("slicing_check"):
         rows.append(_slicing_check(con, policy, names, plan["slicing_check"]))
-    rows += _catalog_checks(con, policy, row, plan, columns, len(frame))
-    return pd.DataFrame(rows)
+    rows += _catalog_checks(con, policy, row, plan, columns, classes)
+    return rows
 
 
 def _catalog_checks(con, policy: Policy, row: dict[str, Any], plan: dict[str, Any], columns: list[str],
@@ -93,6 +107,7 @@ def _slicing_check(con, policy: Policy, names: ReleaseNames, spec: dict[str, Any
     from .compiler import source_view
     from .methods import AssignmentPlan
     from .methods.slicing_sql import verify
+    import pandas as pd
 
     src = policy.source
     if not (Path(src).exists() if is_path(src) else relation_exists(con, src)):
@@ -113,4 +128,4 @@ def _slicing_check(con, policy: Policy, names: ReleaseNames, spec: dict[str, Any
     return out
 
 
-__all__ = ["recorded", "recheck"]
+__all__ = ["recorded", "recheck", "recheck_rows"]

@@ -5,12 +5,14 @@ DuckDB level release scans the source once for planning and once to write the re
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlglot import exp
 
 from .sqlbuild import alias, col, ident, record_count, render
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 WEIGHT = "__w"
 SUFFIX = "__base"

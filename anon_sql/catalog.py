@@ -4,15 +4,17 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import duckdb
-import pandas as pd
 from sqlglot import exp
 
 from .columns import EC_ID, SIZE
 from .sqlbuild import col, ident, lit, render
 from .taxonomy import Taxonomy
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA = "anon"
 
@@ -110,6 +112,7 @@ def load_taxonomies(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> dic
 @lru_cache(maxsize=128)
 def _built(name: str, kind: str, spec: str, paths: tuple[tuple[str, ...], ...]) -> Taxonomy:
     """A stored taxonomy built and validated once per content (name, kind, spec and every leaf's path)."""
+    import pandas as pd
     return Taxonomy(name, pd.DataFrame([list(p) for p in paths]), kind=kind, spec=json.loads(spec))
 
 
@@ -123,6 +126,7 @@ def store_vulnerability(con: duckdb.DuckDBPyConnection, source: str, target: str
                         transaction: bool = True) -> None:
     """Replace the stored identity vulnerability of (source, target, QI set) by ``iv`` (an identity_vulnerability
     result) in ``anon.identity_vulnerability``; ``transaction=False`` when the caller already holds one."""
+    import pandas as pd
     con.execute(_sql_file("catalog.sql"))       # idempotent: creates the table in catalogs installed before it existed
     quasi = json.dumps(sorted(iv["attribute"].astype(str)))
     a = iv.attrs
@@ -194,6 +198,7 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
     """``rel``: an :class:`anon_sql.result.Release` (not imported: the result sits above the catalog). Rows in anon.releases / anon.policies / anon.equivalence_classes / anon.metrics / anon.search_trace for a
     verified release (inside the release's transaction; a release of the same name is replaced); ``trace``: a
     search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields)."""
+    import pandas as pd
     policy = rel.policy
     con.execute("DELETE FROM anon.equivalence_classes WHERE release = ?", [rel.name])
     con.execute("DELETE FROM anon.metrics WHERE release = ?", [rel.name])

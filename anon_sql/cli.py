@@ -8,7 +8,7 @@ import click
 
 from .cli_errors import cli_errors as _errors, database, echo_release
 from .cli_lazy import LazyGroup, LazyModule
-from .cli_output import ProgressLine, json_option, set_result
+from .cli_output import ProgressLine, json_option, rows_text, set_result
 from .errors import PrivacyRequirementError, TaxonomyError
 
 # imported when a command first uses them: `anon-sql --help` must not load pandas, scikit-learn or scipy
@@ -190,13 +190,15 @@ def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
 def check_cmd(release_name: str, db: str) -> None:
     """Re-verify a release from its stored policy, trusting nothing in the file but the table; exit 3 when a check
     fails (or the table was edited since it was released)."""
+    from .audit import recheck_rows      # not api: check must start without pandas
+
     with _errors(), database(db, must_exist=True, read_only=True) as con:
-        frame = api.check(con, release_name)
-        set_result({"release": release_name, "passed": bool(frame["passed"].all()), "checks": frame})
-        click.echo(frame.to_string(index=False))
-        if not frame["passed"].all():
-            failed = frame.loc[~frame["passed"], "check"].tolist()
-            click.echo(f"FAILED: {failed}", err=True)
+        rows = recheck_rows(con, release_name)
+        passed = all(r["passed"] for r in rows)
+        set_result({"release": release_name, "passed": passed, "checks": rows})
+        click.echo(rows_text(rows))
+        if not passed:
+            click.echo(f"FAILED: {[r['check'] for r in rows if not r['passed']]}", err=True)
             sys.exit(PrivacyRequirementError.exit_code)
         click.echo("all checks passed")
 

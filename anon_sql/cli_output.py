@@ -43,6 +43,28 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def rows_text(rows: Sequence[dict[str, Any]]) -> str:
+    """Rows (dicts with the same keys) as an aligned text table — numbers right-aligned, as pandas prints them, but
+    without importing pandas (``anon-sql check`` must start at once)."""
+    if not rows:
+        return "(no rows)"
+    keys = list(rows[0])
+    cells = [[_cell(r.get(k)) for k in keys] for r in rows]
+    numeric = [all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) or r.get(k) is None
+                   for r in rows) for k in keys]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    line = lambda values: " ".join(v.rjust(w) if n else v.ljust(w)  # noqa: E731
+                                   for v, w, n in zip(values, widths, numeric)).rstrip()
+    return "\n".join([line(keys), *(line(c) for c in cells)])
+
+
+def _cell(value: Any) -> str:
+    """One table cell: floats with up to 6 significant digits, NULL as None."""
+    if isinstance(value, float):
+        return "NaN" if value != value else f"{value:.6g}"
+    return str(value)
+
+
 def set_result(value: Any) -> None:
     """The command's machine-readable result (written by ``--json``; ignored otherwise)."""
     ctx = click.get_current_context(silent=True)

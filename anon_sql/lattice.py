@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from .errors import TaxonomyError
 from .models import ClassStats, SensitiveCounts
 from .sqlbuild import alias, col, record_count, render, table
 from .taxonomy import TOP, Taxonomy
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # objective → True when higher is better (the table in docs/search.md maps each to ARX's quality model)
 OBJECTIVES: dict[str, bool] = {"distinct_rows": True, "ncp": False, "discernibility": False, "precision": True,
@@ -87,6 +89,7 @@ class _State:
 
 
 def _encode(name: str, tax: Taxonomy) -> _Encoding:
+    import pandas as pd
     lv = tax.levels
     leaves = lv["level0"].tolist()
     n = len(leaves)
@@ -106,6 +109,7 @@ def _encode(name: str, tax: Taxonomy) -> _Encoding:
 def _factorize(key: np.ndarray, radix: int | None = None) -> tuple[np.ndarray, int]:
     """Dense codes 0..m-1 of non-negative int64 keys below ``radix``: by a presence table when the key range is
     small (no hashing), else by pandas' hash table."""
+    import pandas as pd
     if radix is not None and radix <= 4 * len(key) + 4096:
         present = np.zeros(radix, dtype=np.int64)
         present[key] = 1
@@ -205,6 +209,7 @@ class Lattice:
 
     # -- the base table ----------------------------------------------------------------------------------------
     def _load_base(self, con: Any, source_view: str) -> _State:
+        import pandas as pd
         view = table(source_view)
         probe = con.execute(render(exp.select("*").from_(view.copy()).limit(0)))
         columns = [d[0] for d in probe.description]

@@ -11,12 +11,14 @@ import io
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from .errors import TaxonomyError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TOP = "*"
 
@@ -70,6 +72,7 @@ class Taxonomy:
             )
 
     def _validate_shape(self) -> None:
+        import pandas as pd
         lv = self.levels
         if lv.empty:
             raise TaxonomyError(f"taxonomy {self.name!r} has no leaves")
@@ -99,6 +102,7 @@ class Taxonomy:
 
     def check_covers(self, values: pd.Series, counts: pd.Series | None = None, column: str | None = None) -> None:
         """Raise if a (non-NULL) data value has no leaf; the error lists up to 10 missing values and their counts."""
+        import pandas as pd
         v = pd.Series(values, dtype=object).reset_index(drop=True)
         present = v.notna().to_numpy()
         bad = np.zeros(len(v), dtype=bool)
@@ -117,6 +121,7 @@ class Taxonomy:
 
     def to_frame(self) -> pd.DataFrame:
         """Long form (leaf, level, value) as stored in ``anon.taxonomy_nodes``."""
+        import pandas as pd
         long = self.levels.melt(id_vars="level0", var_name="level", value_name="value", ignore_index=True)
         long["level"] = long["level"].str.slice(5).astype(int)
         long = long.rename(columns={"level0": "leaf"})
@@ -165,6 +170,7 @@ def _arx_cached(text: str, name: str, path: str) -> Taxonomy:
 
 def from_arx_text(text: str, name: str, spec: dict | None = None) -> Taxonomy:
     """Parse ARX hierarchy text; rows may have ragged lengths only if padded by repeating the last value."""
+    import pandas as pd
     rows = [r for r in csv.reader(io.StringIO(text), delimiter=";") if r and any(c.strip() for c in r)]
     if not rows:
         raise TaxonomyError(f"taxonomy {name!r}: the file has no rows")
@@ -181,6 +187,7 @@ def from_arx_text(text: str, name: str, spec: dict | None = None) -> Taxonomy:
 
 def from_mapping(name: str, mapping: dict[Any, Sequence[Any]], top: bool = True) -> Taxonomy:
     """Explicit tree: leaf → [level1, level2, ...]; a ``*`` top level is added when missing and ``top``."""
+    import pandas as pd
     rows = [[str(leaf), *[str(a) for a in ancestors]] for leaf, ancestors in mapping.items()]
     width = max(len(r) for r in rows)
     rows = [r + [r[-1]] * (width - len(r)) for r in rows]
@@ -197,6 +204,7 @@ def _with_top(name: str, frame: pd.DataFrame, top: bool, kind: str, spec: dict) 
 
 def _present(values: Iterable[Any]) -> list[Any]:
     """The non-NULL values (None, NaN and pd.NA are NULL: a NULL is a value of its own, never a leaf)."""
+    import pandas as pd
     return [v for v in values if not pd.isna(v)]
 
 
@@ -219,6 +227,7 @@ def interval(name: str, values: Iterable[Any], widths: Sequence[float] | None = 
 
     Integer data gets closed labels ``[20-34]``; non-integer data half-open labels ``[20.5, 25.5)``.
     """
+    import pandas as pd
     texts, nums = _numbers(values)
     if not texts:
         raise TaxonomyError(f"interval taxonomy {name!r}: the column has no non-NULL values")
@@ -258,6 +267,7 @@ def _label(lo: float, hi: float, integral: bool) -> str:
 
 def mask(name: str, values: Iterable[Any], levels: int | None = None, char: str = "*") -> Taxonomy:
     """Masking hierarchy for codes: level L replaces the last L characters by ``*`` (52003 → 5200* → ... → *****)."""
+    import pandas as pd
     texts = sorted({str(v) for v in _present(values)})
     if not texts:
         raise TaxonomyError(f"mask taxonomy {name!r}: the column has no non-NULL values")
@@ -273,6 +283,7 @@ def mask(name: str, values: Iterable[Any], levels: int | None = None, char: str 
 
 def dates(name: str, values: Iterable[Any]) -> Taxonomy:
     """Date hierarchy: day (YYYY-MM-DD) → month (YYYY-MM) → year (YYYY) → ``*``."""
+    import pandas as pd
     texts = sorted({str(v) for v in _present(values)})
     parsed = pd.to_datetime(pd.Series(texts), errors="coerce")
     if parsed.isna().any():
@@ -284,6 +295,7 @@ def dates(name: str, values: Iterable[Any]) -> Taxonomy:
 
 def top_only(name: str, values: Iterable[Any]) -> Taxonomy:
     """The trivial hierarchy: each value, then ``*``."""
+    import pandas as pd
     texts = sorted({str(v) for v in _present(values)})
     return Taxonomy(name, pd.DataFrame({0: texts, 1: TOP}), kind="top", spec={"kind": "top"})
 

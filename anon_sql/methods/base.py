@@ -6,12 +6,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import pandas as pd
 
 from ..errors import PolicyError
 from ..schema import Key, section
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROW_ID = "__row"
 

@@ -9,10 +9,9 @@ t-closeness distances in the classes and checks views.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from sqlglot import exp
 
 from ..errors import PolicyError, TaxonomyError
@@ -21,6 +20,9 @@ from ..taxonomy import Taxonomy
 from ..udfs import risk_kernels as rk
 from .base import ClassColumns, ClassStats, SQLCheck
 from .standard import TCloseness
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def resolve_taxonomy(spec: Any, attribute: str, con=None) -> Taxonomy:
@@ -50,6 +52,7 @@ def resolve_taxonomy(spec: Any, attribute: str, con=None) -> Taxonomy:
 
 def taxonomy_nodes(taxonomy: Taxonomy, labels, attribute: str) -> list[np.ndarray]:
     """Per level, the node code of each value (its ancestor at that level); every value must be a leaf."""
+    import pandas as pd
     index = pd.Index(taxonomy.levels["level0"])
     text = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in labels]
     pos = index.get_indexer(text)
@@ -96,6 +99,7 @@ class HierarchicalTCloseness(TCloseness):
     # -- SQL ----------------------------------------------------------------------------------------------------
     def _map_rows(self) -> exp.Expression:
         """VALUES (leaf, lvl, node, parent): every leaf's ancestor at each level and that node's parent."""
+        import pandas as pd
         lv = self.taxonomy.levels
         h = self.taxonomy.height
         rows = []

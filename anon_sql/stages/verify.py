@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 from sqlglot import exp
 
-from .. import suppression
+from .. import checks as checks_summary, suppression
 from ..compiler import EC_ID, SIZE, CompiledRelease, ReleaseNames
 from ..methods import AssignmentPlan, Plan
 from ..metrics import sizes
@@ -68,19 +68,9 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
 
 
 def check_summary(checks: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per check column of a checks frame: classes, failing classes / records, worst value, passed."""
-    rows = []
-    for c in [c for c in checks.columns if c.endswith("_ok") and c != "__all_ok"]:
-        name = c[: -len("_ok")]
-        failing = checks[~checks[c].astype(bool)]
-        vals = checks[f"{name}_value"] if f"{name}_value" in checks else None
-        worst = None
-        if vals is not None and len(vals):
-            worst = float(vals.max()) if name.startswith("t_closeness") else float(vals.min())
-        rows.append({"check": name, "classes": len(checks), "failing_classes": len(failing),
-                     "failing_records": int(failing[SIZE].sum()) if len(failing) else 0, "worst_value": worst,
-                     "passed": len(failing) == 0})
-    return rows
+    """One row per check column of a checks frame (see :func:`anon_sql.checks.summarize`)."""
+    wanted = checks_summary.summary_columns(checks.columns)
+    return checks_summary.summarize({c: checks[c].to_numpy() for c in wanted})
 
 
 def failing_classes_records(con: Any, names: ReleaseNames) -> int:
