@@ -10,6 +10,7 @@ import pandas as pd
 from sqlglot import exp
 
 from anon_sql.analytics.leakage import leakage, resolve_columns, table_columns
+from anon_sql.cli_output import json_option, set_result
 from anon_sql.errors import AnonSQLError, PolicyError, SourceError
 from anon_sql.sqlbuild import lit, render, table as table_ref
 
@@ -96,6 +97,7 @@ def _show(df: pd.DataFrame) -> str:
               help="KTFS threshold: features scoring below it are selected for anonymization.")
 @click.option("--qi-threshold", type=click.FloatRange(0.0, 1.0), default=QI_THRESHOLD, show_default=True,
               help="Normalized leakage from which an attribute is suggested as a quasi-identifier.")
+@json_option
 def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_vulnerability: bool, store: bool,
             do_relevance: bool, target: str | None, quasi: str | None, count_column: str | None, seed: int,
             n_estimators: int, delta: float, qi_threshold: float) -> None:
@@ -117,12 +119,15 @@ def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_
         if not attributes:
             raise PolicyError(f"no attributes to analyze in {table!r}; name them with --quasi")
         resolve_columns(columns, attributes, table, "attribute")
+        result: dict[str, object] = {"table": table, "attributes": attributes}
         if do_leakage:
-            _print_leakage(con, name, attributes, count_column, combinations, qi_threshold)
+            result["leakage"] = _print_leakage(con, name, attributes, count_column, combinations, qi_threshold)
         if do_vulnerability:
-            _print_vulnerability(con, name, attributes, target, seed, n_estimators, count_column, store)
+            result["vulnerability"] = _print_vulnerability(con, name, attributes, target, seed, n_estimators,
+                                                           count_column, store)
         if do_relevance:
-            _print_relevance(con, name, attributes, target, delta, count_column)
+            result["relevance"] = _print_relevance(con, name, attributes, target, delta, count_column)
+        set_result(result)
     except (AnonSQLError, duckdb.Error) as err:
         raise _CliError(err) from err
     finally:
@@ -130,8 +135,8 @@ def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_
 
 
 def _print_leakage(con: duckdb.DuckDBPyConnection, name: str, attributes: list[str], count_column: str | None,
-                   combinations: int, qi_threshold: float) -> None:
-    """Leakage table, highest first, and the QI suggestion line."""
+                   combinations: int, qi_threshold: float) -> dict[str, object]:
+    """Leakage table, highest first, and the QI suggestion line; returns both for ``--json``."""
     df = leakage(con, name, attributes, count_column=count_column, combinations=combinations)
     what = "attribute" if combinations == 1 else f"set of {combinations} attributes"
     click.echo(f"Entropy leakage per {what} (ΔS bits; normalized = ΔS / log2 n):")
@@ -142,11 +147,13 @@ def _print_leakage(con: duckdb.DuckDBPyConnection, name: str, attributes: list[s
         click.echo(f"Suggested quasi-identifiers (normalized leakage >= {qi_threshold:.2f}): {', '.join(labels)}")
     else:
         click.echo(f"No {what} reaches normalized leakage {qi_threshold:.2f}; lower --qi-threshold to see candidates.")
+    return {"table": df, "suggested_quasi": labels}
 
 
 def _print_vulnerability(con: duckdb.DuckDBPyConnection, name: str, attributes: list[str], target: str, seed: int,
-                         n_estimators: int, count_column: str | None, store: bool = False) -> None:
-    """Identity vulnerability table, the OOB score and any weak-estimate warning (on stderr)."""
+                         n_estimators: int, count_column: str | None, store: bool = False) -> dict[str, object]:
+    """Identity vulnerability table, the OOB score and any weak-estimate warning (on stderr); returns the table and
+    the score for ``--json``."""
     if count_column:
         click.echo(f"note: --count-column {count_column!r} is ignored by --vulnerability (one row = one record)",
                    err=True)
@@ -166,11 +173,12 @@ def _print_vulnerability(con: duckdb.DuckDBPyConnection, name: str, attributes: 
     for w in caught:
         if issubclass(w.category, UserWarning):
             click.echo(f"warning: {w.message}", err=True)
+    return {"table": df, "oob_score": df.attrs["oob_score"], "task": df.attrs["task"]}
 
 
 def _print_relevance(con: duckdb.DuckDBPyConnection, name: str, attributes: list[str], target: str, delta: float,
-                     count_column: str | None) -> None:
-    """KTFS relevance table and the attributes selected for anonymization."""
+                     count_column: str | None) -> dict[str, object]:
+    """KTFS relevance table and the attributes selected for anonymization; returns both for ``--json``."""
     if count_column:
         click.echo(f"note: --count-column {count_column!r} is ignored by --relevance (one row = one record)", err=True)
     from anon_sql.analytics.relevance import feature_relevance   # scipy: loaded only when relevance runs
@@ -180,3 +188,4 @@ def _print_relevance(con: duckdb.DuckDBPyConnection, name: str, attributes: list
     click.echo(_show(df))
     selected = df[df["selected_for_anonymization"]]["attribute"].tolist()
     click.echo(f"Selected for anonymization (|tau_b| < {delta:.2f}, not redundant): {', '.join(selected) or '(none)'}")
+    return {"table": df, "selected_for_anonymization": selected}

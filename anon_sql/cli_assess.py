@@ -7,6 +7,7 @@ import click
 import duckdb
 
 from .cli_errors import cli_errors
+from .cli_output import json_option, set_result
 from .errors import PolicyError
 
 
@@ -39,12 +40,12 @@ def _taxonomies(items: tuple[str, ...]) -> dict[str, str]:
               help="Distinction / separation for QI combinations of up to this many QIs.")
 @click.option("--count-column", default=None, help="Column giving the records each row stands for.")
 @click.option("--db", default=None, help="DuckDB file holding SOURCE (opened read-only).")
-@click.option("--json", "as_json", is_flag=True, help="Print the assessment as JSON.")
 @click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
               help="Also write the assessment as an HTML page.")
+@json_option
 def assess_cmd(source: str, quasi: str, sensitive: str | None, population: str | None,
                sampling_fraction: float | None, threshold: float, taxonomy: tuple[str, ...], combinations: int,
-               count_column: str | None, db: str | None, as_json: bool, html_path: str | None) -> None:
+               count_column: str | None, db: str | None, html_path: str | None) -> None:
     """Measure SOURCE (a table of --db, or a .csv / .parquet file) as it is: k, l, t, α, β, δ, prosecutor /
     journalist / marketer risk, population uniqueness. Nothing is written to the database."""
     from .assessment import assess
@@ -62,8 +63,8 @@ def assess_cmd(source: str, quasi: str, sensitive: str | None, population: str |
         a = assess(con, source, _split(quasi), _split(sensitive), population=pop,
                    sampling_fraction=sampling_fraction, threshold=threshold, taxonomies=_taxonomies(taxonomy),
                    combination_size=combinations, count_column=count_column)
-        click.echo(a.report("json" if as_json else "text"))
+        set_result(a.to_dict())
+        click.echo(a.report("text"))
         if html_path:
             Path(html_path).write_text(a.report("html"), encoding="utf-8")
-            if not as_json:
-                click.echo(f"\nwrote {html_path}")
+            click.echo(f"\nwrote {html_path}")

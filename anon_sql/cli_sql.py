@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Callable, TextIO
 
 import click
 import duckdb
@@ -44,6 +44,18 @@ def echo_result(result) -> None:
         click.echo(format_frame(result.frame))
 
 
+def shown_and_recorded() -> Callable[[Any], None]:
+    """A statement-result callback that prints each result and keeps them all as the command's ``--json`` result
+    (one entry per statement that ran: kind, message, rows)."""
+    results: list[dict] = []
+
+    def show(result) -> None:
+        echo_result(result)
+        results.append({"kind": result.kind, "message": result.message, "rows": result.frame})
+        set_result(results)
+    return show
+
+
 @click.command("run")
 @click.argument("script", type=click.File("r", encoding="utf-8"))
 @click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
@@ -53,25 +65,20 @@ def run_cmd(script: TextIO, db: str | None) -> None:
     from .statements import execute
 
     text = script.read()
-    results: list[dict] = []   # --json: one entry per statement that ran (kind, message, rows)
-
-    def show(result) -> None:
-        echo_result(result)
-        results.append({"kind": result.kind, "message": result.message, "rows": result.frame})
-        set_result(results)
-
     with cli_errors():
-        execute(duckdb.connect(db or ":memory:"), text, on_result=show)
+        execute(duckdb.connect(db or ":memory:"), text, on_result=shown_and_recorded())
 
 
 @click.command("shell")
 @click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
 @click.option("--history", default=None,
               help=f"History file (default: $ANON_SQL_HISTORY, else {HISTORY}).")
+@json_option
 def shell_cmd(db: str | None, history: str | None) -> None:
     """Interactive SQL prompt with history; accepts DuckDB SQL and the anonymized-view statements.
 
-    With input piped in (not a terminal) it runs like `anon-sql run -`: no prompt, stop at the first failure."""
+    With input piped in (not a terminal) it runs like `anon-sql run -`: no prompt, stop at the first failure.
+    With --json, the results of the session's statements (kind, message, rows) are written as JSON at the end."""
     with cli_errors():
         con = duckdb.connect(db or ":memory:")
     interactive = sys.stdin.isatty()
@@ -109,6 +116,8 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
     from .statements import Session, is_complete
 
     session = Session(con)
+    show = shown_and_recorded()
+
     lines: list[str] = []
     while True:
         try:
@@ -136,7 +145,7 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
                 continue
         text, lines = "\n".join(lines), []
         try:
-            session.run_script(text, on_result=echo_result)
+            session.run_script(text, on_result=show)
         except AnonSQLError as err:
             click.echo(f"error: {err}", err=True)
             if not interactive:

@@ -296,8 +296,9 @@ def test_cli_json_and_html(small, tmp_path):
     res = CliRunner().invoke(main, ["assess", str(csv), "--quasi", "a,b", "--sensitive", "s", "--population", "60",
                                     "--json", "--html", str(html)])
     assert res.exit_code == 0, res.output
-    data = json.loads(res.output)
+    data = json.loads(res.stdout)              # stdout is the JSON alone; the text summary went to stderr
     assert data["measures"]["k"] == 1 and data["measures"]["population_size"] == 60
+    assert res.stderr.startswith("assessment of")
     assert "Assessment of" in html.read_text()
 
 

@@ -34,6 +34,40 @@ def test_every_command_writes_one_json_document_to_stdout(seed_db):
     assert code == 0 and data["wrote"][0].endswith("r.parquet")
 
 
+def test_every_command_has_the_json_option():
+    """Every runnable command, lazy ones and subcommands included, takes the shared --json [FILE]."""
+    import click
+
+    def leaves(group: click.Group, path: tuple[str, ...] = ()):
+        for name in group.list_commands(None):
+            cmd = group.get_command(None, name)
+            if isinstance(cmd, click.Group):
+                yield from leaves(cmd, (*path, name))
+            else:
+                yield (*path, name), cmd
+
+    found = dict(leaves(main))
+    assert {("shell",), ("assess",), ("run",), ("check",), ("taxonomy", "show")} <= set(found)
+    missing = [" ".join(p) for p, cmd in found.items() if "json_target" not in {q.name for q in cmd.params}]
+    assert not missing, missing
+
+
+def test_analyze_json_holds_the_tables_it_printed(seed_db):
+    db, _, _ = seed_db
+    code, data = run_json(["analyze", "t1", "--db", db, "--quasi", "age,zip", "--json"])
+    assert code == 0 and data["attributes"] == ["age", "zip"]
+    assert {row["attribute"] for row in data["leakage"]["table"]} == {"age", "zip"}
+    assert set(data["leakage"]["suggested_quasi"]) <= {"age", "zip"}
+
+
+def test_shell_json_gives_every_statement_result(tmp_path):
+    res = CliRunner().invoke(main, ["shell", "--db", str(tmp_path / "s.duckdb"), "--json"],
+                             input="CREATE TABLE t AS SELECT 1 AS a;\nSELECT a + 1 AS b FROM t;\n")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [e["kind"] for e in data] == ["sql", "sql"] and data[1]["rows"] == [{"b": 2}]
+
+
 def test_report_json_dash_is_stdout_and_file_is_a_file(seed_db, monkeypatch):
     db, _, tmp = seed_db
     monkeypatch.chdir(tmp)
