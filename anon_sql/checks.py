@@ -37,14 +37,20 @@ def summarize(columns: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _flags(column: Any) -> np.ndarray:
     """Pass flags as booleans; NULL / None / NaN count as failed (fail closed)."""
-    filled = np.ma.filled(column, False) if np.ma.isMaskedArray(column) else np.asarray(column)
+    filled = column.filled(False) if _masked(column) else np.asarray(column)
     return np.asarray(filled == True, dtype=bool)  # noqa: E712 — elementwise: None and NaN are not True
+
+
+def _masked(column: Any) -> bool:
+    """A numpy masked array (DuckDB's ``fetchnumpy`` gives one for a column with NULLs), told without importing
+    ``numpy.ma``."""
+    return hasattr(column, "mask") and hasattr(column, "filled")
 
 
 def _floats(column: Any) -> np.ndarray:
     """Numbers as float64, NULL as NaN."""
-    if np.ma.isMaskedArray(column):
-        return np.ma.filled(column.astype(float), np.nan)
+    if _masked(column):
+        return column.astype(float).filled(np.nan)
     array = np.asarray(column)
     if array.dtype == object:
         array = np.where(array == None, np.nan, array)  # noqa: E711 — elementwise

@@ -70,7 +70,7 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
 def check_summary(checks: pd.DataFrame) -> list[dict[str, Any]]:
     """One row per check column of a checks frame (see :func:`anon_sql.checks.summarize`)."""
     wanted = checks_summary.summary_columns(checks.columns)
-    return checks_summary.summarize({c: checks[c].to_numpy() for c in wanted})
+    return checks_summary.summarize({c: checks[c].to_numpy(dtype=object, na_value=None) for c in wanted})
 
 
 def failing_classes_records(con: Any, names: ReleaseNames) -> int:
