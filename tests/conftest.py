@@ -101,3 +101,20 @@ def load_classes(c: duckdb.DuckDBPyConnection, classes: dict[str, str], table: s
     c.execute(f'CREATE TABLE "{table}" AS SELECT * FROM __classes_src')
     c.unregister("__classes_src")
 
+
+@pytest.fixture
+def seed_db(tmp_path):
+    """A database file with seed 000 as table t1 and its levels release r000 (zip 1, age 1); returns (db path,
+    policy TOML path, tmp_path)."""
+    from anon_sql.policy import Policy
+
+    policy = seed000_policy(method_params={"levels": {"zip": 1, "age": 1}})
+    db = str(tmp_path / "s.duckdb")
+    c = duckdb.connect(db)
+    anon_sql.install(c)
+    load_seed000(c)
+    anon_sql.release(c, policy)
+    c.close()
+    path = tmp_path / "p.toml"
+    path.write_text(Policy.from_dict(policy).to_toml())
+    return db, str(path), tmp_path

@@ -11,7 +11,6 @@ from anon_sql.cli import main
 from anon_sql.cli_output import ProgressLine
 from anon_sql.progress import Progress
 
-from test_report import seed_db  # noqa: F401,E402  (the same released seed 000 database fixture)
 
 
 def run_json(args: list[str]) -> tuple[int, object]:

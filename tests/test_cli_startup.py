@@ -7,13 +7,11 @@ import json
 import subprocess
 import sys
 
-import duckdb
 import pytest
 
 import anon_sql
 from anon_sql import api
 from anon_sql.cli import DIALECTS, LAZY_COMMANDS, main
-from conftest import load_seed000, seed000_policy
 
 HEAVY = ("sklearn", "scipy", "pyspark", "matplotlib")
 
@@ -32,13 +30,8 @@ def test_import_and_help_load_no_heavy_library():
     assert not mods & {*HEAVY, "pandas", "duckdb"}, mods
 
 
-def test_check_loads_no_scikit_learn_scipy_or_pandas(tmp_path):
-    db = str(tmp_path / "c.duckdb")
-    con = duckdb.connect(db)
-    anon_sql.install(con)
-    load_seed000(con)
-    anon_sql.release(con, seed000_policy(method_params={"levels": {"zip": 1, "age": 1}}))
-    con.close()
+def test_check_loads_no_scikit_learn_scipy_or_pandas(seed_db):
+    db = seed_db[0]
     mods = loaded_after(f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
                         "except SystemExit as e:\n    assert e.code in (0, None), e.code")
     assert "duckdb" in mods and not mods & {*HEAVY, "pandas"}, mods

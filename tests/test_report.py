@@ -134,19 +134,6 @@ def test_sweep_tabulates_dry_runs_and_creates_nothing(con):
                            ).fetchall()[0][0]
 
 
-@pytest.fixture
-def seed_db(tmp_path):
-    db = str(tmp_path / "s.duckdb")
-    c = duckdb.connect(db)
-    anon_sql.install(c)
-    load_seed000(c)
-    anon_sql.release(c, seed000_policy(method_params={"levels": {"zip": 1, "age": 1}}))
-    c.close()
-    policy = tmp_path / "p.toml"
-    policy.write_text(Policy.from_dict(seed000_policy(method_params={"levels": {"zip": 1, "age": 1}})).to_toml())
-    return db, str(policy), tmp_path
-
-
 def test_cli_report_writes_html_and_json_and_classifies(seed_db):
     db, _, tmp = seed_db
     html_path, json_path = str(tmp / "r.html"), str(tmp / "r.json")
