@@ -202,7 +202,7 @@ class Policy:
         return dump_toml(self.to_dict())
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
+        return json.dumps(self.to_dict())       # attribute order is meaningful (QI order, tie-breaks): keep it
 
     # -- SQL -----------------------------------------------------------------------------------------------------
     @classmethod

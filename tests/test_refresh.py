@@ -141,3 +141,19 @@ def test_or_replace_with_another_shape_still_records_what_changed(db):
     last = _versions(db).iloc[-1]
     new_rows = db.execute("SELECT count(*) FROM adult_k5").fetchall()[0][0]
     assert (last["action"], last["rows_added"], last["rows_removed"]) == ("replace", new_rows, rows)
+
+
+def test_stored_policy_keeps_the_attribute_order(seed_db):
+    """The catalog's policy JSON keeps attributes in the policy's order (QI order breaks ties in the searches, so a
+    refresh must see the same order)."""
+    import duckdb
+
+    from anon_sql.policy import Policy
+
+    db, path, _ = seed_db
+    declared = list(Policy.from_toml(path).attributes)
+    assert declared != sorted(declared)            # the fixture's order is not alphabetical: the test can fail
+    con = duckdb.connect(db, read_only=True)
+    stored = con.execute("SELECT policy_json FROM anon.releases WHERE release = 'r000'").fetchall()[0][0]
+    stored_order = list(Policy.from_dict(json.loads(stored)).attributes)   # the effective policy: every column
+    assert [a for a in stored_order if a in declared] == declared
