@@ -76,7 +76,7 @@ def check_summary(checks: pd.DataFrame) -> list[dict[str, Any]]:
         vals = checks[f"{name}_value"] if f"{name}_value" in checks else None
         worst = None
         if vals is not None and len(vals):
-            worst = float(vals.max()) if name.startswith("t_closeness") else float(vals.min())
+            worst = (float(vals.max()) if name.startswith(("t_closeness", "delta_presence")) else float(vals.min()))
         rows.append({"check": name, "classes": len(checks), "failing_classes": len(failing),
                      "failing_records": int(failing[SIZE].sum()) if len(failing) else 0, "worst_value": worst,
                      "passed": len(failing) == 0})
