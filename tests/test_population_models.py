@@ -99,6 +99,15 @@ def test_golden_refusals(golden, level, privacy, check):
     assert not _exists(golden)
 
 
+def test_level_0_equals_assess(golden):
+    # assess measures the table as it is: at level 0 its k_map / δ range are the release's extreme class values
+    m = anon_sql.assess(golden, "sample", quasi=["zip"], population="pop").measures
+    rel = anon_sql.release(golden, _policy(0, k_map=_kmap(1), delta_presence=_dp(0, 1)))
+    assert (m["k_map"], m["delta_presence_min"], m["delta_presence_max"]) == pytest.approx((4, 1 / 6, 0.6))
+    assert m["k_map"] == rel.classes["k_map_value"].min()
+    assert m["delta_presence_max"] == pytest.approx(rel.classes["delta_presence_value"].max())
+
+
 @pytest.mark.parametrize("privacy", [{"k_map": _kmap(10)}, {"delta_presence": _dp(0.3, 0.4)},
                                      {"k_map": _kmap(10), "delta_presence": _dp(0.25, 0.5)}])
 def test_golden_passes_at_level_1(golden, privacy):
@@ -168,7 +177,7 @@ def test_source_not_a_subset_of_the_population(golden):
 
 def test_population_value_outside_the_taxonomy(golden):
     golden.execute("INSERT INTO pop VALUES ('20001', 'x')")
-    with pytest.raises(TaxonomyError, match="population 'pop'.*20001"):
+    with pytest.raises(TaxonomyError, match="population 'pop'.*20001.*inline taxonomy"):
         anon_sql.release(golden, _policy(1, k_map=_kmap(5)))
 
 
@@ -315,3 +324,14 @@ def test_optimal_search_equals_brute_force_with_suppression(adult):
     finally:
         discard(c, r)
     assert rel.plan == lat.as_dict(best.node)
+
+
+def test_adult_level_0_equals_assess(adult):
+    c, _ = adult
+    m = anon_sql.assess(c, "sample", quasi=QIS, population="population").measures
+    rel = anon_sql.release(c, _adult_policy("ad_000", levels={q: 0 for q in QIS},
+                                            k_map={"k": 1, "population": "population"},
+                                            delta_presence={"delta_max": 1.0, "population": "population"}))
+    assert m["k_map"] == rel.classes["k_map_value"].min()
+    assert m["delta_presence_min"] == pytest.approx(rel.classes["delta_presence_value"].min())
+    assert m["delta_presence_max"] == pytest.approx(rel.classes["delta_presence_value"].max())

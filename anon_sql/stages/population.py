@@ -75,7 +75,10 @@ def _check_values(con: Any, name: str, relation: exp.Select, policy: Any, taxono
             try:
                 tax.check_covers(values["v"], values["n"], column=q)
             except TaxonomyError as err:
-                raise TaxonomyError(f"population {name!r}: {err}") from None
+                hint = (" (the inline taxonomy of this quasi-identifier is built from the source's values: give a "
+                        "named or file taxonomy that covers the population)"
+                        if isinstance(policy.attributes[q].taxonomy, dict) else "")
+                raise TaxonomyError(f"population {name!r}: {err}{hint}") from None
 
 
 def _check_subset(con: Any, name: str, relation: exp.Select, resolved: Any, keys: str) -> None:
