@@ -52,18 +52,38 @@ def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
     table = names.table
     columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
     models = build_models(policy, con)
-    population = population_models(models)
-    if population:
-        raise PolicyError(f"release {name!r}: re-verifying {', '.join(m.name for m in population)} is not supported "
-                          "yet (it needs the population generalized with the release's taxonomies); the release's "
-                          "own checks view verified them when it was made")
-    ci = CompileInput(policy, table.copy(), columns, LevelPlan({}), {}, models)
+    level_plan, taxonomies = LevelPlan({}), {}
+    if population_models(models):   # k-map / δ-presence: the population through the release's level maps
+        level_plan, taxonomies = _population_plan(con, policy, plan, table, models)
+    ci = CompileInput(policy, table.copy(), columns, level_plan, taxonomies, models)
     frame = con.execute(render(checks_view(ci, names).order_by(exp.column(EC_ID)))).df()
     rows = check_summary(frame)
     if plan.get("slicing_check"):
         rows.append(_slicing_check(con, policy, names, plan["slicing_check"]))
     rows += _catalog_checks(con, policy, row, plan, columns, len(frame))
     return pd.DataFrame(rows)
+
+
+def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table, models: list
+                     ) -> tuple[LevelPlan, dict[str, Any]]:
+    """The recorded levels and the policy's taxonomies, and the population models' relation: QIs at level 0 read as
+    the released table's types, generalized ones as text (the level maps join on text)."""
+    from .stages.population import check_values, population_relation
+    from .taxonomy_lookup import resolve_taxonomies
+
+    levels = {q: int(plan.get(q, 0)) for q in policy.quasi}
+    inline = [q for q in policy.quasi if isinstance(policy.attributes[q].taxonomy, dict)]
+    if inline:
+        raise PolicyError(f"re-verifying k_map / delta_presence needs the release's taxonomies; {inline} had inline "
+                          "taxonomies built from the source's values, which the catalog does not keep")
+    taxonomies = resolve_taxonomies(con, policy, None, False, catalog_con=con, check=False)
+    described = con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()
+    types = {r[0]: (r[1] if levels.get(r[0], 0) == 0 else "VARCHAR") for r in described}
+    pop = population_models(models)[0].population
+    keys = "privacy model(s) " + ", ".join(m.name for m in population_models(models))
+    pop.relation = population_relation(con, pop.name, policy, types, keys)
+    check_values(con, pop.name, pop.relation, policy, taxonomies)
+    return LevelPlan(levels), taxonomies
 
 
 def _catalog_checks(con, policy: Policy, row: dict[str, Any], plan: dict[str, Any], columns: list[str],

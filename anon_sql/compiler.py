@@ -444,8 +444,8 @@ def _population_classes(ci: CompileInput) -> exp.Select | None:
         raise PolicyError(f"{models[0].describe()} needs a plan of full-domain levels (the population is generalized "
                           "with the same level maps); this plan assigns records to classes")
     if relation is None:
-        raise PolicyError(f"population {models[0].population.name!r} was not resolved (release through "
-                          "anon_sql.release / compile, which check it against the source)")
+        raise PolicyError(f"population {models[0].population.name!r} of {models[0].name} is read and checked "
+                          "against the source only with a connection: pass con= to compile, or release")
     quasi = list(ci.policy.quasi)
     items, joins = _generalized_items(ci, quasi, "p")
     general = exp.select(*items, col(POP_WEIGHT, "p")).from_(

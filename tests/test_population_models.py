@@ -335,3 +335,25 @@ def test_adult_level_0_equals_assess(adult):
     assert m["k_map"] == rel.classes["k_map_value"].min()
     assert m["delta_presence_min"] == pytest.approx(rel.classes["delta_presence_value"].min())
     assert m["delta_presence_max"] == pytest.approx(rel.classes["delta_presence_value"].max())
+
+
+def test_check_reverifies_the_population_models(golden):
+    pol = _policy(1, k_map=_kmap(10), delta_presence=_dp(0.3, 0.4))
+    pol["attributes"]["zip"]["taxonomy"] = "zipmask"
+    from anon_sql.api import build_taxonomy_from_column
+
+    build_taxonomy_from_column(golden, "zipmask", "pop", "zip", {"kind": "mask"})
+    anon_sql.release(golden, pol)
+    frame = anon_sql.check(golden, "rel").set_index("check")
+    assert frame.loc["k_map", "passed"] and frame.loc["delta_presence", "passed"]
+    assert frame.loc["k_map", "worst_value"] == 10 and frame.loc["delta_presence", "worst_value"] == pytest.approx(0.4)
+    golden.execute("DELETE FROM pop WHERE zip = '10001'")              # the population shrinks: k-map no longer holds
+    frame = anon_sql.check(golden, "rel").set_index("check")
+    assert not frame.loc["k_map", "passed"] and frame.loc["k_map", "worst_value"] == 6
+    assert not frame.loc["delta_presence", "passed"]                   # 1000*: 3 / 6
+
+
+def test_check_refuses_inline_taxonomies(golden):
+    anon_sql.release(golden, _policy(1, k_map=_kmap(10)))
+    with pytest.raises(PolicyError, match="inline"):
+        anon_sql.check(golden, "rel")

@@ -42,24 +42,31 @@ def resolve_population(engine: Engine, resolved: Any) -> None:
                           f"({sorted(p.name for p in pops.values())}); give both the same population table")
     pop = next(iter(pops.values()))
     con = engine.con
-    try:
-        src = resolve_source(con, pop.name, label=pop.name)
-    except SourceError as err:
-        raise SourceError(f"population {pop.name!r} of {keys}: {err}") from None
-    missing = [q for q in policy.quasi if q not in src.columns]
-    if missing:
-        raise PolicyError(f"population {pop.name!r} of {keys} has no column(s) {missing}; it needs every "
-                          f"quasi-identifier of the policy ({list(policy.quasi)}), its columns are {src.columns}")
-    weighted = bool(policy.count_column) and policy.count_column in src.columns
-    items = [alias(exp.Cast(this=col(q), to=exp.DataType.build(resolved.source.types[q])), q) for q in policy.quasi]
-    items.append(alias(col(policy.count_column) if weighted else lit(1), WEIGHT))
-    relation = exp.select(*items).from_(src.relation.copy())
-    _check_values(con, pop.name, relation, policy, resolved.taxonomies)
+    relation = population_relation(con, pop.name, policy, resolved.source.types, keys)
+    check_values(con, pop.name, relation, policy, resolved.taxonomies)
     _check_subset(con, pop.name, relation, resolved, keys)
     pop.relation = relation
 
 
-def _check_values(con: Any, name: str, relation: exp.Select, policy: Any, taxonomies: dict) -> None:
+def population_relation(con: Any, name: str, policy: Any, types: dict[str, str], keys: str) -> exp.Select:
+    """``SELECT <QI> CAST to types[QI], <records> AS __pw FROM <population>`` after checking the population exists
+    and has every quasi-identifier (the count column, when the policy has one and the population too, gives the
+    records of each row)."""
+    try:
+        src = resolve_source(con, name, label=name)
+    except SourceError as err:
+        raise SourceError(f"population {name!r} of {keys}: {err}") from None
+    missing = [q for q in policy.quasi if q not in src.columns]
+    if missing:
+        raise PolicyError(f"population {name!r} of {keys} has no column(s) {missing}; it needs every "
+                          f"quasi-identifier of the policy ({list(policy.quasi)}), its columns are {src.columns}")
+    weighted = bool(policy.count_column) and policy.count_column in src.columns
+    items = [alias(exp.Cast(this=col(q), to=exp.DataType.build(types[q])), q) for q in policy.quasi]
+    items.append(alias(col(policy.count_column) if weighted else lit(1), WEIGHT))
+    return exp.select(*items).from_(src.relation.copy())
+
+
+def check_values(con: Any, name: str, relation: exp.Select, policy: Any, taxonomies: dict) -> None:
     """Every population value castable to the source's type and covered by the QI's taxonomy."""
     for q in policy.quasi:
         v = exp.Cast(this=col(q), to=exp.DataType.build("VARCHAR"))
