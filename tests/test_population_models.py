@@ -357,3 +357,20 @@ def test_check_refuses_inline_taxonomies(golden):
     anon_sql.release(golden, _policy(1, k_map=_kmap(10)))
     with pytest.raises(PolicyError, match="inline"):
         anon_sql.check(golden, "rel")
+
+
+def test_count_columns_weight_source_and_population(con):
+    # the golden tables aggregated: one row per zip with its records in column n (the population's n counts too)
+    for name, counts in (("sample", SAMPLE), ("pop", POPULATION)):
+        frame = pd.DataFrame({"zip": list(counts), "s": "x", "n": list(counts.values())})
+        con.register("__agg", frame)
+        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM __agg')
+        con.unregister("__agg")
+    pol = {**_policy(1, k_map=_kmap(1), delta_presence=_dp(0, 1)), "count_column": "n"}
+    cl = anon_sql.release(con, pol).classes
+    got = {str(z): (n, p, d) for z, n, p, d in zip(cl["zip"], cl["__size"], cl["k_map_value"],
+                                                   cl["delta_presence_value"])}
+    assert got == {z: (n, p, pytest.approx(d)) for z, (n, p, d) in GOLDEN[1].items()}
+    # the lattice weighs them too: at level 0 class 10001 has 4 population records, so k = 5 needs level 1
+    opt = {**_policy(method="optimal", k_map=_kmap(5)), "count_column": "n", "name": "rel_opt"}
+    assert anon_sql.release(con, opt).plan == {"zip": 1}
