@@ -374,3 +374,15 @@ def test_count_columns_weight_source_and_population(con):
     # the lattice weighs them too: at level 0 class 10001 has 4 population records, so k = 5 needs level 1
     opt = {**_policy(method="optimal", k_map=_kmap(5)), "count_column": "n", "name": "rel_opt"}
     assert anon_sql.release(con, opt).plan == {"zip": 1}
+
+
+def test_population_columns_are_read_as_the_source_types(golden):
+    # an INTEGER population column reads as the source's text; text that is no number refuses for a numeric source
+    golden.execute("CREATE TABLE popint AS SELECT CAST(zip AS INTEGER) AS zip, s FROM pop")
+    assert anon_sql.release(golden, _policy(1, k_map=_kmap(10, "popint"))).passed
+    golden.execute("CREATE TABLE numsample AS SELECT CAST(zip AS INTEGER) AS zip, s FROM sample")
+    golden.execute("CREATE TABLE popbad AS SELECT zip, s FROM pop UNION ALL SELECT 'abc', 'x'")
+    pol = {**_policy(1, k_map=_kmap(10, "popbad")), "source": "numsample", "name": "rel2"}
+    with pytest.raises(SourceError, match="population 'popbad': column 'zip' does not read as the source's type"):
+        anon_sql.release(golden, pol)
+    assert not _exists(golden, "rel2")

@@ -99,7 +99,7 @@ class DeltaPresence(PopulationModel):
         pop = cols.population
         d = exp.Div(this=exp.Cast(this=cols.size, to=exp.DataType.build("DOUBLE")),
                     expression=exp.Nullif(this=pop, expression=lit(0)))
-        ok = exp.Coalesce(this=and_between(d, self.delta_min - EPS, self.delta_max + EPS), expressions=[exp.false()])
+        ok = exp.Coalesce(this=_between(d, self.delta_min - EPS, self.delta_max + EPS), expressions=[exp.false()])
         return [SQLCheck("delta_presence", d, ok,
                          f"{self.delta_min} <= |class| / |population class| <= {self.delta_max} "
                          f"(population {self.population.name!r})")]
@@ -109,6 +109,6 @@ class DeltaPresence(PopulationModel):
                 f"{self.population.name!r})")
 
 
-def and_between(value: exp.Expression, low: float, high: float) -> exp.Expression:
+def _between(value: exp.Expression, low: float, high: float) -> exp.Expression:
     return exp.And(this=exp.GTE(this=value.copy(), expression=lit(low)),
                    expression=exp.LTE(this=value.copy(), expression=lit(high)))

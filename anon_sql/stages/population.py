@@ -61,7 +61,7 @@ def population_relation(con: Any, name: str, policy: Any, types: dict[str, str],
         raise PolicyError(f"population {name!r} of {keys} has no column(s) {missing}; it needs every "
                           f"quasi-identifier of the policy ({list(policy.quasi)}), its columns are {src.columns}")
     weighted = bool(policy.count_column) and policy.count_column in src.columns
-    items = [alias(exp.Cast(this=col(q), to=exp.DataType.build(types[q])), q) for q in policy.quasi]
+    items = [alias(exp.Cast(this=col(q), to=exp.DataType.build(types[q], dialect="duckdb")), q) for q in policy.quasi]
     items.append(alias(col(policy.count_column) if weighted else lit(1), WEIGHT))
     return exp.select(*items).from_(src.relation.copy())
 
