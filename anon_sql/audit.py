@@ -19,9 +19,9 @@ from . import catalog
 from .checks import summarize, summary_columns
 from .columns import EC_ID
 from .compiler import CompileInput, ReleaseNames, checks_view, released_columns
-from .errors import SourceError
+from .errors import PolicyError, SourceError
 from .methods import LevelPlan
-from .models import build_models
+from .models import build_models, population_models
 from .policy import Policy
 from .source import file_relation, is_path, relation_exists, table_relation
 from .sqlbuild import ident, record_count, render
@@ -60,7 +60,11 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
     names = ReleaseNames(name)
     table = names.table
     columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
-    ci = CompileInput(policy, table.copy(), columns, LevelPlan({}), {}, build_models(policy, con))
+    models = build_models(policy, con)
+    level_plan, taxonomies = LevelPlan({}), {}
+    if population_models(models):   # k-map / δ-presence: the population through the release's level maps
+        level_plan, taxonomies = _population_plan(con, policy, plan, table, models)
+    ci = CompileInput(policy, table.copy(), columns, level_plan, taxonomies, models)
     view = checks_view(ci, names).subquery("__checks")
     described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
     wanted = summary_columns(d[0] for d in described)
@@ -72,6 +76,28 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
         rows.append(_slicing_check(con, policy, names, plan["slicing_check"]))
     rows += _catalog_checks(con, policy, row, plan, columns, classes)
     return rows
+
+
+def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table, models: list
+                     ) -> tuple[LevelPlan, dict[str, Any]]:
+    """The recorded levels and the policy's taxonomies, and the population models' relation: QIs at level 0 read as
+    the released table's types, generalized ones as text (the level maps join on text)."""
+    from .stages.population import check_values, population_relation
+    from .taxonomy_lookup import resolve_taxonomies
+
+    levels = {q: int(plan.get(q, 0)) for q in policy.quasi}
+    inline = [q for q in policy.quasi if isinstance(policy.attributes[q].taxonomy, dict)]
+    if inline:
+        raise PolicyError(f"re-verifying k_map / delta_presence needs the release's taxonomies; {inline} had inline "
+                          "taxonomies built from the source's values, which the catalog does not keep")
+    taxonomies = resolve_taxonomies(con, policy, None, False, catalog_con=con, check=False)
+    described = con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()
+    types = {r[0]: (r[1] if levels.get(r[0], 0) == 0 else "VARCHAR") for r in described}
+    pop = population_models(models)[0].population
+    keys = "privacy model(s) " + ", ".join(m.name for m in population_models(models))
+    pop.relation = population_relation(con, pop.name, policy, types, keys)
+    check_values(con, pop.name, pop.relation, policy, taxonomies)
+    return LevelPlan(levels), taxonomies
 
 
 def _catalog_checks(con, policy: Policy, row: dict[str, Any], plan: dict[str, Any], columns: list[str],

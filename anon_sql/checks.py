@@ -9,6 +9,8 @@ import numpy as np
 
 from .columns import SIZE
 
+WORST_IS_LARGEST = ("t_closeness", "delta_presence")    # checks whose value is a bound from above (a distance, δ)
+
 
 def summary_columns(columns: Iterable[str]) -> list[str]:
     """The columns of a checks view that :func:`summarize` reads (fetch only these: no QI values are needed)."""
@@ -17,7 +19,7 @@ def summary_columns(columns: Iterable[str]) -> list[str]:
 
 def summarize(columns: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per ``<check>_ok`` column (arrays, one entry per class): classes, failing classes and records, the
-    worst value (the largest for a t-closeness distance, else the smallest) and passed. A NULL flag fails."""
+    worst value (the largest for a t-closeness distance or δ-presence's δ, else the smallest) and passed. A NULL flag fails."""
     size = _floats(columns[SIZE]) if SIZE in columns else np.zeros(0)
     rows = []
     for name in [c[: -len("_ok")] for c in columns if c.endswith("_ok") and c != "__all_ok"]:
@@ -27,7 +29,7 @@ def summarize(columns: Mapping[str, Any]) -> list[dict[str, Any]]:
         if values is not None and len(values):
             known = values[~np.isnan(values)]
             worst = float("nan") if not len(known) else float(
-                known.max() if name.startswith("t_closeness") else known.min())
+                known.max() if name.startswith(WORST_IS_LARGEST) else known.min())
         failing = ~ok
         rows.append({"check": name, "classes": int(len(ok)), "failing_classes": int(failing.sum()),
                      "failing_records": int(size[failing].sum()) if failing.any() else 0, "worst_value": worst,

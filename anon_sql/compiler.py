@@ -10,7 +10,8 @@ from sqlglot import exp
 
 from .errors import PolicyError
 from .methods.base import ROW_ID, AssignmentPlan, LevelPlan
-from .models import ClassColumns, PrivacyModel, TCloseness
+from .models import ClassColumns, PrivacyModel, TCloseness, population_models
+from .models.population import WEIGHT as POP_WEIGHT
 from . import base_counts
 from .columns import EC_ID, SIZE
 from .sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, render
@@ -396,6 +397,14 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         else:
             select_items.append(col(f"__tclose__{sa}", a))
         select_items.extend(col(name, a) for name in extra_cols[i])
+    pop = _population_classes(ci)
+    if pop is not None:   # k-map / δ-presence: the population's records in each class (generalized the same way)
+        ctes.append(("__popc", pop))
+        query = query.join(exp.Table(this=ident("__popc"), alias=exp.TableAlias(this=ident("pc"))),
+                           on=and_all(null_safe_eq(col(q, base_alias), col(q, "pc")) for q in policy.quasi),
+                           join_type="left", copy=False)
+        select_items.append(alias(exp.Coalesce(this=col("__population", "pc"), expressions=[lit(0)]),
+                                  "__population"))
     inner = query.select(*select_items, copy=False)
     for name, cte in ctes:
         # DuckDB: the one aggregation over the rows is computed once, not inlined into each CTE that reads it
@@ -422,6 +431,30 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         oks.append(exp.GTE(this=win.copy(), expression=lit(req.k)))
     outer_items.append(alias(and_all(oks), "__all_ok"))
     return exp.select(*outer_items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("c"))))
+
+
+def _population_classes(ci: CompileInput) -> exp.Select | None:
+    """The population's records per class: its quasi-identifiers through the plan's level maps, grouped (None
+    without a population model). Level plans only: an assignment plan's classes have no value map to apply."""
+    models = population_models(ci.models)
+    if not models:
+        return None
+    relation = models[0].population.relation
+    if not isinstance(ci.plan, LevelPlan):
+        raise PolicyError(f"{models[0].describe()} needs a plan of full-domain levels (the population is generalized "
+                          "with the same level maps); this plan assigns records to classes")
+    if relation is None:
+        raise PolicyError(f"population {models[0].population.name!r} of {models[0].name} is read and checked "
+                          "against the source only with a connection: pass con= to compile, or release")
+    quasi = list(ci.policy.quasi)
+    items, joins = _generalized_items(ci, quasi, "p")
+    general = exp.select(*items, col(POP_WEIGHT, "p")).from_(
+        exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident("p"))))
+    for rel, on in joins:
+        general = general.join(rel, on=on, join_type="left", copy=False)
+    return (exp.select(*[col(q) for q in quasi], alias(exp.Sum(this=col(POP_WEIGHT)), "__population"))
+            .from_(exp.Subquery(this=general, alias=exp.TableAlias(this=ident("g"))))
+            .group_by(*[col(q) for q in quasi]))
 
 
 def _ordered_tcloseness_ctes(i: int, sa: str, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]]:

@@ -192,6 +192,7 @@ class Lattice:
         self._entropy_levels: list[list[float]] | None = None
         self.evaluations = 0
         self._base = self._load_base(con, source_view)
+        self._population = self._load_population(con)
         q = len(self.quasi)
         self._slots = np.full((_CACHE_SLOTS, q), np.iinfo(np.int16).max, dtype=np.int16)
         self._slot_groups = np.full(_CACHE_SLOTS, np.inf)
@@ -271,6 +272,42 @@ class Lattice:
             self.sa_labels.append(labels)
         self.base_rows = n
         return _State(self.root, qcodes, rest, frame[w_name].to_numpy(np.float64))
+
+    def _load_population(self, con: Any) -> tuple[list[np.ndarray], np.ndarray] | None:
+        """k-map / δ-presence: the population's distinct quasi-identifier combinations as leaf codes, with their
+        records (None without a population model)."""
+        pops = [m.population for m in self.models if getattr(m, "needs_population", False)]
+        if not pops:
+            return None
+        if pops[0].relation is None:
+            raise TaxonomyError(f"population {pops[0].name!r} was not resolved against the source")
+        from .models.population import WEIGHT
+
+        v = [exp.Cast(this=col(q), to=exp.DataType.build("VARCHAR")) for q in self.quasi]
+        query = (exp.select(*[alias(x, f"__q{i}") for i, x in enumerate(v)], alias(exp.Sum(this=col(WEIGHT)), "__w"))
+                 .from_(exp.Subquery(this=pops[0].relation.copy(), alias=exp.TableAlias(this=exp.to_identifier("p"))))
+                 .group_by(*[x.copy() for x in v]))
+        frame = con.execute(render(query)).df()
+        codes = []
+        for i, e in enumerate(self.enc):
+            values = frame[f"__q{i}"]
+            c = np.asarray(pd.Categorical(values.astype(object), categories=e.leaves).codes, dtype=np.int64)
+            bad = (c < 0) & values.notna().to_numpy()
+            if bad.any():
+                raise TaxonomyError(f"population {pops[0].name!r}: taxonomy of {e.name!r} has no leaf for value(s) "
+                                    f"{sorted(set(values[bad].astype(str)))[:10]}")
+            codes.append(np.where(c < 0, len(e.leaves), c))
+        return codes, frame["__w"].to_numpy(np.float64)
+
+    def _population_counts(self, node: tuple[int, ...], reps: list[np.ndarray]) -> np.ndarray | None:
+        """Records of the population in each class of ``node`` (classes given by their codes ``reps``)."""
+        if self._population is None:
+            return None
+        pq, pw = self._population
+        n = len(reps[0]) if reps else 0
+        merged = [np.concatenate([r, self._map(j, 0, b)[pq[j]]]) for j, (r, b) in enumerate(zip(reps, node))]
+        ids, m = _factorize(*_combine(merged, [e.cards[b] for e, b in zip(self.enc, node)], n + len(pw)))
+        return np.bincount(ids[n:], weights=pw, minlength=m)[ids[:n]]
 
     # -- structure ---------------------------------------------------------------------------------------------
     @property
@@ -410,6 +447,7 @@ class Lattice:
     def _judge(self, node: tuple[int, ...], sizes: np.ndarray, reps: list[np.ndarray], g_cls: np.ndarray,
                state: _State) -> NodeEval:
         stats = self._stats(sizes, g_cls, state.rest, state.w, compact=False)
+        stats.population = self._population_counts(node, reps)
         ok = np.ones(len(sizes), dtype=bool)
         ok_tagging = np.ones(len(sizes), dtype=bool)
         failures = {}
@@ -431,7 +469,8 @@ class Lattice:
         else:
             kept, suppressed = ok, need
             within = need <= self.budget + EPS
-            feasible = within and (need == 0 or self._remainder_ok(sizes, reps, g_cls, state, ok))
+            feasible = within and (need == 0 or self._remainder_ok(sizes, reps, g_cls, state, ok,
+                                                                               stats.population))
         free = self._measures(node, sizes, reps, None, 0.0, rows_before)   # as if nothing were suppressed
         if suppressed:
             rows_after = int(np.count_nonzero(kept[g_cls])) if self.rows else None
@@ -447,13 +486,14 @@ class Lattice:
                         scores, bounds, failures, tagging_ok)
 
     def _remainder_ok(self, sizes: np.ndarray, reps: list[np.ndarray], g_cls: np.ndarray, state: _State,
-                      kept: np.ndarray) -> bool:
+                      kept: np.ndarray, population: np.ndarray | None = None) -> bool:
         """Does what is left after suppressing the failing classes pass every check (the SQL verification)?"""
         if not kept.any():
             return True
         new_id = np.cumsum(kept) - 1
         g_keep = kept[g_cls]
         stats = self._stats(sizes[kept], new_id[g_cls[g_keep]], state.rest[g_keep], state.w[g_keep], compact=True)
+        stats.population = None if population is None else population[kept]
         return all(passed.all() for _, passed in self._checks(stats, [r[kept] for r in reps]))
 
     def _measures(self, node: tuple[int, ...], sizes: np.ndarray, reps: list[np.ndarray], kept: np.ndarray | None,

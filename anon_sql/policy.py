@@ -66,6 +66,8 @@ class Privacy:
     alpha: float | None = None                       # (α, k)-anonymity
     beta_likeness: dict[str, Any] | None = None      # { beta = 1.0, kind = "basic" | "enhanced" }
     delta_disclosure: float | dict[str, Any] | None = None   # δ, or { delta = 1.0, log = "e" | "2" }
+    k_map: dict[str, Any] | None = None              # { k = 5, population = "table" }
+    delta_presence: dict[str, Any] | None = None     # { delta_min = 0.0, delta_max = 0.5, population = "table" }
     requirements: list[Requirement] = field(default_factory=list)
 
     @classmethod
@@ -82,7 +84,7 @@ class Privacy:
             out["k"] = self.k
         out["max_suppression"] = self.max_suppression
         for name in ("l_diversity", "t_closeness", "simpson", "theta", "p_sensitive", "alpha", "beta_likeness",
-                     "delta_disclosure"):
+                     "delta_disclosure", "k_map", "delta_presence"):
             v = getattr(self, name)
             if v is not None:
                 out[name] = copy.deepcopy(v)

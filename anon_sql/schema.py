@@ -486,6 +486,24 @@ BETA_LIKENESS = section("privacy.beta_likeness",
 DELTA_DISCLOSURE = section("privacy.delta_disclosure",
                            key("delta", number(gt=0), "|log(p/q)| < δ for each value in the class", REQUIRED),
                            key("log", choice("e", "2"), "the logarithm's base (`\"2\"` as ARX)", "e"))
+def _delta_range(d: Mapping[str, Any], where: str) -> None:
+    lo, hi = d.get("delta_min", 0.0), d.get("delta_max", 1.0)
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
+        raise PolicyError(f"{where}: delta_min = {lo} is larger than delta_max = {hi}; no class can have "
+                          "delta_min <= δ <= delta_max: give delta_min <= delta_max")
+
+
+_POPULATION = key("population", Text(what="table, view or .csv/.parquet path"),
+                  "the population the source was sampled from: a table, view or file with (at least) every "
+                  "quasi-identifier column; the source must be a subset of it", REQUIRED)
+K_MAP = section("privacy.k_map",
+                key("k", integer(ge=1), "every released class matches >= k records of the population generalized "
+                    "the same way", REQUIRED), _POPULATION)
+DELTA_PRESENCE = section("privacy.delta_presence",
+                         key("delta_min", number(ge=0, le=1), "smallest δ = |class| / |population class| allowed",
+                             0.0),
+                         key("delta_max", number(ge=0, le=1), "largest δ allowed", REQUIRED), _POPULATION,
+                         rules=[_delta_range])
 REQUIREMENT = section("[[privacy.requirements]]",
                       key("quasi", ListOf(Text(), 1), "the quasi-identifier subset S", REQUIRED),
                       key("k", integer(ge=1), "every group over S has >= k records", REQUIRED))
@@ -506,6 +524,10 @@ PRIVACY = section(
     key("beta_likeness", table(BETA_LIKENESS), "β-likeness (Cao & Karras 2012)"),
     key("delta_disclosure", any_of(number(gt=0), table(DELTA_DISCLOSURE)), "δ-disclosure privacy (Brickell & "
         "Shmatikov 2008; a number is { delta = … })"),
+    key("k_map", table(K_MAP), "k-map (Sweeney 2002; ARX's KMap with a population table): each class matches "
+        ">= k population records"),
+    key("delta_presence", table(DELTA_PRESENCE), "δ-presence (Nergiz, Atzori & Clifton 2007): "
+        "delta_min <= |class| / |population class| <= delta_max"),
     key("requirements", ListOf(table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)"),
 )
 
@@ -532,7 +554,10 @@ METRICS = section(
 
 
 #: the [privacy] keys whose models protect a sensitive attribute (a policy with one of them needs role = "sensitive")
-SENSITIVE_MODELS = tuple(k for k in PRIVACY.keys if k not in ("k", "max_suppression", "requirements"))
+SENSITIVE_MODELS = tuple(k for k in PRIVACY.keys if k not in ("k", "max_suppression", "requirements", "k_map",
+                                                              "delta_presence"))
+#: the [privacy] keys whose models compare each class with a population table
+POPULATION_MODELS = ("k_map", "delta_presence")
 
 
 # The methods are a layer above the schema: anon_sql.methods registers its catalog here when it is imported (policy.py

@@ -40,6 +40,10 @@ EXAMPLES: dict[str, dict] = {
                                                               "marital-status": 0.2}}},
     "upa": {"privacy": {"k": 5}},
 }
+# k-map and δ-presence against this population (the packaged 3,000 records; the source is its first 1,200)
+POPULATION = "adult_population"
+POPULATION_MODELS = {"k_map": {"k": 8, "population": POPULATION},
+                     "delta_presence": {"delta_min": 0.1, "delta_max": 0.75, "population": POPULATION}}
 # methods whose guarantee is k over the buckets they form, not over the released QI values (slicing's semantics)
 BUCKETED = {"slicing", "attribute_focused"}
 
@@ -66,6 +70,7 @@ def con():
     anon_sql.install(c)
     load_demo_data(c, "adult_full")
     c.execute(f'CREATE TABLE adult AS SELECT * FROM adult_full WHERE patient_id <= {SAMPLE}')
+    c.execute(f"CREATE TABLE {POPULATION} AS SELECT * FROM adult_full")   # the source is a 40% sample of it
     c.execute("DROP TABLE adult_full")
     yield c
     c.close()
@@ -125,6 +130,37 @@ def test_refusal_leaves_nothing(con, method):
     with pytest.raises(anon_sql.AnonSQLError):
         anon_sql.release(con, example(method, f"mc_{method}_refused", l_diversity=impossible))
     assert objects(con) == before and source_digest(con) == digest
+
+
+@pytest.mark.parametrize("method", methods())
+def test_population_models(con, method):
+    """k-map and δ-presence: level plans pass an independent recomputation (the population generalized with the
+    plan's taxonomy levels, counted per released class); methods that assign records to classes refuse cleanly."""
+    from anon_sql.taxonomies import load
+
+    before, digest = objects(con), source_digest(con)
+    policy = example(method, f"mc_{method}_pop", **POPULATION_MODELS)
+    if method != "levels":   # the searches choose the levels; the fixed plan keeps its own budget
+        policy["privacy"]["max_suppression"] = 0.1
+    if REGISTRY[method].plan_kind != "levels":
+        with pytest.raises(anon_sql.PolicyError, match="full-domain levels"):
+            anon_sql.release(con, policy)
+        assert objects(con) == before and source_digest(con) == digest
+        return
+    rel = anon_sql.release(con, policy)
+    out = released(con, rel.name)
+    declared = EXAMPLES[method].get("quasi", QIS)
+    pop = con.execute(f"SELECT * FROM {POPULATION}").df()
+    general = pd.DataFrame({q: pop[q].astype(str).map(load(TAXONOMIES[q]).mapping(rel.plan[q]))
+                            if rel.plan[q] else pop[q].astype(str) for q in declared})
+    pop_counts = general.groupby(declared, dropna=False).size().rename("population")
+    sizes = out.assign(**{q: out[q].astype(str) for q in declared}).groupby(declared, dropna=False).size()
+    joined = pd.concat([sizes.rename("size"), pop_counts], axis=1, join="inner")
+    assert len(joined) == len(sizes)                                     # every released class is in the population
+    assert joined["population"].min() >= 8
+    delta = joined["size"] / joined["population"]
+    assert delta.min() >= 0.1 - 1e-9 and delta.max() <= 0.75 + 1e-9
+    assert rel.passed and source_digest(con) == digest
 
 
 def spark_methods() -> list[str]:

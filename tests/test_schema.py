@@ -35,7 +35,9 @@ def base() -> dict:
                     "p_sensitive": {"p": 2, "categories": {"a": ["x"]}, "plus": True, "alpha": 0.5,
                                     "weights": {"a": 1.0}},
                     "alpha": 0.8, "beta_likeness": {"beta": 1.0, "kind": "enhanced"},
-                    "delta_disclosure": {"delta": 1.2, "log": "2"}, "requirements": [{"quasi": ["age"], "k": 2}]},
+                    "delta_disclosure": {"delta": 1.2, "log": "2"}, "requirements": [{"quasi": ["age"], "k": 2}],
+                    "k_map": {"k": 5, "population": "pop"},
+                    "delta_presence": {"delta_min": 0.1, "delta_max": 0.5, "population": "pop"}},
         "method_params": {"levels": {"age": 1}},
         "metrics": {"compute": ["k"], "risk_threshold": 3, "reid_quasi": ["age"], "weights": {"age": 1.0},
                     "iv": {"age": 1.0}, "iv_trees": 5, "queries": 10, "query_dims": [1], "query_selectivity": [0.1],
@@ -69,7 +71,8 @@ def locations():
                    method_params={"levels": {"age": 0}}, metrics={"compute": ["k"]})
     privacy = _minimal(privacy=base()["privacy"])
     out = [("top level", top, top, "with"), ("[privacy]", privacy, privacy["privacy"], "with")]
-    for name in ("t_closeness", "simpson", "theta", "p_sensitive", "beta_likeness", "delta_disclosure"):
+    for name in ("t_closeness", "simpson", "theta", "p_sensitive", "beta_likeness", "delta_disclosure", "k_map",
+                 "delta_presence"):
         p = _minimal(privacy={name: base()["privacy"][name]})
         out.append((f"privacy.{name}", p, p["privacy"][name], "nested"))
     p = _minimal(privacy={"requirements": [{"quasi": ["age"], "k": 2}]})
@@ -176,6 +179,11 @@ BAD = [
     ("privacy.beta_likeness.kind", ["strong"]),
     ("privacy.delta_disclosure.delta", [0, "1"]),
     ("privacy.delta_disclosure.log", ["10", 2]),
+    ("privacy.k_map.k", [0, -1, "5", 2.5, True]),
+    ("privacy.k_map.population", ["", 3, ["pop"]]),
+    ("privacy.delta_presence.delta_max", [-0.1, 1.5, "0.5", True]),
+    ("privacy.delta_presence.delta_min", [-0.1, 1.01, "0"]),
+    ("privacy.delta_presence.population", ["", 3]),
     ("seed", [1.5, "1", True]),
     ("method", ["optimla", 3]),
     ("default_role", ["quasy"]),

@@ -9,6 +9,7 @@ from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCh
 from .distribution import AlphaKAnonymity, BetaLikeness, DeltaDisclosure
 from .hierarchical import HierarchicalTCloseness, resolve_taxonomy
 from .p_sensitive import PSensitivity
+from .population import DeltaPresence, KMap, Population, PopulationModel
 from .standard import (DistinctLDiversity, EntropyLDiversity, KAnonymity, RecursiveCLDiversity, SimpsonDiversity,
                        TCloseness, ThetaSensitivity)
 
@@ -53,10 +54,23 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
         if p.delta_disclosure is not None:
             spec = p.delta_disclosure if isinstance(p.delta_disclosure, dict) else {"delta": p.delta_disclosure}
             models.append(DeltaDisclosure(sa, spec["delta"], 2.0 if str(spec.get("log", "e")) == "2" else math.e))
+    populations: dict[str, Population] = {}
+    if p.k_map is not None:
+        pop = populations.setdefault(p.k_map["population"], Population(p.k_map["population"]))
+        models.append(KMap(p.k_map["k"], pop))
+    if p.delta_presence is not None:
+        spec = p.delta_presence
+        pop = populations.setdefault(spec["population"], Population(spec["population"]))
+        models.append(DeltaPresence(spec.get("delta_min", 0.0), spec["delta_max"], pop))
     return models
+
+
+def population_models(models) -> list[PopulationModel]:
+    """The models that compare classes with a population table (k-map, δ-presence)."""
+    return [m for m in models if getattr(m, "needs_population", False)]
 
 
 __all__ = ["build_models", "PrivacyModel", "ClassStats", "SensitiveCounts", "SQLCheck", "ClassColumns",
            "KAnonymity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
            "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
-           "HierarchicalTCloseness"]
+           "HierarchicalTCloseness", "KMap", "DeltaPresence", "Population", "PopulationModel", "population_models"]

@@ -44,6 +44,7 @@ class ClassStats:
 
     sizes: np.ndarray
     sensitive: dict[str, SensitiveCounts] = field(default_factory=dict)
+    population: np.ndarray | None = None   # records of the population in each class (k-map, δ-presence)
 
     @property
     def n_classes(self) -> int:
@@ -79,6 +80,11 @@ class ClassColumns:
     def tclose(self, sa: str) -> exp.Expression:
         return self.ref(f"__tclose__{sa}")
 
+    @property
+    def population(self) -> exp.Expression:
+        """Records of the population generalized into the class (0 when none)."""
+        return self.ref("__population")
+
 
 class PrivacyModel:
     """Base class: subclasses set ``name``, ``monotone``, ``needs_sensitive`` and implement the two tests."""
@@ -86,6 +92,7 @@ class PrivacyModel:
     name = "model"
     monotone = True
     needs_sensitive = False
+    needs_population = False   # compares each class with a population table (ClassStats.population)
     portable = True  # its SQL uses only standard aggregates (runs on any sqlglot dialect)
 
     def check(self, stats: ClassStats) -> np.ndarray:

@@ -22,6 +22,7 @@ from ..source import Source, check_count_column
 from ..sqlbuild import record_count, render
 from ..taxonomy import Taxonomy
 from ..taxonomy_lookup import resolve_taxonomies
+from .population import resolve_population
 
 _NUMERIC = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "NUMERIC")
 
@@ -128,6 +129,7 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
         resolved.taxonomies = resolve_taxonomies(engine.con, policy, src, method.needs_taxonomies,
                                                  catalog_con=engine.catalog, value_counts=counts)
         resolved.models = build_models(policy, engine.catalog)
+        resolve_population(engine, resolved)
     except BaseException:
         discard(engine, resolved)
         raise

@@ -1,0 +1,114 @@
+"""Population-based models (after ARX's KMap and DPresence with a population table): each released class is compared
+with the records of a population table — the table the source was sampled from — generalized the same way.
+
+* k-map (Sweeney 2002; El Emam & Dankar 2008): every class matches at least k population records.
+* δ-presence (Nergiz, Atzori & Clifton 2007): δ = |class| / |population class| lies in [δmin, δmax].
+
+numpy: :attr:`ClassStats.population` (filled by the lattice from the population's base counts); SQL: the compiler
+joins the population's generalized class counts to every class as ``__population`` (compiler.class_stats_query).
+Merging classes adds their population counts, so a k-map pass survives any merge (monotone, also with
+suppression); δ of a merged class is a weighted mean of the parts' δ, so "every class passes" survives
+generalization (monotone without suppression) but a passing class merged with a failing one may fail (not with
+suppression) — ARX's DPresence likewise: monotonic with generalization, not with suppression.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlglot import exp
+
+from ..errors import PolicyError
+from ..sqlbuild import lit
+from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+
+WEIGHT = "__pw"   # the population relation's column: records each of its rows stands for
+
+
+@dataclass
+class Population:
+    """The population a policy names; ``relation`` (its QI columns cast to the source's types, and ``__pw`` the
+    records each row stands for) is set when the release resolves it."""
+
+    name: str
+    relation: exp.Expression | None = None
+
+
+class PopulationModel(PrivacyModel):
+    needs_population = True
+    portable = False
+
+    def __init__(self, population: Population):
+        self.population = population
+
+    def counts(self, stats: ClassStats) -> np.ndarray:
+        if stats.population is None:
+            raise PolicyError(f"{self.describe()} needs the population count of every class, which this method's "
+                              "class statistics do not carry: use a method with full-domain levels")
+        return np.asarray(stats.population, dtype=np.float64)
+
+
+class KMap(PopulationModel):
+    """k-map: every class matches at least k records of the population."""
+
+    name = "k_map"
+    monotone = True
+    suppression_monotone = True
+
+    def __init__(self, k: int, population: Population):
+        super().__init__(population)
+        self.k = int(k)
+
+    def measure(self, stats: ClassStats) -> np.ndarray:
+        return self.counts(stats)
+
+    def check(self, stats: ClassStats) -> np.ndarray:
+        return self.counts(stats) >= self.k
+
+    def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
+        v = cols.population
+        return [SQLCheck("k_map", v, exp.GTE(this=v.copy(), expression=lit(self.k)),
+                         f"population records per class >= {self.k} (population {self.population.name!r})")]
+
+    def describe(self) -> str:
+        return f"k-map (k = {self.k}, population {self.population.name!r})"
+
+
+class DeltaPresence(PopulationModel):
+    """δ-presence: δmin <= |class| / |population class| <= δmax (a class with no population record has no δ and
+    fails; resolve refuses a source that is not a subset of its population, so it does not arise)."""
+
+    name = "delta_presence"
+    monotone = True
+    suppression_monotone = False
+
+    def __init__(self, delta_min: float, delta_max: float, population: Population):
+        super().__init__(population)
+        self.delta_min, self.delta_max = float(delta_min), float(delta_max)
+
+    def measure(self, stats: ClassStats) -> np.ndarray:
+        pop = self.counts(stats)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(pop > 0, stats.sizes / np.where(pop > 0, pop, 1.0), np.inf)
+
+    def check(self, stats: ClassStats) -> np.ndarray:
+        d = self.measure(stats)
+        return np.isfinite(d) & (d >= self.delta_min - EPS) & (d <= self.delta_max + EPS)
+
+    def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
+        pop = cols.population
+        d = exp.Div(this=exp.Cast(this=cols.size, to=exp.DataType.build("DOUBLE")),
+                    expression=exp.Nullif(this=pop, expression=lit(0)))
+        ok = exp.Coalesce(this=_between(d, self.delta_min - EPS, self.delta_max + EPS), expressions=[exp.false()])
+        return [SQLCheck("delta_presence", d, ok,
+                         f"{self.delta_min} <= |class| / |population class| <= {self.delta_max} "
+                         f"(population {self.population.name!r})")]
+
+    def describe(self) -> str:
+        return (f"δ-presence (δmin = {self.delta_min}, δmax = {self.delta_max}, population "
+                f"{self.population.name!r})")
+
+
+def _between(value: exp.Expression, low: float, high: float) -> exp.Expression:
+    return exp.And(this=exp.GTE(this=value.copy(), expression=lit(low)),
+                   expression=exp.LTE(this=value.copy(), expression=lit(high)))

@@ -1,0 +1,388 @@
+"""k-map and δ-presence (population-based models, ARX's KMap / DPresence with a population table): golden classes by
+hand, an independent pandas recomputation on an Adult sample (population = Adult), the lattice's numpy evaluation
+against the SQL verification, the monotonicity the searches rely on, and fail-closed inputs (API and CLI exit codes).
+"""
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import anon_sql
+from anon_sql.cli import main
+from anon_sql.errors import PolicyError, PrivacyRequirementError, SourceError, TaxonomyError
+from anon_sql.lattice import Lattice
+from anon_sql.models import ClassStats, DeltaPresence, KMap, Population
+from anon_sql.stages.resolve import discard, resolve
+from anon_sql.taxonomy import from_arx_csv
+from conftest import data_path
+
+# population: 10001 ×4, 10002 ×6, 10011 ×5, 10012 ×5 (20); sample: 10001 ×2, 10002 ×1, 10011 ×3, 10012 ×1 (7)
+POPULATION = {"10001": 4, "10002": 6, "10011": 5, "10012": 5}
+SAMPLE = {"10001": 2, "10002": 1, "10011": 3, "10012": 1}
+# by hand: level 0 (the zips) and level 1 of the mask taxonomy (1000*, 1001*)
+GOLDEN = {0: {"10001": (2, 4, 0.5), "10002": (1, 6, 1 / 6), "10011": (3, 5, 0.6), "10012": (1, 5, 0.2)},
+          1: {"1000*": (3, 10, 0.3), "1001*": (4, 10, 0.4)}}
+
+
+def _table(c, name: str, counts: dict[str, int]) -> None:
+    frame = pd.DataFrame({"zip": [z for z, n in counts.items() for _ in range(n)]})
+    frame["s"] = "x"
+    c.register("__src", frame)
+    c.execute(f'CREATE TABLE "{name}" AS SELECT * FROM __src')
+    c.unregister("__src")
+
+
+@pytest.fixture
+def golden(con):
+    _table(con, "sample", SAMPLE)
+    _table(con, "pop", POPULATION)
+    return con
+
+
+def _policy(level: int = 0, method: str = "levels", **privacy) -> dict:
+    params = {"levels": {"zip": level}} if method == "levels" else {}
+    return {"name": "rel", "source": "sample", "method": method, "method_params": params,
+            "attributes": {"zip": {"role": "quasi", "taxonomy": {"kind": "mask"}}, "s": {"role": "insensitive"}},
+            "privacy": {"k": 1, **privacy}}
+
+
+def _kmap(k: int = 5, population: str = "pop") -> dict:
+    return {"k": k, "population": population}
+
+
+def _dp(lo: float = 0.0, hi: float = 0.5, population: str = "pop") -> dict:
+    return {"delta_min": lo, "delta_max": hi, "population": population}
+
+
+def _exists(c, name: str = "rel") -> bool:
+    return c.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0] > 0
+
+
+def test_golden_numpy():
+    stats = ClassStats(np.array([2.0, 1, 3, 1]), population=np.array([4.0, 6, 5, 5]))
+    pop = Population("pop")
+    assert KMap(5, pop).measure(stats).tolist() == [4, 6, 5, 5]
+    assert KMap(5, pop).check(stats).tolist() == [False, True, True, True]
+    assert DeltaPresence(0, 0.5, pop).measure(stats) == pytest.approx([0.5, 1 / 6, 0.6, 0.2])
+    assert DeltaPresence(0, 0.5, pop).check(stats).tolist() == [True, True, False, True]
+    assert DeltaPresence(0.25, 0.5, pop).check(stats).tolist() == [True, False, False, False]
+    empty = ClassStats(np.array([1.0]), population=np.array([0.0]))          # no population record: no δ, fails
+    assert DeltaPresence(0, 1, pop).check(empty).tolist() == [False]
+    with pytest.raises(PolicyError, match="population count"):
+        KMap(2, pop).check(ClassStats(np.array([1.0])))                     # statistics without the population
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_golden_sql_values(golden, level):
+    rel = anon_sql.release(golden, _policy(level, k_map=_kmap(1), delta_presence=_dp(0, 1)))
+    cl = rel.classes
+    got = {str(z): (n, p, d) for z, n, p, d in zip(cl["zip"], cl["__size"], cl["k_map_value"],
+                                                   cl["delta_presence_value"])}
+    assert set(got) == set(GOLDEN[level])
+    for z, (size, pop, delta) in GOLDEN[level].items():
+        assert got[z] == (size, pop, pytest.approx(delta))
+
+
+@pytest.mark.parametrize("level, privacy, check", [
+    (0, {"k_map": _kmap(5)}, "k_map"),                                     # 10001: 4 population records
+    (0, {"delta_presence": _dp(0, 0.5)}, "delta_presence"),                # 10011: δ = 0.6
+    (0, {"delta_presence": _dp(0.25, 1)}, "delta_presence"),               # 10002: 1/6, 10012: 0.2
+    (1, {"k_map": _kmap(11)}, "k_map"),                                    # 10 population records per class
+    (1, {"delta_presence": _dp(0.35, 0.5)}, "delta_presence"),             # 1000*: 0.3
+])
+def test_golden_refusals(golden, level, privacy, check):
+    with pytest.raises(PrivacyRequirementError, match=check):
+        anon_sql.release(golden, _policy(level, **privacy))
+    assert not _exists(golden)
+
+
+def test_level_0_equals_assess(golden):
+    # assess measures the table as it is: at level 0 its k_map / δ range are the release's extreme class values
+    m = anon_sql.assess(golden, "sample", quasi=["zip"], population="pop").measures
+    rel = anon_sql.release(golden, _policy(0, k_map=_kmap(1), delta_presence=_dp(0, 1)))
+    assert (m["k_map"], m["delta_presence_min"], m["delta_presence_max"]) == pytest.approx((4, 1 / 6, 0.6))
+    assert m["k_map"] == rel.classes["k_map_value"].min()
+    assert m["delta_presence_max"] == pytest.approx(rel.classes["delta_presence_value"].max())
+
+
+@pytest.mark.parametrize("privacy", [{"k_map": _kmap(10)}, {"delta_presence": _dp(0.3, 0.4)},
+                                     {"k_map": _kmap(10), "delta_presence": _dp(0.25, 0.5)}])
+def test_golden_passes_at_level_1(golden, privacy):
+    assert anon_sql.release(golden, _policy(1, **privacy)).passed
+
+
+def test_k_map_met_by_suppression(golden):
+    # level 0, k = 5: only class 10001 (2 records) fails, so 2/7 suppression meets k-map
+    with pytest.raises(PrivacyRequirementError, match="suppression of 2 records exceeds"):
+        anon_sql.release(golden, _policy(0, k_map=_kmap(5), max_suppression=0.25))
+    rel = anon_sql.release(golden, _policy(0, k_map=_kmap(5), max_suppression=0.3))
+    assert rel.suppressed == 2 and sorted(golden.execute("SELECT DISTINCT zip FROM rel").df()["zip"]) == [
+        "10002", "10011", "10012"]
+
+
+@pytest.mark.parametrize("method", ["optimal", "exhaustive", "iab", "greedy"])
+def test_searches_generalize_to_meet_the_models(golden, method):
+    rel = anon_sql.release(golden, _policy(method=method, k_map=_kmap(6), delta_presence=_dp(0.25, 0.5)))
+    assert rel.plan == {"zip": 1} and rel.passed          # level 0 fails both; level 1 is the lowest that passes
+
+
+def test_delta_presence_with_suppression_is_not_monotone(golden):
+    # δ in [0.45, 0.6], budget 0.3 (2.1 records): level 0 passes after suppressing 10002 and 10012 (δ 1/6, 0.2);
+    # its generalization, level 1 (δ 0.3 and 0.4), fails in every class: feasibility is lost by generalizing
+    privacy = {"delta_presence": _dp(0.45, 0.6), "max_suppression": 0.3}
+    with pytest.raises(PrivacyRequirementError, match="suppression of 7 records"):
+        anon_sql.release(golden, _policy(1, **privacy))
+    for method in ("optimal", "exhaustive"):
+        rel = anon_sql.release(golden, {**_policy(method=method, **privacy), "name": f"rel_{method}"})
+        assert rel.plan == {"zip": 0} and rel.suppressed == 2
+
+
+# -- fail-closed inputs -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("privacy, error, match", [
+    ({"k_map": _kmap(5, "nope")}, SourceError, "population 'nope'"),
+    ({"delta_presence": _dp(0.6, 0.5)}, PolicyError, "delta_min = 0.6 is larger than delta_max = 0.5"),
+    ({"delta_presence": _dp(0, 1.5)}, PolicyError, "delta_max"),
+    ({"delta_presence": _dp(-0.1, 0.5)}, PolicyError, "delta_min"),
+    ({"k_map": _kmap(0)}, PolicyError, "k"),
+    ({"k_map": {"k": 5}}, PolicyError, "population"),
+    ({"delta_presence": {"delta_min": 0.1, "population": "pop"}}, PolicyError, "delta_max"),
+    ({"k_map": _kmap(5), "delta_presence": _dp(0, 0.5, "pop2")}, PolicyError, "different populations"),
+])
+def test_bad_parameters_fail_closed(golden, privacy, error, match):
+    _table(golden, "pop2", POPULATION)
+    with pytest.raises(error, match=match):
+        anon_sql.release(golden, _policy(1, **privacy))
+    assert not _exists(golden)
+
+
+def test_population_without_the_quasi_identifier(golden):
+    golden.execute("CREATE TABLE popx AS SELECT s AS code FROM pop")
+    with pytest.raises(PolicyError, match=r"no column\(s\) \['zip'\]"):
+        anon_sql.release(golden, _policy(1, k_map=_kmap(5, "popx")))
+
+
+def test_source_not_a_subset_of_the_population(golden):
+    golden.execute("DELETE FROM pop WHERE zip = '10011' AND rowid IN (SELECT rowid FROM pop WHERE zip = '10011' "
+                   "LIMIT 3)")                                         # 2 left, the sample has 3
+    with pytest.raises(SourceError, match=r"not a subset of population 'pop'.*zip='10011' \(3 in the source, 2"):
+        anon_sql.release(golden, _policy(1, delta_presence=_dp(0, 0.5)))
+    golden.execute("DELETE FROM pop WHERE zip = '10011'")            # a sample class absent: δ would be undefined
+    with pytest.raises(SourceError, match=r"zip='10011' \(3 in the source, 0 in the population\)"):
+        anon_sql.release(golden, _policy(1, delta_presence=_dp(0, 0.5)))
+    assert not _exists(golden)
+
+
+def test_population_value_outside_the_taxonomy(golden):
+    golden.execute("INSERT INTO pop VALUES ('20001', 'x')")
+    with pytest.raises(TaxonomyError, match="population 'pop'.*20001.*inline taxonomy"):
+        anon_sql.release(golden, _policy(1, k_map=_kmap(5)))
+
+
+@pytest.mark.parametrize("method", ["mondrian", "upa"])
+def test_assignment_methods_refuse(golden, method):
+    with pytest.raises(PolicyError, match="full-domain levels"):
+        anon_sql.release(golden, _policy(method=method, k_map=_kmap(5)))
+    assert not _exists(golden)
+
+
+def test_cli_exit_codes(tmp_path):
+    db = str(tmp_path / "p.duckdb")
+    c = duckdb.connect(db)
+    _table(c, "sample", SAMPLE)
+    _table(c, "pop", POPULATION)
+    c.close()
+
+    def run(**privacy) -> int:
+        pol = anon_sql.Policy.from_dict(_policy(1, **privacy))
+        path = tmp_path / "p.toml"
+        path.write_text(pol.to_toml())
+        res = CliRunner().invoke(main, ["release", str(path), "--db", db])
+        return res.exit_code, res.output
+
+    assert run(k_map=_kmap(5, "missing"))[0] == 2                           # no such population
+    code, out = run(k_map=_kmap(11))                                        # 10 population records per class
+    assert code == 3 and "k_map" in out
+    assert run(delta_presence=_dp(0.35, 0.5))[0] == 3                       # 1000*: δ = 0.3
+    assert run(k_map=_kmap(10), delta_presence=_dp(0.3, 0.4))[0] == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text((tmp_path / "p.toml").read_text().replace("delta_min = 0.3", "delta_min = 0.9"))
+    assert CliRunner().invoke(main, ["release", str(bad), "--db", db]).exit_code == 2   # δmin > δmax
+
+
+# -- Adult: population = Adult, sample = a seeded 10% ---------------------------------------------------------------
+QIS = ["age", "sex", "race"]
+
+
+@pytest.fixture(scope="module")
+def adult():
+    c = duckdb.connect()
+    anon_sql.install(c)
+    frame = pd.read_csv(data_path("adult", "adult.csv"), sep=";")
+    c.register("__adult", frame)
+    c.execute("CREATE TABLE population AS SELECT * FROM __adult")
+    c.register("__sample", frame.sample(frac=0.1, random_state=7))
+    c.execute("CREATE TABLE sample AS SELECT * FROM __sample")
+    yield c, frame
+    c.close()
+
+
+def _taxonomies() -> dict:
+    return {q: str(data_path("adult", f"adult_hierarchy_{q}.csv")) for q in QIS}
+
+
+def _adult_policy(name: str, method: str = "levels", levels=None, **privacy) -> dict:
+    attrs = {q: {"role": "quasi", "taxonomy": path} for q, path in _taxonomies().items()}
+    return {"name": name, "source": "sample", "method": method, "default_role": "insensitive", "attributes": attrs,
+            "privacy": {"k": 1, **privacy}, "method_params": {"levels": levels} if levels else {}}
+
+
+def _oracle(frame: pd.DataFrame, sample: pd.DataFrame, levels: dict[str, int]) -> pd.DataFrame:
+    """pandas: population and sample generalized through the ARX hierarchies, counted per class."""
+    def generalize(f: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame(index=f.index)
+        for q in QIS:
+            mapping = from_arx_csv(_taxonomies()[q]).mapping(levels[q])
+            out[q] = f[q].astype(str).map(mapping)
+        return out
+
+    pop = generalize(frame).groupby(QIS).size().rename("population")
+    smp = generalize(sample).groupby(QIS).size().rename("size")
+    joined = pd.concat([smp, pop], axis=1, join="inner").reset_index()
+    joined["delta"] = joined["size"] / joined["population"]
+    return joined
+
+
+@pytest.mark.parametrize("levels", [{"age": 1, "sex": 0, "race": 0}, {"age": 2, "sex": 1, "race": 1},
+                                    {"age": 0, "sex": 0, "race": 1}])
+def test_adult_sql_equals_pandas_oracle(adult, levels):
+    c, frame = adult
+    sample = c.execute("SELECT * FROM sample").df()
+    name = "ad_" + "".join(map(str, levels.values()))
+    rel = anon_sql.release(c, _adult_policy(name, levels=levels, k_map={"k": 1, "population": "population"},
+                                            delta_presence={"delta_max": 1.0, "population": "population"}))
+    want = _oracle(frame, sample, levels)
+    assert len(want) == rel.classes.shape[0]
+    got = rel.classes.assign(**{q: rel.classes[q].astype(str) for q in QIS}).merge(want, on=QIS)
+    assert len(got) == len(want)
+    assert (got["k_map_value"] == got["population"]).all()
+    assert got["delta_presence_value"].to_numpy() == pytest.approx(got["delta"].to_numpy())
+    assert (got["__size"] == got["size"]).all()
+
+
+@pytest.fixture(scope="module")
+def adult_lattice(adult):
+    c, _ = adult
+    pol = _adult_policy("lat", method="exhaustive", k_map={"k": 40, "population": "population"},
+                        delta_presence={"delta_min": 0.05, "delta_max": 0.15, "population": "population"})
+    r = resolve(c, pol)
+    try:
+        yield c, r, Lattice(c, r.policy, "sample", r.taxonomies, r.models, r.records)
+    finally:
+        discard(c, r)
+
+
+def test_lattice_equals_sql_verification(adult_lattice):
+    c, r, lat = adult_lattice
+    nodes = [tuple(int(x) for x in n) for n in lat.all_nodes()]
+    for node in nodes[:: max(1, len(nodes) // 8)] + [lat.top]:
+        ev = lat.evaluate(node)
+        name = "lv_" + "".join(map(str, node))
+        pol = _adult_policy(name, levels=lat.as_dict(node), k_map={"k": 40, "population": "population"},
+                            delta_presence={"delta_min": 0.05, "delta_max": 0.15, "population": "population"})
+        if ev.feasible:
+            assert anon_sql.release(c, pol).passed
+        else:
+            with pytest.raises(PrivacyRequirementError):
+                anon_sql.release(c, pol)
+
+
+def test_models_are_monotone_without_suppression(adult_lattice):
+    # every class passing at a node ⇒ every class passing at each generalization (k-map: counts add up; δ-presence:
+    # a merged class's δ is a weighted mean of its parts' δ) — what predictive tagging assumes
+    _, _, lat = adult_lattice
+    for node in (tuple(int(x) for x in n) for n in lat.all_nodes()):
+        if lat.evaluate(node).need == 0:
+            assert all(lat.evaluate(s).need == 0 for s in lat.successors(node)), node
+    passing = sum(lat.evaluate(tuple(int(x) for x in n)).need == 0 for n in lat.all_nodes())
+    assert 0 < passing < lat.size                                  # the property is exercised both ways
+
+
+def test_optimal_search_equals_brute_force_with_suppression(adult):
+    c, _ = adult
+    privacy = {"k_map": {"k": 40, "population": "population"}, "max_suppression": 0.1,
+               "delta_presence": {"delta_min": 0.05, "delta_max": 0.12, "population": "population"}}
+    rel = anon_sql.release(c, _adult_policy("opt", method="optimal", **privacy))
+    r = resolve(c, _adult_policy("brute", method="optimal", **privacy))
+    try:
+        lat = Lattice(c, r.policy, "sample", r.taxonomies, r.models, r.records)
+        feasible = [lat.evaluate(tuple(int(x) for x in n)) for n in lat.all_nodes()]
+        feasible = [ev for ev in feasible if ev.feasible]
+        best = min(feasible, key=lambda ev: lat.rank_key(ev, "discernibility"))
+    finally:
+        discard(c, r)
+    assert rel.plan == lat.as_dict(best.node)
+
+
+def test_adult_level_0_equals_assess(adult):
+    c, _ = adult
+    m = anon_sql.assess(c, "sample", quasi=QIS, population="population").measures
+    rel = anon_sql.release(c, _adult_policy("ad_000", levels={q: 0 for q in QIS},
+                                            k_map={"k": 1, "population": "population"},
+                                            delta_presence={"delta_max": 1.0, "population": "population"}))
+    assert m["k_map"] == rel.classes["k_map_value"].min()
+    assert m["delta_presence_min"] == pytest.approx(rel.classes["delta_presence_value"].min())
+    assert m["delta_presence_max"] == pytest.approx(rel.classes["delta_presence_value"].max())
+
+
+def test_check_reverifies_the_population_models(golden):
+    pol = _policy(1, k_map=_kmap(10), delta_presence=_dp(0.3, 0.4))
+    pol["attributes"]["zip"]["taxonomy"] = "zipmask"
+    from anon_sql.api import build_taxonomy_from_column
+
+    build_taxonomy_from_column(golden, "zipmask", "pop", "zip", {"kind": "mask"})
+    anon_sql.release(golden, pol)
+    frame = anon_sql.check(golden, "rel").set_index("check")
+    assert frame.loc["k_map", "passed"] and frame.loc["delta_presence", "passed"]
+    assert frame.loc["k_map", "worst_value"] == 10 and frame.loc["delta_presence", "worst_value"] == pytest.approx(0.4)
+    golden.execute("DELETE FROM pop WHERE zip = '10001'")              # the population shrinks: k-map no longer holds
+    frame = anon_sql.check(golden, "rel").set_index("check")
+    assert not frame.loc["k_map", "passed"] and frame.loc["k_map", "worst_value"] == 6
+    assert not frame.loc["delta_presence", "passed"]                   # 1000*: 3 / 6
+
+
+def test_check_refuses_inline_taxonomies(golden):
+    anon_sql.release(golden, _policy(1, k_map=_kmap(10)))
+    with pytest.raises(PolicyError, match="inline"):
+        anon_sql.check(golden, "rel")
+
+
+def test_count_columns_weight_source_and_population(con):
+    # the golden tables aggregated: one row per zip with its records in column n (the population's n counts too)
+    for name, counts in (("sample", SAMPLE), ("pop", POPULATION)):
+        frame = pd.DataFrame({"zip": list(counts), "s": "x", "n": list(counts.values())})
+        con.register("__agg", frame)
+        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM __agg')
+        con.unregister("__agg")
+    pol = {**_policy(1, k_map=_kmap(1), delta_presence=_dp(0, 1)), "count_column": "n"}
+    cl = anon_sql.release(con, pol).classes
+    got = {str(z): (n, p, d) for z, n, p, d in zip(cl["zip"], cl["__size"], cl["k_map_value"],
+                                                   cl["delta_presence_value"])}
+    assert got == {z: (n, p, pytest.approx(d)) for z, (n, p, d) in GOLDEN[1].items()}
+    # the lattice weighs them too: at level 0 class 10001 has 4 population records, so k = 5 needs level 1
+    opt = {**_policy(method="optimal", k_map=_kmap(5)), "count_column": "n", "name": "rel_opt"}
+    assert anon_sql.release(con, opt).plan == {"zip": 1}
+
+
+def test_population_columns_are_read_as_the_source_types(golden):
+    # an INTEGER population column reads as the source's text; text that is no number refuses for a numeric source
+    golden.execute("CREATE TABLE popint AS SELECT CAST(zip AS INTEGER) AS zip, s FROM pop")
+    assert anon_sql.release(golden, _policy(1, k_map=_kmap(10, "popint"))).passed
+    golden.execute("CREATE TABLE numsample AS SELECT CAST(zip AS INTEGER) AS zip, s FROM sample")
+    golden.execute("CREATE TABLE popbad AS SELECT zip, s FROM pop UNION ALL SELECT 'abc', 'x'")
+    pol = {**_policy(1, k_map=_kmap(10, "popbad")), "source": "numsample", "name": "rel2"}
+    with pytest.raises(SourceError, match="population 'popbad': column 'zip' does not read as the source's type"):
+        anon_sql.release(golden, pol)
+    assert not _exists(golden, "rel2")
