@@ -287,6 +287,8 @@ class Lattice:
         query = (exp.select(*[alias(x, f"__q{i}") for i, x in enumerate(v)], alias(exp.Sum(this=col(WEIGHT)), "__w"))
                  .from_(exp.Subquery(this=pops[0].relation.copy(), alias=exp.TableAlias(this=exp.to_identifier("p"))))
                  .group_by(*[x.copy() for x in v]))
+        import pandas as pd
+
         frame = con.execute(render(query)).df()
         codes = []
         for i, e in enumerate(self.enc):
