@@ -87,6 +87,9 @@ class PrivacyModel:
     monotone = True
     needs_sensitive = False
     portable = True  # its SQL uses only standard aggregates (runs on any sqlglot dialect)
+    # whether a class's pass depends on that class alone (not on the other classes or the whole table): suppressing
+    # the failing classes then cannot make a kept class fail, and the lattice skips re-checking the remainder
+    class_local = False
 
     def check(self, stats: ClassStats) -> np.ndarray:
         """Boolean per class: does the class satisfy the model?"""
