@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from sqlglot import exp
 
-from .sqlbuild import alias, col, ident, record_count, render
+from .sqlbuild import alias, col, dtype, ident, lit, record_count, render
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,10 +48,31 @@ def drop(table: exp.Table) -> exp.Drop:
     return exp.Drop(tables=[table.copy()], kind="TABLE", exists=True)
 
 
+def all_value_counts(con: Any, table: exp.Table, columns: list[str]) -> dict[str, pd.DataFrame]:
+    """:func:`value_counts` of several key columns in one query (a UNION ALL of the per-column aggregates)."""
+    if not columns:
+        return {}
+    n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
+    parts = []
+    for i, column in enumerate(columns):
+        v = exp.Cast(this=col(column), to=dtype("VARCHAR"))
+        parts.append(exp.select(alias(lit(i), "c"), alias(v, "v"), alias(n.copy(), "n"))
+                     .from_(table.copy()).group_by(v.copy()))
+    union: exp.Expression = parts[0]
+    for p in parts[1:]:
+        union = exp.union(union, p, distinct=False)
+    frame = con.execute(render(exp.select("*").from_(exp.Subquery(this=union, alias=exp.TableAlias(
+        this=ident("u")))).order_by(col("c")))).df()
+    # rows ordered by column index: each column's counts are one slice
+    cuts = np.searchsorted(frame["c"].to_numpy(), np.arange(len(columns) + 1))
+    frame = frame[["v", "n"]]
+    return {column: frame.iloc[cuts[i]:cuts[i + 1]].reset_index(drop=True) for i, column in enumerate(columns)}
+
+
 def value_counts(con: Any, table: exp.Table, column: str) -> pd.DataFrame:
     """Per-value record counts of one key column (as text, like the taxonomy leaves), read from the base table."""
-    v = exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR"))
-    n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=exp.DataType.build("BIGINT"))
+    v = exp.Cast(this=col(column), to=dtype("VARCHAR"))
+    n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
     q = (exp.select(alias(v, "v"), alias(n, "n"))
          .from_(table.copy()).group_by(v.copy()))
     return con.execute(render(q)).df()

@@ -10,7 +10,7 @@ import duckdb
 from sqlglot import exp
 
 from .columns import EC_ID, SIZE
-from .sqlbuild import col, ident, lit, render
+from .sqlbuild import col, dtype, ident, lit, render
 from .taxonomy import Taxonomy
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ def record_failure(con: duckdb.DuckDBPyConnection, policy: Any, source_label: st
 def _json_struct(columns: list[str], table_alias: str | None = None) -> exp.Expression:
     fields = [exp.PropertyEQ(this=exp.Literal.string(c), expression=col(c, table_alias)) for c in columns]
     if not fields:   # an empty struct literal `{}` parses only from DuckDB 2.0 on
-        return exp.Cast(this=lit("{}"), to=exp.DataType.build("JSON"))
+        return exp.Cast(this=lit("{}"), to=dtype("JSON"))
     return exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)])
 
 
@@ -272,7 +272,7 @@ def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.Data
     upd = exp.Update(this=exp.Table(this=ident("equivalence_classes"), db=ident(SCHEMA),
                                     alias=exp.TableAlias(this=ident("e"))),
                      expressions=[exp.EQ(this=col("stats"),
-                                         expression=exp.Cast(this=merged, to=exp.DataType.build("VARCHAR")))],
+                                         expression=exp.Cast(this=merged, to=dtype("VARCHAR")))],
                      from_=exp.From(this=exp.Table(this=ident("__anon_ec_stats"),
                                                    alias=exp.TableAlias(this=ident("x")))),
                      where=exp.Where(this=on))

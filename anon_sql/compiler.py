@@ -14,7 +14,7 @@ from .models import ClassColumns, PrivacyModel, TCloseness, population_models
 from .models.population import WEIGHT as POP_WEIGHT
 from . import base_counts
 from .columns import EC_ID, SIZE
-from .sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, render
+from .sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq, prerendered, render
 from .taxonomy import TOP, Taxonomy
 
 WEIGHT = base_counts.WEIGHT
@@ -100,9 +100,14 @@ class CompiledRelease:
     statements: list[tuple[str, exp.Expression]]   # (description, statement)
     released_columns: list[str]
     dialect: str
+    _texts: dict[bool, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def sql(self, pretty: bool = False) -> list[str]:
-        return [render(s, self.dialect, pretty=pretty) for _, s in self.statements]
+        """Each statement as text, rendered once (the runner executes the pretty text it also stores)."""
+        if pretty not in self._texts:
+            # the statements belong to this release and are only rendered in its dialect: no defensive copies
+            self._texts[pretty] = [render(s, self.dialect, pretty=pretty, copy=False) for _, s in self.statements]
+        return self._texts[pretty]
 
 
 # -- columns ------------------------------------------------------------------------------------------------------
@@ -124,7 +129,7 @@ def _weight(policy, table: str | None = None) -> exp.Expression:
 
 
 def _varchar(e: exp.Expression) -> exp.Expression:
-    return exp.Cast(this=e, to=exp.DataType.build("VARCHAR"))
+    return exp.Cast(this=e, to=dtype("VARCHAR"))
 
 
 def _mapping_relation(rows: list[tuple[str, str]], alias_name: str, dialect: str) -> exp.Expression:
@@ -179,7 +184,7 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         query = exp.select(*items).from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
                                                    alias=exp.TableAlias(this=ident(src))))
         for rel, on in joins:
-            query = query.join(rel, on=on, join_type="left", copy=False)
+            query = query.join(exp.Join(this=rel, on=on, side="LEFT"), copy=False)
         return query
     # assignment plan: released values per class, joined on the row key
     plan = ci.plan
@@ -228,14 +233,28 @@ def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
             continue
         tax = ci.taxonomies[c]
         m = f"m{len(joins)}"
-        rows = list(tax.mapping(level).items())
-        joins.append((_mapping_relation(rows, m, ci.dialect),
-                      exp.EQ(this=_varchar(col(c, src)), expression=col("leaf", m))))
-        value: exp.Expression = exp.Coalesce(this=col("value", m), expressions=[lit(tax.null_parent or TOP)])
-        if ci.on_duckdb:
-            value = exp.Cast(this=value, to=_released_domain(rows, tax.null_parent or TOP))
-        items.append(alias(value, c))
+        on = exp.EQ(this=_varchar(col(c, src)), expression=col("leaf", m))
+        if ci.on_duckdb:   # the VALUES list and the ENUM domain rendered once per (taxonomy content, level, alias)
+            fp = tax.fingerprint()
+            joins.append((prerendered(("map", fp, level, m), lambda: _mapping_relation(_rows(tax, level), m, ci.dialect)),
+                          on))
+            items.append(prerendered(("value", fp, level, m, c), lambda: _mapped_value(tax, level, m, c, True)))
+            continue
+        joins.append((_mapping_relation(_rows(tax, level), m, ci.dialect), on))
+        items.append(_mapped_value(tax, level, m, c, False))
     return items, joins
+
+
+def _rows(tax: Taxonomy, level: int) -> list[tuple[str, str]]:
+    return list(tax.mapping(level).items())
+
+
+def _mapped_value(tax: Taxonomy, level: int, m: str, c: str, enum: bool) -> exp.Expression:
+    """``COALESCE(m.value, <NULL parent>) AS c`` (on DuckDB cast to the level's ENUM domain)."""
+    value: exp.Expression = exp.Coalesce(this=col("value", m), expressions=[lit(tax.null_parent or TOP)])
+    if enum:
+        value = exp.Cast(this=value, to=_released_domain(_rows(tax, level), tax.null_parent or TOP))
+    return alias(value, c)
 
 
 def _is_enum(ci: CompileInput, column: str) -> bool:
@@ -277,7 +296,7 @@ def _level_base(ci: CompileInput, names: ReleaseNames, base: exp.Table | None = 
     originals = [alias(col(q, "b"), f"__o{i}") for i, q in enumerate(policy.quasi)]
     query = exp.select(*originals, *items, col(WEIGHT, "b")).from_(counts)
     for rel, on in joins:
-        query = query.join(rel, on=on, join_type="left", copy=False)
+        query = query.join(exp.Join(this=rel, on=on, side="LEFT"), copy=False)
     return query
 
 
@@ -596,7 +615,7 @@ def _ordered_rows(policy, query: exp.Select, items: list[exp.Expression], data_c
     """Merge rows by the count column (if any) and fix the row order: by ec_id and the other released columns,
     never the source's order (quasi-identifiers are constant inside a class; identical rows are interchangeable)."""
     if policy.count_column:
-        total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=exp.DataType.build("BIGINT"))
+        total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=dtype("BIGINT"))
         query = query.select(alias(total, policy.count_column)).group_by(*[g.copy() for g in items])
     order_cols = [col(EC_ID)] + [col(c) for c in data_cols if c not in policy.quasi]
     if policy.count_column:

@@ -13,12 +13,16 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
+import duckdb
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
+from . import base_counts
 from .errors import TaxonomyError
 from .models import ClassStats, SensitiveCounts
-from .sqlbuild import alias, col, record_count, render, table
+from .sqlbuild import alias, col, dtype, record_count, render, table
 from .taxonomy import TOP, Taxonomy
 
 if TYPE_CHECKING:
@@ -131,11 +135,22 @@ def _combine(columns: Sequence[np.ndarray], cards: Sequence[int], length: int) -
     key = np.zeros(length, dtype=np.int64)
     radix = 1
     for c, card in zip(columns, cards):
+        if card == 1:
+            continue        # one value (e.g. the top level): adds nothing to the key
         if radix * card >= 2 ** 62:
             key, radix = _factorize(key)
-        key = key * card + c
+        key *= card          # in place: no temporaries per column
+        key += c
         radix *= card
     return key, radix
+
+
+def _fetch_arrow(con: Any, sql: str) -> pa.Table:
+    """A query's result as an Arrow table (DuckDB hands it over without a pandas copy; other connections' frames
+    are converted)."""
+    if isinstance(con, duckdb.DuckDBPyConnection):
+        return con.sql(sql).to_arrow_table()
+    return pa.Table.from_pandas(con.execute(sql).df(), preserve_index=False)
 
 
 def measure_key(objective: str, monotone: bool = False) -> str:
@@ -153,7 +168,8 @@ class Lattice:
     """Full-domain generalization lattice of a policy's quasi-identifiers with count-based node evaluation."""
 
     def __init__(self, con: Any, policy: Any, source_view: str, taxonomies: dict[str, Taxonomy],
-                 models: Sequence[Any], records: int, rows: bool = True, measures: Sequence[str] | None = None):
+                 models: Sequence[Any], records: int, rows: bool = True, measures: Sequence[str] | None = None,
+                 base: exp.Table | None = None):
         self.policy = policy
         # the measures node evaluations compute (None: all of them); a search asks only for its objective's
         unknown = sorted(set(measures or ()) - set(MEASURES))
@@ -184,6 +200,11 @@ class Lattice:
                                  and m.name in ("entropy_l_diversity", "recursive_cl_diversity")]
         # every released class has at least this many records (the k of k-anonymity): DM's bound uses it
         self.min_class = max([int(getattr(m, "k", 1)) for m in self.models if m.name == "k_anonymity"] + [1])
+        # every check passes or fails per class on that class alone: what is left after suppressing the failing
+        # classes passes them all, no re-check of the remainder needed
+        self.local_checks = not self.requirements and all(getattr(m, "class_local", False) for m in self.models)
+        # every check is in the tagging set: a node's failing records (``need``) fail at each of its specializations
+        self.need_nested = len(self.tagging) == len(self.models) + len(self.requirements)
         self.rows = rows
         self.root = tuple(0 for _ in self.quasi)
         self.top = self.heights
@@ -191,13 +212,14 @@ class Lattice:
         self._evals: dict[tuple[int, ...], NodeEval] = {}
         self._entropy_levels: list[list[float]] | None = None
         self.evaluations = 0
-        self._base = self._load_base(con, source_view)
+        self._base = self._load_base(con, source_view, base)
         self._population = self._load_population(con)
         q = len(self.quasi)
         self._slots = np.full((_CACHE_SLOTS, q), np.iinfo(np.int16).max, dtype=np.int16)
         self._slot_groups = np.full(_CACHE_SLOTS, np.inf)
         self._slot_used = np.zeros(_CACHE_SLOTS, dtype=np.int64)
         self._slot_state: list[_State | None] = [None] * _CACHE_SLOTS
+        self._cached_groups = 0      # groups held by the cached states (bounded by _CACHE_GROUPS)
         self._clock = 0
         self._restricted = [j for j, e in enumerate(self.enc) if any(self._map(j, a, b) is None
                             for a in range(1, e.height + 1) for b in range(a + 1, e.height + 1))]
@@ -206,11 +228,13 @@ class Lattice:
     def from_context(cls, ctx: Any, rows: bool = True, measures: Sequence[str] | None = None) -> "Lattice":
         """The lattice of a method context (``ctx.source_view`` is read once)."""
         return cls(ctx.con, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.records, rows=rows,
-                   measures=measures)
+                   measures=measures, base=getattr(ctx, "base", None))
 
     # -- the base table ----------------------------------------------------------------------------------------
-    def _load_base(self, con: Any, source_view: str) -> _State:
-        import pandas as pd
+    def _load_base(self, con: Any, source_view: str, base: exp.Table | None = None) -> _State:
+        """The distinct combinations with their weights, integer-coded; read from ``base`` (the release's base
+        counts, already grouped by the quasi-identifiers and sensitive attributes) when every grouping column is
+        there, else aggregated from the source view."""
         view = table(source_view)
         probe = con.execute(render(exp.select("*").from_(view.copy()).limit(0)))
         columns = [d[0] for d in probe.description]
@@ -227,7 +251,10 @@ class Lattice:
         w_name = "__anon_w"
         while w_name in columns:
             w_name += "_"
-        weight = record_count(count)
+        weight: exp.Expression = record_count(count)
+        if base is not None and set(group_cols) <= set(base_counts.keys(self.policy)):
+            view, weight = base.copy(), exp.Sum(this=col(base_counts.WEIGHT))
+        weight = exp.Cast(this=weight, to=dtype("DOUBLE"))
         inner = (exp.select(*[col(c) for c in group_cols], alias(weight, w_name)).from_(view)
                  .group_by(*[col(c) for c in group_cols]))
 
@@ -235,43 +262,47 @@ class Lattice:
             order = exp.Order(expressions=[exp.Ordered(this=col(c)) for c in cols])
             return exp.Sub(this=exp.Window(this=exp.DenseRank(), order=order), expression=exp.Literal.number(1))
 
-        items: list[exp.Expression] = [alias(exp.Cast(this=col(c), to=exp.DataType.build("VARCHAR")), f"__q{i}")
+        items: list[exp.Expression] = [alias(exp.Cast(this=col(c), to=dtype("VARCHAR")), f"__q{i}")
                                        for i, c in enumerate(self.quasi)]
         items += [alias(rank([s]), f"__s{i}") for i, s in enumerate(sens)]
-        items += [alias(exp.Cast(this=col(s), to=exp.DataType.build("VARCHAR")), f"__v{i}") for i, s in enumerate(sens)]
+        items += [alias(exp.Cast(this=col(s), to=dtype("VARCHAR")), f"__v{i}") for i, s in enumerate(sens)]
         if rest_cols:
             items.append(alias(rank(rest_cols), "__r"))
         items.append(col(w_name))
         # a fixed row order makes float sums (and so scores and traces) identical run to run
         ordered = (exp.select(*items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("b"))))
                    .order_by(*[exp.Ordered(this=col(c), nulls_first=True) for c in group_cols]))
-        frame = con.execute(render(ordered)).df()
-        n = len(frame)
+        import pandas as pd
+
+        frame = _fetch_arrow(con, render(ordered))
+        n = frame.num_rows
         qcodes = []
         for i, e in enumerate(self.enc):
-            values = frame[f"__q{i}"]
-            codes = np.asarray(pd.Categorical(values.astype(object), categories=e.leaves).codes, dtype=np.int64)
-            bad = (codes < 0) & values.notna().to_numpy()
-            if bad.any():
+            # dictionary-encode the column (Arrow, no Python per row), then look the few distinct values up
+            values = frame.column(f"__q{i}").combine_chunks().dictionary_encode()
+            distinct = values.dictionary.to_pylist()
+            leaf = pd.Index(e.leaves).get_indexer(distinct) if distinct else np.zeros(0, dtype=np.int64)
+            if (leaf < 0).any():
                 raise TaxonomyError(f"taxonomy of {e.name!r} has no leaf for value(s) "
-                                    f"{sorted(set(values[bad].astype(str)))[:10]}")
-            qcodes.append(np.where(codes < 0, len(e.leaves), codes))
-        rest = frame["__r"].to_numpy(np.int64) if rest_cols else np.zeros(n, dtype=np.int64)
+                                    f"{sorted({str(v) for v, c in zip(distinct, leaf) if c < 0})[:10]}")
+            lookup = np.append(leaf.astype(np.int64), len(e.leaves))   # NULL: the last code
+            idx = pc.fill_null(values.indices, len(distinct)).to_numpy(zero_copy_only=False).astype(np.int64)
+            qcodes.append(lookup[idx])
+        rest = frame.column("__r").to_numpy().astype(np.int64) if rest_cols else np.zeros(n, dtype=np.int64)
         self.n_rest = int(rest.max()) + 1 if n else 1
         self.sensitive = sens
         self.sa_of_rest, self.sa_card, self.sa_labels = [], [], []
         for i in range(len(sens)):
-            s = frame[f"__s{i}"].to_numpy(np.int64)
+            s = frame.column(f"__s{i}").to_numpy().astype(np.int64)
             lookup = np.zeros(self.n_rest, dtype=np.int64)
             lookup[rest] = s
             self.sa_of_rest.append(lookup)
             self.sa_card.append(int(s.max()) + 1 if n else 0)
             labels = np.empty(self.sa_card[-1], dtype=object)  # the VARCHAR value of each code (None = NULL)
-            values = frame[f"__v{i}"]
-            labels[s] = np.where(values.notna().to_numpy(), values.astype(object).to_numpy(), None)
+            labels[s] = np.array(frame.column(f"__v{i}").to_pylist() + [None], dtype=object)[:-1]
             self.sa_labels.append(labels)
         self.base_rows = n
-        return _State(self.root, qcodes, rest, frame[w_name].to_numpy(np.float64))
+        return _State(self.root, qcodes, rest, frame.column(w_name).to_numpy().astype(np.float64))
 
     def _load_population(self, con: Any) -> tuple[list[np.ndarray], np.ndarray] | None:
         """k-map / δ-presence: the population's distinct quasi-identifier combinations as leaf codes, with their
@@ -371,11 +402,14 @@ class Lattice:
         free = np.flatnonzero(~np.isfinite(self._slot_groups))
         i = int(free[0]) if len(free) else int(np.argmin(self._slot_used))
         self._store(i, state)
-        while np.nansum(np.where(np.isfinite(self._slot_groups), self._slot_groups, 0)) > _CACHE_GROUPS:
+        while self._cached_groups > _CACHE_GROUPS:
             used = np.where(np.isfinite(self._slot_groups), self._slot_used, np.iinfo(np.int64).max)
             self._store(int(np.argmin(used)), None)
 
     def _store(self, i: int, state: _State | None) -> None:
+        if self._slot_state[i] is not None:
+            self._cached_groups -= len(self._slot_state[i].w)   # type: ignore[union-attr]
+        self._cached_groups += 0 if state is None else len(state.w)
         self._clock += 1
         self._slot_state[i] = state
         self._slot_used[i] = self._clock
@@ -471,8 +505,8 @@ class Lattice:
         else:
             kept, suppressed = ok, need
             within = need <= self.budget + EPS
-            feasible = within and (need == 0 or self._remainder_ok(sizes, reps, g_cls, state, ok,
-                                                                               stats.population))
+            feasible = within and (need == 0 or self.local_checks
+                                   or self._remainder_ok(sizes, reps, g_cls, state, ok, stats.population))
         free = self._measures(node, sizes, reps, None, 0.0, rows_before)   # as if nothing were suppressed
         if suppressed:
             rows_after = int(np.count_nonzero(kept[g_cls])) if self.rows else None
@@ -566,6 +600,20 @@ class Lattice:
             raise ValueError(f"measure {objective!r} needs the lattice built with it (and rows=True for "
                              f"distinct_rows); this one measures {list(self.measures)}")
         return quantize(-value if MEASURES[objective] else value)
+
+    def loss_below(self, ev: NodeEval, objective: str) -> float | None:
+        """A lower bound on the loss of every feasible *specialization* of the node (its down-cone, itself
+        included), or None when there is none to give. It holds when every check is suppression-monotone (with a
+        budget: the records failing at a node fail at each specialization, so a specialization suppresses at least
+        ``ev.need`` records) and the objective charges suppression: DM charges N per suppressed record and at least
+        the smallest class size k per released one, so it is ≥ k·N + (N − k)·need; NCP charges each suppressed
+        record 1 per quasi-identifier, so it is ≥ need / N."""
+        if not self.allow_suppression or not self.need_nested or objective not in ("discernibility", "ncp"):
+            return None
+        n = self.records
+        if objective == "discernibility":
+            return quantize(self.min_class * n + (n - self.min_class) * ev.need)
+        return quantize(ev.need / n if n else 0.0)
 
     def rank_key(self, ev: NodeEval, objective: str) -> tuple:
         """Sort key of a feasible node: best objective, then fewest total levels, then smallest level vector."""

@@ -1,7 +1,8 @@
 """Small builders over sqlglot so that every name and literal in generated SQL is a quoted node, never pasted text."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections import OrderedDict
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -36,6 +37,16 @@ def lit(value: Any) -> exp.Expression:
     if hasattr(value, "item"):  # numpy scalar
         return lit(value.item())
     return exp.Literal.string(str(value))
+
+
+_TYPES: dict[str, exp.DataType] = {}
+
+
+def dtype(name: str) -> exp.DataType:
+    """A data type by name (``VARCHAR``, ``BIGINT``...), parsed once: ``DataType.build`` parses its text each call."""
+    if name not in _TYPES:
+        _TYPES[name] = exp.DataType.build(name)
+    return _TYPES[name].copy()
 
 
 def alias(expression: exp.Expression, name: str) -> exp.Alias:
@@ -76,9 +87,33 @@ def and_all(conditions: Iterable[exp.Expression]) -> exp.Expression:
     return exp.and_(*conds) if conds else exp.true()
 
 
-def render(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = False) -> str:
-    """Render an expression tree as SQL text for a dialect (the only place trees become text)."""
-    return expression.sql(dialect=dialect, pretty=pretty)
+def render(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = False, copy: bool = True) -> str:
+    """Render an expression tree as SQL text for a dialect (the only place trees become text). ``copy=False``: the
+    generator may rewrite the tree in place (its dialect's normalizations) instead of copying it first — for trees
+    owned by the caller and rendered only in that dialect."""
+    return expression.sql(dialect=dialect, pretty=pretty, copy=copy)
+
+
+_FRAGMENTS: "OrderedDict[tuple, str]" = OrderedDict()
+_FRAGMENTS_SIZE = 4096
+
+
+def prerendered(key: Hashable, build: Callable[[], exp.Expression], dialect: str = "duckdb") -> exp.Expression:
+    """A fragment of a statement rendered by sqlglot once per content and reused as that text (a ``Var`` node).
+
+    For large constant parts that every release rebuilds (a taxonomy level's VALUES list and ENUM domain): ``key``
+    must identify everything ``build`` reads (e.g. the taxonomy's content digest, the level, the aliases), so equal
+    keys build equal trees. The text comes only from :func:`render` of ``build()``: names and literals in it are
+    quoted by sqlglot like any other; only the rendering is skipped."""
+    k = (dialect, key)
+    text = _FRAGMENTS.get(k)
+    if text is None:
+        text = _FRAGMENTS[k] = render(build(), dialect)
+        if len(_FRAGMENTS) > _FRAGMENTS_SIZE:
+            _FRAGMENTS.popitem(last=False)
+    else:
+        _FRAGMENTS.move_to_end(k)
+    return exp.Var(this=text)
 
 
 def parse(sql: str, dialect: str = "duckdb") -> exp.Expression:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import io
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -43,7 +44,16 @@ class Taxonomy:
         out = copy.copy(self)
         out.levels, out.spec = self.levels.copy(), dict(self.spec)
         out.__dict__.pop("_content_key", None)      # memo key of metrics/values.py: the copy may change
+        out.__dict__.pop("_fingerprint", None)
         return out
+
+    def fingerprint(self) -> str:
+        """A digest of the content (every level's values and the NULL parent): the key of caches of what is built
+        from a taxonomy (the compiler's rendered level maps). Computed once per instance (never changed in place)."""
+        if "_fingerprint" not in self.__dict__:
+            content = repr((self.null_parent, self.levels.shape, self.levels.to_numpy().tolist()))
+            self.__dict__["_fingerprint"] = hashlib.sha256(content.encode("utf-8")).hexdigest()
+        return self.__dict__["_fingerprint"]
 
     # -- structure -------------------------------------------------------------------------------------------
     @property

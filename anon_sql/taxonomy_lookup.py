@@ -11,7 +11,7 @@ from . import catalog
 from .errors import PolicyError, TaxonomyError
 from .policy import Policy
 from .source import Source
-from .sqlbuild import alias, col, record_count, render
+from .sqlbuild import alias, col, dtype, record_count, render
 from .taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv
 
 
@@ -69,7 +69,7 @@ def resolve_taxonomies(con: Any, policy: Policy, src: Source, need: bool, catalo
 
 def column_value_counts(con: Any, src: Source, column: str, count_column: str | None) -> pd.DataFrame:
     """``v`` (the column's values as text) and ``n`` (their records) over the source."""
-    v = exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR"))
+    v = exp.Cast(this=col(column), to=dtype("VARCHAR"))
     q = (exp.select(alias(v, "v"), alias(record_count(count_column), "n")).from_(src.relation.copy())
          .group_by(v.copy()))
     return con.execute(render(q)).df()

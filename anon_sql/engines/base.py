@@ -99,9 +99,10 @@ class Engine(ABC):
 
     # -- materializing ---------------------------------------------------------------------------------------------
     @abstractmethod
-    def create(self, stmt: exp.Create, cache: bool = False) -> None:
+    def create(self, stmt: exp.Create, cache: bool = False, text: str | None = None) -> None:
         """Run one compiled ``CREATE`` (view or table) and remember the object; ``cache``: a view whose rows are
-        read many times (the row-keyed source of an assignment plan) is materialized where that helps."""
+        read many times (the row-keyed source of an assignment plan) is materialized where that helps; ``text``:
+        the statement already rendered in the engine's dialect (an engine that rewrites trees may ignore it)."""
 
     @abstractmethod
     def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str]) -> None:

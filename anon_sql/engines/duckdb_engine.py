@@ -54,7 +54,13 @@ class DuckDBEngine(Engine):
     def base_counts(self, policy: Policy, relation: exp.Expression,
                     table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
         self._con.execute(render(base_counts.create(policy, relation, table)))
-        return lambda column: base_counts.value_counts(self._con, table, column)
+        known: dict[str, pd.DataFrame] = {}
+
+        def counts(column: str) -> pd.DataFrame:   # every quasi-identifier's counts in one query, on first use
+            if not known and column in policy.quasi:
+                known.update(base_counts.all_value_counts(self._con, table, list(policy.quasi)))
+            return known[column] if column in known else base_counts.value_counts(self._con, table, column)
+        return counts
 
     def pseudonym_function(self, policy: Policy) -> str | None:
         ids = [a for a in policy.attributes.values() if a.role == "identifier" and a.action == "pseudonymize"]
@@ -64,8 +70,8 @@ class DuckDBEngine(Engine):
 
         return pseudonym.register(self._con, pseudonym.load_key(ids[0].options.get("key_file")))
 
-    def create(self, stmt: exp.Create, cache: bool = False) -> None:
-        self._con.execute(render(stmt))
+    def create(self, stmt: exp.Create, cache: bool = False, text: str | None = None) -> None:
+        self._con.execute(text if text is not None else render(stmt))
         self.created.append(stmt.this.name)
 
     def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str]) -> None:

@@ -85,6 +85,9 @@ class MethodContext:
     models: list[Any]
     records: int
     progress: Callable[[str], None] = lambda message: None
+    # the release's base counts (``base_counts.keys`` with their weight ``__w``, already aggregated by resolve) when
+    # the engine keeps them: a method reading "base" may group these rows instead of the source's
+    base: Any = None
 
 
 class Method:

@@ -311,9 +311,14 @@ class _Flash:
         self.apriori = lat.apriori(objective, nodes)
         self.order = None if self.apriori is None else np.lexsort((np.arange(n), self.apriori))
         self.tag_true, self.tag_false, self.pruned, self.seen = (np.zeros(n, dtype=bool) for _ in range(4))
-        self.ev_pos: list[int] = []
-        self.ev_bound: list[float] = []
-        self.ev_done: list[bool] = []
+        # the best lower bound known for each node: the largest bound of an evaluated node it generalizes
+        self.lb = np.full(n, -np.inf)
+        self.ev_pos: list[int] = []                  # evaluated nodes in order; their bounds / applied flags:
+        self.ev_at = np.zeros(0, dtype=np.int64)
+        self.ev_bound = np.zeros(0)
+        self.ev_done = np.zeros(0, dtype=bool)
+        self.ev_below = np.zeros(0)                 # bound on the node's specializations (-inf: none)
+        self.ev_below_done = np.zeros(0, dtype=bool)
         self.best: NodeEval | None = None
         self.key: tuple | None = None
         self.paths = self.touched = 0
@@ -328,7 +333,7 @@ class _Flash:
         """Bounds that cannot beat the best (an equal bound loses on levels unless below best's level sum)."""
         if self.key is None:
             return np.zeros(len(js), dtype=bool)
-        bounds, at = np.array(self.ev_bound)[js], np.array(self.ev_pos)[js]
+        bounds, at = self.ev_bound[js], self.ev_at[js]
         return (bounds > self.key[0]) | ((bounds == self.key[0]) & (self.sums[at] >= self.key[1]))
 
     def _prune(self, js: np.ndarray) -> None:
@@ -343,6 +348,16 @@ class _Flash:
                 self.trace.rows.append({"step": len(self.trace.rows), "node": self.lat.as_dict(self.nodes[i]),
                                         "event": "pruned", "violations": None, "distinct_rows": None,
                                         "feasible": None, "score": None})
+
+    def _prune_below(self, js: np.ndarray) -> None:
+        """Prune the down-cones of evaluated nodes whose bound on their specializations exceeds the best loss
+        (strictly: a specialization has fewer levels and would win a tie)."""
+        if self.key is None:
+            return
+        for j in js[self.ev_below[js] > self.key[0]]:
+            self.ev_below_done[j] = True
+            cone = self.cone(self.le, self.ev_pos[j])
+            self.pruned[cone & ~self.seen] = True
 
     def visit(self, i: int) -> NodeEval:
         """Evaluate node i; update the best, the tags and the pruned cones."""
@@ -361,12 +376,25 @@ class _Flash:
                 self.tag_true[self.cone(self.ge, i)] = True
             else:
                 self.tag_false[self.cone(self.le, i)] = True
+        j = len(self.ev_pos)
+        if j == len(self.ev_bound):   # grow the per-evaluation arrays (amortized, no per-visit list conversion)
+            self.ev_bound = np.concatenate([self.ev_bound, np.zeros(max(64, j))])
+            self.ev_done = np.concatenate([self.ev_done, np.zeros(max(64, j), dtype=bool)])
+            self.ev_at = np.concatenate([self.ev_at, np.zeros(max(64, j), dtype=np.int64)])
+            self.ev_below = np.concatenate([self.ev_below, np.full(max(64, j), -np.inf)])
+            self.ev_below_done = np.concatenate([self.ev_below_done, np.zeros(max(64, j), dtype=bool)])
+        bound = self.lat.loss(ev, self.obj, bound=True)
+        below = self.lat.loss_below(ev, self.obj)
         self.ev_pos.append(i)
-        self.ev_bound.append(self.lat.loss(ev, self.obj, bound=True))
-        self.ev_done.append(False)
-        # the newest bound, and after a better best every earlier bound not yet applied
-        js = np.flatnonzero(~np.array(self.ev_done)) if improved else np.array([len(self.ev_pos) - 1])
+        self.ev_at[j], self.ev_bound[j], self.ev_done[j] = i, bound, False
+        self.ev_below[j] = -np.inf if below is None else below
+        up = self.cone(self.ge, i)
+        self.lb[up] = np.maximum(self.lb[up], bound)
+        # the newest bounds, and after a better best every earlier bound not yet applied
+        js = np.flatnonzero(~self.ev_done[:j + 1]) if improved else np.array([j])
         self._prune(js[self._prunable(js)])
+        if below is not None:
+            self._prune_below(np.flatnonzero(~self.ev_below_done[:j + 1]) if improved else np.array([j]))
         return ev
 
     def _path(self, start: int, open_: np.ndarray) -> list[int]:
@@ -424,8 +452,22 @@ class _Flash:
                 return
 
     def sweep(self) -> None:
-        """Evaluate, bottom-up, every node neither tagged infeasible, pruned nor evaluated."""
-        for i in np.flatnonzero(~(self.tag_false | self.pruned | self.seen)):
-            if not self.pruned[i]:
-                self.touched += 1
-                self.visit(int(i))
+        """Evaluate every node neither tagged infeasible, pruned nor evaluated, best lower bound first (ties:
+        bottom-up): a node whose bound (inherited from the evaluated nodes below it, raised as they are evaluated)
+        cannot beat the best found is skipped. The bounds only grow, so a stale heap entry is pushed back with its
+        current bound; the loop ends when no open node can beat the best."""
+        open_ = np.flatnonzero(~(self.tag_false | self.pruned | self.seen))
+        heap = list(zip(self.lb[open_].tolist(), open_.tolist()))
+        heapq.heapify(heap)
+        while heap:
+            bound, i = heapq.heappop(heap)
+            if self.pruned[i] or self.seen[i]:
+                continue
+            if self.lb[i] > bound:
+                heapq.heappush(heap, (float(self.lb[i]), i))
+                continue
+            if self.key is not None and (bound > self.key[0] or (bound == self.key[0] and self.sums[i] > self.key[1])):
+                self.pruned[np.flatnonzero(~(self.tag_false | self.pruned | self.seen))] = True
+                return   # every open node has at least this bound: none can beat the best
+            self.touched += 1
+            self.visit(i)

@@ -94,6 +94,9 @@ class PrivacyModel:
     needs_sensitive = False
     needs_population = False   # compares each class with a population table (ClassStats.population)
     portable = True  # its SQL uses only standard aggregates (runs on any sqlglot dialect)
+    # whether a class's pass depends on that class alone (not on the other classes or the whole table): suppressing
+    # the failing classes then cannot make a kept class fail, and the lattice skips re-checking the remainder
+    class_local = False
 
     def check(self, stats: ClassStats) -> np.ndarray:
         """Boolean per class: does the class satisfy the model?"""

@@ -22,6 +22,7 @@ class KAnonymity(PrivacyModel):
     """Every class has at least k records."""
 
     name = "k_anonymity"
+    class_local = True
 
     def __init__(self, k: int):
         self.k = int(k)
@@ -50,6 +51,7 @@ class DistinctLDiversity(_SensitiveModel):
     """Every class has at least l distinct sensitive values."""
 
     name = "distinct_l_diversity"
+    class_local = True
 
     def __init__(self, attribute: str, l: float):
         super().__init__(attribute)
@@ -75,6 +77,7 @@ class EntropyLDiversity(_SensitiveModel):
     """exp(entropy of the class's sensitive values) >= l (entropy in nats)."""
 
     name = "entropy_l_diversity"
+    class_local = True
     portable = False
 
     def __init__(self, attribute: str, l: float):
@@ -104,6 +107,7 @@ class RecursiveCLDiversity(_SensitiveModel):
     """r_1 < c · (r_l + r_{l+1} + ...), r_i the i-th largest sensitive-value count of the class."""
 
     name = "recursive_cl_diversity"
+    class_local = True
     portable = False
 
     def __init__(self, attribute: str, c: float, l: int):

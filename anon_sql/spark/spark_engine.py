@@ -74,8 +74,8 @@ class SparkEngine(Engine):
         tree = udfs.to_spark(tree) if self.flavor != "spark" else tree
         return render(tree, "spark", pretty=True)
 
-    def create(self, stmt: exp.Create, cache: bool = False) -> None:
-        name = stmt.this.name
+    def create(self, stmt: exp.Create, cache: bool = False, text: str | None = None) -> None:
+        name = stmt.this.name   # ``text`` (DuckDB-flavoured) is not used: the tree is rewritten for Spark
         if stmt.args.get("kind") == "TABLE" or cache:
             self.drop(name)
             tree: exp.Expression = exp.Cache(this=exp.Table(this=ident(name)), expression=stmt.expression.copy(),

@@ -44,10 +44,11 @@ def materialize(engine: Engine, compiled: CompiledRelease, plan: Plan, policy: P
         engine.write_plan(compiled.names, plan, policy.quasi)
     if replace:
         engine.drop(policy.name)
-    for what, stmt in compiled.statements[1:]:
+    texts = compiled.sql(pretty=True)    # rendered once: the same text is stored with the release
+    for (what, stmt), text in zip(compiled.statements[1:], texts[1:]):
         if what == BASE_STATEMENT and base_made:
             continue
         if stmt.key == "create":
-            engine.create(stmt)
+            engine.create(stmt, text=text)
         else:
             engine.execute(stmt)

@@ -24,7 +24,7 @@ def make_context(resolved: Resolved, con: Any, source_view: str,
     """What the method may use: ``con`` (the engine's connection) and ``source_view`` (the release's ``__source``
     view), with the resolved policy, taxonomies, models and record count."""
     return MethodContext(con, resolved.policy, source_view, resolved.taxonomies, resolved.models, resolved.records,
-                         say)
+                         say, base=resolved.base)
 
 
 def released_policy(policy: Policy, plan: Plan) -> Policy:
