@@ -522,7 +522,7 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
                              alias=exp.TableAlias(this=ident("c"))),
                    on=exp.EQ(this=col(EC_ID, "g"), expression=col(EC_ID, "c")))
              .where(col(KEEP, "c")))
-    return _ordered_rows(policy, query, items, data_cols)
+    return _ordered_rows(ci, query, items, data_cols)
 
 
 def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
@@ -556,18 +556,28 @@ def _joined_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str])
                               alias=exp.TableAlias(this=ident("g"))))
              .join(exp.Subquery(this=_level_combos(ci, "__lb", "__lc"), alias=exp.TableAlias(this=ident("k"))),
                    on=on))
-    return _ordered_rows(ci.policy, query, items, data_cols)
+    return _ordered_rows(ci, query, items, data_cols)
 
 
-def _ordered_rows(policy, query: exp.Select, items: list[exp.Expression], data_cols: list[str]) -> exp.Select:
-    """Merge rows by the count column (if any) and fix the row order: by ec_id and the other released columns,
-    never the source's order (quasi-identifiers are constant inside a class; identical rows are interchangeable)."""
+def _ordered_rows(ci: CompileInput, query: exp.Select, items: list[exp.Expression], data_cols: list[str]
+                  ) -> exp.Select:
+    """Merge rows by the count column (if any) and fix the row order: by ec_id, then — on DuckDB — a hash of the
+    other released values and the policy's seed, never the source's order (quasi-identifiers are constant inside a
+    class; identical rows are interchangeable, so the order depends on the released values alone). One integer key
+    after ec_id instead of every released column keeps the sort cheap (issue 17.5); engines without DuckDB's
+    ``hash`` order by the released columns themselves."""
+    policy = ci.policy
     if policy.count_column:
         total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=exp.DataType.build("BIGINT"))
         query = query.select(alias(total, policy.count_column)).group_by(*[g.copy() for g in items])
-    order_cols = [col(EC_ID)] + [col(c) for c in data_cols if c not in policy.quasi]
+    others = [col(c) for c in data_cols if c not in policy.quasi]
     if policy.count_column:
-        order_cols.append(col(policy.count_column))
+        others.append(col(policy.count_column))
+    order_cols = [col(EC_ID)]
+    if others and ci.on_duckdb:
+        order_cols.append(exp.Anonymous(this="hash", expressions=[*others, lit(policy.seed)]))
+    else:
+        order_cols += others
     wrapped = exp.select(exp.Star()).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("r"))))
     return wrapped.order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order_cols])
 
