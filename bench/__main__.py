@@ -165,7 +165,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     ap.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "anon_sql_bench.log")
     ap.add_argument("--results", type=Path, default=None, help="keep the JSON lines here (default: a temp file)")
+    ap.add_argument("--render", type=Path, default=None,
+                    help="run nothing: write the page from this JSON-lines file (e.g. a run's --results plus records "
+                         "a script appended by hand with --json)")
     args = ap.parse_args(argv)
+    if args.render:
+        records = read(args.render)
+        plotted = plot(records, args.out.parent / "benchmarks-scale.png")
+        write_doc(records, "rendered from " + args.render.name, [], [], "-", "-", args.out,
+                  f"python -m bench --render {args.render.name}", plotted)
+        print(f"wrote {args.out} ({len(records)} figures)")
+        return
     profile = "full" if args.full else "quick"
     command = "python -m bench" + (" --full" if args.full else "") + (
         f" --only {' '.join(args.only)}" if args.only else "")
