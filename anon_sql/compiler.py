@@ -550,16 +550,45 @@ def _classes_select(ci: CompileInput, relation: exp.Expression) -> exp.Select:
     return exp.select(*items).from_(exp.Subquery(this=stats, alias=exp.TableAlias(this=ident("s"))))
 
 
+def _expands(ci: CompileInput, data_cols: list[str]) -> bool:
+    """A DuckDB level plan whose released columns are all QIs / sensitive attributes: written from the base counts."""
+    return (uses_base_table(ci) and not ci.policy.count_column
+            and set(data_cols) <= set(base_counts.keys(ci.policy)))
+
+
+def _data_columns(ci: CompileInput) -> list[str]:
+    """Released columns other than the count column (and the noise flag of an assignment plan, if any)."""
+    cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column]
+    return cols + ([noise_flag(ci.plan)] if noise_flag(ci.plan) else [])
+
+
+def uses_row_map(ci: CompileInput) -> bool:
+    """DuckDB level plans that re-read the source (insensitive columns, a count column) join it to a temp table of
+    the kept combinations (``<release>__map``): its exact, small cardinality makes it the build side of the hash
+    join; inlined, its estimate is so large that DuckDB builds the hash table over the whole source instead."""
+    return uses_base_table(ci) and not _expands(ci, _data_columns(ci))
+
+
+def row_map_table(release_name: str) -> exp.Table:
+    """The session-temporary map original QI tuple → (released QI values, ec_id) of the kept classes."""
+    return exp.Table(this=ident(release_name + "__map"), db=ident("main"), catalog=ident("temp"))
+
+
+def _row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    query = _level_combos(ci, "__lb", "__lc")
+    query = query.with_("__lb", as_=_level_base(ci, names, base_counts.temp_table(names.release)), copy=False)
+    return query.with_("__lc", as_=_classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
+
+
 def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     """The released rows: generalized records of the kept classes, with ``ec_id`` (count column merged)."""
     policy = ci.policy
-    cols = released_columns(policy, ci.columns)
-    data_cols = [c for c in cols if c != policy.count_column]
-    if noise_flag(ci.plan):
-        data_cols.append(noise_flag(ci.plan))
+    data_cols = _data_columns(ci)
     if isinstance(ci.plan, LevelPlan):
+        if uses_row_map(ci):
+            return _joined_release(ci, names, data_cols, row_map_table(names.release))
         base = base_counts.temp_table(names.release) if uses_base_table(ci) else None
-        if base is not None and not policy.count_column and set(data_cols) <= set(base_counts.keys(policy)):
+        if _expands(ci, data_cols):
             query = _expanded_release(ci, data_cols)
         else:
             query = _joined_release(ci, names, data_cols)
@@ -574,7 +603,7 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
                              alias=exp.TableAlias(this=ident("c"))),
                    on=exp.EQ(this=col(EC_ID, "g"), expression=col(EC_ID, "c")))
              .where(col(KEEP, "c")))
-    return _ordered_rows(policy, query, items, data_cols)
+    return _ordered_rows(ci, query, items, data_cols)
 
 
 def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
@@ -598,28 +627,44 @@ def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
         exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
 
 
-def _joined_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str]) -> exp.Select:
-    """The source rows joined to the map original QI tuple → (released values, ec_id) of the kept classes."""
+def _joined_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
+                    row_map: exp.Table | None = None) -> exp.Select:
+    """The source rows joined to the map original QI tuple → (released values, ec_id) of the kept classes (the
+    ``row_map`` temp table, or inline from the ``__lb`` / ``__lc`` CTEs)."""
     quasi = list(ci.policy.quasi)
     items = [col(c, "k") if c in quasi else col(c, "g") for c in data_cols] + [col(EC_ID, "k")]
     on = and_all(null_safe_eq(col(q, "g"), col(f"__o{i}", "k")) for i, q in enumerate(quasi))
+    if row_map is not None:
+        combos: exp.Expression = row_map.copy()
+        combos.set("alias", exp.TableAlias(this=ident("k")))
+    else:
+        combos = exp.Subquery(this=_level_combos(ci, "__lb", "__lc"), alias=exp.TableAlias(this=ident("k")))
     query = (exp.select(*items)
              .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
                               alias=exp.TableAlias(this=ident("g"))))
-             .join(exp.Subquery(this=_level_combos(ci, "__lb", "__lc"), alias=exp.TableAlias(this=ident("k"))),
-                   on=on))
-    return _ordered_rows(ci.policy, query, items, data_cols)
+             .join(combos, on=on))
+    return _ordered_rows(ci, query, items, data_cols)
 
 
-def _ordered_rows(policy, query: exp.Select, items: list[exp.Expression], data_cols: list[str]) -> exp.Select:
-    """Merge rows by the count column (if any) and fix the row order: by ec_id and the other released columns,
-    never the source's order (quasi-identifiers are constant inside a class; identical rows are interchangeable)."""
+def _ordered_rows(ci: CompileInput, query: exp.Select, items: list[exp.Expression], data_cols: list[str]
+                  ) -> exp.Select:
+    """Merge rows by the count column (if any) and fix the row order: by ec_id, then — on DuckDB — a hash of the
+    other released values and the policy's seed, never the source's order (quasi-identifiers are constant inside a
+    class; identical rows are interchangeable, so the order depends on the released values alone). One integer key
+    after ec_id instead of every released column keeps the sort cheap (issue 17.5); engines without DuckDB's
+    ``hash`` order by the released columns themselves."""
+    policy = ci.policy
     if policy.count_column:
         total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=dtype("BIGINT"))
         query = query.select(alias(total, policy.count_column)).group_by(*[g.copy() for g in items])
-    order_cols = [col(EC_ID)] + [col(c) for c in data_cols if c not in policy.quasi]
+    others = [col(c) for c in data_cols if c not in policy.quasi]
     if policy.count_column:
-        order_cols.append(col(policy.count_column))
+        others.append(col(policy.count_column))
+    order_cols = [col(EC_ID)]
+    if others and ci.on_duckdb:
+        order_cols.append(exp.Anonymous(this="hash", expressions=[*others, lit(policy.seed)]))
+    else:
+        order_cols += others
     wrapped = exp.select(exp.Star()).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("r"))))
     return wrapped.order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order_cols])
 
@@ -642,14 +687,20 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
     base = base_counts.temp_table(names.release) if uses_base_table(ci) else None
     if base is not None:
         stmts.append((BASE_STATEMENT, base_counts.create(ci.policy, names.source, base)))
+    row_map = row_map_table(names.release) if isinstance(ci.plan, LevelPlan) and uses_row_map(ci) else None
+    if row_map is not None:
+        stmts.append(("row map", exp.Create(this=row_map.copy(), kind="TABLE", replace=True,
+                                            expression=_row_map_query(ci, names),
+                                            properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
     stmts += [
         ("release table", exp.Create(this=names.table, kind="TABLE", expression=release_table_query(ci, names))),
         ("checks view", _create_view(names.checks, checks_view(ci, names), ci.dialect)),
     ]
+    if row_map is not None:
+        stmts.append(("drop row map", exp.Drop(tables=[row_map.copy()], kind="TABLE", exists=True)))
     if base is not None:
         stmts.append(("drop base counts", base_counts.drop(base)))
-    cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column]
-    cols += [noise_flag(ci.plan)] if noise_flag(ci.plan) else []
+    cols = _data_columns(ci)
     cols.append(EC_ID)
     if ci.policy.count_column:
         cols.append(ci.policy.count_column)

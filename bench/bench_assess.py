@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_metrics_scale import best  # noqa: E402
 from bench_release import QIS  # noqa: E402
 from generate import generate  # noqa: E402
+from results import Result, emit  # noqa: E402
 
 from anon_sql.sqlbuild import col, render  # noqa: E402
 from sqlglot import exp  # noqa: E402
@@ -34,6 +35,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quasi", default=",".join(QIS))
     ap.add_argument("--sensitive", default="salary-class")
+    ap.add_argument("--json", default=None, help="append the results to this JSON-lines file")
     args = ap.parse_args()
     quasi = args.quasi.split(",")
     sensitive = [s for s in args.sensitive.split(",") if s]
@@ -64,6 +66,8 @@ def main() -> None:
     print("| --- | --- | --- |")
     print(f"| bare GROUP BY over the QIs | {ref:.3f} | 1.0x |")
     print(f"| anon_sql.assess (all measures) | {ass:.3f} | {ass / ref:.2f}x |")
+    emit([Result("assess", "assess (all measures)", ass, "bare GROUP BY over the QIs", ref, rows=args.rows,
+                 repeat=args.repeat, target="<= 3x")], args.json)
 
 
 if __name__ == "__main__":

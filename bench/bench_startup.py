@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 CLI = [sys.executable, "-m", "anon_sql.cli"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import Result, emit  # noqa: E402
 
 
 def best_wall_and_cpu(cmd: list[str], repeat: int) -> tuple[float, float]:
@@ -47,6 +49,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--db", default=None)
+    ap.add_argument("--json", default=None, help="append the results to this JSON-lines file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "demo.duckdb")
@@ -63,6 +66,7 @@ def main() -> None:
             load = f.read().split()[:3]
         print(f"load average {' '.join(load)}; best of {args.repeat}")
         base = None
+        results = []
         print("| command | wall (s) | CPU (s) | CPU ratio to python -c pass | heaviest imports (ms, cumulative) |")
         print("| --- | ---: | ---: | ---: | --- |")
         for label, cmd in cases.items():
@@ -70,6 +74,11 @@ def main() -> None:
             base = base or cpu
             heavy = ", ".join(f"{n} {ms:.0f}" for n, ms in heaviest_imports(cmd))
             print(f"| `{label}` | {wall:.3f} | {cpu:.3f} | {cpu / base:.1f}x | {heavy} |")
+            if cmd[0] == sys.executable and label != "python -c pass":
+                results.append(Result("startup", f"`{label}` CPU time (user + sys)", cpu, "`python -c pass`", base,
+                                      repeat=args.repeat, extra={"wall (s)": round(wall, 3),
+                                                                 "heaviest imports (ms)": heavy}))
+        emit(results, args.json)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,206 @@
+"""Every benchmark in one command: runs the bench/ scripts (each in its own process, each writing the common result
+format of bench/results.py) and writes docs/benchmarks.md — every figure as a ratio to its baseline measured in the
+same run, with the load average, rows, commit and date.
+
+    python -m bench                 # --quick (default): a few minutes
+    python -m bench --full          # the scale curve at 1M and 10M rows, releases at 2M / 10M rows, every ARX case
+    python -m bench --only memory release --out /tmp/benchmarks.md
+
+ARX runs only when ../shared/tools/arx/arx-bench and Java are present (never a CI dependency). Spark (bench_spark.py)
+and the peers (bench_mondrian.py's anonypy) are not part of the profiles: run those scripts by hand.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from results import ROOT, commit, load_average, read  # noqa: E402
+
+ARX = ROOT.parent / "shared" / "tools" / "arx" / "arx-bench"
+
+# suite → (script, arguments) per profile; None = not in that profile
+PROFILES: dict[str, dict[str, list[str] | None]] = {
+    "quick": {
+        "startup": ["bench_startup.py", "--repeat", "2"],
+        "release": ["bench_release.py", "--rows", "1000000", "--extra", "0", "1", "10", "--repeats", "2"],
+        "assess": ["bench_assess.py", "--rows", "1000000", "--repeat", "2"],
+        "memory": ["bench_memory.py", "--cases", "optimal:300000", "mondrian:30162", "mondrian:1000000"],
+        "arx": ["bench_arx.py", "--cases", "q8_k5_s0", "q8_k5_s4", "--repeat", "3"],
+        "scale": ["bench_scale.py", "--rows", "300000", "1000000"],
+    },
+    "full": {
+        "startup": ["bench_startup.py", "--repeat", "5"],
+        "release": ["bench_release.py", "--rows", "2000000", "10000000", "--extra", "0", "1", "10", "--repeats", "2"],
+        "assess": ["bench_assess.py", "--rows", "10000000", "--repeat", "2"],
+        "memory": ["bench_memory.py", "--cases", "optimal:300000", "mondrian:30162", "mondrian:1000000"],
+        "arx": ["bench_arx.py", "--repeat", "5"],
+        "scale": ["bench_scale.py", "--rows", "1000000", "10000000"],   # 100M: by hand, --database FILE
+    },
+}
+TITLES = {
+    "startup": "Start-up (wall time of a fresh process)",
+    "release": "Level-vector release (issue 2, issue 17.5): against a copy of the source + one bare GROUP BY",
+    "assess": "Assessment (issue 15): against one bare GROUP BY",
+    "memory": "Peak resident memory (issue 17.3): a fresh process per case",
+    "arx": "ARX side by side (issue 17.1): Adult, warm",
+    "scale": "Scale curve (issue 17.6): against one bare GROUP BY",
+}
+
+
+def arx_usable() -> bool:
+    return ARX.exists() and os.access(ARX, os.X_OK) and shutil.which("java") is not None
+
+
+def run_suite(name: str, args: list[str], out: Path, log: Path) -> tuple[bool, float]:
+    """One script in its own process, its JSON lines appended to ``out``; its stdout/stderr to ``log``."""
+    t = time.perf_counter()
+    with open(log, "a") as f:
+        f.write(f"\n== {name}: python bench/{' '.join(args)}\n")
+        f.flush()
+        proc = subprocess.run([sys.executable, str(HERE / args[0]), *args[1:], "--json", str(out)], cwd=ROOT,
+                              stdout=f, stderr=subprocess.STDOUT)
+    return proc.returncode == 0, time.perf_counter() - t
+
+
+def _num(v: float, unit: str) -> str:
+    return f"{v:.0f} MB" if unit == "MB" else (f"{v * 1e3:.0f} ms" if v < 1 else f"{v:.2f} s")
+
+
+def plot(records: list[dict], path: Path) -> bool:
+    """Release time / bare GROUP BY against rows, one line per method (matplotlib, if installed)."""
+    scale = [r for r in records if r["suite"] == "scale"]
+    if not scale:
+        return False
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for case in dict.fromkeys(r["case"] for r in scale):
+        pts = sorted((r["rows"], r["ratio"], r["value"]) for r in scale if r["case"] == case)
+        ax1.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=case)
+        ax2.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", label=case)
+    pts = sorted({(r["rows"], r["baseline_value"]) for r in scale})
+    ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="x", linestyle="--", label="bare GROUP BY")
+    for ax, label in ((ax1, "cost / bare GROUP BY (same run)"), (ax2, "seconds (shared 2-core machine)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("rows")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    ax2.set_yscale("log")
+    ax1.legend(fontsize=8)
+    fig.suptitle("anon_sql cost against rows (Adult resampled)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def write_doc(records: list[dict], profile: str, skipped: list[str], failed: list[str], load_before: str,
+              load_after: str, out: Path, command: str, plotted: bool) -> None:
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC at commit `{commit()}`, "
+        f"profile `{profile}`. The machine has 2 cores shared with other work: every figure is a best of N beside "
+        "its baseline measured in the same run, and the ratio is what compares. Load average (1, 5, 15 min): "
+        f"{load_before} before, {load_after} after; each row carries the load when it was measured.",
+        "",
+        "Regenerate: `python -m bench` (a few minutes) or `python -m bench --full` (the scale curve; about half an "
+        "hour on an idle machine). Spark (`bench/bench_spark.py`), the Python peers (`bench/bench_mondrian.py` "
+        "beside anonypy) and the search at scale (`bench/bench_search.py --rows ...`) run by hand. Each script also runs alone (see its docstring) and `--json FILE` appends its "
+        "records in the common format of `bench/results.py`.",
+        "",
+    ]
+    for suite in TITLES:
+        rows = [r for r in records if r["suite"] == suite]
+        if not rows:
+            continue
+        lines += [f"## {TITLES[suite]}", "",
+                  "| case | rows | value | baseline (same run) | baseline value | ratio | target | load avg | best of |",
+                  "| --- | ---: | ---: | --- | ---: | ---: | --- | --- | ---: |"]
+        for r in rows:
+            load = " ".join(f"{x:.1f}" for x in r["load"])
+            n = f"{r['rows']:,}" if r.get("rows") else "-"
+            lines.append(f"| {r['case']} | {n} | {_num(r['value'], r['unit'])} | {r['baseline']} | "
+                         f"{_num(r['baseline_value'], r['unit'])} | **{r['ratio']:.2f}x** | {r['target']} | "
+                         f"{load} | {r['repeat']} |")
+        extras = [r for r in rows if r.get("extra")]
+        if extras:
+            lines.append("")
+            for r in extras:
+                detail = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                   for k, v in r["extra"].items())
+                lines.append(f"- {r['case']} ({r['rows'] or '-'} rows): {detail}")
+        if suite == "scale" and plotted:
+            lines += ["", "![cost against rows](benchmarks-scale.png)"]
+        lines.append("")
+    notes = HERE / "benchmarks_notes.md"
+    if notes.exists():                       # the hand-written reading of the figures (profiles, shortfalls)
+        lines += [notes.read_text().rstrip(), ""]
+    if skipped or failed:
+        lines += ["## Not run", ""]
+        lines += [f"- {s}" for s in skipped]
+        lines += [f"- {s}: failed (see the log)" for s in failed]
+        lines.append("")
+    out.write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument("--quick", action="store_true", help="a few minutes (the default)")
+    group.add_argument("--full", action="store_true", help="+ the scale curve and the 10M-row releases")
+    ap.add_argument("--only", nargs="*", default=None, choices=list(TITLES), help="run only these suites")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    ap.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "anon_sql_bench.log")
+    ap.add_argument("--results", type=Path, default=None, help="keep the JSON lines here (default: a temp file)")
+    ap.add_argument("--render", type=Path, default=None,
+                    help="run nothing: write the page from this JSON-lines file (e.g. a run's --results plus records "
+                         "a script appended by hand with --json)")
+    args = ap.parse_args(argv)
+    if args.render:
+        records = read(args.render)
+        plotted = plot(records, args.out.parent / "benchmarks-scale.png")
+        write_doc(records, "rendered from " + args.render.name, [], [], "-", "-", args.out,
+                  f"python -m bench --render {args.render.name}", plotted)
+        print(f"wrote {args.out} ({len(records)} figures)")
+        return
+    profile = "full" if args.full else "quick"
+    command = "python -m bench" + (" --full" if args.full else "") + (
+        f" --only {' '.join(args.only)}" if args.only else "")
+    results = args.results or Path(tempfile.mkstemp(suffix=".jsonl")[1])
+    results.write_text("")
+    load_before = load_average()
+    skipped, failed = [], []
+    for suite, script in PROFILES[profile].items():
+        if args.only is not None and suite not in args.only:
+            continue
+        if script is None:
+            continue
+        if suite == "arx" and not arx_usable():
+            skipped.append(f"{TITLES[suite]}: ../shared/tools/arx/arx-bench or Java not found")
+            continue
+        print(f"{suite}: python bench/{' '.join(script)}  (log: {args.log})", flush=True)
+        ok, took = run_suite(suite, script, results, args.log)
+        print(f"  {'done' if ok else 'FAILED'} in {took:.0f} s", flush=True)
+        if not ok:
+            failed.append(f"{suite} (`python bench/{' '.join(script)}`)")
+    records = read(results)
+    plotted = plot(records, args.out.parent / "benchmarks-scale.png")
+    write_doc(records, profile, skipped, failed, load_before, load_average(), args.out, command, plotted)
+    print(f"wrote {args.out} ({len(records)} figures)")
+
+
+if __name__ == "__main__":
+    main()
