@@ -49,15 +49,28 @@ def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
     policy = Policy.from_dict(json.loads(row["policy_json"]))
     plan = json.loads(row["plan"] or "{}")
     names = ReleaseNames(name)
-    table = names.table
-    columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
-    ci = CompileInput(policy, table.copy(), columns, LevelPlan({}), {}, build_models(policy, con))
-    frame = con.execute(render(checks_view(ci, names).order_by(exp.column(EC_ID)))).df()
+    frame, columns = _class_checks(con, names.table, policy)
     rows = check_summary(frame)
     if plan.get("slicing_check"):
         rows.append(_slicing_check(con, policy, names, plan["slicing_check"]))
     rows += _catalog_checks(con, policy, row, plan, columns, len(frame))
     return pd.DataFrame(rows)
+
+
+def class_checks(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
+    """Per released class of recorded release ``name``: ``ec_id``, the released quasi-identifiers and every model's
+    value and pass flag, compiled afresh from the stored policy over the released table."""
+    row = recorded(con, name)
+    return _class_checks(con, ReleaseNames(name).table, Policy.from_dict(json.loads(row["policy_json"])))[0]
+
+
+def _class_checks(con, table: exp.Table, policy: Policy) -> tuple[pd.DataFrame, list[str]]:
+    """The models of ``policy`` per class of ``table``, and the table's columns."""
+    columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
+    ci = CompileInput(policy, table.copy(), columns, LevelPlan({}), {}, build_models(policy, con))
+    frame = con.execute(render(checks_view(ci, ReleaseNames(table.name, table.db or None))
+                               .order_by(exp.column(EC_ID)))).df()
+    return frame, columns
 
 
 def _catalog_checks(con, policy: Policy, row: dict[str, Any], plan: dict[str, Any], columns: list[str],
@@ -107,10 +120,10 @@ def _slicing_check(con, policy: Policy, names: ReleaseNames, spec: dict[str, Any
             spec_["action"] = "drop"
     ci = CompileInput(Policy.from_dict(d), relation, cols, AssignmentPlan(pd.DataFrame(), pd.DataFrame()), {}, [])
     source = exp.Subquery(this=source_view(ci, names), alias=exp.TableAlias(this=ident("__s")))
-    assignment = names.assignment if relation_exists(con, names.release + "__assignment") else None
+    assignment = names.assignment if relation_exists(con, names.assignment) else None
     out = verify(con, names.table, source, None, spec, policy.count_column, assignment)
     out.pop("requirement", None)
     return out
 
 
-__all__ = ["recorded", "recheck"]
+__all__ = ["recorded", "recheck", "class_checks"]

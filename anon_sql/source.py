@@ -75,12 +75,15 @@ _VIEW = ("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND view_name =
          "AND ($s IS NULL OR schema_name = $s)")
 
 
-def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Is ``name`` (or ``schema.name``) a table or view? Tables first, views only when it is none: duckdb_tables()
-    and the non-internal duckdb_views() hold the rows of information_schema.tables, and a table answers at half its
-    cost (it is asked on every metrics call)."""
-    parts = name.split(".", 1) if "." in name else [None, name]
-    schema, tbl = parts if len(parts) == 2 else (None, parts[0])
+def relation_exists(con: duckdb.DuckDBPyConnection, name: str | exp.Table) -> bool:
+    """Is ``name`` (or ``schema.name``, or a table reference) a table or view? Tables first, views only when it is
+    none: duckdb_tables() and the non-internal duckdb_views() hold the rows of information_schema.tables, and a
+    table answers at half its cost (it is asked on every metrics call)."""
+    if isinstance(name, exp.Table):
+        schema, tbl = name.db or None, name.name
+    else:
+        parts = name.split(".", 1) if "." in name else [None, name]
+        schema, tbl = parts if len(parts) == 2 else (None, parts[0])
     args = {"t": tbl, "s": schema}
     return bool(con.execute(_TABLE, args).fetchall()[0][0] or con.execute(_VIEW, args).fetchall()[0][0])
 
@@ -151,8 +154,8 @@ def temporary_table(con: duckdb.DuckDBPyConnection, source: Any) -> Iterator[str
     as a temporary view of a fresh name, dropped on exit."""
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
-    if isinstance(source, str) and not is_path(source):
-        yield source
+    if (isinstance(source, str) and not is_path(source)) or isinstance(source, exp.Table):
+        yield source   # a name, or a table reference (a release's working view)
         return
     name = f"{INPUT_NAME}_{next(_scratch)}"
     if isinstance(source, str):
@@ -193,7 +196,10 @@ def resolve(con: duckdb.DuckDBPyConnection, source: Any, label: str | None = Non
     ``label`` (default :data:`INPUT_NAME`); it stays registered, since the release's views read it."""
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
-    if not isinstance(source, str):
+    if isinstance(source, exp.Table):      # a reference the product made (a release's working view)
+        relation = source.copy()
+        label = render(source)
+    elif not isinstance(source, str):
         name = register(con, source, label or INPUT_NAME)
         relation: exp.Expression = exp.Table(this=ident(name))
         label = name

@@ -30,7 +30,10 @@ def template(tmp_path_factory):
     c.execute("CREATE TABLE empty AS SELECT * FROM patients LIMIT 0")
     c.execute("CREATE TABLE r3 AS SELECT 42 AS mine")                    # a user table named like a release
     c.execute('CREATE TABLE "Users" AS SELECT 1 AS id')                  # differs from `users` only by case
-    c.execute("CREATE TABLE rw__assignment AS SELECT 7 AS mine")         # a release `rw` would replace it
+    c.execute("CREATE TABLE rw__assignment AS SELECT 7 AS mine")         # named like a working table: never touched
+    c.execute("CREATE SCHEMA anon_work")
+    c.execute("CREATE TABLE anon_work.rx__assignment AS SELECT 7 AS mine")   # not the product's: a release `rx`
+                                                                            # would replace it
     c.execute("CREATE VIEW young AS SELECT * FROM patients WHERE age < 40")
     c.execute("CREATE TABLE counted AS SELECT age, sex, diag, CASE WHEN name = 'Ann' THEN NULL "
               "WHEN name = 'Bob' THEN -1 ELSE 1 END AS n FROM patients")
@@ -107,13 +110,13 @@ def test_release_exists_says_replace_but_a_user_table_is_never_replaced(work):
                 "'r3' already exists and is not a release", "never drops", absent=("--replace", "replace=True"))
     refused(work, ["release", policy_file(work, name="users"), "--db", db, "--replace"],
             "'users' differs only by case from the existing table 'Users'")
-    refused(work, ["release", policy_file(work, name="rw"), "--db", db, "--replace"], "['rw__assignment']",
-            absent=("--replace",))
+    refused(work, ["release", policy_file(work, name="rx"), "--db", db, "--replace"], "['rx__assignment']",
+            "'anon_work'", absent=("--replace",))
     # the release's own name replaced with --replace: that one is anon_sql's
     assert CliRunner().invoke(main, ["release", policy_file(work), "--db", db, "--replace"]).exit_code == 0
 
 
-@pytest.mark.parametrize("name", ["patients", "rl__source", "rl__classes", "young", "nope"])
+@pytest.mark.parametrize("name", ["patients", "rl__source", "anon_work.rl__source", "rl__classes", "young", "nope"])
 def test_export_and_check_refuse_what_is_not_a_release(work, name):
     db = str(work / "w.duckdb")
     refused(work, ["export", name, "--db", db, "--to", str(work / "out.duckdb")], f"{name!r} is not a release",

@@ -27,6 +27,7 @@ from sqlglot import exp
 import anon_sql
 from anon_sql.errors import AnonSQLError
 from anon_sql.sqlbuild import ident, render
+from conftest import working
 
 from test_attribute_focused import independent_max_p
 
@@ -249,10 +250,9 @@ def verify_release(con, rel, policy: dict, frame: pd.DataFrame, numeric: list[st
             smallest = out.groupby(r["quasi"], dropna=False).size().min()
             assert smallest >= r["k"], f"requirement {r}: a group of {smallest}"
     elif policy["method"] == "slicing" and not frame[declared].isna().any().any():
-        src = con.execute(render(exp.select("*").from_(exp.Table(this=ident(policy["name"] + "__source")))
-                                 .order_by("__row"))).df()
-        src = src[src["__row"].isin(con.execute(render(exp.select("__row").from_(
-            exp.Table(this=ident(policy["name"] + "__assignment"))))).df()["__row"])]
+        src = con.execute(f"SELECT * FROM {working(policy['name'], 'source')} ORDER BY __row").df()
+        src = src[src["__row"].isin(con.execute(
+            f"SELECT __row FROM {working(policy['name'], 'assignment')}").df()["__row"])]
         maxp = independent_max_p(out, src.reset_index(drop=True), rel.plan["columns"], sens)
         assert maxp.max() <= 1 / privacy["l_diversity"]["l"] + 1e-9
 
