@@ -5,6 +5,10 @@ it: every privacy model is compiled afresh from that policy and run as SQL over 
 ``__checks`` / ``__classes`` views are never read, so rewriting them changes nothing), the record and class counts
 are reconciled with the numbers recorded at release time, and the table's columns must be the ones the policy
 releases. Reads only: it works on a read-only connection and on a reopened file without ``anon_sql.install``.
+
+A shared file (written by ``--to`` / ``export``: no catalog, the released table beside its ``<release>__metadata``
+row) is checked the same way from the policy and counts of that row; its models run on a private in-memory
+connection that attaches the file read-only, so the file is never written.
 """
 from __future__ import annotations
 
@@ -17,13 +21,15 @@ import pandas as pd
 from sqlglot import exp
 
 from . import catalog
-from .compiler import EC_ID, CompileInput, ReleaseNames, checks_view, released_columns
+from .compiler import EC_ID, CompileInput, ReleaseNames, class_stats_query, released_columns
 from .errors import SourceError
 from .methods import LevelPlan
 from .models import build_models
 from .policy import Policy
 from .source import file_relation, is_path, relation_exists, table_relation
-from .sqlbuild import ident, record_count, render
+from .sqlbuild import ident, lit, record_count, render
+
+_SHARED = "__anon_shared"
 
 
 def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
@@ -39,12 +45,25 @@ def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
     return row
 
 
+def metadata_table(name: str) -> exp.Table:
+    """The one-row metadata table of a shared release file (see :mod:`anon_sql.share`)."""
+    return exp.Table(this=ident(name + "__metadata"))
+
+
+def is_shared(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Is ``name`` a release of a shared file here (its metadata table beside it, not recorded in a catalog)?"""
+    return (catalog.recorded_release(con, name) is None and relation_exists(con, name)
+            and relation_exists(con, metadata_table(name)))
+
+
 def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
     """One row per check (``check``, ``classes``, ``failing_classes``, ``failing_records``, ``worst_value``,
     ``passed``): every model of the stored policy over the released table, then reconciliation, suppression,
-    class count and released columns against the catalog."""
+    class count and released columns against the catalog (a shared file: against its metadata row)."""
     from .stages.verify import check_summary
 
+    if is_shared(con, name):
+        return _recheck_shared(con, name)
     row = recorded(con, name)
     policy = Policy.from_dict(json.loads(row["policy_json"]))
     plan = json.loads(row["plan"] or "{}")
@@ -53,32 +72,71 @@ def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
     rows = check_summary(frame)
     if plan.get("slicing_check"):
         rows.append(_slicing_check(con, policy, names, plan["slicing_check"]))
-    rows += _catalog_checks(con, policy, row, plan, columns, len(frame))
+    rows += _catalog_checks(con, names.table, policy, row, plan, columns, len(frame))
     return pd.DataFrame(rows)
 
 
-def class_checks(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
-    """Per released class of recorded release ``name``: ``ec_id``, the released quasi-identifiers and every model's
-    value and pass flag, compiled afresh from the stored policy over the released table."""
-    row = recorded(con, name)
-    return _class_checks(con, ReleaseNames(name).table, Policy.from_dict(json.loads(row["policy_json"])))[0]
+def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
+    """:func:`recheck` of a shared file: the policy and counts of its metadata row; the models compiled afresh and
+    run on an in-memory connection (macros and UDFs installed there) over the file attached read-only."""
+    from .stages.verify import check_summary
+
+    meta = con.execute(render(exp.select("*").from_(metadata_table(name)))).df()
+    if len(meta) != 1 or not {"policy", "plan", "records_in", "suppressed", "noise", "classes"} <= set(meta.columns):
+        raise SourceError(f"{render(metadata_table(name))} is not the one-row metadata table anon_sql writes "
+                          "with a shared release; check the file that `--to` / `export` wrote")
+    row = meta.iloc[0].to_dict()
+    row["release"] = name
+    try:
+        policy = Policy.from_dict(json.loads(row["policy"]))
+    except (ValueError, TypeError) as err:
+        raise SourceError(f"the metadata of shared release {name!r} holds no readable policy ({err})") from None
+    plan = json.loads(row["plan"] or "{}")
+    private = duckdb.connect()
+    try:
+        catalog.install(private)
+        table = _shared_table(con, private, name)
+        frame, columns = _class_checks(private, table, policy)
+        rows = check_summary(frame)
+        if (policy.privacy.l_diversity or {}).get("kind") == "slicing":
+            # slicing's whole-table l-diversity needs the source rows, which a shared file never holds
+            rows.append({"check": "slicing_l_diversity", "classes": 0, "failing_classes": 0, "failing_records": 0,
+                         "worst_value": None, "passed": False})
+        rows += _catalog_checks(private, table, policy, row, plan, columns, len(frame))
+    finally:
+        private.close()
+    return pd.DataFrame(rows)
+
+
+def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str) -> exp.Table:
+    """The released table of ``con``'s file as seen from ``private``: the file attached read-only (else, e.g. an
+    in-memory ``con``, a copy of the table's rows)."""
+    path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+    if path:
+        try:
+            private.execute(render(exp.Attach(this=exp.Alias(this=lit(path), alias=ident(_SHARED)),
+                                              expressions=[exp.AttachOption(this=exp.var("READ_ONLY"))])))
+            return exp.Table(this=ident(name), db=ident("main"), catalog=ident(_SHARED))
+        except duckdb.Error:
+            pass
+    private.register(_SHARED, con.execute(render(exp.select("*").from_(exp.Table(this=ident(name))))).arrow())
+    return exp.Table(this=ident(_SHARED))
 
 
 def _class_checks(con, table: exp.Table, policy: Policy) -> tuple[pd.DataFrame, list[str]]:
-    """The models of ``policy`` per class of ``table``, and the table's columns."""
+    """The models of ``policy`` per class of ``table`` (every model's value and pass flag), and its columns."""
     columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
     ci = CompileInput(policy, table.copy(), columns, LevelPlan({}), {}, build_models(policy, con))
-    frame = con.execute(render(checks_view(ci, ReleaseNames(table.name, table.db or None))
+    frame = con.execute(render(class_stats_query(ci, table.copy(), [EC_ID, *policy.quasi], null_safe=True)
                                .order_by(exp.column(EC_ID)))).df()
     return frame, columns
 
 
-def _catalog_checks(con, policy: Policy, row: dict[str, Any], plan: dict[str, Any], columns: list[str],
-                    classes: int) -> list[dict[str, Any]]:
+def _catalog_checks(con, table: exp.Table, policy: Policy, row: dict[str, Any], plan: dict[str, Any],
+                    columns: list[str], classes: int) -> list[dict[str, Any]]:
     """The table against the numbers recorded at release time: records reconcile, suppression within budget, the
     same number of classes, and exactly the columns the policy releases (no identifier added back)."""
-    table = exp.Table(this=ident(row["release"]))
-    released = int(con.execute(render(exp.select(record_count(policy.count_column)).from_(table)))
+    released = int(con.execute(render(exp.select(record_count(policy.count_column)).from_(table.copy())))
                    .fetchall()[0][0] or 0)
     records_in, noise = int(row["records_in"]), int(row["noise"] or 0)
     suppressed = records_in - (released - noise)
@@ -126,4 +184,4 @@ def _slicing_check(con, policy: Policy, names: ReleaseNames, spec: dict[str, Any
     return out
 
 
-__all__ = ["recorded", "recheck", "class_checks"]
+__all__ = ["recorded", "recheck", "is_shared", "metadata_table"]

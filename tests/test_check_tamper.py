@@ -168,3 +168,64 @@ def test_unknown_release_names_what_exists(db):
     with pytest.raises(anon_sql.SourceError, match="not a release"):
         anon_sql.check(c, "rl__checks")
     c.close()
+
+
+@pytest.fixture(scope="module")
+def shared_files(released, tmp_path_factory):
+    """The shareable files of the three releases (what `--to` / `export` write), made once."""
+    folder = tmp_path_factory.mktemp("shared")
+    work = folder / "work.duckdb"
+    shutil.copy(released, work)
+    c = duckdb.connect(str(work))
+    for name in ("rl", "rm", "rt"):
+        anon_sql.export(c, name, folder / f"{name}.duckdb")
+    c.close()
+    return folder
+
+
+def test_check_on_a_shared_file_recomputes_every_model_and_never_writes_it(shared_files, tmp_path):
+    for name in ("rl", "rm", "rt"):
+        path = tmp_path / f"{name}.duckdb"
+        shutil.copy(shared_files / f"{name}.duckdb", path)
+        data = path.read_bytes()
+        res = CliRunner().invoke(main, ["check", name, "--db", str(path)])
+        assert res.exit_code == 0, res.output
+        assert "all checks passed" in res.output and "k " in res.output
+        assert path.read_bytes() == data and not path.with_name(path.name + ".wal").exists()
+        c = duckdb.connect(str(path), read_only=True)
+        frame = anon_sql.check(c, name).set_index("check")
+        c.close()
+        assert frame["passed"].all()
+        assert {"k", "reconciliation", "max_suppression", "classes", "columns"} <= set(frame.index)
+    assert "theta__disease" in set(frame.index)          # rt: θ recomputed (noise records kept, unmarked)
+
+
+@pytest.mark.parametrize("name, statements, broken", [
+    ("rl", ["UPDATE rl SET diag = 'flu' WHERE ec_id = 2"], {"l_distinct__diag"}),
+    ("rl", ["DELETE FROM rl WHERE ec_id = 1"], {"reconciliation", "classes", "max_suppression"}),
+    ("rl", ["ALTER TABLE rl ADD COLUMN name VARCHAR DEFAULT 'Ann'"], {"columns"}),
+    # one record moved to a class of its own: below k
+    ("rm", ["UPDATE rm SET age = '[0-99]' WHERE rowid = (SELECT min(rowid) FROM rm)"], {"k"}),
+    ("rt", ["DELETE FROM rt WHERE rowid = (SELECT min(rowid) FROM rt)"], {"reconciliation"}),
+    # the classes table and the metadata's stored checks are never trusted
+    ("rl", ["UPDATE rl SET diag = 'flu' WHERE ec_id = 2", "UPDATE rl__classes SET size = 99",
+            "UPDATE rl__metadata SET checks = '[]'"], {"l_distinct__diag"}),
+])
+def test_a_tampered_shared_file_exits_3(shared_files, tmp_path, name, statements, broken):
+    path = tmp_path / f"{name}.duckdb"
+    shutil.copy(shared_files / f"{name}.duckdb", path)
+    edit(str(path), *statements)
+    res = CliRunner().invoke(main, ["check", name, "--db", str(path)])
+    assert res.exit_code == 3, res.output
+    c = duckdb.connect(str(path), read_only=True)
+    frame = anon_sql.check(c, name)
+    c.close()
+    assert broken <= set(frame.loc[~frame["passed"], "check"])
+
+
+def test_a_shared_file_without_its_metadata_is_not_a_release(shared_files, tmp_path):
+    path = tmp_path / "rl.duckdb"
+    shutil.copy(shared_files / "rl.duckdb", path)
+    edit(str(path), "DROP TABLE rl__metadata")
+    res = CliRunner().invoke(main, ["check", "rl", "--db", str(path)])
+    assert res.exit_code == 2 and "is not a release" in res.output, res.output

@@ -216,3 +216,98 @@ def test_real_processes_exit_2_without_a_traceback(work):
     assert not (work / "typo.duckdb").exists() and not (work / "p.duckdb").exists()
     out = subprocess.run(cli + ["check", "rl", "--db", db], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "all checks passed" in out.stdout
+
+
+@pytest.fixture
+def plain(tmp_path):
+    """A database file without the anon catalog: a source table and nothing else."""
+    db = tmp_path / "plain.duckdb"
+    c = duckdb.connect(str(db))
+    c.execute(PATIENTS)
+    c.close()
+    return db
+
+
+def schemas(db: Path) -> list[str]:
+    c = duckdb.connect(str(db), read_only=True)
+    out = [r[0] for r in c.execute("SELECT DISTINCT schema_name FROM duckdb_schemas() WHERE database_name = "
+                                   "current_database() ORDER BY 1").fetchall()]
+    c.close()
+    return out
+
+
+def test_failing_commands_leave_a_database_without_catalog_unchanged(plain):
+    """Bad input to `run`, `release` and `taxonomy load` on a database that has no catalog: exit 2, and the
+    database is exactly as before — tables, row counts, views and schemas (no catalog installed on the way)."""
+    work, db = plain.parent, str(plain)
+    before, spaces = snapshot(plain), schemas(plain)
+    assert spaces == ["main"]
+    scripts = {
+        "source.sql": "CREATE ANONYMIZED VIEW r WITH (k = 2) AS SELECT quasi(age), sensitive(diag) FROM nope;",
+        "typo.sql": "CREATE ANONYMIZED VIEW r WITH (k = 2, methd = 'optimal') AS SELECT quasi(age), "
+                    "sensitive(diag) FROM patients;",
+        "unknown.sql": "DROP ANONYMIZED VIEW nope;",
+        "syntax.sql": "CREATE ANONYMIZED VIEW r AS SELECT FROM;",
+    }
+    for name, text in scripts.items():
+        (work / name).write_text(text)
+        res = CliRunner().invoke(main, ["run", str(work / name), "--db", db])
+        assert res.exit_code == 2, (name, res.output)
+        assert res.output.lower().count("error:") == 1 and "Traceback" not in res.output, res.output
+        assert snapshot(plain) == before and schemas(plain) == spaces, name
+    good = anon_sql.Policy.from_dict(levels_policy("rt")).to_toml()
+    assert "l_diversity" in good
+    for name, text in (("typo", good.replace("l_diversity", "l_diversty")),
+                       ("source", anon_sql.Policy.from_dict({**levels_policy("rs"), "source": "nope"}).to_toml())):
+        path = work / f"{name}.toml"
+        path.write_text(text)
+        res = CliRunner().invoke(main, ["release", str(path), "--db", db])
+        assert res.exit_code == 2, res.output
+        assert snapshot(plain) == before and schemas(plain) == spaces
+    comma = work / "comma.csv"
+    comma.write_text("a,x,*\nb,x,*\n")
+    assert CliRunner().invoke(main, ["taxonomy", "load", str(comma), "--db", db]).exit_code == 2
+    assert snapshot(plain) == before and schemas(plain) == spaces
+
+
+def test_a_refused_release_prints_its_error_alone(plain):
+    """The progress line is held back while a command runs briefly: a release refused after planning and
+    verification prints its error and nothing else on stderr; a successful one still shows its stages."""
+    work, db = plain.parent, str(plain)
+    strict = levels_policy("rk")
+    strict["privacy"]["k"] = 10                     # planning and verification run, then the release is refused
+    path = work / "rk.toml"
+    path.write_text(anon_sql.Policy.from_dict(strict).to_toml())
+    res = CliRunner().invoke(main, ["release", str(path), "--db", db])
+    assert res.exit_code == 3, res.output
+    assert res.stderr.startswith("error: release 'rk' not created") and res.stderr.count("error:") == 1
+    assert "planning" not in res.stderr and "verifying" not in res.stderr, res.stderr
+    path = work / "rl.toml"
+    path.write_text(anon_sql.Policy.from_dict(levels_policy()).to_toml())
+    res = CliRunner().invoke(main, ["release", str(path), "--db", db])
+    assert res.exit_code == 0 and "release rl [1/3 planning]" in res.stderr and "error" not in res.stderr
+
+
+def test_progress_line_fail_erases_itself():
+    """On a terminal the progress line is redrawn in place; a failure erases it (after the hold, too)."""
+    import io
+
+    from anon_sql.cli_output import ProgressLine
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for times in ([0.0] * 6, [0.0, 0.0, 0.0, 5.0, 5.0, 5.0]):
+        out = Tty()
+        bar = ProgressLine("release r", ("planning", "verifying"), stream=out, clock=iter(times).__next__)
+        bar("planning")
+        bar("verifying")
+        bar.fail()
+        shown = out.getvalue().split("\r")[-1]
+        assert shown.strip() == "", out.getvalue()      # what the terminal shows last: an empty line
+    held = io.StringIO()
+    bar = ProgressLine("release r", ("planning",), stream=held, clock=iter([0.0, 0.0, 0.0]).__next__)
+    bar("planning")
+    bar.fail()
+    assert held.getvalue() == ""
