@@ -235,8 +235,9 @@ _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "
 
 
 def check_count_column(con: duckdb.DuckDBPyConnection, src: Source, column: str) -> None:
-    """A count column says how many records each row stands for: a whole number >= 0 on every row. NULL, negative
-    or fractional counts (or a non-numeric column) are refused with the number of offending rows and an example."""
+    """A count column says how many records each row stands for: a whole number >= 1 on every row. NULL, zero,
+    negative or fractional counts (or a non-numeric column) are refused with the number of offending rows and the
+    smallest value (a row standing for no record would still release its values)."""
     kind = src.types.get(column, "").upper()
     numeric = kind in _INTEGER or kind.startswith(("DECIMAL", "DOUBLE", "FLOAT", "REAL"))
     if not numeric:
@@ -245,14 +246,15 @@ def check_count_column(con: duckdb.DuckDBPyConnection, src: Source, column: str)
     c = col(column)
     bad = {
         "NULL": exp.Is(this=c.copy(), expression=exp.null()),
+        "zero": exp.EQ(this=c.copy(), expression=lit(0)),
         "negative": exp.LT(this=c.copy(), expression=lit(0)),
         "fractional": exp.NEQ(this=c.copy(), expression=exp.Floor(this=c.copy())),
     }
     items = [exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=cond)) for cond in bad.values()]
     items.append(exp.Min(this=c.copy()))
     counts = con.execute(render(exp.select(*items).from_(src.relation.copy()))).fetchall()[0]
-    found = [f"{n} {what}" for what, n in zip(bad, counts[:3]) if n]
+    found = [f"{n} {what}" for what, n in zip(bad, counts[:len(bad)]) if n]
     if found:
-        raise SourceError(f"count_column {column!r} of {src.label!r} must hold a whole number >= 0 of records on "
-                          f"every row, but {', '.join(found)} row(s) do not (smallest value: {counts[3]}); fix those "
-                          f"rows, or release a view that filters them (e.g. WHERE {column} >= 0)")
+        raise SourceError(f"count_column {column!r} of {src.label!r} must hold a whole number >= 1 of records on "
+                          f"every row, but {', '.join(found)} row(s) do not (smallest value: {counts[len(bad)]}); fix "
+                          f"those rows, or release a view that filters them (e.g. WHERE {column} >= 1)")

@@ -151,7 +151,7 @@ def test_count_column_nulls_and_negatives(work):
     pol = str(path)
     text = refused(work, ["release", pol, "--db", str(work / "w.duckdb")], "count_column 'n'", "1 NULL",
                    "1 negative")
-    assert "WHERE n >= 0" in text
+    assert "WHERE n >= 1" in text
 
 
 def test_taxonomy_load_refuses_an_existing_name_and_bad_files(work):
