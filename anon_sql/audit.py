@@ -5,6 +5,10 @@ it: every privacy model is compiled afresh from that policy and run as SQL over 
 ``__checks`` / ``__classes`` views are never read, so rewriting them changes nothing), the record and class counts
 are reconciled with the numbers recorded at release time, and the table's columns must be the ones the policy
 releases. Reads only: it works on a read-only connection and on a reopened file without ``anon_sql.install``.
+
+A shared file (written by ``--to`` / ``export``: no catalog, the released table beside its ``<release>__metadata``
+row) is checked the same way from the policy and counts of that row; its models run on a private in-memory
+connection that attaches the file read-only, so the file is never written.
 """
 from __future__ import annotations
 
@@ -18,16 +22,18 @@ from sqlglot import exp
 from . import catalog
 from .checks import summarize, summary_columns
 from .columns import EC_ID
-from .compiler import CompileInput, ReleaseNames, checks_view, released_columns
+from .compiler import CompileInput, ReleaseNames, class_stats_query, released_columns
 from .errors import PolicyError, SourceError
 from .methods import LevelPlan
 from .models import build_models, population_models
 from .policy import Policy
 from .source import file_relation, is_path, relation_exists, table_relation
-from .sqlbuild import ident, record_count, render
+from .sqlbuild import ident, lit, record_count, render
 
 if TYPE_CHECKING:
     import pandas as pd
+
+_SHARED = "__anon_shared"
 
 
 def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
@@ -43,6 +49,17 @@ def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
     return row
 
 
+def metadata_table(name: str) -> exp.Table:
+    """The one-row metadata table of a shared release file (see :mod:`anon_sql.share`)."""
+    return exp.Table(this=ident(name + "__metadata"))
+
+
+def is_shared(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Is ``name`` a release of a shared file here (its metadata table beside it, not recorded in a catalog)?"""
+    return (catalog.recorded_release(con, name) is None and relation_exists(con, name)
+            and relation_exists(con, metadata_table(name)))
+
+
 def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
     """:func:`recheck_rows` as a DataFrame."""
     import pandas as pd
@@ -53,29 +70,88 @@ def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
 def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
     """One row per check (``check``, ``classes``, ``failing_classes``, ``failing_records``, ``worst_value``,
     ``passed``): every model of the stored policy over the released table, then reconciliation, suppression,
-    class count and released columns against the catalog. Needs no pandas (``anon-sql check`` starts at once)."""
+    class count and released columns against the catalog (a shared file: against its metadata row). Needs no
+    pandas (``anon-sql check`` starts at once)."""
+    if is_shared(con, name):
+        return _recheck_shared(con, name)
     row = recorded(con, name)
     policy = Policy.from_dict(json.loads(row["policy_json"]))
     plan = json.loads(row["plan"] or "{}")
     names = ReleaseNames(name)
-    table = names.table
-    columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
     models = build_models(policy, con)
     level_plan, taxonomies = LevelPlan({}), {}
     if population_models(models):   # k-map / δ-presence: the population through the release's level maps
-        level_plan, taxonomies = _population_plan(con, policy, plan, table, models)
+        level_plan, taxonomies = _population_plan(con, policy, plan, names.table, models)
+    rows, classes, columns = _class_checks(con, names.table, policy, models, level_plan, taxonomies)
+    if plan.get("slicing_check"):
+        rows.append(_slicing_check(con, policy, names, plan["slicing_check"]))
+    rows += _catalog_checks(con, names.table, policy, row, plan, columns, classes)
+    return rows
+
+
+def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
+    """:func:`recheck_rows` of a shared file: the policy and counts of its metadata row; the models compiled afresh
+    and run on an in-memory connection (macros and UDFs installed there) over the file attached read-only."""
+    cursor = con.execute(render(exp.select("*").from_(metadata_table(name))))
+    fields, records = [d[0] for d in cursor.description], cursor.fetchall()
+    if len(records) != 1 or not {"policy", "plan", "records_in", "suppressed", "noise", "classes"} <= set(fields):
+        raise SourceError(f"{render(metadata_table(name))} is not the one-row metadata table anon_sql writes "
+                          "with a shared release; check the file that `--to` / `export` wrote")
+    row = dict(zip(fields, records[0]))
+    row["release"] = name
+    try:
+        policy = Policy.from_dict(json.loads(row["policy"]))
+    except (ValueError, TypeError) as err:
+        raise SourceError(f"the metadata of shared release {name!r} holds no readable policy ({err})") from None
+    plan = json.loads(row["plan"] or "{}")
+    private = duckdb.connect()
+    try:
+        catalog.install(private)
+        table = _shared_table(con, private, name)
+        models = build_models(policy, private)
+        rows, classes, columns = _class_checks(private, table, policy,
+                                               [m for m in models if m not in population_models(models)],
+                                               LevelPlan({}), {})
+        # whole-table or population checks need data a shared file never holds: not recomputable counts as failed
+        unverifiable = ["slicing_l_diversity"] if (policy.privacy.l_diversity or {}).get("kind") == "slicing" else []
+        unverifiable += [m.name for m in population_models(models)]
+        rows += [{"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
+                  "passed": False} for check in unverifiable]
+        rows += _catalog_checks(private, table, policy, row, plan, columns, classes)
+    finally:
+        private.close()
+    return rows
+
+
+def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str) -> exp.Table:
+    """The released table of ``con``'s file as seen from ``private``: the file attached read-only (else, e.g. an
+    in-memory ``con``, a copy of the table's rows)."""
+    path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+    if path:
+        try:
+            private.execute(render(exp.Attach(this=exp.Alias(this=lit(path), alias=ident(_SHARED)),
+                                              expressions=[exp.AttachOption(this=exp.var("READ_ONLY"))])))
+            return exp.Table(this=ident(name), db=ident("main"), catalog=ident(_SHARED))
+        except duckdb.Error:
+            pass
+    private.register(_SHARED, con.execute(render(exp.select("*").from_(exp.Table(this=ident(name))))).arrow())
+    return exp.Table(this=ident(_SHARED))
+
+
+def _class_checks(con, table: exp.Table, policy: Policy, models: list, level_plan: LevelPlan,
+                  taxonomies: dict[str, Any]) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """The models per class of ``table`` summarized per check (numpy only, :mod:`anon_sql.checks`), the number of
+    classes, and the table's columns."""
+    columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
     ci = CompileInput(policy, table.copy(), columns, level_plan, taxonomies, models)
-    view = checks_view(ci, names).subquery("__checks")
+    view = class_stats_query(ci, table.copy(), [EC_ID, *policy.quasi], null_safe=True).subquery("__checks")
     described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
     wanted = summary_columns(d[0] for d in described)
     rows = summarize(con.execute(render(exp.select(*[exp.column(c, "__checks", quoted=True) for c in wanted])
                                         .from_(view))).fetchnumpy())
     classes = rows[0]["classes"] if rows else int(con.execute(render(
         exp.select(exp.func("count", exp.Star())).from_(view.copy()))).fetchall()[0][0])
-    if plan.get("slicing_check"):
-        rows.append(_slicing_check(con, policy, names, plan["slicing_check"]))
-    rows += _catalog_checks(con, policy, row, plan, columns, classes)
-    return rows
+    return rows, classes, columns
 
 
 def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table, models: list
@@ -100,12 +176,11 @@ def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table
     return LevelPlan(levels), taxonomies
 
 
-def _catalog_checks(con, policy: Policy, row: dict[str, Any], plan: dict[str, Any], columns: list[str],
-                    classes: int) -> list[dict[str, Any]]:
+def _catalog_checks(con, table: exp.Table, policy: Policy, row: dict[str, Any], plan: dict[str, Any],
+                    columns: list[str], classes: int) -> list[dict[str, Any]]:
     """The table against the numbers recorded at release time: records reconcile, suppression within budget, the
     same number of classes, and exactly the columns the policy releases (no identifier added back)."""
-    table = exp.Table(this=ident(row["release"]))
-    released = int(con.execute(render(exp.select(record_count(policy.count_column)).from_(table)))
+    released = int(con.execute(render(exp.select(record_count(policy.count_column)).from_(table.copy())))
                    .fetchall()[0][0] or 0)
     records_in, noise = int(row["records_in"]), int(row["noise"] or 0)
     suppressed = records_in - (released - noise)
@@ -148,10 +223,10 @@ def _slicing_check(con, policy: Policy, names: ReleaseNames, spec: dict[str, Any
             spec_["action"] = "drop"
     ci = CompileInput(Policy.from_dict(d), relation, cols, AssignmentPlan(pd.DataFrame(), pd.DataFrame()), {}, [])
     source = exp.Subquery(this=source_view(ci, names), alias=exp.TableAlias(this=ident("__s")))
-    assignment = names.assignment if relation_exists(con, names.release + "__assignment") else None
+    assignment = names.assignment if relation_exists(con, names.assignment) else None
     out = verify(con, names.table, source, None, spec, policy.count_column, assignment)
     out.pop("requirement", None)
     return out
 
 
-__all__ = ["recorded", "recheck", "recheck_rows"]
+__all__ = ["recorded", "recheck", "recheck_rows", "is_shared", "metadata_table"]

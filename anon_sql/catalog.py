@@ -1,10 +1,11 @@
 """The ``anon`` catalog schema: DDL and macros from the packaged sql/ folder, UDF registration, catalog reads."""
 from __future__ import annotations
 
+import contextlib
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import duckdb
 from sqlglot import exp
@@ -43,6 +44,40 @@ def is_installed(con: duckdb.DuckDBPyConnection) -> bool:
         "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'anon' AND table_name = 'releases'"
     ).fetchall()
     return bool(rows[0][0])
+
+
+@contextlib.contextmanager
+def undone_on_failure(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Fail closed about the catalog too: when the body fails in a database that had no ``anon`` schema, the
+    catalog it installed is removed again — unless it recorded something (a refused release's log row, work of a
+    script's earlier statements), which stays."""
+    had = _schema_exists(con, SCHEMA)
+    try:
+        yield
+    except BaseException as err:
+        if not had and not (isinstance(err, SystemExit) and not err.code):
+            with contextlib.suppress(duckdb.Error):
+                _remove_if_empty(con)
+        raise
+
+
+def _schema_exists(con: duckdb.DuckDBPyConnection, schema: str) -> bool:
+    q = (exp.select(exp.Count(this=exp.Star())).from_("duckdb_schemas()")
+         .where(exp.and_(exp.EQ(this=col("schema_name"), expression=lit(schema)),
+                         exp.EQ(this=col("database_name"), expression=exp.func("current_database")))))
+    return bool(con.execute(render(q)).fetchall()[0][0])
+
+
+def _remove_if_empty(con: duckdb.DuckDBPyConnection) -> None:
+    """DROP SCHEMA anon CASCADE when none of its tables holds a row."""
+    q = (exp.select(col("table_name")).from_("duckdb_tables()")
+         .where(exp.and_(exp.EQ(this=col("schema_name"), expression=lit(SCHEMA)),
+                         exp.EQ(this=col("database_name"), expression=exp.func("current_database")))))
+    for (table,) in con.execute(render(q)).fetchall():
+        probe = exp.select(lit(1)).from_(exp.Table(this=ident(table), db=ident(SCHEMA))).limit(1)
+        if con.execute(render(probe)).fetchall():
+            return
+    con.execute(render(exp.Drop(tables=[exp.Table(db=ident(SCHEMA))], kind="SCHEMA", exists=True, cascade=True)))
 
 
 def ensure_installed(con: duckdb.DuckDBPyConnection) -> None:

@@ -159,8 +159,10 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
         bar = ProgressLine(f"release {pol.name}", STAGES)   # the methods' own progress (depth, nodes, swaps)
         try:
             rel = api.release(con, pol, replace=replace, dry_run=dry_run, progress=bar, to=to)
-        finally:
-            bar.close()
+        except BaseException:
+            bar.fail()
+            raise
+        bar.close()
         set_result(rel)
         echo_release(rel, explain)
         if dry_run:

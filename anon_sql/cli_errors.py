@@ -35,7 +35,8 @@ def database(db: str | None, *, must_exist: bool = False, read_only: bool = Fals
 
     ``must_exist``: commands that read a database refuse a path that does not exist (:class:`SourceError`, exit 2)
     and create nothing. Commands that may create the file remove it again when they fail, so a mistyped path
-    leaves nothing behind."""
+    leaves nothing behind; in an existing file without the ``anon`` catalog, a failing command removes the catalog
+    it installed (:func:`anon_sql.catalog.undone_on_failure`)."""
     if db is None:
         con = duckdb.connect(":memory:")
         try:
@@ -56,7 +57,13 @@ def database(db: str | None, *, must_exist: bool = False, read_only: bool = Fals
         raise SourceError(f"cannot open database file {db!r}: {open_failure(err)}") from None
     done = False
     try:
-        yield con
+        if read_only:
+            yield con
+        else:
+            from .catalog import undone_on_failure
+
+            with undone_on_failure(con):
+                yield con
         done = True
     finally:
         con.close()

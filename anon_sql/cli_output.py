@@ -111,7 +111,10 @@ class ProgressLine:
     Stages are the runner's ("planning", ...); messages with counts (:class:`anon_sql.progress.Progress`) add
     ``done/total`` and, when the total is known, an ETA from the rate so far. On a terminal the line is redrawn in
     place; otherwise a line is printed per stage, per step of a short count (total <= 100, e.g. sweep runs)
-    and at most one per second for the rest."""
+    and at most one per second for the rest — held back during the first ``HOLD`` seconds, so that a command that
+    fails early (bad input) prints its error alone: :meth:`fail` erases the line / drops what was held."""
+
+    HOLD = 2.0
 
     def __init__(self, label: str, stages: Sequence[str] = (), stream: TextIO | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -121,6 +124,7 @@ class ProgressLine:
         self.stage, self.t0, self.last = 0, clock(), -math.inf
         self.series: tuple[str, float, int] | None = None      # (unit, time, done) where the counting started
         self.width = 0
+        self.held: list[str] = []
 
     def line(self, message: str) -> str:
         now = self.clock()
@@ -148,6 +152,12 @@ class ProgressLine:
             self.stage = self.stages.index(message) + 1
         text = self.line(message)
         now = self.clock()
+        if now - self.t0 < self.HOLD:
+            if message in self.stages or now - self.last >= 1.0 or 0 < (getattr(message, "total", 0) or 0) <= 100:
+                self.held.append(text)        # the newest state is what a terminal shows
+                self.last = now
+            return
+        self._release()
         if self.tty:
             pad = max(0, self.width - len(text))
             self.stream.write("\r" + text + " " * pad)
@@ -157,7 +167,29 @@ class ProgressLine:
             self.last = now
         self.stream.flush()
 
+    def _release(self) -> None:
+        """Write what was held back (a terminal: its newest line only)."""
+        if not self.held:
+            return
+        if self.tty:
+            self.stream.write("\r" + self.held[-1])
+            self.width = len(self.held[-1])
+        else:
+            self.stream.write("".join(line + "\n" for line in self.held))
+        self.held.clear()
+
     def close(self) -> None:
+        """The command succeeded: write what was held back, end the terminal line."""
+        self._release()
         if self.tty and self.width:
             self.stream.write("\n")
-            self.stream.flush()
+        self.stream.flush()
+
+    def fail(self) -> None:
+        """The command failed: drop what was held back and erase the terminal line, so the error stands alone
+        (lines already written after ``HOLD`` seconds of work stay: they tell how far it got)."""
+        self.held.clear()
+        if self.tty and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.width = 0
+        self.stream.flush()

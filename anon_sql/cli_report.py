@@ -72,13 +72,17 @@ def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | N
         combos = list(itertools.product(*[v for _, v in grid[:-1]]))
         total, bar = len(combos) * len(grid[-1][1]), ProgressLine("sweep")
         # the last parameter is swept by report_run.sweep; the others form the outer grid (columns first)
-        for i, combo in enumerate(combos):
-            pol = base
-            for (name, _), value in zip(grid[:-1], combo):
-                pol = set_param(pol, name, value)
-            fixed = {name: value for (name, _), value in zip(grid[:-1], combo)}
-            frames.append(run_sweep(con, pol, grid[-1][0], grid[-1][1], _split(metrics), progress=bar, fixed=fixed,
-                                    start=i * len(grid[-1][1]), total=total))
+        try:
+            for i, combo in enumerate(combos):
+                pol = base
+                for (name, _), value in zip(grid[:-1], combo):
+                    pol = set_param(pol, name, value)
+                fixed = {name: value for (name, _), value in zip(grid[:-1], combo)}
+                frames.append(run_sweep(con, pol, grid[-1][0], grid[-1][1], _split(metrics), progress=bar,
+                                        fixed=fixed, start=i * len(grid[-1][1]), total=total))
+        except BaseException:
+            bar.fail()
+            raise
         bar.close()
         table = pd.concat(frames, ignore_index=True)
         set_result(table)

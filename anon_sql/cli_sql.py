@@ -11,7 +11,7 @@ import click
 import duckdb
 import pandas as pd
 
-from .cli_errors import cli_errors
+from .cli_errors import cli_errors, database
 from .cli_output import json_option, set_result
 from .errors import AnonSQLError
 
@@ -65,8 +65,8 @@ def run_cmd(script: TextIO, db: str | None) -> None:
     from .statements import execute
 
     text = script.read()
-    with cli_errors():
-        execute(duckdb.connect(db or ":memory:"), text, on_result=shown_and_recorded())
+    with cli_errors(), database(db) as con:
+        execute(con, text, on_result=shown_and_recorded())
 
 
 @click.command("shell")

@@ -22,54 +22,83 @@ KEEP = "__keep"
 BASE_STATEMENT = "base counts"   # the runner skips it when resolve already made the table
 
 
+WORK_SCHEMA = "anon_work"        # the schema of a release's working objects (DuckDB), out of the analysts' way
+SCHEMA_STATEMENT = "work schema"
+SOURCE_STATEMENT = "source view"
+# working objects kept after a release: the __source view (metrics compare with it) and the plan's tables (the
+# record of how the release was made: check reads the assignment); the other views are dropped
+KEPT_WORKING = ("source", "assignment", "ec_values", "noise", "risk")
+WORKING = ("source", "general", "classes", "checks", "assignment", "ec_values", "noise", "risk")
+
+
+def working(release: str, part: str, schema: str | None = WORK_SCHEMA) -> exp.Table:
+    """The one name of a release's working object ``part`` (``"source"``, ``"assignment"``, … see
+    :data:`WORKING`): ``anon_work."<release>__<part>"`` (unqualified when ``schema`` is None: Spark's temporary
+    views, scripts compiled for another dialect)."""
+    if part not in WORKING:
+        raise ValueError(f"unknown working object {part!r}; one of {', '.join(WORKING)}")
+    return exp.Table(this=ident(f"{release}__{part}"), db=ident(schema) if schema else None)
+
+
 @dataclass
 class ReleaseNames:
-    """Names of the objects a release creates (all in the release's schema)."""
+    """Names of the objects a release creates: the released table (in the user's schema, ``schema`` or the current
+    one) and its working objects (in ``work``, the product's own schema; see :func:`working`)."""
 
     release: str
     schema: str | None = None
+    work: str | None = WORK_SCHEMA
 
     def _t(self, suffix: str) -> exp.Table:
-        return exp.Table(this=ident(self.release + suffix), db=ident(self.schema) if self.schema else None)
+        return working(self.release, suffix, self.work)
 
     @property
     def table(self) -> exp.Table:
-        return self._t("")
+        return exp.Table(this=ident(self.release), db=ident(self.schema) if self.schema else None)
 
     @property
     def source(self) -> exp.Table:
-        return self._t("__source")
+        return self._t("source")
 
     @property
     def general(self) -> exp.Table:
-        return self._t("__general")
+        return self._t("general")
 
     @property
     def classes(self) -> exp.Table:
-        return self._t("__classes")
+        return self._t("classes")
 
     @property
     def checks(self) -> exp.Table:
-        return self._t("__checks")
+        return self._t("checks")
 
     @property
     def assignment(self) -> exp.Table:
-        return self._t("__assignment")
+        return self._t("assignment")
 
     @property
     def ec_values(self) -> exp.Table:
-        return self._t("__ec_values")
+        return self._t("ec_values")
 
     @property
     def noise(self) -> exp.Table:
-        return self._t("__noise")
+        return self._t("noise")
 
     @property
     def risk(self) -> exp.Table:
-        return self._t("__risk")
+        return self._t("risk")
 
-    def view_names(self) -> list[str]:
-        return [self.release + s for s in ("__checks", "__classes", "__general", "__source")]
+    def views(self) -> list[exp.Table]:
+        """The working views, dependants first."""
+        return [self._t(p) for p in ("checks", "classes", "general", "source")]
+
+    def plan_tables(self) -> list[exp.Table]:
+        """The working tables of an assignment plan (and slicing's per-record risk)."""
+        return [self._t(p) for p in ("assignment", "ec_values", "noise", "risk")]
+
+    def source_relation(self) -> exp.Table | str:
+        """What a method reads its data through: the ``__source`` view (its bare name where it is unqualified)."""
+        return self.source if self.work else self.source.name
 
 
 @dataclass
@@ -172,6 +201,11 @@ def source_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
 def source_statement(ci: CompileInput, names: ReleaseNames) -> exp.Create:
     """``CREATE VIEW <release>__source``: the first statement, which methods read their data through."""
     return _create_view(names.source, source_view(ci, names), ci.dialect)
+
+
+def work_schema_statement(names: ReleaseNames) -> exp.Create:
+    """``CREATE SCHEMA IF NOT EXISTS anon_work``: where the working objects live."""
+    return exp.Create(this=exp.Table(this=ident(names.work)), kind="SCHEMA", exists=True)
 
 
 def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
@@ -678,9 +712,12 @@ def checks_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
 def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> CompiledRelease:
     """All statements of a release, in execution order (the assignment/noise tables of local-recoding plans are
     created by the release runner before these)."""
-    names = names or ReleaseNames(ci.policy.name, ci.schema)
-    stmts: list[tuple[str, exp.Expression]] = [
-        ("source view", source_statement(ci, names)),
+    names = names or ReleaseNames(ci.policy.name, ci.schema, work=WORK_SCHEMA if ci.on_duckdb else None)
+    stmts: list[tuple[str, exp.Expression]] = []
+    if names.work:
+        stmts.append((SCHEMA_STATEMENT, work_schema_statement(names)))
+    stmts += [
+        (SOURCE_STATEMENT, source_statement(ci, names)),
         ("generalized view", _create_view(names.general, general_view(ci, names), ci.dialect)),
         ("classes view", _create_view(names.classes, classes_view(ci, names), ci.dialect)),
     ]

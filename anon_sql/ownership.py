@@ -1,33 +1,34 @@
 """What anon_sql may create or replace in a user's database: only what it recorded as its own.
 
-A release creates a table named after the policy and working objects named ``<release>__source``, ``__general``,
-``__classes``, ``__checks``, ``__assignment``, ``__ec_values``, ``__noise``, ``__risk``. DuckDB matches names
-case-insensitively, so ``Rel`` and ``rel`` are the same name. Before a release runs, :func:`claim_release_name`
-makes sure none of these names belongs to something anon_sql did not create: a release recorded in
-``anon.releases`` may be replaced (when asked), any other table is refused — never dropped. Views with a working
-name are redefined (they hold no data).
+A release creates a table named after the policy (in the current schema) and working objects in the product's own
+schema ``anon_work`` (``<release>__source``, ``__assignment``, … see :func:`anon_sql.compiler.working`); objects of
+the user's schema named like working objects are never touched. DuckDB matches names case-insensitively, so ``Rel``
+and ``rel`` are the same name. Before a release runs, :func:`claim_release_name` makes sure none of these names
+belongs to something anon_sql did not create: a release recorded in ``anon.releases`` may be replaced (when asked),
+any other table is refused — never dropped. Working views are redefined (they hold no data).
 """
 from __future__ import annotations
 
 import duckdb
 
 from . import catalog
+from .compiler import WORK_SCHEMA, WORKING, working
 from .errors import ReleaseExistsError
 
-WORKING_SUFFIXES = ("__source", "__general", "__classes", "__checks", "__assignment", "__ec_values", "__noise",
-                    "__risk")
+WORKING_SUFFIXES = tuple("__" + part for part in WORKING)
 
 _OBJECTS = ("SELECT table_name, 'table' FROM duckdb_tables() WHERE database_name = current_database() "
-            "AND schema_name = current_schema() AND list_contains($n, lower(table_name)) "
+            "AND schema_name = coalesce($s, current_schema()) AND list_contains($n, lower(table_name)) "
             "UNION ALL SELECT view_name, 'view' FROM duckdb_views() WHERE NOT internal "
-            "AND database_name = current_database() AND schema_name = current_schema() "
+            "AND database_name = current_database() AND schema_name = coalesce($s, current_schema()) "
             "AND list_contains($n, lower(view_name))")
 
 
-def existing(con: duckdb.DuckDBPyConnection, names: list[str]) -> dict[str, tuple[str, str]]:
-    """Tables and views of the current schema whose name equals one of ``names`` ignoring case:
+def existing(con: duckdb.DuckDBPyConnection, names: list[str], schema: str | None = None
+             ) -> dict[str, tuple[str, str]]:
+    """Tables and views of ``schema`` (default: the current one) whose name equals one of ``names`` ignoring case:
     lower-cased name → (name as stored, ``"table"`` | ``"view"``)."""
-    rows = con.execute(_OBJECTS, {"n": [n.lower() for n in names]}).fetchall()
+    rows = con.execute(_OBJECTS, {"n": [n.lower() for n in names], "s": schema}).fetchall()
     return {name.lower(): (name, kind) for name, kind in rows}
 
 
@@ -38,7 +39,7 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
     Raises :class:`ReleaseExistsError` when the name (or one of its working names) differs from an existing object
     only by case, belongs to an object anon_sql did not create (a user table or view: never replaced, whatever
     ``replace`` says), or is an earlier release and neither ``replace`` nor ``dry_run`` was given."""
-    found = existing(con, [name] + [name + s for s in WORKING_SUFFIXES])
+    found = existing(con, [name])
     ours = catalog.recorded_release(con, name) is not None
     if name.lower() in found:
         stored, kind = found[name.lower()]
@@ -54,16 +55,17 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
             raise ReleaseExistsError(
                 f"release {name!r} already exists; pass replace=True (CLI: --replace) to replace it atomically, "
                 "or choose another name")
-    # working views are redefined (CREATE OR REPLACE VIEW: no data is lost); a working *table* that is not this
-    # release's own would be overwritten, so it is refused
-    mine = {name + s for s in WORKING_SUFFIXES} if ours else set()
-    foreign = [stored for low, (stored, kind) in found.items()
-               if low != name.lower() and kind == "table" and stored not in mine]
+    # working views are redefined (CREATE OR REPLACE VIEW: no data is lost); a working *table* of the product's
+    # schema that is not this release's own (put there by hand, or of a release recorded under another case) would
+    # be overwritten, so it is refused
+    work = existing(con, [working(name, p).name for p in WORKING], WORK_SCHEMA)
+    mine = {working(name, p).name for p in WORKING} if ours else set()
+    foreign = [stored for stored, kind in work.values() if kind == "table" and stored not in mine]
     if foreign:
         raise ReleaseExistsError(
-            f"release {name!r} would create working objects named {sorted(foreign)}, which already exist and were "
-            "not created by an anon_sql release of that name; anon_sql never replaces them: choose another release "
-            "name")
+            f"release {name!r} would create working objects {sorted(foreign)} in schema {WORK_SCHEMA!r}, which "
+            "already exist and were not created by an anon_sql release of that name; anon_sql never replaces them: "
+            "choose another release name")
     return name.lower() in found
 
 

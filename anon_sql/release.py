@@ -44,7 +44,7 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
     say = progress or (lambda message: None)
     t0 = time.perf_counter() if t0 is None else t0
     try:
-        names = ReleaseNames(r.policy.name)
+        names = ReleaseNames(r.policy.name, work=engine.work_schema)
         exists = check_target(engine, r.policy, r.source, replace, dry_run)
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
@@ -55,7 +55,7 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             with engine.stage("plan"):
                 create_source_view(engine, r.compile_input(placeholder(r), **options), names)
                 say("planning")
-                plan = engine.plan(r.method, make_context(r, engine.con, names.source.name, say))
+                plan = engine.plan(r.method, make_context(r, engine.con, names.source_relation(), say))
             policy = released_policy(r.policy, plan)
             compiled = compile_release(r.compile_input(plan, policy, **options), names)
             say("materializing")
@@ -106,7 +106,8 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
         return None   # slicing advises its own budget (its suppression is the method's)
     if policy.privacy.max_suppression <= 0:
         trial_policy = policy.replace(privacy={"max_suppression": 1.0})
-        compiled = compile_release(r.compile_input(plan, trial_policy, **options), ReleaseNames(policy.name))
+        names = ReleaseNames(policy.name, work=engine.work_schema)
+        compiled = compile_release(r.compile_input(plan, trial_policy, **options), names)
         if r.base is not None:   # the release's last statement dropped the temp base counts: make them again
             engine.base_counts(policy, r.source.relation, r.base)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)

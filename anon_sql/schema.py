@@ -588,7 +588,8 @@ TOP = section(
         "relation in its place: see the README)", REQUIRED),
     key("method", Choice(_method_names, "method"), "the anonymization method", "levels"),
     key("seed", integer(), "seed of every random step", 0),
-    key("count_column", Text(), "each row stands for n records; class sizes are SUM(n)"),
+    key("count_column", Text(), "each row stands for n records (a whole number >= 1 on every row, checked against "
+        "the data); class sizes are SUM(n)"),
     key("default_role", choice(*ROLES), "role of columns the policy does not list (else listing them is an error)"),
     key("attributes", MapOf(ATTRIBUTE, "column"), "`[attributes.<column>]`: one table per column (below)", {}),
     key("privacy", table(PRIVACY, "a table (`[privacy]` below)"), "the privacy models", {}),

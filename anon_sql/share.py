@@ -147,7 +147,7 @@ def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadat
             con.execute(render(exp.Create(this=exp.Table(this=ident(table), db=ident(_ALIAS)), kind="TABLE",
                                           expression=query)))
         con.register(frame, metadata)
-        con.execute(render(exp.Create(this=exp.Table(this=ident(name + "__metadata"), db=ident(_ALIAS)),
+        con.execute(render(exp.Create(this=exp.Table(this=audit.metadata_table(name).this, db=ident(_ALIAS)),
                                       kind="TABLE", expression=exp.select("*").from_(exp.Table(this=ident(frame))))))
     except BaseException:
         con.execute(render(exp.Detach(this=ident(_ALIAS))))

@@ -75,12 +75,15 @@ _VIEW = ("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND view_name =
          "AND ($s IS NULL OR schema_name = $s)")
 
 
-def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Is ``name`` (or ``schema.name``) a table or view? Tables first, views only when it is none: duckdb_tables()
-    and the non-internal duckdb_views() hold the rows of information_schema.tables, and a table answers at half its
-    cost (it is asked on every metrics call)."""
-    parts = name.split(".", 1) if "." in name else [None, name]
-    schema, tbl = parts if len(parts) == 2 else (None, parts[0])
+def relation_exists(con: duckdb.DuckDBPyConnection, name: str | exp.Table) -> bool:
+    """Is ``name`` (or ``schema.name``, or a table reference) a table or view? Tables first, views only when it is
+    none: duckdb_tables() and the non-internal duckdb_views() hold the rows of information_schema.tables, and a
+    table answers at half its cost (it is asked on every metrics call)."""
+    if isinstance(name, exp.Table):
+        schema, tbl = name.db or None, name.name
+    else:
+        parts = name.split(".", 1) if "." in name else [None, name]
+        schema, tbl = parts if len(parts) == 2 else (None, parts[0])
     args = {"t": tbl, "s": schema}
     return bool(con.execute(_TABLE, args).fetchall()[0][0] or con.execute(_VIEW, args).fetchall()[0][0])
 
@@ -151,8 +154,8 @@ def temporary_table(con: duckdb.DuckDBPyConnection, source: Any) -> Iterator[str
     as a temporary view of a fresh name, dropped on exit."""
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
-    if isinstance(source, str) and not is_path(source):
-        yield source
+    if (isinstance(source, str) and not is_path(source)) or isinstance(source, exp.Table):
+        yield source   # a name, or a table reference (a release's working view)
         return
     name = f"{INPUT_NAME}_{next(_scratch)}"
     if isinstance(source, str):
@@ -193,7 +196,10 @@ def resolve(con: duckdb.DuckDBPyConnection, source: Any, label: str | None = Non
     ``label`` (default :data:`INPUT_NAME`); it stays registered, since the release's views read it."""
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
-    if not isinstance(source, str):
+    if isinstance(source, exp.Table):      # a reference the product made (a release's working view)
+        relation = source.copy()
+        label = render(source)
+    elif not isinstance(source, str):
         name = register(con, source, label or INPUT_NAME)
         relation: exp.Expression = exp.Table(this=ident(name))
         label = name
@@ -229,8 +235,9 @@ _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "
 
 
 def check_count_column(con: duckdb.DuckDBPyConnection, src: Source, column: str) -> None:
-    """A count column says how many records each row stands for: a whole number >= 0 on every row. NULL, negative
-    or fractional counts (or a non-numeric column) are refused with the number of offending rows and an example."""
+    """A count column says how many records each row stands for: a whole number >= 1 on every row. NULL, zero,
+    negative or fractional counts (or a non-numeric column) are refused with the number of offending rows and the
+    smallest value (a row standing for no record would still release its values)."""
     kind = src.types.get(column, "").upper()
     numeric = kind in _INTEGER or kind.startswith(("DECIMAL", "DOUBLE", "FLOAT", "REAL"))
     if not numeric:
@@ -239,14 +246,15 @@ def check_count_column(con: duckdb.DuckDBPyConnection, src: Source, column: str)
     c = col(column)
     bad = {
         "NULL": exp.Is(this=c.copy(), expression=exp.null()),
+        "zero": exp.EQ(this=c.copy(), expression=lit(0)),
         "negative": exp.LT(this=c.copy(), expression=lit(0)),
         "fractional": exp.NEQ(this=c.copy(), expression=exp.Floor(this=c.copy())),
     }
     items = [exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=cond)) for cond in bad.values()]
     items.append(exp.Min(this=c.copy()))
     counts = con.execute(render(exp.select(*items).from_(src.relation.copy()))).fetchall()[0]
-    found = [f"{n} {what}" for what, n in zip(bad, counts[:3]) if n]
+    found = [f"{n} {what}" for what, n in zip(bad, counts[:len(bad)]) if n]
     if found:
-        raise SourceError(f"count_column {column!r} of {src.label!r} must hold a whole number >= 0 of records on "
-                          f"every row, but {', '.join(found)} row(s) do not (smallest value: {counts[3]}); fix those "
-                          f"rows, or release a view that filters them (e.g. WHERE {column} >= 0)")
+        raise SourceError(f"count_column {column!r} of {src.label!r} must hold a whole number >= 1 of records on "
+                          f"every row, but {', '.join(found)} row(s) do not (smallest value: {counts[len(bad)]}); fix "
+                          f"those rows, or release a view that filters them (e.g. WHERE {column} >= 1)")

@@ -18,9 +18,9 @@ def col(name: str, table: str | None = None) -> exp.Column:
     return exp.Column(this=ident(name), table=ident(table) if table else None)
 
 
-def table(name: str, schema: str | None = None, alias: str | None = None) -> exp.Table:
-    """A quoted table reference ``schema.name AS alias``."""
-    t = exp.Table(this=ident(name), db=ident(schema) if schema else None)
+def table(name: str | exp.Table, schema: str | None = None, alias: str | None = None) -> exp.Table:
+    """A quoted table reference ``schema.name AS alias`` (``name`` may already be a table reference: copied)."""
+    t = name.copy() if isinstance(name, exp.Table) else exp.Table(this=ident(name), db=ident(schema) if schema else None)
     if alias:
         t.set("alias", exp.TableAlias(this=ident(alias)))
     return t

@@ -26,6 +26,7 @@ import duckdb
 import pandas as pd
 import sqlglot
 
+from . import catalog
 from .errors import AnonSQLError, PolicyError, PrivacyRequirementError, StatementError
 
 KINDS = ("create", "refresh", "drop", "show", "explain", "check", "export")
@@ -272,7 +273,10 @@ class Session:
             if self.in_transaction:
                 raise PolicyError(f"{kind.upper()} ANONYMIZED VIEW runs in its own transaction: COMMIT or ROLLBACK "
                                   "the transaction this script opened first")
-            return _run_command(self.con, stmt, parse(stmt))
+            cmd = parse(stmt)
+            with catalog.undone_on_failure(self.con):    # a failing statement leaves no catalog behind either
+                catalog.ensure_installed(self.con)
+                return _run_command(self.con, stmt, cmd)
         except _Syntax as err:
             token = err.token or stmt.tokens[0]
             line, column = _line_col(script, token.offset)
@@ -293,12 +297,8 @@ class Session:
 
     def run_script(self, sql: str, on_result: Callable[[Result], None] | None = None) -> list[Result]:
         """Run every statement of ``sql`` in order (see :func:`execute`)."""
-        from . import catalog
-
         results = []
         for stmt in split(sql):
-            if classify(stmt) != "sql":
-                catalog.ensure_installed(self.con)
             result = self.run(stmt, sql)
             if on_result is not None:
                 on_result(result)

@@ -135,17 +135,15 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> 
             return False
         require(con, name)
     names = ReleaseNames(name)
-    plan = json.loads(row["plan"] or "{}")
-    tables = [names.table]
-    if isinstance(plan, dict) and plan.get("kind") == "assignment":
-        tables += [names.assignment, names.ec_values, names.noise, names.risk]
+    # the working objects live in the product's schema (a user's object named like one in main is never touched)
+    views = [v for v in names.views() if _is(con, v, "VIEW")]
+    tables = [t for t in [names.table, *names.plan_tables()] if _is(con, t, "TABLE")]
     con.execute("BEGIN TRANSACTION")
     try:
-        for view in names.view_names():
-            con.execute(render(exp.Drop(tables=[exp.Table(this=ident(view))], kind="VIEW", exists=True)))
+        for view in views:
+            con.execute(render(exp.Drop(tables=[view.copy()], kind="VIEW", exists=True)))
         for table in tables:
-            if relation_exists(con, table.name):
-                con.execute(render(exp.Drop(tables=[table.copy()], kind="TABLE", exists=True)))
+            con.execute(render(exp.Drop(tables=[table.copy()], kind="TABLE", exists=True)))
         for table in ("releases", "equivalence_classes", "metrics", "search_trace"):
             con.execute(render(exp.delete(exp.Table(this=ident(table), db=ident("anon")),
                                           where=exp.EQ(this=col("release"), expression=lit(name)))))
@@ -157,6 +155,17 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> 
         con.execute("ROLLBACK")
         raise
     return True
+
+
+def _is(con: duckdb.DuckDBPyConnection, ref: exp.Table, kind: str) -> bool:
+    """Is ``ref`` (in its schema, else the current one) an existing table (``kind`` TABLE) or view (VIEW)?"""
+    catalog_view, column = ("duckdb_tables()", "table_name") if kind == "TABLE" else ("duckdb_views()", "view_name")
+    schema = exp.Literal.string(ref.db) if ref.db else exp.func("current_schema")
+    q = (exp.select(exp.Count(this=exp.Star())).from_(catalog_view)
+         .where(exp.and_(exp.EQ(this=col(column), expression=lit(ref.name)),
+                         exp.EQ(this=col("schema_name"), expression=schema),
+                         exp.EQ(this=col("database_name"), expression=exp.func("current_database")))))
+    return bool(con.execute(render(q)).fetchall()[0][0])
 
 
 def show(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

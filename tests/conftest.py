@@ -17,6 +17,14 @@ settings.load_profile("anon_sql")
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def working(release: str, part: str) -> str:
+    """A release's working object as SQL (``"anon_work"."<release>__<part>"``), named by the product's one helper."""
+    from anon_sql.compiler import working as working_table
+    from anon_sql.sqlbuild import render
+
+    return render(working_table(release, part))
+
+
 def data_path(*parts: str) -> Path:
     path = DATA.joinpath(*parts)
     if not path.exists():

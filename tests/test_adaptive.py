@@ -23,6 +23,7 @@ from anon_sql.methods.local_values import encode_categorical
 from anon_sql.sqlbuild import alias, col, ident, render, table
 from anon_sql.taxonomies import load as builtin
 from anon_sql.taxonomy import build as build_taxonomy
+from conftest import working
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 QIS = ["age", "sex", "race", "native-country"]
@@ -62,9 +63,9 @@ def per_record(con, name: str) -> pd.DataFrame:
     released = [alias(col(q, "v"), "r_" + q) for q in QIS]
     query = (exp.select(exp.Column(this=exp.Star(), table=ident("s")),
                         col("ec_id", "a"), *released)
-             .from_(table(name + "__source", alias="s"))
-             .join(table(name + "__assignment", alias="a"), on=exp.EQ(this=col("__row", "s"), expression=col("__row", "a")))
-             .join(table(name + "__ec_values", alias="v"), on=exp.EQ(this=col("ec_id", "a"), expression=col("ec_id", "v")))
+             .from_(f"{working(name, 'source')} AS s")
+             .join(f"{working(name, 'assignment')} AS a", on=exp.EQ(this=col("__row", "s"), expression=col("__row", "a")))
+             .join(f"{working(name, 'ec_values')} AS v", on=exp.EQ(this=col("ec_id", "a"), expression=col("ec_id", "v")))
              .order_by(col("__row", "s")))
     return con.execute(render(query)).df()
 
@@ -205,9 +206,9 @@ evenness = 0.7
     a, b = (con.execute(render(exp.select("*").from_(table(t)).order_by(
         *[exp.Literal.number(i) for i in range(1, 11)]))).df() for t in ("part_a", "part_b"))
     assert a.equals(b)                                             # byte for byte, ec_id included
-    for name in ("__assignment", "__ec_values"):
-        x = con.execute(render(exp.select("*").from_(table("part_a" + name)).order_by(exp.Literal.number(1)))).df()
-        y = con.execute(render(exp.select("*").from_(table("part_b" + name)).order_by(exp.Literal.number(1)))).df()
+    for part in ("assignment", "ec_values"):
+        x = con.execute(f"SELECT * FROM {working('part_a', part)} ORDER BY 1").df()
+        y = con.execute(f"SELECT * FROM {working('part_b', part)} ORDER BY 1").df()
         assert x.equals(y)
     assert first.info["class_table"].equals(second.info["class_table"])
 

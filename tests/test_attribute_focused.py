@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import anon_sql
 from anon_sql.errors import PolicyError, PrivacyRequirementError
 
-from conftest import data_path
+from conftest import data_path, working
 
 ADULT7 = ["age", "workclass", "marital-status", "race", "sex", "education"]
 
@@ -56,7 +56,7 @@ def test_adult_c2_k5_l5_verified_independently(adult, method):
     assert len(groups) == 2 and groups[-1][-1] == "occupation" and rel.passed
     out = adult.execute(f'SELECT * FROM "af_{method}"').df()
     assert len(out) == 30162 and out.groupby("ec_id").size().min() >= 5         # every bucket >= k
-    src = adult.execute(f'SELECT * FROM "af_{method}__source" ORDER BY __row').df()
+    src = adult.execute(f'SELECT * FROM {working("af_" + method, "source")} ORDER BY __row').df()
     if method == "attribute_focused":   # T*: age as its released interval mean (the published interval table)
         iv = rel.plan["intervals"]["age"]
         edges = [row["high"] for row in iv]
@@ -65,7 +65,7 @@ def test_adult_c2_k5_l5_verified_independently(adult, method):
     maxp = independent_max_p(out, src, groups, "occupation")
     assert maxp.notna().all() and maxp.max() <= 1 / 5 + 1e-9
     assert maxp.max() == pytest.approx(rel.plan["max_p"])
-    risk = adult.execute(f'SELECT r.max_p_sensitive FROM "af_{method}__risk" r ORDER BY __row').df()
+    risk = adult.execute(f'SELECT r.max_p_sensitive FROM {working("af_" + method, "risk")} r ORDER BY __row').df()
     np.testing.assert_allclose(risk["max_p_sensitive"].to_numpy(), maxp.to_numpy())
 
 
@@ -121,7 +121,7 @@ def test_adult_c2_k5_l8_l10_with_suppression(adult, method, l):
     assert (kept[list(rel.plan["suppressed_by_value"])] == cap).all()
     # p(t, s) over the released records' original tuples, from the released table's per-bucket counts (pandas)
     groups = rel.plan["columns"]
-    src = adult.execute(f'SELECT s.* FROM "{name}__source" s JOIN "{name}__assignment" a USING (__row) '
+    src = adult.execute(f'SELECT s.* FROM {working(name, "source")} s JOIN {working(name, "assignment")} a USING (__row) '
                         "ORDER BY __row").df()
     assert len(src) == rel.records_out
     if method == "attribute_focused":
@@ -131,7 +131,7 @@ def test_adult_c2_k5_l8_l10_with_suppression(adult, method, l):
     maxp = independent_max_p(out, src, groups, "occupation")
     assert maxp.notna().all() and maxp.max() <= 1 / l + 1e-9
     assert maxp.max() == pytest.approx(rel.plan["max_p"])
-    risk = adult.execute(f'SELECT max_p_sensitive FROM "{name}__risk" ORDER BY __row').df()["max_p_sensitive"]
+    risk = adult.execute(f'SELECT max_p_sensitive FROM {working(name, "risk")} ORDER BY __row').df()["max_p_sensitive"]
     assert len(risk) == rel.records_out                 # the SQL check ranges over the released tuples only
     np.testing.assert_allclose(risk.to_numpy(), maxp.to_numpy())
     checks = anon_sql.check(adult, name).set_index("check")
@@ -152,7 +152,8 @@ def test_attribute_focused_table2(con):
     assert sorted(out["diagnosis"]) == sorted(con.execute("SELECT diagnosis FROM t2").df()["diagnosis"])
     assert rel.plan["columns"] == [["sex", "age", "zipcode"], ["diagnosis"]] and rel.passed
     # buckets split by sex; each tuple matches only its own bucket: Female 2/5 (Flu), Male 1/4
-    risk = con.execute("SELECT s.sex, r.max_p_sensitive FROM af__risk r JOIN af__source s USING (__row)").df()
+    risk = con.execute(f"SELECT s.sex, r.max_p_sensitive FROM {working('af', 'risk')} r "
+                       f"JOIN {working('af', 'source')} s USING (__row)").df()
     assert risk.groupby("sex")["max_p_sensitive"].max().to_dict() == pytest.approx({"Female": .4, "Male": .25})
     with pytest.raises(PolicyError, match="numeric quasi-identifier"):
         pol2 = {**pol, "name": "af2", "attributes": {"sex": {"role": "quasi"}, "diagnosis": {"role": "sensitive"},

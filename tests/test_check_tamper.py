@@ -1,7 +1,7 @@
 """`anon-sql check` / anon_sql.check is tamper-evident: it recompiles every model from the policy stored in
 anon.releases and runs it over the released table, reconciling with the recorded counts. No view of the file is
-trusted: rewriting `<name>__checks` (or any working view) to always pass changes nothing, and any edit of the
-released table that breaks a model, the record counts, the classes or the released columns gives exit 3."""
+trusted: rewriting a working `<name>__checks` view (or any working view) to always pass changes nothing, and any
+edit of the released table that breaks a model, the record counts, the classes or the released columns gives exit 3."""
 from __future__ import annotations
 
 import shutil
@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import anon_sql
 from anon_sql.cli import main
-from conftest import data_path
+from conftest import data_path, working
 
 TOP = {"kind": "top"}
 PATIENTS = ("CREATE TABLE patients AS SELECT * FROM (VALUES "
@@ -97,17 +97,18 @@ def test_untouched_releases_pass_on_a_read_only_reopened_file(db):
 
 def test_no_view_is_trusted(db):
     # every working view replaced by garbage (or by "always passes"): the verdict does not move
-    edit(db, "CREATE OR REPLACE VIEW rl__checks AS SELECT 1 AS ec_id, TRUE AS k_ok, TRUE AS __all_ok",
-         "CREATE OR REPLACE VIEW rl__classes AS SELECT 1 AS nothing",
-         "CREATE OR REPLACE VIEW rl__source AS SELECT 1 AS nothing",
-         "CREATE OR REPLACE VIEW rl__general AS SELECT 1 AS nothing")
+    edit(db, f"CREATE OR REPLACE VIEW {working('rl', 'checks')} AS SELECT 1 AS ec_id, TRUE AS k_ok, TRUE AS __all_ok",
+         f"CREATE OR REPLACE VIEW {working('rl', 'classes')} AS SELECT 1 AS nothing",
+         f"CREATE OR REPLACE VIEW {working('rl', 'source')} AS SELECT 1 AS nothing",
+         f"CREATE OR REPLACE VIEW {working('rl', 'general')} AS SELECT 1 AS nothing")
     assert check(db)["rl"] == 0
 
 
 def test_edited_release_with_always_passing_checks_view_exits_3(db):
     # one record moved to a class of its own, and the checks view rewritten to say every class passes
     edit(db, "UPDATE rl SET age = '*' WHERE rowid = (SELECT min(rowid) FROM rl)",
-         "CREATE OR REPLACE VIEW rl__checks AS SELECT ec_id, 100 AS k_value, TRUE AS k_ok, TRUE AS __all_ok FROM rl")
+         f"CREATE OR REPLACE VIEW {working('rl', 'checks')} AS "
+         "SELECT ec_id, 100 AS k_value, TRUE AS k_ok, TRUE AS __all_ok FROM rl")
     assert check(db)["rl"] == 3
     assert {"k", "classes"} <= failed(db, "rl")
 
@@ -130,9 +131,10 @@ def test_every_kind_of_edit_is_caught(db, statement, broken):
 
 def test_mondrian_and_theta_edits_exit_3(db):
     edit(db, "UPDATE rm SET age = '[0-99]' WHERE rowid = (SELECT min(rowid) FROM rm)",
-         "CREATE OR REPLACE VIEW rm__checks AS SELECT 1 AS ec_id, TRUE AS __all_ok",
+         f"CREATE OR REPLACE VIEW {working('rm', 'checks')} AS SELECT 1 AS ec_id, TRUE AS __all_ok",
          # θ: the noise record removed (and the noise mark hidden): the class falls below θ and below k
-         "DELETE FROM rt WHERE is_noise", "CREATE OR REPLACE VIEW rt__checks AS SELECT 1 AS ec_id, TRUE AS __all_ok")
+         "DELETE FROM rt WHERE is_noise",
+         f"CREATE OR REPLACE VIEW {working('rt', 'checks')} AS SELECT 1 AS ec_id, TRUE AS __all_ok")
     assert check(db) == {"rl": 0, "rm": 3, "rt": 3}
     assert "k" in failed(db, "rm") and {"theta__disease", "reconciliation"} <= failed(db, "rt")
 
@@ -150,7 +152,7 @@ def test_slicing_check_reads_the_source_through_the_stored_policy(tmp_path):
     before = anon_sql.check(c, "sl").set_index("check")
     assert before["passed"].all() and "slicing_l_diversity" in before.index
     # the __source view rewritten (to an empty one): the check does not read it
-    c.execute("CREATE OR REPLACE VIEW sl__source AS SELECT * FROM sl__source LIMIT 0")
+    c.execute(f"CREATE OR REPLACE VIEW {working('sl', 'source')} AS SELECT * FROM {working('sl', 'source')} LIMIT 0")
     after = anon_sql.check(c, "sl").set_index("check")
     assert after.loc["slicing_l_diversity", "worst_value"] == before.loc["slicing_l_diversity", "worst_value"]
     # every record of a bucket given one diagnosis: p(t, s) reaches 1 > 1/2
@@ -166,3 +168,64 @@ def test_unknown_release_names_what_exists(db):
     with pytest.raises(anon_sql.SourceError, match="not a release"):
         anon_sql.check(c, "rl__checks")
     c.close()
+
+
+@pytest.fixture(scope="module")
+def shared_files(released, tmp_path_factory):
+    """The shareable files of the three releases (what `--to` / `export` write), made once."""
+    folder = tmp_path_factory.mktemp("shared")
+    work = folder / "work.duckdb"
+    shutil.copy(released, work)
+    c = duckdb.connect(str(work))
+    for name in ("rl", "rm", "rt"):
+        anon_sql.export(c, name, folder / f"{name}.duckdb")
+    c.close()
+    return folder
+
+
+def test_check_on_a_shared_file_recomputes_every_model_and_never_writes_it(shared_files, tmp_path):
+    for name in ("rl", "rm", "rt"):
+        path = tmp_path / f"{name}.duckdb"
+        shutil.copy(shared_files / f"{name}.duckdb", path)
+        data = path.read_bytes()
+        res = CliRunner().invoke(main, ["check", name, "--db", str(path)])
+        assert res.exit_code == 0, res.output
+        assert "all checks passed" in res.output and "k " in res.output
+        assert path.read_bytes() == data and not path.with_name(path.name + ".wal").exists()
+        c = duckdb.connect(str(path), read_only=True)
+        frame = anon_sql.check(c, name).set_index("check")
+        c.close()
+        assert frame["passed"].all()
+        assert {"k", "reconciliation", "max_suppression", "classes", "columns"} <= set(frame.index)
+    assert "theta__disease" in set(frame.index)          # rt: θ recomputed (noise records kept, unmarked)
+
+
+@pytest.mark.parametrize("name, statements, broken", [
+    ("rl", ["UPDATE rl SET diag = 'flu' WHERE ec_id = 2"], {"l_distinct__diag"}),
+    ("rl", ["DELETE FROM rl WHERE ec_id = 1"], {"reconciliation", "classes", "max_suppression"}),
+    ("rl", ["ALTER TABLE rl ADD COLUMN name VARCHAR DEFAULT 'Ann'"], {"columns"}),
+    # one record moved to a class of its own: below k
+    ("rm", ["UPDATE rm SET age = '[0-99]' WHERE rowid = (SELECT min(rowid) FROM rm)"], {"k"}),
+    ("rt", ["DELETE FROM rt WHERE rowid = (SELECT min(rowid) FROM rt)"], {"reconciliation"}),
+    # the classes table and the metadata's stored checks are never trusted
+    ("rl", ["UPDATE rl SET diag = 'flu' WHERE ec_id = 2", "UPDATE rl__classes SET size = 99",
+            "UPDATE rl__metadata SET checks = '[]'"], {"l_distinct__diag"}),
+])
+def test_a_tampered_shared_file_exits_3(shared_files, tmp_path, name, statements, broken):
+    path = tmp_path / f"{name}.duckdb"
+    shutil.copy(shared_files / f"{name}.duckdb", path)
+    edit(str(path), *statements)
+    res = CliRunner().invoke(main, ["check", name, "--db", str(path)])
+    assert res.exit_code == 3, res.output
+    c = duckdb.connect(str(path), read_only=True)
+    frame = anon_sql.check(c, name)
+    c.close()
+    assert broken <= set(frame.loc[~frame["passed"], "check"])
+
+
+def test_a_shared_file_without_its_metadata_is_not_a_release(shared_files, tmp_path):
+    path = tmp_path / "rl.duckdb"
+    shutil.copy(shared_files / "rl.duckdb", path)
+    edit(str(path), "DROP TABLE rl__metadata")
+    res = CliRunner().invoke(main, ["check", "rl", "--db", str(path)])
+    assert res.exit_code == 2 and "is not a release" in res.output, res.output

@@ -30,7 +30,10 @@ def template(tmp_path_factory):
     c.execute("CREATE TABLE empty AS SELECT * FROM patients LIMIT 0")
     c.execute("CREATE TABLE r3 AS SELECT 42 AS mine")                    # a user table named like a release
     c.execute('CREATE TABLE "Users" AS SELECT 1 AS id')                  # differs from `users` only by case
-    c.execute("CREATE TABLE rw__assignment AS SELECT 7 AS mine")         # a release `rw` would replace it
+    c.execute("CREATE TABLE rw__assignment AS SELECT 7 AS mine")         # named like a working table: never touched
+    c.execute("CREATE SCHEMA anon_work")
+    c.execute("CREATE TABLE anon_work.rx__assignment AS SELECT 7 AS mine")   # not the product's: a release `rx`
+                                                                            # would replace it
     c.execute("CREATE VIEW young AS SELECT * FROM patients WHERE age < 40")
     c.execute("CREATE TABLE counted AS SELECT age, sex, diag, CASE WHEN name = 'Ann' THEN NULL "
               "WHEN name = 'Bob' THEN -1 ELSE 1 END AS n FROM patients")
@@ -107,13 +110,13 @@ def test_release_exists_says_replace_but_a_user_table_is_never_replaced(work):
                 "'r3' already exists and is not a release", "never drops", absent=("--replace", "replace=True"))
     refused(work, ["release", policy_file(work, name="users"), "--db", db, "--replace"],
             "'users' differs only by case from the existing table 'Users'")
-    refused(work, ["release", policy_file(work, name="rw"), "--db", db, "--replace"], "['rw__assignment']",
-            absent=("--replace",))
+    refused(work, ["release", policy_file(work, name="rx"), "--db", db, "--replace"], "['rx__assignment']",
+            "'anon_work'", absent=("--replace",))
     # the release's own name replaced with --replace: that one is anon_sql's
     assert CliRunner().invoke(main, ["release", policy_file(work), "--db", db, "--replace"]).exit_code == 0
 
 
-@pytest.mark.parametrize("name", ["patients", "rl__source", "rl__classes", "young", "nope"])
+@pytest.mark.parametrize("name", ["patients", "rl__source", "anon_work.rl__source", "rl__classes", "young", "nope"])
 def test_export_and_check_refuse_what_is_not_a_release(work, name):
     db = str(work / "w.duckdb")
     refused(work, ["export", name, "--db", db, "--to", str(work / "out.duckdb")], f"{name!r} is not a release",
@@ -148,7 +151,7 @@ def test_count_column_nulls_and_negatives(work):
     pol = str(path)
     text = refused(work, ["release", pol, "--db", str(work / "w.duckdb")], "count_column 'n'", "1 NULL",
                    "1 negative")
-    assert "WHERE n >= 0" in text
+    assert "WHERE n >= 1" in text
 
 
 def test_taxonomy_load_refuses_an_existing_name_and_bad_files(work):
@@ -213,3 +216,98 @@ def test_real_processes_exit_2_without_a_traceback(work):
     assert not (work / "typo.duckdb").exists() and not (work / "p.duckdb").exists()
     out = subprocess.run(cli + ["check", "rl", "--db", db], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "all checks passed" in out.stdout
+
+
+@pytest.fixture
+def plain(tmp_path):
+    """A database file without the anon catalog: a source table and nothing else."""
+    db = tmp_path / "plain.duckdb"
+    c = duckdb.connect(str(db))
+    c.execute(PATIENTS)
+    c.close()
+    return db
+
+
+def schemas(db: Path) -> list[str]:
+    c = duckdb.connect(str(db), read_only=True)
+    out = [r[0] for r in c.execute("SELECT DISTINCT schema_name FROM duckdb_schemas() WHERE database_name = "
+                                   "current_database() ORDER BY 1").fetchall()]
+    c.close()
+    return out
+
+
+def test_failing_commands_leave_a_database_without_catalog_unchanged(plain):
+    """Bad input to `run`, `release` and `taxonomy load` on a database that has no catalog: exit 2, and the
+    database is exactly as before — tables, row counts, views and schemas (no catalog installed on the way)."""
+    work, db = plain.parent, str(plain)
+    before, spaces = snapshot(plain), schemas(plain)
+    assert spaces == ["main"]
+    scripts = {
+        "source.sql": "CREATE ANONYMIZED VIEW r WITH (k = 2) AS SELECT quasi(age), sensitive(diag) FROM nope;",
+        "typo.sql": "CREATE ANONYMIZED VIEW r WITH (k = 2, methd = 'optimal') AS SELECT quasi(age), "
+                    "sensitive(diag) FROM patients;",
+        "unknown.sql": "DROP ANONYMIZED VIEW nope;",
+        "syntax.sql": "CREATE ANONYMIZED VIEW r AS SELECT FROM;",
+    }
+    for name, text in scripts.items():
+        (work / name).write_text(text)
+        res = CliRunner().invoke(main, ["run", str(work / name), "--db", db])
+        assert res.exit_code == 2, (name, res.output)
+        assert res.output.lower().count("error:") == 1 and "Traceback" not in res.output, res.output
+        assert snapshot(plain) == before and schemas(plain) == spaces, name
+    good = anon_sql.Policy.from_dict(levels_policy("rt")).to_toml()
+    assert "l_diversity" in good
+    for name, text in (("typo", good.replace("l_diversity", "l_diversty")),
+                       ("source", anon_sql.Policy.from_dict({**levels_policy("rs"), "source": "nope"}).to_toml())):
+        path = work / f"{name}.toml"
+        path.write_text(text)
+        res = CliRunner().invoke(main, ["release", str(path), "--db", db])
+        assert res.exit_code == 2, res.output
+        assert snapshot(plain) == before and schemas(plain) == spaces
+    comma = work / "comma.csv"
+    comma.write_text("a,x,*\nb,x,*\n")
+    assert CliRunner().invoke(main, ["taxonomy", "load", str(comma), "--db", db]).exit_code == 2
+    assert snapshot(plain) == before and schemas(plain) == spaces
+
+
+def test_a_refused_release_prints_its_error_alone(plain):
+    """The progress line is held back while a command runs briefly: a release refused after planning and
+    verification prints its error and nothing else on stderr; a successful one still shows its stages."""
+    work, db = plain.parent, str(plain)
+    strict = levels_policy("rk")
+    strict["privacy"]["k"] = 10                     # planning and verification run, then the release is refused
+    path = work / "rk.toml"
+    path.write_text(anon_sql.Policy.from_dict(strict).to_toml())
+    res = CliRunner().invoke(main, ["release", str(path), "--db", db])
+    assert res.exit_code == 3, res.output
+    assert res.stderr.startswith("error: release 'rk' not created") and res.stderr.count("error:") == 1
+    assert "planning" not in res.stderr and "verifying" not in res.stderr, res.stderr
+    path = work / "rl.toml"
+    path.write_text(anon_sql.Policy.from_dict(levels_policy()).to_toml())
+    res = CliRunner().invoke(main, ["release", str(path), "--db", db])
+    assert res.exit_code == 0 and "release rl [1/3 planning]" in res.stderr and "error" not in res.stderr
+
+
+def test_progress_line_fail_erases_itself():
+    """On a terminal the progress line is redrawn in place; a failure erases it (after the hold, too)."""
+    import io
+
+    from anon_sql.cli_output import ProgressLine
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for times in ([0.0] * 6, [0.0, 0.0, 0.0, 5.0, 5.0, 5.0]):
+        out = Tty()
+        bar = ProgressLine("release r", ("planning", "verifying"), stream=out, clock=iter(times).__next__)
+        bar("planning")
+        bar("verifying")
+        bar.fail()
+        shown = out.getvalue().split("\r")[-1]
+        assert shown.strip() == "", out.getvalue()      # what the terminal shows last: an empty line
+    held = io.StringIO()
+    bar = ProgressLine("release r", ("planning",), stream=held, clock=iter([0.0, 0.0, 0.0]).__next__)
+    bar("planning")
+    bar.fail()
+    assert held.getvalue() == ""

@@ -21,8 +21,9 @@ def _policy():
 @pytest.mark.parametrize("dialect", ["spark", "postgres", "trino", "duckdb"])
 def test_statements_parse_back_in_dialect(dialect):
     stmts = anon_sql.compile(_policy(), dialect=dialect)
-    # DuckDB adds the temp base-count table (create, then drop) that the release statement reads
-    assert len(stmts) == (7 if dialect == "duckdb" else 5)
+    # DuckDB adds its working schema and the temp base-count table (create, then drop) that the release reads
+    assert len(stmts) == (8 if dialect == "duckdb" else 5)
+    assert stmts[0].startswith("CREATE SCHEMA") == (dialect == "duckdb")
     for s in stmts:
         tree = sqlglot.parse_one(s, read=dialect)
         assert tree is not None and tree.sql(dialect=dialect)

@@ -13,7 +13,7 @@ import anon_sql
 from anon_sql.errors import PolicyError, PrivacyRequirementError
 from anon_sql.models import AlphaKAnonymity, BetaLikeness, ClassStats, DeltaDisclosure, SensitiveCounts
 from anon_sql.udfs import risk_kernels as rk
-from conftest import load_classes
+from conftest import load_classes, working
 
 # classes A: a a b b, B: a a a b, C: a b c c — table shares a 1/2, b 1/3, c 1/6
 GOLDEN = {"10001": "aabb", "10002": "aaab", "10003": "abcc"}
@@ -109,12 +109,13 @@ def test_sql_checks_equal_numpy_kernels(con, seed):
     con.execute("CREATE TABLE golden AS SELECT * FROM src")
     pol = _policy(alpha=1.0, beta_likeness={"beta": 1e9, "kind": "enhanced"}, delta_disclosure=1e9,
                   max_suppression=1.0)
-    try:
-        anon_sql.release(con, pol)
-    except PrivacyRequirementError:
-        pass                                                     # the classes view is what this test reads
-    sql = con.execute('SELECT zip, "alpha__s_value", "beta_enhanced__s_value", "delta__s_value" FROM rel__classes '
-                      "ORDER BY zip").df()
+    # the compiled release up to its (pre-suppression) classes view, which this test reads
+    for statement in anon_sql.compile(pol, con=con):
+        con.execute(statement)
+        if working("rel", "classes") in statement.split(" AS ")[0]:
+            break
+    sql = con.execute(f'SELECT zip, "alpha__s_value", "beta_enhanced__s_value", "delta__s_value" '
+                      f'FROM {working("rel", "classes")} ORDER BY zip').df()
     cls, zips = pd.factorize(frame["zip"])
     vals, _ = pd.factorize(frame["s"])
     counts = frame.groupby([cls, vals]).size()

@@ -13,6 +13,7 @@ import anon_sql
 from anon_sql.errors import PolicyError
 from anon_sql.methods.fixed_interval import fixed_intervals, merge_small, raw_intervals
 from anon_sql.taxonomies import load as load_builtin
+from conftest import working
 
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -42,7 +43,7 @@ def test_table8_golden_frequency(t2):
     assert sorted(set(out["zipcode"])) == ["620709", "641013", "651571"]
     # Table 9: each original value maps to its interval mean; sex (not a QI here) and diagnosis unchanged; 3 × 3
     pairs = t2.execute("SELECT s.age, s.zipcode, s.sex, s.diagnosis, r.age, r.zipcode, r.sex, r.diagnosis "
-                       "FROM fi__source s JOIN fi__assignment a USING (__row) JOIN fi r USING (ec_id) "
+                       f"FROM {working('fi', 'source')} s JOIN {working('fi', 'assignment')} a USING (__row) JOIN fi r USING (ec_id) "
                        "WHERE r.sex = s.sex AND r.diagnosis = s.diagnosis").fetchall()
     exp_age = {20: "22", 22: "22", 25: "22", 31: "32", 32: "32", 33: "32", 37: "38", 38: "38", 39: "38"}
     assert {p[0]: p[4] for p in pairs} == exp_age
@@ -145,8 +146,9 @@ def test_adult_k_is_verified_over_every_declared_qi(adult, taxonomies):
     assert sizes.min() >= 5 and rel.metrics["k"] == sizes.min()
     assert len(out) == rel.records_out == 30162 - rel.suppressed
     # every released categorical value is the source value's ancestor at the plan's level (nothing raw, nothing made up)
-    src = adult.execute("SELECT s.sex, s.education, s.\"marital-status\", a.ec_id FROM fi_adult__source s "
-                        "JOIN fi_adult__assignment a USING (__row)").df()
+    src = adult.execute("SELECT s.sex, s.education, s.\"marital-status\", a.ec_id "
+                        f"FROM {working('fi_adult', 'source')} s "
+                        f"JOIN {working('fi_adult', 'assignment')} a USING (__row)").df()
     released = out.drop_duplicates("ec_id").set_index("ec_id")
     for q in ADULT_DECLARED[1:]:
         level = rel.plan["categorical_levels"][q]

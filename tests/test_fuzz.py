@@ -7,7 +7,9 @@ every record reconciled (in = released + suppressed, noise flagged) — or it is
 :class:`AnonSQLError` and the database exactly as before (every object and its row count).
 
 Tables: 1–24 rows; integer QIs with NULLs and skew, text QIs with quotes, unicode, empty strings, ``*`` and
-numbers-as-text, duplicates; column, source and release names with quotes, spaces, unicode and SQL.
+numbers-as-text, duplicates; column, source and release names with quotes, spaces, unicode and SQL; sometimes a
+``count_column`` (each row stands for that many records: the oracle weighs every count by it), with a NULL, zero or
+negative count in some examples, which must be refused.
 Profiles: ``ci`` (default, a few examples per method: well under two minutes in all) and ``large``
 (``ANON_SQL_FUZZ=large``); docs/testing.md records the large profile's counts and time.
 """
@@ -27,6 +29,7 @@ from sqlglot import exp
 import anon_sql
 from anon_sql.errors import AnonSQLError
 from anon_sql.sqlbuild import ident, render
+from conftest import working
 
 from test_attribute_focused import independent_max_p
 
@@ -47,6 +50,7 @@ METHODS = LEVEL_METHODS + LOCAL_METHODS + BUCKET_METHODS
 NAMES = ["age", "a b", 'q"uote', "it's", "ünï", "名前", "x; DROP TABLE t", "select", "Zip-Code", "e\u0301"]
 TEXT = ["a", "b'c", 'd"e', "ü", "", " ", "NULL", "*", "1", "01", "10", "名", "a;b", "\\"]
 SENSITIVE = ["flu", "flu", "flu", "cold", "hiv", "ça va", "x'y", None]
+COUNT = 'n "records"'   # the count column's name (not one of NAMES, case-insensitively)
 
 
 @st.composite
@@ -134,6 +138,13 @@ def cases(draw, method: str):
               "source": draw(st.sampled_from(["src", "sŕc 'x'", "Source \"q\""])),
               "method": method, "seed": draw(st.integers(0, 3)),
               "attributes": attributes, "privacy": privacy, "method_params": params}
+    counted = draw(st.sampled_from(["none", "none", "valid", "valid", "bad"]))
+    if counted != "none":       # weighted records: each row stands for `count` records
+        counts: list = draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
+        if counted == "bad":
+            counts[draw(st.integers(0, n - 1))] = draw(st.sampled_from([None, 0, -1]))
+        frame = frame.assign(**{COUNT: pd.array(counts, dtype="Int64")})
+        policy["count_column"] = COUNT
     return frame, policy, numeric, n
 
 
@@ -164,13 +175,28 @@ def source_rows(con, source: str) -> list:
 
 
 # -- the independent oracle -------------------------------------------------------------------------------------
+WEIGHT: str | None = None     # the count column of the case being verified (None: one record per row)
+
+
+def records(frame: pd.DataFrame) -> pd.Series:
+    """Records each row stands for: its count (count_column), else 1."""
+    return frame[WEIGHT].astype("int64") if WEIGHT else pd.Series(1, index=frame.index, dtype="int64")
+
+
+def value_counts(frame: pd.DataFrame, column: str, normalize: bool = False) -> pd.Series:
+    """Records per value of ``column`` (NULL a value of its own), weighted by the count column."""
+    key = frame[column].astype(object).where(frame[column].notna(), "\x00")
+    counts = records(frame).groupby(key.to_numpy()).sum()
+    return counts / counts.sum() if normalize else counts
+
+
 def _l_checks(groups, sens: str, privacy: dict) -> None:
     ld = privacy.get("l_diversity")
     if not ld or ld.get("kind") == "slicing":
         return
     for key, g in groups:
-        counts = g[sens].value_counts(dropna=False).sort_values(ascending=False).to_numpy(dtype=float)
-        where = f"class {key}: {dict(g[sens].value_counts(dropna=False))}"
+        counts = value_counts(g, sens).sort_values(ascending=False).to_numpy(dtype=float)
+        where = f"class {key}: {dict(value_counts(g, sens))}"
         if ld["kind"] == "distinct":
             assert len(counts) >= ld["l"], where
         elif ld["kind"] == "entropy":
@@ -184,7 +210,7 @@ def _l_checks(groups, sens: str, privacy: dict) -> None:
 def _simpson_p_checks(groups, sens: str, privacy: dict) -> None:
     simpson, psens = privacy.get("simpson"), privacy.get("p_sensitive")
     for key, g in groups:
-        counts = g[sens].value_counts(dropna=False).to_numpy(dtype=float)
+        counts = value_counts(g, sens).to_numpy(dtype=float)
         if simpson:
             p = counts / counts.sum()
             d = 1.0 / (p * p).sum()
@@ -198,15 +224,18 @@ def _t_check(out: pd.DataFrame, groups, sens: str, privacy: dict) -> None:
     t = privacy.get("t_closeness")
     if t is None:
         return
-    q = out[sens].astype(object).fillna("\x00").value_counts(normalize=True)
+    q = value_counts(out, sens, normalize=True)
     for key, g in groups:
-        p = g[sens].astype(object).fillna("\x00").value_counts(normalize=True).reindex(q.index, fill_value=0)
+        p = value_counts(g, sens, normalize=True).reindex(q.index, fill_value=0)
         d = 0.5 * (p - q).abs().sum()
         assert d <= t + 1e-9, f"class {key}: t-closeness distance {d} > {t}"
 
 
 def verify_release(con, rel, policy: dict, frame: pd.DataFrame, numeric: list[str]) -> None:
-    """Recompute every model from the released table (pandas) and reconcile every record."""
+    """Recompute every model from the released table (pandas) and reconcile every record (weighted by the count
+    column, when the policy has one)."""
+    global WEIGHT
+    WEIGHT = policy.get("count_column")
     declared = [c for c, a in policy["attributes"].items() if a["role"] == "quasi"]
     sens = next(c for c, a in policy["attributes"].items() if a["role"] == "sensitive")
     privacy = policy["privacy"]
@@ -216,10 +245,11 @@ def verify_release(con, rel, policy: dict, frame: pd.DataFrame, numeric: list[st
     noise = int(out[flag].sum()) if flagged else rel.noise    # θ's noise: flagged in the release, or counted
     assert noise == rel.noise and (noise == 0 or policy["method"] == "theta")
     # reconciliation: in = released + suppressed (noise apart); the budget holds
-    assert rel.records_in == len(frame)
-    assert len(out) == rel.records_out
-    assert rel.records_in == len(out) - noise + rel.suppressed
-    assert 0 <= rel.suppressed <= privacy["max_suppression"] * len(frame) + 1e-9
+    records_in, released = int(records(frame).sum()), int(records(out).sum())
+    assert rel.records_in == records_in
+    assert released == rel.records_out
+    assert rel.records_in == released - noise + rel.suppressed
+    assert 0 <= rel.suppressed <= privacy["max_suppression"] * records_in + 1e-9
     # nothing made up: the released sensitive and insensitive values are a sub-multiset of the source's (with
     # unflagged noise, whose records take values of the source's domain: a subset)
     real = out[~out[flag].astype(bool)] if flagged else out
@@ -230,15 +260,18 @@ def verify_release(con, rel, policy: dict, frame: pd.DataFrame, numeric: list[st
             nulls = {None} if policy["attributes"][c]["role"] == "insensitive" else set()   # columns noise lacks
             assert set(released_values) <= set(source_values) | nulls, f"column {c!r}: values not in the source"
             continue
-        left = Counter(source_values)
-        left.subtract(Counter(released_values))
+        left: Counter = Counter()
+        for value, weight in zip(source_values, records(frame)):
+            left[value] += int(weight)
+        for value, weight in zip(released_values, records(real)):
+            left[value] -= int(weight)
         assert min(left.values(), default=0) >= 0, f"column {c!r}: released values not in the source"
     if not len(out):
         return
     bucket = policy["method"] in BUCKET_METHODS
     keys = ["ec_id"] if bucket else declared    # over every declared QI as released
     groups = list(out.groupby(keys, dropna=False))
-    sizes = [len(g) for _, g in groups]
+    sizes = [int(records(g).sum()) for _, g in groups]
     assert min(sizes) >= privacy["k"], f"class of {min(sizes)} < k = {privacy['k']} over {keys}"
     assert rel.metrics["k"] <= min(sizes) or bucket
     if not bucket:
@@ -246,13 +279,13 @@ def verify_release(con, rel, policy: dict, frame: pd.DataFrame, numeric: list[st
         _t_check(out, groups, sens, privacy)
         _simpson_p_checks(groups, sens, privacy)
         for r in privacy.get("requirements", []):
-            smallest = out.groupby(r["quasi"], dropna=False).size().min()
+            smallest = records(out).groupby([out[q] for q in r["quasi"]], dropna=False).sum().min()
             assert smallest >= r["k"], f"requirement {r}: a group of {smallest}"
-    elif policy["method"] == "slicing" and not frame[declared].isna().any().any():
-        src = con.execute(render(exp.select("*").from_(exp.Table(this=ident(policy["name"] + "__source")))
-                                 .order_by("__row"))).df()
-        src = src[src["__row"].isin(con.execute(render(exp.select("__row").from_(
-            exp.Table(this=ident(policy["name"] + "__assignment"))))).df()["__row"])]
+    elif policy["method"] == "slicing" and not frame[declared + [sens]].isna().any().any():
+        # (the oracle's p(t, s) groups by value: it has no NULL of its own, so NULL rows are left to the SQL check)
+        src = con.execute(f"SELECT * FROM {working(policy['name'], 'source')} ORDER BY __row").df()
+        src = src[src["__row"].isin(con.execute(
+            f"SELECT __row FROM {working(policy['name'], 'assignment')}").df()["__row"])]
         maxp = independent_max_p(out, src.reset_index(drop=True), rel.plan["columns"], sens)
         assert maxp.max() <= 1 / privacy["l_diversity"]["l"] + 1e-9
 
@@ -289,7 +322,14 @@ def test_fuzz_release_or_clean_refusal(method):
     @given(cases(method))
     def run(case):
         frame, policy, numeric, _ = case
-        OUTCOMES[(method, run_case(frame, policy, numeric))] += 1
+        outcome = run_case(frame, policy, numeric)
+        counts = frame[COUNT] if COUNT in frame else None
+        bad = counts is not None and bool(counts.isna().any() or (counts.fillna(0) <= 0).any())
+        if bad:
+            assert outcome == "SourceError", f"a NULL, zero or negative count was not refused: {outcome}"
+        else:
+            assert outcome != "SourceError", "a valid table was refused as bad data"
+        OUTCOMES[(method, outcome + (" (counted)" if counts is not None else ""))] += 1
 
     run()
 

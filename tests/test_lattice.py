@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import anon_sql
-from anon_sql.compiler import CompileInput, compile_release
+from anon_sql.compiler import SOURCE_STATEMENT, CompileInput, compile_release
 from anon_sql.errors import PrivacyRequirementError
 from anon_sql.lattice import MEASURES, Lattice
 from anon_sql.methods import LevelPlan, MethodContext
@@ -26,8 +26,12 @@ def make_context(con: duckdb.DuckDBPyConnection, policy) -> MethodContext:
     r = resolve(con, policy)
     policy, src, taxonomies, models, records = r.policy, r.source, r.taxonomies, r.models, r.records
     probe = CompileInput(policy, src.relation, src.columns, LevelPlan({}), taxonomies, models)
-    con.execute(render(compile_release(probe).statements[0][1]))
-    return MethodContext(con, policy, policy.name + "__source", taxonomies, models, records)
+    compiled = compile_release(probe)
+    for what, stmt in compiled.statements:       # the working schema, then the source view
+        con.execute(render(stmt))
+        if what == SOURCE_STATEMENT:
+            break
+    return MethodContext(con, policy, compiled.names.source_relation(), taxonomies, models, records)
 
 
 # -- random small releases (shared with test_search.py) ---------------------------------------------------------

@@ -18,7 +18,7 @@ from anon_sql.metrics.query import Query, answers
 from anon_sql.metrics.registry import DIRECTIONS, NEEDS
 from anon_sql.metrics.values import cover, domain, parse_interval
 from anon_sql.taxonomy import from_mapping
-from conftest import adult_policy, load_adult
+from conftest import adult_policy, load_adult, working
 
 # Hand table: six records, age (numeric, interval taxonomy of width 10 built from the data), city (A1, A2 → A;
 # B1, B2 → B; → *), dx sensitive. At levels {age: 1, city: 1} the classes are
@@ -415,7 +415,7 @@ def test_metrics_of_the_release_alone_never_read_the_source(con):
     """k, DCP, C_AVG and l-diversity read one GROUP BY of the release (plus the catalog row), so they still work
     when the source is gone; NCP needs the source and says so."""
     _hand(con, {"age": 1, "city": 1})
-    con.execute("DROP VIEW hand__source")
+    con.execute(f"DROP VIEW {working('hand', 'source')}")
     con.execute("DROP TABLE h")
     statements = []
 

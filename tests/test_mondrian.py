@@ -17,6 +17,7 @@ from anon_sql.methods.local_values import class_values, encode, local_values, pa
 from anon_sql.methods.mondrian import StatsBuilder, partition
 from anon_sql.models import KAnonymity
 from anon_sql.taxonomy import from_mapping
+from conftest import working
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ADULT = DATA / "adult"
@@ -104,8 +105,8 @@ def test_parse_range_round_trip(lo, width):
 def covers(con, name: str, numeric, categorical, taxonomies) -> None:
     """Every record's original values lie in its class's released values (ranges / taxonomy ancestors)."""
     cols = ", ".join(f's."{q}" AS "o_{q}", v."{q}" AS "r_{q}"' for q in [*numeric, *categorical])
-    df = con.execute(f'SELECT {cols} FROM "{name}__source" s JOIN "{name}__assignment" a USING (__row) '
-                     f'JOIN "{name}__ec_values" v USING (ec_id)').df()
+    df = con.execute(f'SELECT {cols} FROM {working(name, "source")} s JOIN {working(name, "assignment")} a USING (__row) '
+                     f'JOIN {working(name, "ec_values")} v USING (ec_id)').df()
     for q in numeric:
         bounds = df[f"r_{q}"].map(parse_range)
         lo, hi = bounds.map(lambda b: b[0]), bounds.map(lambda b: b[1])

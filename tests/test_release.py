@@ -88,8 +88,6 @@ def test_check_reruns_on_reopened_file(tmp_path):
     anon_sql.release(c, pol)
     c.close()
     fresh = duckdb.connect(db)  # no anon_sql.install: the macros persist in the file
-    frame = fresh.execute("SELECT * FROM r000__checks").df()
-    assert frame["__all_ok"].all()
     assert anon_sql.check(fresh, "r000")["passed"].all()
 
 

@@ -101,7 +101,7 @@ def test_a_duckdb_1x_client_opens_the_file(con, tmp_path):
     assert STORAGE_VERSION == "v1.0.0"
 
 
-@pytest.mark.parametrize("name", ["patients", "rl__source", "rl__checks", "nope"])
+@pytest.mark.parametrize("name", ["patients", "rl__source", "anon_work.rl__source", "rl__checks", "nope"])
 def test_export_writes_only_recorded_releases(con, tmp_path, name):
     anon_sql.release(con, levels_policy())
     with pytest.raises(anon_sql.SourceError, match=f"{name!r} is not a release recorded .*\\['rl'\\]"):

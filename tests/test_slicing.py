@@ -15,6 +15,7 @@ from scipy.stats import chi2_contingency
 
 from anon_sql.methods.slicing import correlation_matrix, pam, phi2
 from anon_sql.udfs.slicing import slicing_diverse, slicing_max_p, slicing_probabilities
+from conftest import working
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TABLE2 = DATA / "examples" / "seed001_table2.csv"
@@ -192,7 +193,7 @@ def test_slicing_release_buckets_permutation_and_diversity(t2):
                                                                                         "zipcode"]
     out = t2.execute("SELECT sex, CAST(age AS INTEGER) AS age, CAST(zipcode AS INTEGER) AS zipcode, diagnosis, "
                      "ec_id FROM sl").df()
-    src = t2.execute("SELECT s.*, a.ec_id FROM sl__source s JOIN sl__assignment a USING (__row)").df()
+    src = t2.execute(f"SELECT s.*, a.ec_id FROM {working('sl', 'source')} s JOIN {working('sl', 'assignment')} a USING (__row)").df()
     assert rel.passed and out.groupby("ec_id").size().min() >= 3 and len(out) == 9
     # inside each bucket, every column group's multiset of value combinations is the original one
     for g in groups:
@@ -335,10 +336,11 @@ def test_sql_risk_table_matches_kernel(t2):
     rel = anon_sql.release(t2, _slicing_policy("sq", sensitive_column_size=2))
     assert rel.plan["columns"] == [["age", "zipcode"], ["sex", "diagnosis"]]
     assert sorted(rel.plan["sensitive_column_skipped"]) == ["age", "zipcode"]
-    src = t2.execute("SELECT s.*, a.ec_id FROM sq__source s JOIN sq__assignment a USING (__row) ORDER BY __row").df()
+    src = t2.execute(f"SELECT s.*, a.ec_id FROM {working('sq', 'source')} s JOIN {working('sq', 'assignment')} a "
+                     "USING (__row) ORDER BY __row").df()
     g = _codes(src[["age", "zipcode"]].astype(str).agg("|".join, axis=1))
     sig, p = slicing_probabilities(src["ec_id"].to_numpy(), g[:, None], _codes(src["sex"]), _codes(src["diagnosis"]))
-    risk = t2.execute("SELECT * FROM sq__risk ORDER BY __row").df()
+    risk = t2.execute(f"SELECT * FROM {working('sq', 'risk')} ORDER BY __row").df()
     np.testing.assert_allclose(risk["max_p_sensitive"], p.max(axis=1)[sig])
     # buckets split by sex: every tuple matches only its own bucket; Female {Dyspepsia, Flu, Flu, Breast Cancer,
     # Insomnia} → 2/5, Male 4 distinct → 1/4

@@ -23,7 +23,7 @@ from anon_sql.methods.theta import (capacity, deal_classes, level_take, max_exce
 from anon_sql.models import ClassStats, SensitiveCounts, ThetaSensitivity, build_models
 from anon_sql.models.p_sensitive import PSensitivity
 from anon_sql.udfs import kernels
-from conftest import data_path, load_adult
+from conftest import data_path, load_adult, working
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ADULT = DATA / "adult"
@@ -176,7 +176,7 @@ def test_theta_noise_when_swaps_cannot_reach_theta(con):
     assert rel.records_in == 8 and rel.records_out == 9 and rel.suppressed == 0
     row = con.execute("SELECT records_in, records_out, noise, suppressed FROM anon.releases WHERE release = 'rn'")
     assert row.fetchall() == [(8, 9, 1, 0)]
-    assert con.execute("SELECT count(*) FROM rn__noise").fetchall() == [(1,)]
+    assert con.execute(f"SELECT count(*) FROM {working('rn', 'noise')}").fetchall() == [(1,)]
 
 
 def test_theta_is_deterministic_and_seeded(con):
@@ -319,8 +319,8 @@ def test_theta_adult_every_class_passes(tmp_path, k):
     assert metrics["dcp"] == pytest.approx(dcp) and metrics["cavg"] == pytest.approx(cavg)
     assert dcp <= 1.02 * (30162 / k) * k * k and cavg <= 1.02
     # the released ranges cover the original ages of their records (records moved by swaps included)
-    ages = adult.execute(f'SELECT s.age, v.age AS released FROM "{name}__source" s JOIN "{name}__assignment" a '
-                         f'USING (__row) JOIN "{name}__ec_values" v USING (ec_id)').df()
+    ages = adult.execute(f'SELECT s.age, v.age AS released FROM {working(name, "source")} s JOIN {working(name, "assignment")} a '
+                         f'USING (__row) JOIN {working(name, "ec_values")} v USING (ec_id)').df()
     bounds = ages["released"].str.extract(r"^\[?(\d+)(?:-(\d+)\])?$").astype(float)
     bounds[1] = bounds[1].fillna(bounds[0])
     assert ((ages["age"] >= bounds[0]) & (ages["age"] <= bounds[1])).all()
@@ -426,11 +426,11 @@ def test_theta_adult_k16_with_suppression_every_class_passes(adult):
     # independent recomputation from the released table: size, σ² and θ per class; real records per class >= k
     got = released_sigma(adult, name, "occupation")
     assert len(got) == 1867 and (got["var"] >= theta_of(got["m"], 0.6) - 1e-9).all()
-    noise_per = adult.execute(f'SELECT ec_id, count(*) AS c FROM "{name}__noise" GROUP BY ec_id').df()
+    noise_per = adult.execute(f'SELECT ec_id, count(*) AS c FROM {working(name, "noise")} GROUP BY ec_id').df()
     real = got["m"] - noise_per.set_index("ec_id")["c"].reindex(got.index, fill_value=0)
     assert (real >= 16).all() and int(real.sum()) == n - sup
     # suppressed records never reach the released table: 194 rows lack a class, 6 classes are not released
-    assigned = adult.execute(f'SELECT count(*), count(DISTINCT ec_id) FROM "{name}__assignment"').fetchall()[0]
+    assigned = adult.execute(f'SELECT count(*), count(DISTINCT ec_id) FROM {working(name, "assignment")}').fetchall()[0]
     assert assigned == (n - 194, 1873)
     metrics = anon_sql.metrics.compute(adult, name, ["dcp", "cavg"])
     sizes = got["m"].to_numpy()

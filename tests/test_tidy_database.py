@@ -1,6 +1,8 @@
-"""Issue 13.4: nothing a release persists depends on the session that made it. After releases from a table, from a
-registered DataFrame and with pseudonymized identifiers, a plain ``duckdb`` process (no anon_sql imported) opens the
-file and reads every table and view without an error."""
+"""Issue 13.4: a tidy working database. The user's schema holds only the released tables; the working objects live in
+the product's schema ``anon_work``, only those that check / metrics read stay after the release, a user object named
+like one in ``main`` is never touched, and nothing a release persists depends on the session that made it: after
+releases from a table, from a registered DataFrame and with pseudonymized identifiers, a plain ``duckdb`` process (no
+anon_sql imported) opens the file and reads every table and view without an error."""
 from __future__ import annotations
 
 import json
@@ -8,9 +10,10 @@ import subprocess
 import sys
 
 import duckdb
+import pytest
 
 import anon_sql
-from conftest import load_seed000, seed000_policy
+from conftest import load_seed000, seed000_policy, working
 
 READ_ALL = """
 import json, sys, duckdb
@@ -50,8 +53,74 @@ def test_reopened_file_has_nothing_broken(tmp_path, monkeypatch):
     found = read_every_object(db)
     assert found["errors"] == {}
     names = set(found["objects"])
-    assert {"main.from_table", "main.from_frame", "main.pseudonymized", "main.local"} <= names
-    assert "main.from_table__source" in names and "main.from_table__checks" in names   # kept: they read a table
-    assert not {"main.from_frame__source", "main.pseudonymized__source"} & names      # session-bound: dropped
-    assert not {"main.from_frame__classes", "main.pseudonymized__classes"} & names
-    assert {"main.from_table__classes", "main.local__classes"} <= names
+    # the user's schema: the source and the four released tables, nothing else
+    assert sorted(n for n in names if n.startswith("main.")) == ["main.from_frame", "main.from_table", "main.local",
+                                                                 "main.pseudonymized", "main.t1"]
+    work = sorted(n for n in names if n.startswith("anon_work."))
+    # kept: the __source views that read a table (metrics compare with them), the plan's tables; session-bound
+    # sources and the views nothing reads after the release (__general, __classes, __checks) are gone
+    assert work == ["anon_work.from_table__source", "anon_work.local__assignment", "anon_work.local__ec_values",
+                    "anon_work.local__source"]
+
+
+def snapshot(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
+    """Every table's row count and every view's SQL, by schema-qualified name."""
+    tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() ORDER BY 1, 2").fetchall()
+    out: dict[str, object] = {f"{s}.{t}": con.execute(f'SELECT count(*) FROM "{s}"."{t}"').fetchall()[0][0]
+                              for s, t in tables}
+    out.update({f"view {s}.{v}": sql for s, v, sql in con.execute(
+        "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall()})
+    return out
+
+
+def test_user_objects_named_like_working_ones_are_never_touched(con):
+    load_seed000(con)
+    con.execute("CREATE TABLE r__assignment AS SELECT 7 AS mine")
+    con.execute("CREATE TABLE r__source AS SELECT 8 AS mine")
+    con.execute("CREATE VIEW r__checks AS SELECT 9 AS mine")
+    mine = {k: v for k, v in snapshot(con).items() if "r__" in k}
+    rel = anon_sql.release(con, seed000_policy(name="r", method="mondrian"))
+    assert rel.checks["passed"].all()
+    assert (con.execute(f"SELECT count(*) FROM {working('r', 'assignment')}").fetchall()
+            == con.execute("SELECT count(*) FROM t1").fetchall())
+    assert {k: v for k, v in snapshot(con).items() if k.startswith(("main.", "view main."))
+            and "r__" in k} == mine
+    anon_sql.execute(con, "DROP ANONYMIZED VIEW r")
+    after = snapshot(con)
+    assert not [k for k in after if "anon_work." in k]            # DROP removed every working object
+    assert {k: v for k, v in after.items() if "r__" in k} == mine  # and not the user's
+
+
+def test_a_foreign_table_in_the_working_schema_is_refused(con):
+    load_seed000(con)
+    con.execute("CREATE SCHEMA anon_work")
+    con.execute("CREATE TABLE anon_work.r__assignment AS SELECT 7 AS mine")
+    before = snapshot(con)
+    with pytest.raises(anon_sql.errors.ReleaseExistsError, match="r__assignment"):
+        anon_sql.release(con, seed000_policy(name="r", method="mondrian"))
+    assert snapshot(con) == before
+
+
+def test_theta_noise_marks_never_reach_the_shared_file(con, tmp_path):
+    """θ's noise records are marked in the working database only (the release's flag column, the working
+    ``__noise`` table); the shared file holds the noise records unmarked and nothing of the working schema."""
+    con.execute("CREATE TABLE tn AS SELECT * FROM (VALUES (20, 'Flu'), (21, 'Flu'), (22, 'HIV'), (23, 'Cancer'), "
+                "(50, 'Flu'), (51, 'HIV'), (52, 'Cancer'), (53, 'Asthma')) t(age, disease)")
+    pol = {"name": "rn", "source": "tn", "method": "theta", "seed": 7,
+           "attributes": {"age": {"role": "quasi"}, "disease": {"role": "sensitive"}},
+           "privacy": {"k": 4, "theta": {"mu": 0.6}},
+           "method_params": {"order": "sorted", "noise_flag": "is_noise"}}
+    target = tmp_path / "rn.duckdb"
+    rel = anon_sql.release(con, pol, to=str(target))
+    assert rel.noise == 1
+    assert con.execute(f"SELECT count(*) FROM {working('rn', 'noise')}").fetchall() == [(1,)]
+    assert con.execute("SELECT count(*) FROM rn WHERE is_noise").fetchall() == [(1,)]
+    shared = duckdb.connect(str(target), read_only=True)
+    objects = shared.execute("SELECT schema_name, table_name FROM duckdb_tables() UNION ALL "
+                             "SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+    assert sorted(objects) == [("main", "rn"), ("main", "rn__classes"), ("main", "rn__metadata")]
+    assert "is_noise" not in [r[0] for r in shared.execute("DESCRIBE rn").fetchall()]
+    assert shared.execute("SELECT count(*) FROM rn").fetchall() == [(rel.records_out,)]   # noise kept, unmarked
+    metadata = shared.execute("SELECT * FROM rn__metadata").df().iloc[0].astype(str).str.cat()
+    assert "is_noise" not in metadata and "noise_flag" not in metadata
+    shared.close()

@@ -16,6 +16,7 @@ from sklearn.preprocessing import StandardScaler
 import anon_sql
 from anon_sql.errors import PolicyError, PrivacyRequirementError
 from anon_sql.methods.upa import refine_unique_only
+from conftest import working
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PIMA = ["preg", "plas", "pres", "skin", "insu", "mass", "pedi", "age"]
@@ -68,7 +69,7 @@ def original_with_ec(con, name: str) -> pd.DataFrame:
     src = con.execute("SELECT * FROM pima").df()
     src = src.sort_values(list(src.columns), kind="stable", na_position="first").reset_index(drop=True)
     src["__row"] = np.arange(1, len(src) + 1)
-    assign = con.execute(f'SELECT * FROM "{name}__assignment"').df()
+    assign = con.execute(f'SELECT * FROM {working(name, "assignment")}').df()
     return src.merge(assign, on="__row", validate="one_to_one")
 
 
@@ -311,7 +312,7 @@ def test_property_every_class_has_k(n, k, seed, data):
     assert len(out) == n
     assert out.groupby("ec_id").size().min() >= k
     assert out.groupby(["x", "y"], dropna=False).size().min() >= k
-    src = c.execute('SELECT s.y, a.ec_id FROM "r__source" s JOIN "r__assignment" a USING ("__row")').df()
+    src = c.execute(f'SELECT s.y, a.ec_id FROM {working("r", "source")} s JOIN {working("r", "assignment")} a USING ("__row")').df()
     lab = out.groupby("ec_id")["y"].first().map(bounds)
     lo, hi = src["ec_id"].map(lab.str[0]), src["ec_id"].map(lab.str[1])
     assert ((lo <= src["y"] + 1e-9) & (src["y"] <= hi + 1e-9)).all()

@@ -23,7 +23,7 @@ def is_numeric_type(type_name: str) -> bool:
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     """Column name → DuckDB type of a table or view; SourceError listing the known tables when it does not exist."""
-    if not isinstance(table, str) or not table:
+    if not isinstance(table, (str, exp.Table)) or not table:
         raise SourceError(f"table must be the name of a DuckDB table or view, got {table!r}")
     probe = exp.select(exp.Star()).from_(table_ref(table)).limit(0)
     try:

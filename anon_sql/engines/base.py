@@ -25,6 +25,7 @@ class Engine(ABC):
     name: str = "engine"
     flavor: str = "duckdb"          # the dialect the compiler renders for this engine (see CompileInput.engine)
     where: str = ""                 # how messages say where objects live, e.g. " in the Spark session"
+    work_schema: str | None = None  # where the working objects live (None: unqualified, e.g. temporary views)
     transactional: bool = False     # rollback undoes everything (else: cleanup drops what the release created)
     measures: bool = False          # can compute the policy's [metrics] compute (anon_sql.metrics reads DuckDB)
 
@@ -109,10 +110,10 @@ class Engine(ABC):
         """The plan's assignment / class-value / noise frames as tables of the release."""
 
     @abstractmethod
-    def drop(self, name: str) -> None:
-        """Drop a table of that name if it exists."""
+    def drop(self, name: str | exp.Table) -> None:
+        """Drop a table of that name (or reference) if it exists."""
 
-    def drop_view(self, name: str) -> None:
+    def drop_view(self, name: str | exp.Table) -> None:
         """Drop a view of that name if it exists."""
         self.drop(name)
 

@@ -9,7 +9,7 @@ import pandas as pd
 from sqlglot import exp
 
 from .. import base_counts, catalog
-from ..compiler import ReleaseNames
+from ..compiler import WORK_SCHEMA, ReleaseNames
 from ..methods import AssignmentPlan
 from ..policy import Policy
 from ..source import Source, relation_exists, resolve
@@ -25,6 +25,7 @@ class DuckDBEngine(Engine):
     flavor = "duckdb"
     transactional = True
     measures = True
+    work_schema = WORK_SCHEMA
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
         super().__init__()
@@ -85,13 +86,11 @@ class DuckDBEngine(Engine):
             self._con.unregister("__anon_plan_frame")
             self.created.append(table.name)
 
-    def drop(self, name: str) -> None:
-        self._con.execute(render(exp.Drop(tables=[exp.Table(this=exp.to_identifier(name, quoted=True))],
-                                          kind="TABLE", exists=True)))
+    def drop(self, name: str | exp.Table) -> None:
+        self._con.execute(render(exp.Drop(tables=[_table(name)], kind="TABLE", exists=True)))
 
-    def drop_view(self, name: str) -> None:
-        self._con.execute(render(exp.Drop(tables=[exp.Table(this=exp.to_identifier(name, quoted=True))],
-                                          kind="VIEW", exists=True)))
+    def drop_view(self, name: str | exp.Table) -> None:
+        self._con.execute(render(exp.Drop(tables=[_table(name)], kind="VIEW", exists=True)))
 
     def session_bound(self, src: Source) -> bool:
         rel = src.relation
@@ -118,3 +117,7 @@ class DuckDBEngine(Engine):
 
     def record_failure(self, policy: Policy, source_label: str, records: int, message: str) -> None:
         catalog.record_failure(self._con, policy, source_label, records, message)
+
+
+def _table(name: str | exp.Table) -> exp.Table:
+    return name.copy() if isinstance(name, exp.Table) else exp.Table(this=exp.to_identifier(name, quoted=True))

@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from .. import catalog
 from ..errors import PolicyError
-from ..sqlbuild import alias, col, render
+from ..sqlbuild import alias, col, render, table as table_ref
 from ..udfs import kernels
 from ..schema import MapOf, any_of, choice, integer, key, number
 from . import register
@@ -249,7 +249,7 @@ class Adaptive(Method):
     @staticmethod
     def _load(ctx: MethodContext, sa: str) -> tuple[pd.DataFrame, list[str]]:
         """``__row``, every QI as text (numeric ones also as DOUBLE) and the sensitive attribute, in row-key order."""
-        view = exp.Table(this=exp.to_identifier(ctx.source_view, quoted=True))
+        view = table_ref(ctx.source_view)
         described = ctx.con.execute(render(exp.Describe(this=exp.select("*").from_(view.copy())))).fetchall()
         types = {r[0]: str(r[1]) for r in described}
         items: list[exp.Expression] = [alias(col(ROW_ID), "r"), alias(col(sa), "s")]

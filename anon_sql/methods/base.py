@@ -80,7 +80,8 @@ class MethodContext:
 
     con: Any
     policy: Any
-    source_view: str             # name of the ``__source`` view (identifiers already dropped)
+    source_view: str | Any       # the ``__source`` view (identifiers dropped): a name, or a qualified sqlglot
+                                 # table (DuckDB's working schema); read it through ``sqlbuild.table(...)``
     taxonomies: dict[str, Any]   # quasi-identifier → Taxonomy (only those that have one)
     models: list[Any]
     records: int

@@ -17,7 +17,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ..errors import TaxonomyError
-from ..sqlbuild import alias, col, render
+from ..sqlbuild import alias, col, render, table as table_ref
 from ..taxonomy import TOP, Taxonomy
 from .base import ROW_ID, MethodContext
 
@@ -267,7 +267,7 @@ def _sorted_codes(values: pa.ChunkedArray) -> tuple[np.ndarray, pd.Series]:
 def load_source(ctx: MethodContext) -> SourceData:
     """Read ``__row``, the QIs (numeric as DOUBLE, others as VARCHAR), sensitive attributes and the count column."""
     policy = ctx.policy
-    view = exp.Table(this=exp.to_identifier(ctx.source_view, quoted=True))
+    view = table_ref(ctx.source_view)
     described = ctx.con.execute(render(exp.Describe(this=exp.select("*").from_(view.copy())))).fetchall()
     types = {r[0]: str(r[1]) for r in described}
     items: list[exp.Expression] = [alias(col(ROW_ID), "r")]

@@ -150,15 +150,15 @@ class ReleaseData:
 
     @cached_property
     def source(self) -> Source:
-        """The release's source: its table/file, else the ``<release>__source`` view (identifiers dropped)."""
+        """The release's source: its table/file, else its working ``__source`` view (identifiers dropped)."""
         try:
             return resolve(self.con, self.source_label)
         except SourceError:
-            if relation_exists(self.con, self.name + "__source"):
-                return resolve(self.con, self.name + "__source")
+            if relation_exists(self.con, self.names.source):
+                return resolve(self.con, self.names.source)
             raise SourceError(f"release {self.name!r}: its source {self.source_label!r} is gone (and so is the "
-                              f"{self.name}__source view); metrics that compare with the original data need it "
-                              "back") from None
+                              f"{render(self.names.source)} view); metrics that compare with the original data "
+                              "need it back") from None
 
     # -- plan ----------------------------------------------------------------------------------------------------
     @property

@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from ..compiler import EC_ID
 from ..methods.base import ROW_ID
-from ..sqlbuild import alias, col, ident, render
+from ..sqlbuild import alias, col, render, table
 from ..taxonomy import TOP
 from .data import ReleaseData, varchar
 from .values import cover
@@ -53,8 +53,8 @@ def assignment_rows(d: ReleaseData, extra: Sequence[str] = ()) -> pd.DataFrame:
     items.append(alias(col(EC_ID, a), "__ec"))
     released = exp.select(col(EC_ID)).distinct().from_(d.names.table.copy())
     query = (exp.select(*items)
-             .from_(exp.Table(this=ident(d.name + "__source"), alias=exp.TableAlias(this=ident(s))))
-             .join(exp.Table(this=ident(d.name + "__assignment"), alias=exp.TableAlias(this=ident(a))),
+             .from_(table(d.names.source, alias=s))
+             .join(table(d.names.assignment, alias=a),
                    on=exp.EQ(this=col(ROW_ID, s), expression=col(ROW_ID, a)))
              .where(exp.In(this=col(EC_ID, a), query=released.subquery()))
              .order_by(col(ROW_ID, s)))

@@ -164,7 +164,7 @@ def leakage_table(d: ReleaseData) -> pd.DataFrame:
 
     before = d.source.label
     if is_path(before) or not relation_exists(d.con, before):
-        before = d.name + "__source"
+        before = d.names.source
     d.cache["leakage"] = compare_leakage(d.con, before, d.name, d.quasi, d.policy.count_column)
     return d.cache["leakage"]
 

@@ -101,7 +101,7 @@ def _forest_iv(d: ReleaseData) -> np.ndarray:
 
     table = d.source.label
     if is_path(table) or not relation_exists(d.con, table):
-        table = d.name + "__source"
+        table = d.names.source
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # a weak forest still ranks the QIs; the report says how IV was obtained
         frame = identity_vulnerability(d.con, table, d.quasi, d.policy.sensitive[0], seed=d.policy.seed,

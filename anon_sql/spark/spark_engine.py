@@ -114,7 +114,8 @@ class SparkEngine(Engine):
         if plan.noise is not None and len(plan.noise):
             raise PolicyError("plans with noise records (θ-sensitivity) do not run on Spark yet; use DuckDB")
 
-    def drop(self, name: str) -> None:
+    def drop(self, name: str | exp.Table) -> None:
+        name = name.name if isinstance(name, exp.Table) else name
         if table_exists(self.spark, name):
             self.spark.sql(render(exp.Uncache(this=exp.Table(this=ident(name)), exists=True), "spark"))
             if not self.spark.catalog.dropTempView(name):

@@ -1,8 +1,10 @@
 """Materialize: the release's target checked, its ``__source`` view, the plan's frames as tables, and the compiled
-statements run in order on the engine — inside the runner's transaction where the engine has one."""
+statements run in order on the engine — inside the runner's transaction where the engine has one; then the
+working objects nothing reads after the release dropped (:func:`tidy`)."""
 from __future__ import annotations
 
-from ..compiler import BASE_STATEMENT, CompileInput, CompiledRelease, ReleaseNames, source_statement
+from ..compiler import (BASE_STATEMENT, KEPT_WORKING, SCHEMA_STATEMENT, SOURCE_STATEMENT, CompileInput,
+                        CompiledRelease, ReleaseNames, source_statement, work_schema_statement)
 from ..engines import Engine
 from ..errors import PolicyError
 from ..methods import AssignmentPlan, Plan
@@ -21,18 +23,25 @@ def check_target(engine: Engine, policy: Policy, src: Source, replace: bool, dry
 
 def create_source_view(engine: Engine, ci: CompileInput, names: ReleaseNames) -> None:
     """``<release>__source``: the source with identifiers removed, which the method reads its data through
-    (row-keyed for an assignment plan, and then cached where the engine can)."""
+    (row-keyed for an assignment plan, and then cached where the engine can); first the working schema, where the
+    engine has one."""
+    if names.work:
+        engine.execute(work_schema_statement(names))
     engine.create(source_statement(ci, names), cache=isinstance(ci.plan, AssignmentPlan))
 
 
 def tidy(engine: Engine, names: ReleaseNames, session_bound: bool) -> None:
-    """When the source or the pseudonym function lives only in this session, drop (before the commit) the views that
-    read it — ``__classes``, ``__general``, ``__source`` — so that nothing persisted breaks once the session ends.
-    The release, its ``__checks`` view and the plan's tables (``__assignment``, ``__ec_values``, ``__noise``) are
-    self-contained and stay."""
-    if session_bound:
-        for view in (names.classes, names.general, names.source):
-            engine.drop_view(view.name)
+    """Before the commit, drop the working views nothing reads after the release: ``__general``, ``__classes``
+    and ``__checks`` (``check`` recompiles every model over the released table). What stays lives in the working
+    schema: the ``__source`` view (metrics compare with it) and the plan's tables (``__assignment``,
+    ``__ec_values``, θ's ``__noise``, slicing's ``__risk``: self-contained, the record of how the release was made).
+    When the source or the pseudonym function lives only in this session, ``__source`` goes too, so that nothing
+    persisted breaks once the session ends. (Spark's working objects are temporary views of the session.)"""
+    if not names.work:
+        return
+    for view in names.views():
+        if view.name.removeprefix(names.release + "__") not in KEPT_WORKING or session_bound:
+            engine.drop_view(view)
 
 
 def materialize(engine: Engine, compiled: CompiledRelease, plan: Plan, policy: Policy, replace: bool,
@@ -43,10 +52,10 @@ def materialize(engine: Engine, compiled: CompiledRelease, plan: Plan, policy: P
     if isinstance(plan, AssignmentPlan):
         engine.write_plan(compiled.names, plan, policy.quasi)
     if replace:
-        engine.drop(policy.name)
+        engine.drop(compiled.names.table)
     texts = compiled.sql(pretty=True)    # rendered once: the same text is stored with the release
-    for (what, stmt), text in zip(compiled.statements[1:], texts[1:]):
-        if what == BASE_STATEMENT and base_made:
+    for (what, stmt), text in zip(compiled.statements, texts):
+        if what in (SCHEMA_STATEMENT, SOURCE_STATEMENT) or (what == BASE_STATEMENT and base_made):
             continue
         if stmt.key == "create":
             engine.create(stmt, text=text)

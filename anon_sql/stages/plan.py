@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import pandas as pd
+from sqlglot import exp
 
 from ..methods import AssignmentPlan, LevelPlan, MethodContext, Plan
 from ..policy import Policy
@@ -19,7 +20,7 @@ def placeholder(resolved: Resolved) -> Plan:
     return LevelPlan({})
 
 
-def make_context(resolved: Resolved, con: Any, source_view: str,
+def make_context(resolved: Resolved, con: Any, source_view: str | exp.Table,
                  say: Callable[[str], None] = lambda message: None) -> MethodContext:
     """What the method may use: ``con`` (the engine's connection) and ``source_view`` (the release's ``__source``
     view), with the resolved policy, taxonomies, models and record count."""
