@@ -20,7 +20,7 @@ from . import catalog
 from .compiler import EC_ID, CompileInput, ReleaseNames, checks_view, released_columns
 from .errors import SourceError
 from .methods import LevelPlan
-from .models import build_models
+from .models import PrivacyModel, build_models
 from .policy import Policy
 from .source import file_relation, is_path, relation_exists, table_relation
 from .sqlbuild import ident, record_count, render
@@ -51,11 +51,13 @@ def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
     names = ReleaseNames(name)
     table = names.table
     columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
-    ci = CompileInput(policy, table.copy(), columns, LevelPlan({}), {}, build_models(policy, con))
+    models = build_models(policy, con)
+    ci = CompileInput(policy, table.copy(), columns, LevelPlan({}), {}, models)
     frame = con.execute(render(checks_view(ci, names).order_by(exp.column(EC_ID)))).df()
     rows = check_summary(frame)
-    if plan.get("slicing_check"):
-        rows.append(_slicing_check(con, policy, names, plan["slicing_check"]))
+    layout = plan.get("slicing_check")
+    for model in (m for m in models if m.whole_table and layout):
+        rows.append(_table_check(con, policy, names, model, layout))
     rows += _catalog_checks(con, policy, row, plan, columns, len(frame))
     return pd.DataFrame(rows)
 
@@ -87,16 +89,16 @@ def _catalog_checks(con, policy: Policy, row: dict[str, Any], plan: dict[str, An
     ]
 
 
-def _slicing_check(con, policy: Policy, names: ReleaseNames, spec: dict[str, Any]) -> dict[str, Any]:
-    """Slicing's whole-table l-diversity, with the source rows read afresh through the stored policy (not the
-    release's ``__source`` view); not recomputable (the source is gone) counts as failed."""
+def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, layout: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """A model's whole-table check (slicing's l-diversity), with the source rows read afresh through the stored
+    policy (not the release's ``__source`` view); not recomputable (the source is gone) counts as failed."""
     from .compiler import source_view
     from .methods import AssignmentPlan
-    from .methods.slicing_sql import verify
 
     src = policy.source
     if not (Path(src).exists() if is_path(src) else relation_exists(con, src)):
-        return {"check": "slicing_l_diversity", "classes": 0, "failing_classes": 0, "failing_records": 0,
+        return {"check": model.name, "classes": 0, "failing_classes": 0, "failing_records": 0,
                 "worst_value": None, "passed": False}
     relation = file_relation(src) if is_path(src) else table_relation(src)
     cols = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(relation.copy())))).fetchall()]
@@ -108,9 +110,7 @@ def _slicing_check(con, policy: Policy, names: ReleaseNames, spec: dict[str, Any
     ci = CompileInput(Policy.from_dict(d), relation, cols, AssignmentPlan(pd.DataFrame(), pd.DataFrame()), {}, [])
     source = exp.Subquery(this=source_view(ci, names), alias=exp.TableAlias(this=ident("__s")))
     assignment = names.assignment if relation_exists(con, names.release + "__assignment") else None
-    out = verify(con, names.table, source, None, spec, policy.count_column, assignment)
-    out.pop("requirement", None)
-    return out
+    return model.table_check(con, names.table, source, None, layout, policy.count_column, assignment)
 
 
 __all__ = ["recorded", "recheck"]

@@ -1,5 +1,5 @@
 """Privacy and re-identification risk metrics (spec/06, "Privacy / risk"). Per-class formulas reuse the privacy
-models' numpy measures (models/standard.py), so a metric and the check it summarizes cannot disagree."""
+models' numpy measures (models/), so a metric and the check it summarizes cannot disagree."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,8 @@ import pandas as pd
 from ..errors import PolicyError
 from ..models import DistinctLDiversity, EntropyLDiversity, SimpsonDiversity, TCloseness, ThetaSensitivity
 from ..models.base import sorted_counts
-from .data import ReleaseData, is_numeric
+from ..columns import is_numeric
+from .data import ReleaseData
 from . import sizes
 from .registry import register
 
