@@ -99,6 +99,17 @@ def test_entropy_and_recursive_kernel():
         kernels.recursive_l_ok_counts([1, 1], 2, 0)
 
 
+def test_recursive_ratio_kernel_golden():
+    """r_1 / (r_l + ...) by hand: counts {3, 2, 1}: l = 2 → 3 / 3, l = 3 → 3 / 1; one value and l = 2 → inf; the
+    recursive test passes exactly for c above the ratio."""
+    counts = np.array([1, 3, 2, 5])
+    seg = np.array([0, 0, 0, 1])
+    assert kernels.recursive_ratio_segments(counts, seg, 3, 2).tolist() == [1.0, math.inf, math.inf]
+    assert kernels.recursive_ratio_segments(counts, seg, 3, 3).tolist() == [3.0, math.inf, math.inf]
+    for c in (0.5, 1.0, 1.5, 3.0, 3.5):
+        assert kernels.recursive_l_ok_segments(counts, seg, 3, c, 3)[0] == (c > 3.0)
+
+
 def test_null_is_a_value_kernel():
     assert sorted(kernels.value_counts(["a", None, None, "a", float("nan")]).tolist()) == [2, 3]
     assert kernels.simpson_diversity([None, None, "a", "a"]) == pytest.approx(2.0)

@@ -153,15 +153,3 @@ def macro(name: str, *args: exp.Expression) -> exp.Expression:
 # -- vectorized helpers over SensitiveCounts --------------------------------------------------------------------
 def per_class_sum(sc: SensitiveCounts, values: np.ndarray, n_classes: int) -> np.ndarray:
     return np.bincount(sc.cls, weights=values, minlength=n_classes)
-
-
-def sorted_counts(sc: SensitiveCounts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(cls, cnt, rank) with counts sorted descending inside each class and rank 1, 2, ... per class."""
-    order = np.lexsort((-sc.cnt, sc.cls))
-    cls, cnt = sc.cls[order], sc.cnt[order]
-    if len(cls) == 0:
-        return cls, cnt, np.zeros(0, dtype=np.int64)
-    starts = np.r_[0, np.flatnonzero(np.diff(cls)) + 1]
-    first = np.repeat(starts, np.diff(np.r_[starts, len(cls)]))
-    rank = np.arange(len(cls)) - first + 1
-    return cls, cnt, rank

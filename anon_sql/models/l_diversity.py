@@ -85,6 +85,11 @@ class RecursiveCLDiversity(SensitiveModel):
         sc = stats.sensitive[self.attribute]
         return kernels.recursive_l_ok_segments(sc.cnt, sc.cls, stats.n_classes, self.c, self.l)
 
+    def measure(self, stats: ClassStats) -> np.ndarray:
+        """r_1 / (r_l + ...) per class: the class passes for every c above it."""
+        sc = stats.sensitive[self.attribute]
+        return kernels.recursive_ratio_segments(sc.cnt, sc.cls, stats.n_classes, self.l)
+
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
         ok = macro("recursive_l_ok_counts", cols.counts(self.attribute), lit(self.c), lit(self.l))
         return [SQLCheck(f"l_recursive__{self.attribute}", exp.Cast(this=ok, to=exp.DataType.build("INT")), ok,
