@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PolicyError
-from ..models import group_rules
+from ..models import KAnonymity, find, group_rules
 from ..schema import choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
@@ -141,7 +141,7 @@ class FixedInterval(Method):
         self.intervals, self.strategy, self.theta = interval_params(params)
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
-        k = int(getattr(ctx.policy.privacy, "k", None) or 1)
+        k = find(ctx.models, KAnonymity.name).k
         n = int(self.intervals or k)
         data = load_source(ctx)
         numeric = [c for c in data.columns if c.numeric]
