@@ -356,7 +356,7 @@ def test_models_numpy_and_sql_checks_agree(seed):
     from anon_sql.compiler import CompileInput, ReleaseNames, checks_view
     from anon_sql.methods import LevelPlan
     from anon_sql.models import (ClassStats, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity,
-                                 SensitiveCounts, SimpsonDiversity, ThetaSensitivity)
+                                 SensitiveCounts, SimpsonDiversity, ThetaCapacity, ThetaFeasible, ThetaSensitivity)
     from anon_sql.policy import Policy
     from anon_sql.sqlbuild import render
 
@@ -369,7 +369,8 @@ def test_models_numpy_and_sql_checks_agree(seed):
     con.register("__models_src", frame)
     con.execute("CREATE OR REPLACE TABLE models_t AS SELECT * FROM __models_src")
     models = [DistinctLDiversity("s", 3), EntropyLDiversity("s", 2.5), RecursiveCLDiversity("s", 1.0, 2),
-              SimpsonDiversity("s", 2.5, 0.7), ThetaSensitivity("s", 0.2)]
+              SimpsonDiversity("s", 2.5, 0.7), ThetaSensitivity("s", 0.2), ThetaFeasible("s", 2, 2),
+              ThetaCapacity("s", 2, 0)]
     policy = Policy.from_dict({"name": "models_t", "source": "models_t", "method": "levels",
                                "attributes": {"q": {"role": "quasi"}, "s": {"role": "sensitive"}},
                                "privacy": {"k": 1}})
@@ -383,7 +384,7 @@ def test_models_numpy_and_sql_checks_agree(seed):
                        {"s": SensitiveCounts.from_codes(cls, codes, np.ones(n), k, len(labels))})
     assert sql[EC_ID].tolist() == list(range(1, k + 1))
     pairs = {"l_distinct__s": models[0], "l_entropy__s": models[1], "l_recursive__s": models[2],
-             "theta__s": models[4]}
+             "theta__s": models[4], "theta_feasible__s": models[5], "theta_capacity__s": models[6]}
     for check, model in pairs.items():
         assert sql[f"{check}_ok"].astype(bool).tolist() == model.check(stats).tolist(), check
     assert np.allclose(sql["l_distinct__s_value"], models[0].measure(stats))

@@ -51,13 +51,24 @@ def slot_supply(stats: ClassStats, attribute: str, k: int) -> tuple[np.ndarray, 
     return slots, np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
 
 
+def slot_supply_sql(cols: ClassColumns, attribute: str, k: int) -> tuple[exp.Expression, exp.Expression]:
+    """:func:`slot_supply` over the classes view (DuckDB list functions on the sorted counts): (slots, supply)."""
+    slots = exp.Floor(this=exp.Div(this=cols.size, expression=lit(float(k))))
+    least = exp.Lambda(this=exp.Least(this=exp.column("x"), expressions=[slots.copy()]),
+                       expressions=[exp.to_identifier("x")])
+    supply = exp.Anonymous(this="list_sum", expressions=[
+        exp.Anonymous(this="list_transform", expressions=[cols.counts(attribute), least])])
+    return slots, supply
+
+
 class ThetaFeasible(PrivacyModel):
     """Internal split constraint of the ordering Mondrian: a partition of L records must hold enough distinct
     sensitive values for ⌊L/k⌋ classes of ``d`` distinct values each (Σ_v min(f_v, ⌊L/k⌋) >= d·⌊L/k⌋).
-    Used by the θ method's partitioning only (no SQL form: the release checks :class:`ThetaSensitivity`)."""
+    Guides the θ method's partitioning (the release itself verifies :class:`ThetaSensitivity`)."""
 
     name = "theta_feasible"
     needs_sensitive = True
+    portable = False
 
     def __init__(self, attribute: str, k: int, d: int):
         self.attribute, self.k, self.d = attribute, k, d
@@ -65,6 +76,12 @@ class ThetaFeasible(PrivacyModel):
     def check(self, stats: ClassStats) -> np.ndarray:
         slots, supply = slot_supply(stats, self.attribute, self.k)
         return supply >= self.d * slots
+
+    def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
+        slots, supply = slot_supply_sql(cols, self.attribute, self.k)
+        ok = exp.GTE(this=supply, expression=exp.Mul(this=lit(self.d), expression=slots))
+        return [SQLCheck(f"theta_feasible__{self.attribute}", supply.copy(), ok,
+                         f"Σ_v min(f_v, ⌊L/{self.k}⌋) >= {self.d}·⌊L/{self.k}⌋ on {self.attribute}")]
 
 
 class ThetaCapacity(PrivacyModel):
@@ -74,6 +91,7 @@ class ThetaCapacity(PrivacyModel):
 
     name = "theta_capacity"
     needs_sensitive = True
+    portable = False
 
     def __init__(self, attribute: str, k: int, excess: int):
         self.attribute, self.k, self.excess = attribute, k, excess
@@ -81,3 +99,10 @@ class ThetaCapacity(PrivacyModel):
     def check(self, stats: ClassStats) -> np.ndarray:
         slots, supply = slot_supply(stats, self.attribute, self.k)
         return supply + self.excess * slots >= stats.sizes - 1e-9
+
+    def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
+        slots, supply = slot_supply_sql(cols, self.attribute, self.k)
+        total = exp.Add(this=supply, expression=exp.Mul(this=lit(self.excess), expression=slots))
+        ok = exp.GTE(this=total, expression=exp.Sub(this=cols.size, expression=lit(1e-9)))
+        return [SQLCheck(f"theta_capacity__{self.attribute}", supply.copy(), ok,
+                         f"Σ_v min(f_v, ⌊L/{self.k}⌋) + {self.excess}·⌊L/{self.k}⌋ >= L on {self.attribute}")]
