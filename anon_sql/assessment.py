@@ -300,7 +300,7 @@ def _one_attribute(sa: str, cls: np.ndarray, vals: np.ndarray, cnt: np.ndarray, 
 
 def _value_rank(labels, type_name: str) -> np.ndarray:
     """Rank of each value code in the ordered domain (numbers numerically, else text order; NULL last)."""
-    from .metrics.data import is_numeric
+    from .columns import is_numeric
 
     keys = pd.Series(list(labels), dtype=object)
     if is_numeric(type_name):

@@ -25,7 +25,7 @@ from .columns import EC_ID
 from .compiler import CompileInput, ReleaseNames, class_stats_query, released_columns
 from .errors import PolicyError, SourceError
 from .methods import LevelPlan
-from .models import build_models, population_models
+from .models import PrivacyModel, build_models, population_models
 from .policy import Policy
 from .source import file_relation, is_path, relation_exists, table_relation
 from .sqlbuild import ident, lit, record_count, render
@@ -83,8 +83,9 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
     if population_models(models):   # k-map / δ-presence: the population through the release's level maps
         level_plan, taxonomies = _population_plan(con, policy, plan, names.table, models)
     rows, classes, columns = _class_checks(con, names.table, policy, models, level_plan, taxonomies)
-    if plan.get("slicing_check"):
-        rows.append(_slicing_check(con, policy, names, plan["slicing_check"]))
+    layout = plan.get("slicing_check")
+    for model in (m for m in models if m.whole_table and layout):
+        rows.append(_table_check(con, policy, names, model, layout))
     rows += _catalog_checks(con, names.table, policy, row, plan, columns, classes)
     return rows
 
@@ -110,11 +111,9 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         table = _shared_table(con, private, name)
         models = build_models(policy, private)
         rows, classes, columns = _class_checks(private, table, policy,
-                                               [m for m in models if m not in population_models(models)],
-                                               LevelPlan({}), {})
+                                               [m for m in models if not m.needs_population], LevelPlan({}), {})
         # whole-table or population checks need data a shared file never holds: not recomputable counts as failed
-        unverifiable = ["slicing_l_diversity"] if (policy.privacy.l_diversity or {}).get("kind") == "slicing" else []
-        unverifiable += [m.name for m in population_models(models)]
+        unverifiable = [m.name for m in models if m.whole_table] + [m.name for m in population_models(models)]
         rows += [{"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
                   "passed": False} for check in unverifiable]
         rows += _catalog_checks(private, table, policy, row, plan, columns, classes)
@@ -202,17 +201,17 @@ def _catalog_checks(con, table: exp.Table, policy: Policy, row: dict[str, Any], 
     ]
 
 
-def _slicing_check(con, policy: Policy, names: ReleaseNames, spec: dict[str, Any]) -> dict[str, Any]:
-    """Slicing's whole-table l-diversity, with the source rows read afresh through the stored policy (not the
-    release's ``__source`` view); not recomputable (the source is gone) counts as failed."""
+def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, layout: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """A model's whole-table check (slicing's l-diversity), with the source rows read afresh through the stored
+    policy (not the release's ``__source`` view); not recomputable (the source is gone) counts as failed."""
     from .compiler import source_view
     from .methods import AssignmentPlan
-    from .methods.slicing_sql import verify
     import pandas as pd
 
     src = policy.source
     if not (Path(src).exists() if is_path(src) else relation_exists(con, src)):
-        return {"check": "slicing_l_diversity", "classes": 0, "failing_classes": 0, "failing_records": 0,
+        return {"check": model.name, "classes": 0, "failing_classes": 0, "failing_records": 0,
                 "worst_value": None, "passed": False}
     relation = file_relation(src) if is_path(src) else table_relation(src)
     cols = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(relation.copy())))).fetchall()]
@@ -224,9 +223,7 @@ def _slicing_check(con, policy: Policy, names: ReleaseNames, spec: dict[str, Any
     ci = CompileInput(Policy.from_dict(d), relation, cols, AssignmentPlan(pd.DataFrame(), pd.DataFrame()), {}, [])
     source = exp.Subquery(this=source_view(ci, names), alias=exp.TableAlias(this=ident("__s")))
     assignment = names.assignment if relation_exists(con, names.assignment) else None
-    out = verify(con, names.table, source, None, spec, policy.count_column, assignment)
-    out.pop("requirement", None)
-    return out
+    return model.table_check(con, names.table, source, None, layout, policy.count_column, assignment)
 
 
 __all__ = ["recorded", "recheck", "recheck_rows", "is_shared", "metadata_table"]

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from .errors import PolicyError
 from .methods.base import ROW_ID, AssignmentPlan, LevelPlan
-from .models import ClassColumns, PrivacyModel, TCloseness, population_models
+from .models import ClassColumns, PrivacyModel, population_models
 from .models.population import WEIGHT as POP_WEIGHT
 from . import base_counts
 from .columns import EC_ID, SIZE
@@ -366,7 +366,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
     policy = ci.policy
     duck = ci.dialect == "duckdb"
     w = weight if weight is not None else _weight(policy)
-    needs_values = any(getattr(m, "needs_values", False) for m in ci.models)
+    needs_values = any(m.needs_values for m in ci.models)
     ctes: list[tuple[str, exp.Expression]] = []
     key_cols = [col(k) for k in keys]
 
@@ -384,6 +384,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         ctes.append(("__sz", base))
     per_attr = []
     extra_cols: list[list[str]] = []
+    own_distance: list[bool] = []   # per attribute: a model computes the distance column in CTEs of its own
     for i, sa in enumerate(sens):
         sv, sa_q = f"__sv{i}", f"__sa{i}"
         grouped = (exp.select(*key_cols, alias(col(sa), "__v"), alias(exp.Sum(this=w), "__c"))
@@ -407,12 +408,13 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
                                f"__counts__{sa}"))
             if needs_values:
                 items.append(alias(exp.ArrayAgg(this=_varchar(col("__v", "x"))), f"__values__{sa}"))
-        tmodel = next((m for m in ci.models if isinstance(m, TCloseness) and m.attribute == sa), None)
-        if tmodel is None or tmodel.distance == "equal":
+        distance = _distance_ctes(ci, i, sa, keys, sv, gq)
+        own_distance.append(distance is not None)
+        if distance is None:
             items.append(alias(tc_equal, f"__tclose__{sa}"))
         extra_cols.append([])
         for model in ci.models:   # per-class aggregates a model declares over (count, class size, table share)
-            if getattr(model, "attribute", None) == sa and hasattr(model, "class_aggregates"):
+            if model.attribute == sa:
                 for name, agg in model.class_aggregates(col("__c", "x"), col("__m", "x"), col("__q", "g")).items():
                     items.append(alias(agg, name))
                     extra_cols[-1].append(name)
@@ -421,10 +423,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
                    on=null_safe_eq(col("__v", "x"), col("__v", "g")), join_type="left")
              .group_by(*keys_of("x")))
         ctes.append((sa_q, q))
-        if tmodel is not None and tmodel.distance == "ordered":
-            ctes.extend(_ordered_tcloseness_ctes(i, sa, keys, sv, gq))
-        elif tmodel is not None and hasattr(tmodel, "sql_ctes"):   # e.g. the hierarchical distance
-            ctes.extend(tmodel.sql_ctes(i, keys, sv, gq))
+        ctes.extend(distance or [])
         per_attr.append(sa_q)
 
     # assemble: base (first per-attribute aggregate, or sizes), joined with the other aggregates
@@ -441,8 +440,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
             select_items.append(col(f"__counts__{sa}", a))
             if needs_values:
                 select_items.append(col(f"__values__{sa}", a))
-        tmodel = next((m for m in ci.models if isinstance(m, TCloseness) and m.attribute == sa), None)
-        if tmodel is not None and tmodel.distance != "equal":
+        if own_distance[i]:
             t_alias = f"t{i}"
             query = query.join(exp.Table(this=ident(f"__tco{i}"), alias=exp.TableAlias(this=ident(t_alias))),
                                on=join_on(base_alias, t_alias))
@@ -477,11 +475,6 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
             outer_items.append(alias(chk.value, f"{chk.name}_value"))
             outer_items.append(alias(chk.ok, f"{chk.name}_ok"))
             oks.append(chk.ok.copy())  # not the alias: SQLite reads an unknown "name" as a string
-    for j, req in enumerate(ci.policy.privacy.requirements):
-        win = exp.Window(this=exp.Sum(this=col(SIZE)), partition_by=[col(q) for q in req.quasi])
-        outer_items.append(alias(win, f"req{j}_value"))
-        outer_items.append(alias(exp.GTE(this=win.copy(), expression=lit(req.k)), f"req{j}_ok"))
-        oks.append(exp.GTE(this=win.copy(), expression=lit(req.k)))
     outer_items.append(alias(and_all(oks), "__all_ok"))
     return exp.select(*outer_items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("c"))))
 
@@ -510,38 +503,16 @@ def _population_classes(ci: CompileInput) -> exp.Select | None:
             .group_by(*[col(q) for q in quasi]))
 
 
-def _ordered_tcloseness_ctes(i: int, sa: str, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]]:
-    """EMD with ordered ground distance: Σ_i |Σ_{j<=i} (p_j − q_j)| / (m − 1) over the ordered domain."""
-    dom, grid, cum, out = f"__dom{i}", f"__grid{i}", f"__cum{i}", f"__tco{i}"
-    rank = exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=[exp.Ordered(this=col("__v"))]))
-    ctes: list[tuple[str, exp.Expression]] = [
-        (dom, exp.select(col("__v"), col("__q"), alias(rank, "__r")).from_(gq)),
-    ]
-    cls = exp.select(*[col(k) for k in keys]).distinct().from_(sv)
-    grid_q = (exp.select(*[col(k, "k") for k in keys], col("__v", "d"), col("__q", "d"), col("__r", "d"))
-              .from_(exp.Subquery(this=cls, alias=exp.TableAlias(this=ident("k"))))
-              .join(exp.Table(this=ident(dom), alias=exp.TableAlias(this=ident("d"))), join_type="cross"))
-    ctes.append((grid, grid_q))
-    p = exp.Coalesce(this=exp.Div(this=col("__c", "x"), expression=col("__m", "x")), expressions=[lit(0.0)])
-    running = exp.Window(
-        this=exp.Sum(this=exp.Sub(this=p, expression=col("__q", "gr"))),
-        partition_by=[col(k, "gr") for k in keys],
-        order=exp.Order(expressions=[exp.Ordered(this=col("__r", "gr"))]),
-        spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW"),
-    )
-    on = and_all([*[null_safe_eq(col(k, "gr"), col(k, "x")) for k in keys],
-                  null_safe_eq(col("__v", "gr"), col("__v", "x"))])
-    cum_q = (exp.select(*[col(k, "gr") for k in keys], alias(running, "__cum"))
-             .from_(exp.Table(this=ident(grid), alias=exp.TableAlias(this=ident("gr"))))
-             .join(exp.Table(this=ident(sv), alias=exp.TableAlias(this=ident("x"))), on=on, join_type="left"))
-    ctes.append((cum, cum_q))
-    m = exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(dom))
-    denom = exp.Greatest(this=exp.Sub(this=m, expression=lit(1)), expressions=[lit(1)])
-    ctes.append((out, exp.select(*[col(k) for k in keys],
-                                 alias(exp.Div(this=exp.Sum(this=exp.Abs(this=col("__cum"))), expression=denom),
-                                       f"__tclose__{sa}"))
-                 .from_(cum).group_by(*[col(k) for k in keys])))
-    return ctes
+def _distance_ctes(ci: CompileInput, i: int, sa: str, keys: list[str], sv: str, gq: str
+                   ) -> list[tuple[str, exp.Expression]] | None:
+    """The CTEs of the model on ``sa`` that computes the class's distance column itself (ordered or hierarchical
+    t-closeness), or None: the equal distance computed inline."""
+    for model in ci.models:
+        if model.attribute == sa:
+            ctes = model.distance_ctes(i, keys, sv, gq)
+            if ctes is not None:
+                return ctes
+    return None
 
 
 def classes_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
@@ -566,7 +537,7 @@ def _classes_select(ci: CompileInput, relation: exp.Expression) -> exp.Select:
         # the QIs released from the class values are constant per class: carried as keys (same classes), so the
         # requirement windows (PARTITION BY a QI subset) can see them; a QI left unchanged cannot be a key
         keys, null_safe, weight = [EC_ID, *class_level_quasi(ci)], True, None
-        missing = sorted({q for r in ci.policy.privacy.requirements for q in r.quasi} - set(keys))
+        missing = sorted({q for m in ci.models for q in m.grouped_quasi} - set(keys))
         if missing:
             raise PolicyError(f"privacy.requirements name {missing}, which method {ci.policy.method!r} does not "
                               "release per class (they vary inside its classes); drop those requirements or "

@@ -21,9 +21,10 @@ from sqlglot import exp
 
 from . import base_counts
 from .errors import TaxonomyError
-from .models import ClassStats, SensitiveCounts
+from .models import ClassStats, SensitiveCounts, group_rules
 from .sqlbuild import alias, col, dtype, record_count, render, table
 from .taxonomy import TOP, Taxonomy
+from .udfs.utility import discernibility, ncp_categorical
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -102,8 +103,7 @@ def _encode(name: str, tax: Taxonomy) -> _Encoding:
     for level in range(1, tax.height + 1):
         inv, uniq = pd.factorize(pd.Series(lv[f"level{level}"].tolist() + [null_anc], dtype=object))
         counts = np.bincount(inv[:n], minlength=len(uniq))
-        frac = (counts - 1) / (n - 1) if n > 1 else np.zeros(len(uniq))
-        frac = np.where(counts == 0, 1.0, frac)  # reached only by NULL: nothing is known about the value
+        frac = np.where(counts == 0, 1.0, ncp_categorical(counts, n))  # reached only by NULL: nothing is known about the value
         codes.append(inv.astype(np.int64))
         cards.append(len(uniq))
         ncp.append(frac)
@@ -182,8 +182,9 @@ class Lattice:
             raise TaxonomyError(f"quasi-identifier(s) {missing} have no taxonomy; a lattice search needs one each")
         self.enc = [_encode(q, taxonomies[q]) for q in self.quasi]
         self.heights = tuple(e.height for e in self.enc)
-        self.models = list(models)
-        self.requirements = [([self.quasi.index(a) for a in r.quasi], int(r.k)) for r in policy.privacy.requirements]
+        # the class-level models; the <S,k> group rules are evaluated as windows over the classes (see _checks)
+        self.models = [m for m in models if m.per_class]
+        self.requirements = [([self.quasi.index(a) for a in r.quasi], r.k) for r in group_rules(models)]
         self.records = float(records)
         self.allow_suppression = policy.privacy.max_suppression > 0
         self.budget = policy.privacy.max_suppression * records
@@ -546,7 +547,7 @@ class Lattice:
                 ncp = sum(float(np.dot(w, e.ncp[b][r])) for e, b, r in zip(self.enc, node, reps))
                 out[m] = (ncp + suppressed * q) / denom
             elif m == "discernibility":      # ARX's DM: a suppressed record costs |D|
-                out[m] = float(np.dot(w, sizes)) + n * suppressed
+                out[m] = discernibility(sizes if kept is None else sizes[kept], n, suppressed)
             elif m == "dm_star":             # ARX's DM*: every class |E|², suppressed or not
                 out[m] = float(np.dot(sizes, sizes))
             elif m == "precision":

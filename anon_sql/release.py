@@ -65,7 +65,7 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             with engine.stage("verify"):
                 if policy.privacy.max_suppression > 0 and engine.transactional:
                     suppression.settle(engine.con, names)   # to a fixed point (whole-table checks move with it)
-                v = verify(engine.con, policy, compiled, r.records, plan)
+                v = verify(engine.con, policy, compiled, r.records, plan, r.models)
                 if v.failures:
                     if engine.transactional:
                         need = _needed_suppression(engine, r, plan, policy, v, options)
@@ -112,7 +112,7 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
             engine.base_counts(policy, r.source.relation, r.base)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
         suppression.settle(engine.con, compiled.names)
-        v = verify(engine.con, trial_policy, compiled, r.records, plan)
+        v = verify(engine.con, trial_policy, compiled, r.records, plan, r.models)
     if any(f["check"] != "max_suppression" for f in v.failures):
         return None
     return float(v.suppressed)

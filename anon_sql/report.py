@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from .columns import is_numeric
 from .errors import PolicyError
 from .policy import Policy
 from .report_html import render_html
@@ -81,12 +82,6 @@ def from_release(rel) -> dict[str, Any]:
 # -- original vs released distributions -------------------------------------------------------------------------
 DIST_BINS = 12     # equal-width bins of a numeric quasi-identifier (the same bins for the original and the release)
 DIST_TOP = 20      # categories shown before the rest is summed up as "(N other values)"
-_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
-            "FLOAT", "DOUBLE", "DECIMAL", "REAL")
-
-
-def _numeric(type_name: str) -> bool:
-    return str(type_name).upper().startswith(_NUMERIC) and "[]" not in str(type_name)
 
 
 def _histogram(con, relation: exp.Expression, column: str, weight: exp.Expression, lo: float, hi: float,
@@ -152,7 +147,7 @@ def distributions(data) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for q in data.quasi:
         lo = hi = None
-        if _numeric(src.types.get(q, "")):
+        if is_numeric(src.types.get(q, "")):
             x = exp.Cast(this=col(q), to=exp.DataType.build("DOUBLE"))
             lo, hi = con.execute(render_sql(exp.select(exp.Min(this=x), exp.Max(this=x.copy()))
                                             .from_(src.relation.copy()))).fetchall()[0]
@@ -160,7 +155,7 @@ def distributions(data) -> dict[str, dict[str, Any]]:
         integer = "INT" in str(src.types.get(q, "")).upper()
         original = (_histogram(con, src.relation, q, weight, lo, hi, integer) if binned
                     else _categories(con, src.relation, q, weight))
-        both = binned and _numeric(rel_types.get(q, ""))
+        both = binned and is_numeric(rel_types.get(q, ""))
         release_rows = (_histogram(con, released, q, weight, lo, hi, integer) if both
                         else _categories(con, released, q, weight))
         if data.suppressed:

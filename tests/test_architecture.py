@@ -64,3 +64,28 @@ def test_lazily_imported_pandas_is_imported_where_used():
                     visit(child, imported)
         visit(tree, False)
     assert not missing, missing
+
+
+# the [privacy] keys that are a model's settings (max_suppression is the release's budget, not a model)
+MODEL_KEYS = {"k", "requirements", "l_diversity", "t_closeness", "simpson", "theta", "p_sensitive", "alpha",
+              "beta_likeness", "delta_disclosure", "k_map", "delta_presence"}
+
+
+def test_models_are_reached_through_their_contract():
+    """Issue 14.6: the compiler and the verify stage never name a concrete model (no type tests), and no method
+    reads a model's settings from the policy's [privacy] table — they read the resolved models."""
+    import anon_sql.models as models
+
+    concrete = {n for n in models.__all__ if isinstance(getattr(models, n), type)
+                and issubclass(getattr(models, n), models.PrivacyModel) and n != "PrivacyModel"}
+    offenders = []
+    for rel in ("compiler.py", "stages/verify.py"):
+        tree = ast.parse((ROOT / "anon_sql" / rel).read_text(encoding="utf-8"))
+        offenders += [f"{rel}: {node.id}" for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in concrete]
+    for path in sorted((ROOT / "anon_sql" / "methods").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr in MODEL_KEYS and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "privacy"):
+                offenders.append(f"methods/{path.name}: privacy.{node.attr}")
+    assert not offenders, offenders

@@ -99,6 +99,17 @@ def test_entropy_and_recursive_kernel():
         kernels.recursive_l_ok_counts([1, 1], 2, 0)
 
 
+def test_recursive_ratio_kernel_golden():
+    """r_1 / (r_l + ...) by hand: counts {3, 2, 1}: l = 2 → 3 / 3, l = 3 → 3 / 1; one value and l = 2 → inf; the
+    recursive test passes exactly for c above the ratio."""
+    counts = np.array([1, 3, 2, 5])
+    seg = np.array([0, 0, 0, 1])
+    assert kernels.recursive_ratio_segments(counts, seg, 3, 2).tolist() == [1.0, math.inf, math.inf]
+    assert kernels.recursive_ratio_segments(counts, seg, 3, 3).tolist() == [3.0, math.inf, math.inf]
+    for c in (0.5, 1.0, 1.5, 3.0, 3.5):
+        assert kernels.recursive_l_ok_segments(counts, seg, 3, c, 3)[0] == (c > 3.0)
+
+
 def test_null_is_a_value_kernel():
     assert sorted(kernels.value_counts(["a", None, None, "a", float("nan")]).tolist()) == [2, 3]
     assert kernels.simpson_diversity([None, None, "a", "a"]) == pytest.approx(2.0)
@@ -330,3 +341,55 @@ def test_property_counts_macros(con, counts, c, l):
     if values:
         assert close(kernels.theta_variance(values), kernels.theta_variance_counts(counts))
         assert kernels.recursive_l_ok(values, c, l) is kernels.recursive_l_ok_counts(counts, c, l)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# the models: their numpy checks (which call the kernels) against their SQL checks (which call the macros)
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_models_numpy_and_sql_checks_agree(seed):
+    """Each diversity model's per-class value and pass flag, from ClassStats (numpy, through the kernels), equal the
+    checks view the compiler builds over the same table (SQL, through the macros); counts with a weight column."""
+    import pandas as pd
+
+    from anon_sql.columns import EC_ID
+    from anon_sql.compiler import CompileInput, ReleaseNames, checks_view
+    from anon_sql.methods import LevelPlan
+    from anon_sql.models import (ClassStats, DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity,
+                                 SensitiveCounts, SimpsonDiversity, ThetaCapacity, ThetaFeasible, ThetaSensitivity)
+    from anon_sql.policy import Policy
+    from anon_sql.sqlbuild import render
+
+    con = duckdb.connect()
+    duckdb_udfs.install_macros(con)
+    rng = np.random.default_rng(seed)
+    n = 120   # 20 classes of about 6 records: every model passes some classes and fails others
+    frame = pd.DataFrame({EC_ID: rng.integers(1, 21, n), "s": rng.choice(list("abcdef"), n, p=[.4, .2, .15, .1, .1, .05])})
+    frame["q"] = frame[EC_ID].astype(str)
+    con.register("__models_src", frame)
+    con.execute("CREATE OR REPLACE TABLE models_t AS SELECT * FROM __models_src")
+    models = [DistinctLDiversity("s", 3), EntropyLDiversity("s", 2.5), RecursiveCLDiversity("s", 1.0, 2),
+              SimpsonDiversity("s", 2.5, 0.7), ThetaSensitivity("s", 0.2), ThetaFeasible("s", 2, 2),
+              ThetaCapacity("s", 2, 0)]
+    policy = Policy.from_dict({"name": "models_t", "source": "models_t", "method": "levels",
+                               "attributes": {"q": {"role": "quasi"}, "s": {"role": "sensitive"}},
+                               "privacy": {"k": 1}})
+    names = ReleaseNames("models_t")
+    ci = CompileInput(policy, names.table, [EC_ID, "s", "q"], LevelPlan({}), {}, models)
+    sql = con.execute(render(checks_view(ci, names).order_by(EC_ID))).df()
+    codes, labels = pd.factorize(frame["s"])
+    cls = frame[EC_ID].to_numpy() - 1
+    k = int(cls.max()) + 1
+    stats = ClassStats(np.bincount(cls, minlength=k).astype(float),
+                       {"s": SensitiveCounts.from_codes(cls, codes, np.ones(n), k, len(labels))})
+    assert sql[EC_ID].tolist() == list(range(1, k + 1))
+    pairs = {"l_distinct__s": models[0], "l_entropy__s": models[1], "l_recursive__s": models[2],
+             "theta__s": models[4], "theta_feasible__s": models[5], "theta_capacity__s": models[6]}
+    for check, model in pairs.items():
+        assert sql[f"{check}_ok"].astype(bool).tolist() == model.check(stats).tolist(), check
+    assert np.allclose(sql["l_distinct__s_value"], models[0].measure(stats))
+    assert np.allclose(sql["l_entropy__s_value"], models[1].measure(stats))
+    assert np.allclose(sql["simpson_d__s_value"], models[3].values(stats)[0])
+    assert np.allclose(sql["simpson_e__s_value"], models[3].values(stats)[1])
+    assert ((sql["simpson_d__s_ok"] & sql["simpson_e__s_ok"]).astype(bool).tolist() == models[3].check(stats).tolist())
+    assert np.allclose(sql["theta__s_value"], models[4].measure(stats))

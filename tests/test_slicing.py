@@ -318,7 +318,7 @@ def test_share_suppression_fewest_records(values, l, seed):
 
 
 def test_slicing_guide_hand_counts():
-    from anon_sql.methods.slicing import PAIR, SlicingGuide
+    from anon_sql.models.slicing import PAIR, SlicingGuide
     from anon_sql.models.base import ClassStats, SensitiveCounts
     # 3 sensitive values; pair code = x * 3 + s. Class 0: x=0 → s {0: 1, 1: 1}, x=1 → s {2: 2} (point mass: fails l=2)
     # class 1: x=0 → s {0: 2, 1: 1, 2: 1} (top 2/4 <= 1/2 passes l=2, fails l=3)
@@ -391,7 +391,7 @@ def test_validity_rules_report_and_repair(t2):
     st.lists(st.integers(0, 3), min_size=n, max_size=n), st.lists(st.integers(1, 3), min_size=n, max_size=n))))
 def test_sql_check_matches_kernel_on_random_tables(data):
     """The SQL twin (slicing_sql.risk_query) and the numpy kernel agree per tuple, with record weights."""
-    from anon_sql.methods.slicing_sql import risk_query
+    from anon_sql.models.slicing_sql import risk_query
     from anon_sql.sqlbuild import render, table
     bucket, a, b, x, s, w = (np.array(v) for v in data)
     bucket = pd.factorize(bucket)[0]

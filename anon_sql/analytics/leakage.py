@@ -8,18 +8,10 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
+from anon_sql.columns import is_numeric
 from anon_sql.errors import PolicyError, SourceError
 from anon_sql.source import accepts_sources
 from anon_sql.sqlbuild import alias, col, lit, render, table as table_ref
-
-_NUMERIC_PREFIXES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                     "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL")
-
-
-def is_numeric_type(type_name: str) -> bool:
-    """True for DuckDB integer, floating-point and decimal types (BOOLEAN is treated as categorical)."""
-    return str(type_name).upper().startswith(_NUMERIC_PREFIXES)
-
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     """Column name → DuckDB type of a table or view; SourceError listing the known tables when it does not exist."""
@@ -69,7 +61,7 @@ def _record_weight(con: duckdb.DuckDBPyConnection, table: str, count_column: str
         weight: exp.Expression = lit(1)
     else:
         (count_column,) = resolve_columns(columns, [count_column], table, "count")
-        if not is_numeric_type(columns[count_column]):
+        if not is_numeric(columns[count_column]):
             raise PolicyError(f"count column {count_column!r} has type {columns[count_column]}; "
                               "it must be numeric (records per row)")
         weight = col(count_column)

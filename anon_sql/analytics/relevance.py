@@ -11,7 +11,8 @@ from scipy import stats
 from sklearn.metrics import normalized_mutual_info_score
 from sqlglot import exp
 
-from anon_sql.analytics.leakage import is_numeric_type, resolve_columns, table_columns
+from anon_sql.analytics.leakage import resolve_columns, table_columns
+from anon_sql.columns import is_numeric
 from anon_sql.errors import PolicyError, SourceError
 from anon_sql.source import accepts_sources
 from anon_sql.sqlbuild import alias, col, lit, render, table as table_ref
@@ -23,7 +24,7 @@ def fetch_encoded(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str,
     as ordinal codes (DENSE_RANK in value order, NULL its own last code); rows in a deterministic order."""
     exprs = []
     for i, name in enumerate(names):
-        if is_numeric_type(columns[name]) and name not in categorical:
+        if is_numeric(columns[name]) and name not in categorical:
             value: exp.Expression = exp.cast(col(name), "DOUBLE")
         else:
             rank = exp.Window(this=exp.DenseRank(),
@@ -102,7 +103,7 @@ def feature_relevance(con: duckdb.DuckDBPyConnection, table: str, features: Sequ
     y = data[tgt]
     if y.size == 0:
         raise SourceError(f"table {table!r} is empty; feature relevance needs rows")
-    y_cat = _categories(y, is_numeric_type(columns[tgt]), bins)
+    y_cat = _categories(y, is_numeric(columns[tgt]), bins)
 
     # Step 1: SU(X, Y) = 2 I(X;Y) / (H(X) + H(Y)) is scikit-learn's NMI with arithmetic averaging.
     rows = []
@@ -110,7 +111,7 @@ def feature_relevance(con: duckdb.DuckDBPyConnection, table: str, features: Sequ
         x = data[name]
         rows.append({
             "attribute": given,
-            "su": float(normalized_mutual_info_score(y_cat, _categories(x, is_numeric_type(columns[name]), bins),
+            "su": float(normalized_mutual_info_score(y_cat, _categories(x, is_numeric(columns[name]), bins),
                                                      average_method="arithmetic")),
             "kendall_tau": _abs_tau(x, y),
             "spearman": _abs_rho(x, y),

@@ -22,12 +22,15 @@ from sqlglot import exp
 
 from .. import catalog
 from ..errors import PolicyError
+from ..models import KAnonymity, PrivacyModel, SimpsonDiversity
+from ..models.base import find
 from ..sqlbuild import alias, col, render, table as table_ref
 from ..udfs import kernels
 from ..schema import MapOf, any_of, choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
-from .local_values import QIColumn, encode_categorical, is_numeric_type, lca_level
+from ..columns import is_numeric
+from .local_values import QIColumn, encode_categorical, lca_level
 
 DIVERSITY, EVENNESS, BOOST = 1.75, 0.75, 1      # paper defaults T_d, T_e and one level up
 IV_TREES = 100                                  # trees of the IV forest (paper: 500; the ranking is the same)
@@ -237,13 +240,13 @@ class Adaptive(Method):
         policy = ctx.policy
         sensitive = single_record_sensitive(policy, "adaptive", "measures the diversity of",
                                             "forms classes of k single records")
-        return int(policy.privacy.k), sensitive
+        return find(ctx.models, KAnonymity.name).k, sensitive
 
-    def thresholds(self, policy: Any) -> tuple[float, float]:
+    def thresholds(self, models: Sequence[PrivacyModel]) -> tuple[float, float]:
         """T_d, T_e: method_params, else the policy's simpson model, else the paper's 1.75 / 0.75."""
-        model = policy.privacy.simpson or {}
-        d = self.diversity if self.diversity is not None else model.get("diversity") or DIVERSITY
-        e = self.evenness if self.evenness is not None else model.get("evenness") or EVENNESS
+        model = find(models, SimpsonDiversity.name)
+        d = self.diversity if self.diversity is not None else (model and model.diversity) or DIVERSITY
+        e = self.evenness if self.evenness is not None else (model and model.evenness) or EVENNESS
         return float(d), float(e)
 
     @staticmethod
@@ -256,7 +259,7 @@ class Adaptive(Method):
         numeric = []
         for i, q in enumerate(ctx.policy.quasi):
             items.append(alias(exp.Cast(this=col(q), to=exp.DataType.build("VARCHAR")), f"t{i}"))
-            if is_numeric_type(types.get(q, "")):
+            if is_numeric(types.get(q, "")):
                 numeric.append(q)
                 items.append(alias(exp.Cast(this=col(q), to=exp.DataType.build("DOUBLE")), f"n{i}"))
         frame = ctx.con.execute(render(exp.select(*items).from_(view).order_by(col(ROW_ID)))).df()
@@ -301,7 +304,7 @@ class Adaptive(Method):
 
         k, sa = self._validate(ctx)
         quasi = list(ctx.policy.quasi)
-        t_d, t_e = self.thresholds(ctx.policy)
+        t_d, t_e = self.thresholds(ctx.models)
         iv, iv_info = self._iv(ctx, sa)
         frame, numeric = self._load(ctx, sa)
         texts = pd.DataFrame({q: frame[f"t{i}"] for i, q in enumerate(quasi)})

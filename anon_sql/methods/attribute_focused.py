@@ -33,7 +33,7 @@ class AttributeFocused(Slicing):
         self.intervals, self.strategy, self.theta = interval_params(params)
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
-        _, _, k = slicing_requirements(ctx.policy)
+        _, k = slicing_requirements(ctx.policy, ctx.models)
         data = load_source(ctx)
         if not any(c.numeric for c in data.columns):
             raise PolicyError("method 'attribute_focused' needs at least one numeric quasi-identifier (for the "

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PolicyError
+from ..models import KAnonymity, find, group_rules
 from ..schema import choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
@@ -140,7 +141,7 @@ class FixedInterval(Method):
         self.intervals, self.strategy, self.theta = interval_params(params)
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
-        k = int(getattr(ctx.policy.privacy, "k", None) or 1)
+        k = find(ctx.models, KAnonymity.name).k
         n = int(self.intervals or k)
         data = load_source(ctx)
         numeric = [c for c in data.columns if c.numeric]
@@ -156,7 +157,7 @@ class FixedInterval(Method):
             values[c.name] = rel
         interval_codes = np.stack(codes, axis=1)
         budget = float(ctx.policy.privacy.max_suppression) * float(data.weights.sum())
-        requirements = [(r.quasi, r.k) for r in ctx.policy.privacy.requirements]
+        requirements = [(r.quasi, r.k) for r in group_rules(ctx.models)]
         levels = categorical_levels(interval_codes, numeric, categorical, data, ctx.models, requirements, budget)
         cls = class_codes(interval_codes, categorical, levels)
         _, first = np.unique(cls, return_index=True)

@@ -16,21 +16,15 @@ import pandas as pd
 import pyarrow as pa
 from sqlglot import exp
 
+from ..columns import is_numeric
 from ..errors import TaxonomyError
 from ..sqlbuild import alias, col, render, table as table_ref
 from ..taxonomy import TOP, Taxonomy
 from .base import ROW_ID, MethodContext
 
 _NULL = "\x00NULL"   # label of the NULL pseudo-leaf inside the encoding (released as SQL NULL)
-_NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                  "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL", "NUMERIC", "INT")
 _NUM = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 _RANGE = re.compile(rf"^\[({_NUM})-({_NUM})\]$")
-
-
-def is_numeric_type(type_name: str) -> bool:
-    """Whether a DuckDB column type is numeric (released as a ``[min-max]`` range by local recoding)."""
-    return type_name.upper().split("(")[0].strip() in _NUMERIC_TYPES
 
 
 @dataclass
@@ -271,7 +265,7 @@ def load_source(ctx: MethodContext) -> SourceData:
     described = ctx.con.execute(render(exp.Describe(this=exp.select("*").from_(view.copy())))).fetchall()
     types = {r[0]: str(r[1]) for r in described}
     items: list[exp.Expression] = [alias(col(ROW_ID), "r")]
-    numeric = [q for q in policy.quasi if is_numeric_type(types.get(q, ""))]
+    numeric = [q for q in policy.quasi if is_numeric(types.get(q, ""))]
     for i, q in enumerate(policy.quasi):
         to = exp.DataType.build("DOUBLE" if q in numeric else "VARCHAR")
         items.append(alias(exp.Cast(this=col(q), to=to), f"q{i}"))
@@ -291,4 +285,4 @@ def load_source(ctx: MethodContext) -> SourceData:
 
 
 __all__ = ["QIColumn", "SourceData", "class_values", "encode", "encode_categorical", "encode_numeric",
-           "is_numeric_type", "lca_level", "load_source", "local_values", "parse_range", "segment_lca"]
+           "lca_level", "load_source", "local_values", "parse_range", "segment_lca"]

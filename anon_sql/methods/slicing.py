@@ -5,9 +5,9 @@
   attributes discretized into equal-width bins;
 * :func:`pam` — k-medoids (PAM build + swap) on the small attribute distance matrix 1 − φ²;
 * :func:`form_columns` — column groups; the sensitive column sized by α (the paper) with a one-bucket feasibility test;
-* :func:`slice_plan` — Mondrian buckets under |B| >= k and :class:`SlicingGuide` (sufficient for p(t, s) <= 1/l),
+* :func:`slice_plan` — Mondrian buckets under |B| >= k and the slicing guide (models/slicing.py, sufficient for p(t, s) <= 1/l),
   exact kernel check (``anon_sql.udfs.slicing``), seeded per-bucket permutation, validity rules and their repair.
-The release's own check is SQL over the materialized table (:mod:`.slicing_sql`).
+The release's own check is the model's SQL over the materialized table (models/slicing.py, models/slicing_sql.py).
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import KAnonymity
-from ..models.base import ClassStats, PrivacyModel
+from ..models.base import PrivacyModel, find
+from ..models.slicing import PAIR, SlicingLDiversity
 from ..sqlbuild import alias, col, lit, render, table as table_ref
 from ..udfs.slicing import slicing_max_p
 from ..schema import Boolean, ListOf, Text, any_of, choice, integer, key
@@ -258,55 +259,24 @@ def subset_column(column: QIColumn, keep: np.ndarray) -> QIColumn:
     return replace(column, order=column.order[keep], x=None if column.x is None else column.x[keep], _anc=None)
 
 
-PAIR = "__slicing_pair"
-
-
-class SlicingGuide(PrivacyModel):
-    """Partitioning guide, sufficient for Definition 10: in every bucket, among the tuples sharing a (C_c − {S})
-    value, one sensitive value holds at most 1/l. p(t, s) = Σ_B p(t, B) · D(t, B)[s] is a mixture of exactly these
-    shares over t's matching buckets, so every p(t, s) is then <= 1/l (with C_c = {S}: a bucket's top S share)."""
-
-    name = "slicing_guide"
-    monotone = False
-    needs_sensitive = True
-
-    def __init__(self, l: float, n_sensitive: int):
-        self.l, self.n_sensitive = float(l), int(n_sensitive)
-
-    def check(self, stats: ClassStats) -> np.ndarray:
-        sc = stats.sensitive[PAIR]
-        if len(sc.cls) == 0:
-            return np.ones(stats.n_classes, dtype=bool)
-        x = sc.val // self.n_sensitive
-        nx = int(x.max()) + 1
-        uniq, inv = np.unique(sc.cls * nx + x, return_inverse=True)
-        total = np.bincount(inv, weights=sc.cnt)
-        top = np.zeros(len(uniq))
-        np.maximum.at(top, inv, sc.cnt)
-        bad = top * self.l > total * (1 + 1e-12)
-        return np.bincount(uniq[bad] // nx, minlength=stats.n_classes) == 0
-
-    def describe(self) -> str:
-        return f"slicing guide (l = {self.l:g})"
-
-
-def slicing_requirements(policy) -> tuple[str, float, int]:
-    """(sensitive attribute, l, k) of a slicing policy, or a PolicyError saying what to write."""
+def slicing_requirements(policy, models: Sequence[PrivacyModel]) -> tuple[SlicingLDiversity, int]:
+    """The l-diverse slicing model of a slicing policy and its k (minimum bucket size), or a PolicyError saying
+    what to write."""
     if len(policy.sensitive) != 1:
         raise PolicyError(f"method {policy.method!r} needs exactly one sensitive attribute (role = \"sensitive\"), "
                           f"got {list(policy.sensitive)}")
-    ld = policy.privacy.l_diversity or {}
-    if ld.get("kind") != "slicing":
+    model = find(models, SlicingLDiversity.name)
+    if model is None:
         raise PolicyError(f'method {policy.method!r} needs privacy.l_diversity = {{ kind = "slicing", l = ... }}')
-    if not isinstance(ld.get("l"), (int, float)) or ld["l"] < 1:
-        raise PolicyError(f"privacy.l_diversity.l must be a number >= 1, got {ld.get('l')!r}")
+    if model.l < 1:
+        raise PolicyError(f"privacy.l_diversity.l must be a number >= 1, got {model.l!r}")
     if not policy.quasi:
         raise PolicyError(f"method {policy.method!r} needs at least one quasi-identifier to slice")
     if policy.count_column:
         raise PolicyError(f"method {policy.method!r} does not take count_column = {policy.count_column!r}: a permuted "
                           "row takes each column group from another record, so no single count fits it; expand the "
                           "counted rows first (one row per record) and drop count_column")
-    return policy.sensitive[0], float(ld["l"]), int(policy.privacy.k or 1)
+    return model, find(models, KAnonymity.name).k
 
 
 # -- validity rules (seed 001 §V: invalid tuples created by the permutation) ------------------------------------------
@@ -396,9 +366,10 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
                intervals: dict[str, list[dict]] | None = None, info: dict[str, Any] | None = None) -> AssignmentPlan:
     """Algorithms 2–4 over ``columns`` (the QIs as partitioned and matched: original values, or fixed-interval
     values with ``override`` = attribute → (released text, released number) per row): column formation, Mondrian
-    buckets under |B| >= k and :class:`SlicingGuide`, exact kernel check, seeded permutation, validity rules."""
+    buckets under |B| >= k and the model's guide, exact kernel check, seeded permutation, validity rules."""
     policy = ctx.policy
-    sa, l, k = slicing_requirements(policy)
+    model, k = slicing_requirements(policy, ctx.models)
+    sa, l = model.attribute, model.l
     override = override or {}
     attrs = [*policy.quasi, sa]
     n, w = data.n, data.weights
@@ -478,7 +449,7 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
     pair = skey * ns + codes[sa]
     stats = StatsBuilder(w, {PAIR: pair}, {PAIR: np.arange(nx * ns)},
                          {PAIR: np.bincount(pair, weights=w, minlength=nx * ns)}, True)
-    models = [KAnonymity(k), SlicingGuide(l, ns)]
+    models = [KAnonymity(k), model.guide(ns)]
     pid = partition(list(columns), models, stats, ctx.progress).pid if n else np.zeros(0, dtype=np.int64)
     gcodes = (np.stack([group_codes(codes, g, n) for g in groups[:-1]], axis=1) if len(groups) > 1
               else np.zeros((n, 0), dtype=np.int64))
@@ -570,12 +541,12 @@ class Slicing(Method):
                 "rules": self.rules, "repair": self.repair, "strict_alpha": self.strict_alpha}
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
-        slicing_requirements(ctx.policy)
+        slicing_requirements(ctx.policy, ctx.models)
         data = load_source(ctx)
         return slice_plan(ctx, data, data.columns, **self.options())
 
 
-__all__ = ["MODES", "Slicing", "SlicingGuide", "correlation_matrix", "flag_rows", "form_columns", "group_codes",
+__all__ = ["MODES", "Slicing", "correlation_matrix", "flag_rows", "form_columns", "group_codes",
            "max_conditional_share", "pam", "parse_rules", "permute_within_buckets", "phi2", "repair_invalid",
            "sensitive_column", "share_suppression", "drop_from_cells", "subset_column", "slice_plan",
            "slicing_requirements"]

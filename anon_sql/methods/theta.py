@@ -30,7 +30,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PolicyError, PrivacyRequirementError
-from ..models import ClassStats, KAnonymity, PrivacyModel
+from ..models import KAnonymity, PrivacyModel
+from ..models.base import find
+from ..models.theta import ThetaCapacity, ThetaFeasible, ThetaSensitivity
 from ..progress import Progress
 from ..schema import Text, choice, integer, key
 from ..udfs import kernels
@@ -532,45 +534,6 @@ def suppression_needed(freq: np.ndarray, k: int, mu: float, limit: int) -> tuple
     return None
 
 
-def _slot_supply(stats: ClassStats, attribute: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per partition: the ⌊L/k⌋ classes it can form, and Σ_v min(f_v, ⌊L/k⌋) — the class slots its sensitive values
-    can fill with distinct values."""
-    sc = stats.sensitive[attribute]
-    slots = np.floor(stats.sizes / k)
-    return slots, np.bincount(sc.cls, weights=np.minimum(sc.cnt, slots[sc.cls]), minlength=stats.n_classes)
-
-
-class ThetaFeasible(PrivacyModel):
-    """Internal split constraint of the ordering Mondrian: a partition of L records must hold enough distinct
-    sensitive values for ⌊L/k⌋ classes of ``d`` distinct values each (Σ_v min(f_v, ⌊L/k⌋) >= d·⌊L/k⌋)."""
-
-    name = "theta_feasible"
-    needs_sensitive = True
-
-    def __init__(self, attribute: str, k: int, d: int):
-        self.attribute, self.k, self.d = attribute, k, d
-
-    def check(self, stats: ClassStats) -> np.ndarray:
-        slots, supply = _slot_supply(stats, self.attribute, self.k)
-        return supply >= self.d * slots
-
-
-class ThetaCapacity(PrivacyModel):
-    """Internal split constraint when even :class:`ThetaFeasible` fails for the whole table: a partition of L
-    records must pass the :func:`capacity` bound on its own (Σ_v min(f_v, ⌊L/k⌋) + E·⌊L/k⌋ >= L, E from
-    :func:`max_excess`), so Mondrian never cuts off a part that no classes with noise could hold."""
-
-    name = "theta_capacity"
-    needs_sensitive = True
-
-    def __init__(self, attribute: str, k: int, excess: int):
-        self.attribute, self.k, self.excess = attribute, k, excess
-
-    def check(self, stats: ClassStats) -> np.ndarray:
-        slots, supply = _slot_supply(stats, self.attribute, self.k)
-        return supply + self.excess * slots >= stats.sizes - 1e-9
-
-
 def class_order(data: SourceData, k: int, order: str, sa: str,
                 mu: float) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """Candidate class formations: (row indices in class order, initial class of each; None = chunks of k).
@@ -623,17 +586,17 @@ class ThetaSensitive(Method):
 
     def _validate(self, ctx: MethodContext) -> tuple[float, int, str]:
         policy = ctx.policy
-        theta = policy.privacy.theta
-        if not theta or "mu" not in theta:
+        theta = find(ctx.models, ThetaSensitivity.name)
+        if theta is None:
             raise PolicyError("method 'theta' needs the threshold factor: [privacy] theta = { mu = 0.6 }")
-        k = policy.privacy.k
-        if k is None or k < 2:
+        k = find(ctx.models, KAnonymity.name).k
+        if k < 2:
             raise PolicyError(f"method 'theta' needs privacy.k >= 2 (Algorithm 1 refuses smaller k), got {k!r}")
         sensitive = single_record_sensitive(policy, "theta", "protects", "moves single records between classes")
         if self.noise_flag and self.noise_flag in policy.attributes:
             raise PolicyError(f"method_params.noise_flag {self.noise_flag!r} is already a column of the source; "
                               "choose another name")
-        return float(theta["mu"]), int(k), sensitive
+        return theta.mu, int(k), sensitive
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         mu, k, sa = self._validate(ctx)
@@ -764,6 +727,6 @@ class ThetaSensitive(Method):
         return info
 
 
-__all__ = ["ThetaCapacity", "ThetaFeasible", "ThetaResult", "ThetaSensitive", "capacity", "class_order", "deal_classes",
+__all__ = ["ThetaResult", "ThetaSensitive", "capacity", "class_order", "deal_classes",
            "max_excess", "min_distinct", "noise_needed",
            "noise_phase", "realize_moves", "swap_phase", "swaps_needed", "theta_anonymize", "theta_ok", "variances"]

@@ -25,7 +25,8 @@ from sklearn.metrics import pairwise_distances_argmin_min, silhouette_score
 from sklearn.preprocessing import StandardScaler
 
 from ..errors import PolicyError
-from ..models import PrivacyModel
+from ..models import KAnonymity, PrivacyModel, find, group_rules
+from ..udfs.utility import ncp_categorical, ncp_numeric
 from ..schema import ListOf, Text, any_of, choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
@@ -157,16 +158,14 @@ def ncp(columns: Sequence[QIColumn], summaries: Sequence[Summary], spans: Sequen
     for c, s, span in zip(columns, summaries, spans):
         if c.numeric:
             with np.errstate(invalid="ignore"):
-                r = (s.hi - s.lo) / span if span > 0 else np.zeros(len(s.lo))
-            r = np.where(np.isfinite(r), r, 0.0)
-            cols.append(np.where(s.nul & s.val, 1.0, r))
+                cols.append(ncp_numeric(s.hi - s.lo, span, s.nul & s.val))
         else:
             level, code = c.lca(s.lo, s.hi)
             leaves = np.empty(len(level), dtype=np.float64)
             for lv in np.unique(level):
                 m = level == lv
                 leaves[m] = c.leaves[lv][code[m]]
-            cols.append((leaves - 1) / (c.total_leaves - 1) if c.total_leaves > 1 else np.zeros(len(level)))
+            cols.append(ncp_categorical(leaves, c.total_leaves))
     return np.column_stack(cols) if cols else np.zeros((0, 0))
 
 
@@ -365,13 +364,13 @@ class UPA(Method):
         return selected, _jsonable(table.rename(columns={"selected_for_anonymization": "selected"}))
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
-        policy, k, seed = ctx.policy, int(ctx.policy.privacy.k), int(ctx.policy.seed)
+        policy, k, seed = ctx.policy, find(ctx.models, KAnonymity.name).k, int(ctx.policy.seed)
         selected, relevance = self.select(ctx)
         outside = [a for a in self.unique_only if a not in selected]
         if outside:
             raise PolicyError(f"method 'upa': generalize_unique_only names {outside}, which are not generalized "
                               f"(generalized: {selected}); list them in vulnerable = [...] or remove them")
-        for r in policy.privacy.requirements:
+        for r in group_rules(ctx.models):
             if set(r.quasi) - set(selected):
                 raise PolicyError(f"privacy.requirements names {sorted(set(r.quasi) - set(selected))}, which UPA "
                                   f"releases unchanged (generalized: {selected}); drop the requirement or those names")

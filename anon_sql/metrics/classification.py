@@ -22,7 +22,8 @@ from sqlglot import exp
 
 from ..errors import PolicyError
 from ..sqlbuild import alias, col, render
-from .data import ReleaseData, is_numeric, varchar
+from ..columns import is_numeric
+from .data import ReleaseData, varchar
 from .features import assignment_rows, encode_original, encode_released, generalize
 
 PROTOCOLS = ("cv", "holdout")

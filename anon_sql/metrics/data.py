@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from ..columns import is_numeric
 from ..compiler import EC_ID, ReleaseNames
 from ..errors import SourceError
 from ..models import ClassStats, SensitiveCounts
@@ -30,15 +31,6 @@ from ..sqlbuild import alias, and_all, col, ident, lit, record_count, render
 from ..taxonomy import Taxonomy
 from .coverage import covering_pairs
 from .values import Cover, Domain, cover, domain, taxonomy_domain
-
-NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
-           "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL", "NUMERIC", "INT")
-
-
-def is_numeric(type_name: str) -> bool:
-    t = str(type_name).upper()
-    return t.startswith(NUMERIC) and "[]" not in t
-
 
 def varchar(e: exp.Expression) -> exp.Expression:
     return exp.Cast(this=e, to=exp.DataType.build("VARCHAR"))

@@ -1,14 +1,16 @@
 """Privacy and re-identification risk metrics (spec/06, "Privacy / risk"). Per-class formulas reuse the privacy
-models' numpy measures (models/standard.py), so a metric and the check it summarizes cannot disagree."""
+models' numpy measures (models/), so a metric and the check it summarizes cannot disagree."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from ..errors import PolicyError
-from ..models import DistinctLDiversity, EntropyLDiversity, SimpsonDiversity, TCloseness, ThetaSensitivity
-from ..models.base import sorted_counts
-from .data import ReleaseData, is_numeric
+from ..models import (DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, SimpsonDiversity, TCloseness,
+                      ThetaSensitivity)
+from ..udfs import kernels
+from ..columns import is_numeric
+from .data import ReleaseData
 from . import sizes
 from .registry import register
 
@@ -79,14 +81,8 @@ def _recursive_l(d: ReleaseData) -> int:
 def l_recursive(d: ReleaseData) -> dict[str, float]:
     l = _recursive_l(d)
 
-    def measure(sa, sc, stats, _):
-        cls, cnt, rank = sorted_counts(sc)
-        r1 = np.bincount(cls, weights=np.where(rank == 1, cnt, 0), minlength=stats.n_classes)
-        tail = np.bincount(cls, weights=np.where(rank >= l, cnt, 0), minlength=stats.n_classes)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(tail > 0, r1 / np.where(tail > 0, tail, 1), np.inf)
-
-    return _per_attribute(d, "l_recursive", measure, np.max)
+    return _per_attribute(d, "l_recursive", lambda sa, sc, st, _: RecursiveCLDiversity(sa, 1.0, l).measure(st),
+                          np.max)
 
 
 def t_distance(d: ReleaseData, sa: str) -> str:
@@ -125,7 +121,7 @@ def theta(d: ReleaseData) -> dict[str, float]:
     def measure(sa, sc, stats, _):
         m = stats.sizes.astype(float)
         var = ThetaSensitivity(sa, 1.0).measure(stats)
-        full = (m * m - 1) / 12.0
+        full = kernels.theta_full(m)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(m >= 2, var / np.where(m >= 2, full, 1), np.nan)
 

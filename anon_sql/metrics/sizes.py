@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..udfs.utility import cavg, discernibility
+
 NAN = float("nan")
 
 
@@ -36,16 +38,6 @@ def prosecutor_risk_max(sizes: np.ndarray) -> float:
 def prosecutor_risk_avg(classes: int, released: float, empty: float = NAN) -> float:
     """#EC / N over the released records."""
     return float(classes / released) if released else empty
-
-
-def cavg(released: float, classes: int, k: int, empty: float = NAN) -> float:
-    """C_AVG = (N / #EC) / k; 1 is optimal."""
-    return float(released / classes / k) if classes else empty
-
-
-def discernibility(sizes: np.ndarray, records_in: int, suppressed: int) -> float:
-    """DCP = Σ_EC |EC|² + N_in · #suppressed (each suppressed record is indistinguishable from all)."""
-    return float((np.asarray(sizes, dtype=float) ** 2).sum() + records_in * suppressed)
 
 
 def builtin(sizes: np.ndarray, records_in: int, released: int, suppressed: int, k: int) -> dict[str, float]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import PolicyError
 from .data import ReleaseData
-from . import sizes
+from ..udfs.utility import cavg as cavg_formula, discernibility
 from .registry import register
 
 NAN = float("nan")
@@ -64,12 +64,12 @@ def precision(d: ReleaseData) -> float:
 
 @register("dcp", "utility", "Σ_EC |EC|² + N_in · #suppressed (discernibility with suppression penalty)", "lower")
 def dcp(d: ReleaseData) -> float:
-    return sizes.discernibility(d.class_sizes, d.records_in, d.suppressed)
+    return discernibility(d.class_sizes, d.records_in, d.suppressed)
 
 
 @register("cavg", "utility", "(N / #EC) / k; 1 is optimal", "lower")
 def cavg(d: ReleaseData) -> float:
-    return sizes.cavg(d.released_records, len(d.class_sizes), d.k)
+    return cavg_formula(d.released_records, len(d.class_sizes), d.k)
 
 
 # -- identity vulnerability weights (seed 002) ---------------------------------------------------------------------

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..errors import AnonSQLError
 from ..taxonomy import TOP, Taxonomy
+from ..udfs.utility import ncp_categorical, ncp_numeric
 
 
 T = TypeVar("T")
@@ -270,7 +271,7 @@ def cover(dom: Domain, released: Sequence, level: int | None = None) -> Cover:
     pair_leaf = np.concatenate(leaves).astype(np.int64) if leaves else np.zeros(0, np.int64)
     k = len(labels)
     size = np.bincount(pair_val, minlength=k).astype(float)
-    loss = (size - 1) / (dom.n - 1) if dom.n > 1 else np.zeros(k)
+    loss = ncp_categorical(size, dom.n)
     if dom.numeric:
         xs = dom.x[pair_leaf]
         finite = np.isfinite(xs)
@@ -283,9 +284,8 @@ def cover(dom: Domain, released: Sequence, level: int | None = None) -> Cover:
             if rng is not None and str(v) != TOP:
                 lo[i], hi[i] = rng
         width = np.where(np.isfinite(lo) & np.isfinite(hi), np.maximum(hi - lo, 0.0), 0.0)
-        ncp = np.minimum(width / span, 1.0) if span > 0 else (size > 1).astype(float)
         has_null = np.bincount(pair_val, weights=(pair_leaf == dom.null_leaf).astype(float), minlength=k) > 0
-        ncp = np.where(has_null & (size > 1), 1.0, ncp)          # a value mixing NULL and numbers is '*'
+        ncp = ncp_numeric(width, span, has_null & (size > 1), flat=(size > 1).astype(float))
         mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, (dom.lo + dom.hi) / 2)
     else:
         ncp = loss.copy()

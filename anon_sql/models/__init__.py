@@ -1,22 +1,27 @@
-"""Privacy models: one class per model, built from a policy's ``[privacy]`` table (its keys, types and ranges are
-declared and checked in anon_sql/schema.py)."""
+"""Privacy models: one class per model, one module per family (k and ``<S, k>`` rules, l-diversity, t-closeness,
+Simpson, θ, p-sensitivity, the distribution models, slicing), built from a policy's ``[privacy]`` table (its keys,
+types and ranges are declared and checked in anon_sql/schema.py). The contract is models/base.py."""
 from __future__ import annotations
 
 import math
 
 from ..errors import PolicyError
-from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck
+from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck, find
 from .distribution import AlphaKAnonymity, BetaLikeness, DeltaDisclosure
 from .hierarchical import HierarchicalTCloseness, resolve_taxonomy
+from .k_anonymity import GroupKAnonymity, KAnonymity, group_rules
+from .l_diversity import DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity
 from .p_sensitive import PSensitivity
 from .population import DeltaPresence, KMap, Population, PopulationModel
-from .standard import (DistinctLDiversity, EntropyLDiversity, KAnonymity, RecursiveCLDiversity, SimpsonDiversity,
-                       TCloseness, ThetaSensitivity)
+from .simpson import SimpsonDiversity
+from .slicing import SlicingGuide, SlicingLDiversity
+from .t_closeness import TCloseness
+from .theta import ThetaCapacity, ThetaFeasible, ThetaSensitivity
 
 
 def build_models(policy, con=None) -> list[PrivacyModel]:
-    """The class-level models of a policy (k-anonymity first, then one per sensitive attribute and model);
-    ``con`` lets a model read tables it names (p-sensitivity's category table)."""
+    """The models of a policy: k-anonymity first, then one per sensitive attribute and model, then the ``<S, k>``
+    group rules in their order; ``con`` lets a model read tables it names (p-sensitivity's category table)."""
     p = policy.privacy
     models: list[PrivacyModel] = [KAnonymity(p.k if p.k is not None else 1)]
     for sa in policy.sensitive:
@@ -29,7 +34,8 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
                 models.append(EntropyLDiversity(sa, l))
             elif kind == "recursive":
                 models.append(RecursiveCLDiversity(sa, p.l_diversity["c"], l))
-            # kind == "slicing" is verified by the slicing method's own check, not per generalized class
+            elif kind == "slicing":   # a whole-table requirement, checked over the sliced release
+                models.append(SlicingLDiversity(sa, l))
         if p.t_closeness is not None:
             spec = p.t_closeness if isinstance(p.t_closeness, dict) else {"t": p.t_closeness}
             distance = spec.get("distance", "equal")
@@ -62,6 +68,7 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
         spec = p.delta_presence
         pop = populations.setdefault(spec["population"], Population(spec["population"]))
         models.append(DeltaPresence(spec.get("delta_min", 0.0), spec["delta_max"], pop))
+    models += [GroupKAnonymity(r.quasi, r.k, j) for j, r in enumerate(p.requirements)]
     return models
 
 
@@ -70,7 +77,8 @@ def population_models(models) -> list[PopulationModel]:
     return [m for m in models if getattr(m, "needs_population", False)]
 
 
-__all__ = ["build_models", "PrivacyModel", "ClassStats", "SensitiveCounts", "SQLCheck", "ClassColumns",
-           "KAnonymity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
+__all__ = ["build_models", "find", "group_rules", "PrivacyModel", "ClassStats", "SensitiveCounts", "SQLCheck",
+           "ClassColumns", "KAnonymity", "GroupKAnonymity", "SlicingGuide", "SlicingLDiversity", "ThetaFeasible",
+           "ThetaCapacity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
            "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
            "HierarchicalTCloseness", "KMap", "DeltaPresence", "Population", "PopulationModel", "population_models"]

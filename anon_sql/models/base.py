@@ -1,18 +1,22 @@
 """The privacy-model contract (after ARX): monotone?, which statistics it needs, a numpy test and an SQL test.
 
 Searches and partitioning methods call :meth:`PrivacyModel.check` on :class:`ClassStats` (numpy, vectorized over
-classes); the compiler puts :meth:`PrivacyModel.sql_checks` into the ``__classes`` / ``__checks`` views. Methods never
-special-case a model.
+classes); the compiler puts :meth:`PrivacyModel.sql_checks` into the ``__classes`` / ``__checks`` views and asks the
+model for any extra per-class aggregates or distance subqueries it needs; the verify stage asks it for a whole-table
+check. Neither methods nor the compiler test a model's type: they read this contract (and find a model by ``name``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from sqlglot import exp
 
+from ..sqlbuild import func
+
 EPS = 1e-9
+MACRO_SCHEMA = "anon"   # the schema of the SQL macros (anon_sql/sql/macros.sql) the models' checks call
 
 
 @dataclass
@@ -87,19 +91,31 @@ class ClassColumns:
 
 
 class PrivacyModel:
-    """Base class: subclasses set ``name``, ``monotone``, ``needs_sensitive`` and implement the two tests."""
+    """Base class: subclasses set ``name``, ``monotone``, ``needs_sensitive`` and implement the two tests.
+
+    ``per_class``: the model is decided class by class. A model whose requirement spans classes (an ``<S, k>`` group
+    rule, slicing's whole-table l-diversity) sets it False: its :meth:`check` passes every class, the SQL decides
+    (a window over the classes view, or :meth:`table_check` over the release), and methods that can honour it read
+    its parameters."""
 
     name = "model"
     monotone = True
     needs_sensitive = False
     needs_population = False   # compares each class with a population table (ClassStats.population)
+    needs_values = False   # the classes view carries each class's sensitive values (``__values__<attribute>``)
     portable = True  # its SQL uses only standard aggregates (runs on any sqlglot dialect)
+    per_class = True
+    whole_table = False                   # checked over the whole release by :meth:`table_check`
+    attribute: str | None = None          # the sensitive attribute it constrains, if any
+    grouped_quasi: tuple[str, ...] = ()   # quasi-identifiers its SQL reads as class columns (group rules)
     # whether a class's pass depends on that class alone (not on the other classes or the whole table): suppressing
     # the failing classes then cannot make a kept class fail, and the lattice skips re-checking the remainder
     class_local = False
 
     def check(self, stats: ClassStats) -> np.ndarray:
         """Boolean per class: does the class satisfy the model?"""
+        if not self.per_class:
+            return np.ones(stats.n_classes, dtype=bool)
         raise NotImplementedError
 
     def measure(self, stats: ClassStats) -> np.ndarray:
@@ -107,24 +123,43 @@ class PrivacyModel:
         return self.check(stats).astype(float)
 
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
+        """The model's value and pass columns in the checks view (over the per-class columns ``cols``)."""
         raise NotImplementedError
+
+    def class_aggregates(self, c: exp.Expression, m: exp.Expression, q: exp.Expression) -> dict[str, exp.Expression]:
+        """Extra per-class aggregate columns over the (class, value) rows of its attribute: ``c`` the value's count,
+        ``m`` the class size, ``q`` the value's share of the table (name → aggregate); none by default."""
+        return {}
+
+    def distance_ctes(self, i: int, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]] | None:
+        """CTEs whose last (``__tco<i>``, one row per class of ``keys``) gives the class's distance column
+        ``__tclose__<attribute>``, from ``sv`` (keys, __v, __c, __m) and ``gq`` (__v, __q); None: the equal-distance
+        column the classes view computes inline is the one it reads."""
+        return None
+
+    def table_check(self, con: Any, release: exp.Table, source: exp.Expression, risk: exp.Table | None,
+                    layout: dict[str, Any] | None, weight: str | None, assignment: exp.Table | None = None
+                    ) -> dict[str, Any] | None:
+        """A whole-table check over the materialized ``release`` (one summary row: check, classes, failing_classes,
+        failing_records, worst_value, passed), or None when the model has none. ``layout``: what the plan released
+        that the check reads (``AssignmentPlan.table_check``, e.g. slicing's column groups), None if nothing;
+        ``source``: the rows as released from; ``risk``: a table to write per-row risks to (None: write nothing)."""
+        return None
 
     def describe(self) -> str:
         return self.name
 
 
+def find(models: Sequence[PrivacyModel], name: str, attribute: str | None = None) -> PrivacyModel | None:
+    """The first model called ``name`` (on ``attribute`` when given), or None: how methods reach a model."""
+    return next((m for m in models if m.name == name and (attribute is None or m.attribute == attribute)), None)
+
+
+def macro(name: str, *args: exp.Expression) -> exp.Expression:
+    """A call of one of the package's SQL macros (``anon.<name>``)."""
+    return func(name, *args, schema=MACRO_SCHEMA)
+
+
 # -- vectorized helpers over SensitiveCounts --------------------------------------------------------------------
 def per_class_sum(sc: SensitiveCounts, values: np.ndarray, n_classes: int) -> np.ndarray:
     return np.bincount(sc.cls, weights=values, minlength=n_classes)
-
-
-def sorted_counts(sc: SensitiveCounts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(cls, cnt, rank) with counts sorted descending inside each class and rank 1, 2, ... per class."""
-    order = np.lexsort((-sc.cnt, sc.cls))
-    cls, cnt = sc.cls[order], sc.cnt[order]
-    if len(cls) == 0:
-        return cls, cnt, np.zeros(0, dtype=np.int64)
-    starts = np.r_[0, np.flatnonzero(np.diff(cls)) + 1]
-    first = np.repeat(starts, np.diff(np.r_[starts, len(cls)]))
-    rank = np.arange(len(cls)) - first + 1
-    return cls, cnt, rank

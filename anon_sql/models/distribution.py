@@ -14,9 +14,7 @@ from sqlglot import exp
 
 from ..sqlbuild import func, lit
 from ..udfs import risk_kernels as rk
-from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck
-
-MACRO_SCHEMA = "anon"
+from .base import EPS, MACRO_SCHEMA, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 
 
 def _sc(stats: ClassStats, attribute: str):

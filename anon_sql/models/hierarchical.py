@@ -3,7 +3,7 @@ values) over the taxonomy given to the sensitive attribute (``[attributes.X] rol
 
 EMD = Σ over internal nodes N of (level(N) / H) · min(pos(N), neg(N)), pos / neg the summed positive / negative
 "extra" (Σ_{leaves below} p − q) of N's children. numpy: anon_sql/udfs/risk_kernels.t_hierarchical_segments over the
-classes' sparse counts; SQL: :func:`sql_ctes`, the same sum over (class, level, node) rows, beside the other
+classes' sparse counts; SQL: :meth:`HierarchicalTCloseness.distance_ctes`, the same sum over (class, level, node) rows, beside the other
 t-closeness distances in the classes and checks views.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
 from ..taxonomy import Taxonomy
 from ..udfs import risk_kernels as rk
 from .base import ClassColumns, ClassStats, SQLCheck
-from .standard import TCloseness
+from .t_closeness import TCloseness
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,7 +111,7 @@ class HierarchicalTCloseness(TCloseness):
         return exp.Values(expressions=rows, alias=exp.TableAlias(
             this=ident("m"), columns=[ident("leaf"), ident("lvl"), ident("node"), ident("parent")]))
 
-    def sql_ctes(self, i: int, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]]:
+    def distance_ctes(self, i: int, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]]:
         """CTEs ending in ``__tco{i}`` (keys, ``__tclose__<attribute>``) from ``sv`` (keys, __v, __c, __m) and
         ``gq`` (__v, __q). A class whose values are not all leaves gets NULL (its check fails)."""
         sa, h = self.attribute, self.taxonomy.height

@@ -18,7 +18,8 @@ import pandas as pd
 from sqlglot import exp
 
 from ..methods.base import ROW_ID, AssignmentPlan
-from ..methods.local_values import QIColumn, class_values, encode_categorical, encode_numeric, is_numeric_type
+from ..columns import is_numeric
+from ..methods.local_values import QIColumn, class_values, encode_categorical, encode_numeric
 from ..methods.mondrian import (Mondrian, StatsBuilder, all_ok, categorical_width, check_root, median_cut,
                                 numeric_width)
 from ..models import PrivacyModel
@@ -41,7 +42,7 @@ class _Encoded:
         items: list[exp.Expression] = [alias(col(ROW_ID), "r")]
         weight = col(policy.count_column) if policy.count_column else exp.Literal.number(1)
         items.append(alias(exp.Cast(this=weight, to=exp.DataType.build("DOUBLE")), "w"))
-        self.numeric = [is_numeric_type(types.get(q, "")) for q in policy.quasi]
+        self.numeric = [is_numeric(types.get(q, "")) for q in policy.quasi]
         for j, q in enumerate(policy.quasi):
             to = "DOUBLE" if self.numeric[j] else "VARCHAR"
             items.append(alias(exp.Cast(this=col(q), to=exp.DataType.build(to)), f"v{j}"))

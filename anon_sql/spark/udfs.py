@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..models.standard import MACRO_SCHEMA
+from ..models.base import MACRO_SCHEMA
 from ..udfs import kernels
 
 PREFIX = "anon_"

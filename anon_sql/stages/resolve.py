@@ -12,6 +12,7 @@ from typing import Any
 from sqlglot import exp
 
 from .. import base_counts
+from ..columns import is_numeric
 from ..compiler import CompileInput
 from ..engines import DuckDBEngine, Engine
 from ..errors import PolicyError, SourceError
@@ -23,8 +24,6 @@ from ..sqlbuild import record_count, render
 from ..taxonomy import Taxonomy
 from ..taxonomy_lookup import resolve_taxonomies
 from .population import resolve_population
-
-_NUMERIC = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "NUMERIC")
 
 
 @dataclass
@@ -89,12 +88,6 @@ def check_records(policy: Policy, src: Source, records: int) -> None:
     if k > records:
         raise PolicyError(f"privacy.k = {k} is larger than the {records} records of {src.label!r}; "
                           "no release can have classes that large")
-
-
-def is_numeric(type_name: str) -> bool:
-    """Whether an engine column type is numeric (a numeric sensitive attribute gets ordered t-closeness)."""
-    t = type_name.upper()
-    return any(x in t for x in _NUMERIC) and "[]" not in t
 
 
 def as_engine(engine: Engine | Any) -> Engine:

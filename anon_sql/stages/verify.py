@@ -3,7 +3,7 @@ failure message. Independent of the method; the built-in metrics come from :mod:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 from sqlglot import exp
@@ -12,6 +12,7 @@ from .. import checks as checks_summary, suppression
 from ..compiler import EC_ID, SIZE, CompiledRelease, ReleaseNames
 from ..methods import AssignmentPlan, Plan
 from ..metrics import sizes
+from ..models import PrivacyModel
 from ..policy import Policy
 from ..sqlbuild import col, record_count, render
 
@@ -29,9 +30,10 @@ class Verification:
     metrics: dict[str, float]
 
 
-def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan) -> Verification:
-    """Run the checks view over the materialized release and reconcile the record counts (``con``: DuckDB, or
-    anything with the same ``execute(sql).df() / .fetchall()``)."""
+def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan,
+           models: Sequence[PrivacyModel] = ()) -> Verification:
+    """Run the checks view over the materialized release, each model's whole-table check, and reconcile the record
+    counts (``con``: DuckDB, or anything with the same ``execute(sql).df() / .fetchall()``)."""
     names = compiled.names
     checks = con.execute(render(exp.select("*").from_(names.checks.copy()).order_by(col(EC_ID)))).df()
     weight = record_count(policy.count_column)
@@ -43,14 +45,12 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
                  else int(released_noise[policy.count_column].sum()))
     suppressed = records - (released - noise)
     summary = check_summary(checks)
-    spec = plan.table_check if isinstance(plan, AssignmentPlan) else None
-    if spec:   # slicing's l-diversity is a whole-table quantity: SQL over the release, not a per-class column
-        from ..methods.slicing_sql import verify as slicing_verify
-
-        row = slicing_verify(con, names.table, names.source, names.risk, spec, policy.count_column,
-                             names.assignment)
-        row.pop("requirement", None)
-        summary.append(row)
+    layout = plan.table_check if isinstance(plan, AssignmentPlan) else None
+    for model in (m for m in models if m.whole_table):   # whole-table requirements (slicing's l-diversity): SQL over the release, per model
+        row = model.table_check(con, names.table, names.source, names.risk, layout, policy.count_column,
+                                names.assignment)
+        if row is not None:
+            summary.append(row)
     failures = [row for row in summary if not row["passed"]]
     budget = policy.privacy.max_suppression * records
     if suppressed > budget + 1e-9:

@@ -28,6 +28,7 @@ __all__ = [
     "recursive_l_ok",
     "recursive_l_ok_counts",
     "recursive_l_ok_segments",
+    "recursive_ratio_segments",
     "segments",
     "simpson_diversity",
     "simpson_diversity_counts",
@@ -201,8 +202,8 @@ def theta_ok_segments(counts: np.ndarray, seg: np.ndarray, n: int, mu: float | n
         return (m > 0) & (var >= theta_threshold(m, np.asarray(mu, dtype=np.float64)) - THETA_TOLERANCE)
 
 
-def recursive_l_ok_segments(counts: np.ndarray, seg: np.ndarray, n: int, c: float, l: int) -> np.ndarray:
-    """Recursive (c, l)-diversity r1 < c·(r_l + r_{l+1} + ...) per segment; False with fewer than l values."""
+def _recursive_parts(counts: np.ndarray, seg: np.ndarray, n: int, l: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment: r_1, r_l + r_{l+1} + ... (r_i the i-th largest count) and the number of distinct values."""
     if l < 1:
         raise ValueError(f"recursive (c, l)-diversity needs l >= 1, got {l}")
     f, seg, n, _ = _clean((counts, seg, n))
@@ -210,8 +211,21 @@ def recursive_l_ok_segments(counts: np.ndarray, seg: np.ndarray, n: int, c: floa
     fs, s = f[order], seg[order]
     r1 = np.bincount(s, weights=np.where(rank == 1, fs, 0.0), minlength=n)
     tail = np.bincount(s, weights=np.where(rank >= l, fs, 0.0), minlength=n)
-    distinct = np.bincount(s, minlength=n)
+    return r1, tail, np.bincount(s, minlength=n)
+
+
+def recursive_l_ok_segments(counts: np.ndarray, seg: np.ndarray, n: int, c: float, l: int) -> np.ndarray:
+    """Recursive (c, l)-diversity r1 < c·(r_l + r_{l+1} + ...) per segment; False with fewer than l values."""
+    r1, tail, distinct = _recursive_parts(counts, seg, n, l)
     return (distinct >= l) & (r1 < c * tail)
+
+
+def recursive_ratio_segments(counts: np.ndarray, seg: np.ndarray, n: int, l: int) -> np.ndarray:
+    """r_1 / (r_l + r_{l+1} + ...) per segment: recursive (c, l)-diversity holds for every c above it; inf with
+    fewer than l values (or an empty segment)."""
+    r1, tail, _ = _recursive_parts(counts, seg, n, l)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tail > 0, r1 / np.where(tail > 0, tail, 1.0), np.inf)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

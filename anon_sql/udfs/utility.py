@@ -1,0 +1,44 @@
+"""Utility formulas shared by the lattice searches, the methods and the metrics (one definition each): the
+normalized certainty penalty (NCP) of a released value, discernibility (DM) and C_AVG.
+
+Numpy over arrays of released values or class sizes; no SQL twin (they are computed from counts the engine returns).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["cavg", "discernibility", "ncp_categorical", "ncp_numeric"]
+
+
+def ncp_numeric(width: np.ndarray, span: float, mixed: np.ndarray | None = None,
+                flat: np.ndarray | float = 0.0) -> np.ndarray:
+    """NCP of numeric released values: width / span of the attribute's whole domain, at most 1 (a non-finite width
+    counts 0); 1 where NULL and numbers mix (the value is released as ``*``). ``flat``: the NCP when the domain has
+    no width (span 0)."""
+    width = np.asarray(width, dtype=np.float64)
+    if span > 0:
+        with np.errstate(invalid="ignore"):
+            r = np.minimum(width / span, 1.0)
+        r = np.where(np.isfinite(r), r, 0.0)
+    else:
+        r = np.broadcast_to(np.asarray(flat, dtype=np.float64), width.shape).copy()
+    return r if mixed is None else np.where(mixed, 1.0, r)
+
+
+def ncp_categorical(leaves: np.ndarray, total_leaves: int) -> np.ndarray:
+    """NCP of categorical released values: (leaves the value covers − 1) / (leaves of the domain − 1); 0 for a
+    domain of one leaf."""
+    leaves = np.asarray(leaves, dtype=np.float64)
+    return (leaves - 1) / (total_leaves - 1) if total_leaves > 1 else np.zeros(leaves.shape)
+
+
+def discernibility(sizes: np.ndarray, records_in: float, suppressed: float) -> float:
+    """Discernibility (ARX's DM, the DCP): Σ_EC |EC|² over the released classes + N_in · #suppressed (each suppressed
+    record is indistinguishable from all)."""
+    s = np.asarray(sizes, dtype=np.float64)
+    return float(np.dot(s, s) + records_in * suppressed)
+
+
+def cavg(released: float, classes: int, k: int, empty: float = float("nan")) -> float:
+    """C_AVG = (N / #EC) / k; 1 is optimal (``empty`` when there is no class)."""
+    return float(released / classes / k) if classes else empty
