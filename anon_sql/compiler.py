@@ -280,6 +280,7 @@ def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
 
 
 def _rows(tax: Taxonomy, level: int) -> list[tuple[str, str]]:
+    """(leaf, value at ``level``) pairs of a taxonomy."""
     return list(tax.mapping(level).items())
 
 

@@ -221,6 +221,7 @@ class Lattice:
         self._slot_used = np.zeros(_CACHE_SLOTS, dtype=np.int64)
         self._slot_state: list[_State | None] = [None] * _CACHE_SLOTS
         self._cached_groups = 0      # groups held by the cached states (bounded by _CACHE_GROUPS)
+        self._base_levels: dict[tuple[int, int], np.ndarray] = {}   # (attribute, level) → base table's codes
         self._clock = 0
         self._restricted = [j for j, e in enumerate(self.enc) if any(self._map(j, a, b) is None
                             for a in range(1, e.height + 1) for b in range(a + 1, e.height + 1))]
@@ -441,7 +442,16 @@ class Lattice:
         """Map ``src`` up to ``node`` and re-aggregate: (group table, class sizes, class codes, class of group)."""
         q = []
         for j, (a, b) in enumerate(zip(src.node, node)):
-            q.append(src.q[j] if a == b else self._map(j, a, b)[src.q[j]])  # type: ignore[index]
+            if a == b:
+                q.append(src.q[j])
+            elif (j, b) in self._base_levels and src is self._base:
+                q.append(self._base_levels[(j, b)])
+            else:
+                codes = self._map(j, a, b)[src.q[j]]  # type: ignore[index]
+                # most roll-ups start at the base table: its codes at each level are kept (within the cache's size)
+                if src is self._base and len(codes) * (len(self._base_levels) + 1) <= _CACHE_GROUPS:
+                    self._base_levels[(j, b)] = codes
+                q.append(codes)
         cards = [e.cards[b] for e, b in zip(self.enc, node)]
         cls, n_cls = _factorize(*_combine(q, cards, len(src.w)))
         sizes = np.bincount(cls, weights=src.w, minlength=n_cls)

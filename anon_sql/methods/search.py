@@ -371,9 +371,10 @@ class _Flash:
             if self.key is None or key < self.key:
                 self.best, self.key, improved = ev, key, True
                 self.trace.add("best", ev)
+        up = self.cone(self.ge, i)
         if self.predicate is not None:
             if getattr(ev, self.predicate):
-                self.tag_true[self.cone(self.ge, i)] = True
+                self.tag_true |= up
             else:
                 self.tag_false[self.cone(self.le, i)] = True
         j = len(self.ev_pos)
@@ -388,8 +389,7 @@ class _Flash:
         self.ev_pos.append(i)
         self.ev_at[j], self.ev_bound[j], self.ev_done[j] = i, bound, False
         self.ev_below[j] = -np.inf if below is None else below
-        up = self.cone(self.ge, i)
-        self.lb[up] = np.maximum(self.lb[up], bound)
+        np.maximum(self.lb, bound, out=self.lb, where=up)
         # the newest bounds, and after a better best every earlier bound not yet applied
         js = np.flatnonzero(~self.ev_done[:j + 1]) if improved else np.array([j])
         self._prune(js[self._prunable(js)])
