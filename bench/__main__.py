@@ -91,7 +91,10 @@ def plot(records: list[dict], path: Path) -> bool:
         pts = sorted((r["rows"], r["ratio"], r["value"]) for r in scale if r["case"] == case)
         ax1.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=case)
         ax2.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", label=case)
-    pts = sorted({(r["rows"], r["baseline_value"]) for r in scale})
+    fastest: dict[int, float] = {}
+    for r in scale:                          # one bare GROUP BY per method and size: the fastest of them
+        fastest[r["rows"]] = min(fastest.get(r["rows"], float("inf")), r["baseline_value"])
+    pts = sorted(fastest.items())
     ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="x", linestyle="--", label="bare GROUP BY")
     for ax, label in ((ax1, "cost / bare GROUP BY (same run)"), (ax2, "seconds (shared 2-core machine)")):
         ax.set_xscale("log")
@@ -100,6 +103,7 @@ def plot(records: list[dict], path: Path) -> bool:
         ax.grid(True, alpha=0.3)
     ax2.set_yscale("log")
     ax1.legend(fontsize=8)
+    ax2.legend(fontsize=8)
     fig.suptitle("anon_sql cost against rows (Adult resampled)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
