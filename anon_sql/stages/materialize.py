@@ -29,8 +29,9 @@ def tidy(engine: Engine, names: ReleaseNames, session_bound: bool) -> None:
     """When the source or the pseudonym function lives only in this session, drop (before the commit) the views that
     read it — ``__classes``, ``__general``, ``__source`` — so that nothing persisted breaks once the session ends.
     The release, its ``__checks`` view and the plan's tables (``__assignment``, ``__ec_values``, ``__noise``) are
-    self-contained and stay."""
-    if session_bound:
+    self-contained and stay. An engine whose objects all end with the session (Spark) keeps them: its released table
+    is a cached view that still reads them."""
+    if session_bound and engine.persists:
         for view in (names.classes, names.general, names.source):
             engine.drop_view(view.name)
 

@@ -3,7 +3,7 @@ failure message. Independent of the method; the built-in metrics come from :mod:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 from sqlglot import exp
@@ -29,9 +29,11 @@ class Verification:
     metrics: dict[str, float]
 
 
-def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan) -> Verification:
+def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan,
+           create: Callable[[exp.Create], None] | None = None) -> Verification:
     """Run the checks view over the materialized release and reconcile the record counts (``con``: DuckDB, or
-    anything with the same ``execute(sql).df() / .fetchall()``)."""
+    anything with the same ``execute(sql).df() / .fetchall()``; ``create``: the engine's way to keep a table the
+    check writes — slicing's per-row risks)."""
     names = compiled.names
     checks = con.execute(render(exp.select("*").from_(names.checks.copy()).order_by(col(EC_ID)))).df()
     weight = record_count(policy.count_column)
@@ -48,7 +50,7 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
         from ..methods.slicing_sql import verify as slicing_verify
 
         row = slicing_verify(con, names.table, names.source, names.risk, spec, policy.count_column,
-                             names.assignment)
+                             names.assignment, create=create)
         row.pop("requirement", None)
         summary.append(row)
     failures = [row for row in summary if not row["passed"]]
