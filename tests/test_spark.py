@@ -188,6 +188,7 @@ def test_existing_release_needs_replace(engines, adult_parquet):
     assert first.records_in == 30162
     with pytest.raises(ReleaseExistsError, match="replace=True"):
         aspark.release(spark, pol)
+    assert spark.table("adult_twice").count() == first.records_out   # the refusal left the first release whole
 
 
 def test_spark_never_replaces_what_it_did_not_create(spark):

@@ -54,10 +54,12 @@ class SparkEngine(Engine):
             raise
 
     def register_source(self, source: Any, label: str) -> Source:
+        existed = False
         if not isinstance(source, str) or (is_path(source) and Path(source).exists()):
             ownership.check_working_name(self.spark, label)   # becomes the view ``label``: never over the user's
+            existed = table_exists(self.spark, label)          # then an earlier release's: it stays with that one
         src = resolve_source(self.spark, source, label)
-        if src.relation.name == label:
+        if src.relation.name == label and not existed:
             self.created.append(label)   # a path / DataFrame source's view goes with a failed release
         return src
 
