@@ -32,19 +32,24 @@ def load_key(key_file: str | None = None) -> bytes:
     return key
 
 
+def pseudonyms(key: bytes, values: list[str | None]) -> list[str | None]:
+    """The keyed hash of each text value (hex HMAC-SHA256 of its UTF-8 bytes; NULL stays NULL) — the one definition
+    every engine's pseudonym function calls (DuckDB: an arrow UDF; Spark: a pandas UDF)."""
+    # one HMAC per distinct value of the batch: identifiers repeat rarely, but the work stays per batch
+    cache: dict[str, str | None] = {}
+    out = []
+    for v in values:
+        if v not in cache:
+            cache[v] = None if v is None else hmac.new(key, v.encode(), hashlib.sha256).hexdigest()
+        out.append(cache[v])
+    return out
+
+
 def register(con: duckdb.DuckDBPyConnection, key: bytes) -> str:
     """Register ``anon_pseudonym(VARCHAR) -> VARCHAR`` bound to ``key`` on this connection (not persisted)."""
 
     def pseudonym(values: pa.Array) -> pa.Array:
-        # one HMAC per distinct value of the batch: identifiers repeat rarely, but the work stays per batch
-        py = values.to_pylist()
-        cache: dict[str, str | None] = {}
-        out = []
-        for v in py:
-            if v not in cache:
-                cache[v] = None if v is None else hmac.new(key, v.encode(), hashlib.sha256).hexdigest()
-            out.append(cache[v])
-        return pa.array(out, type=pa.string())
+        return pa.array(pseudonyms(key, values.to_pylist()), type=pa.string())
 
     try:
         con.remove_function(FUNCTION)

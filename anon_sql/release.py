@@ -65,7 +65,7 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             with engine.stage("verify"):
                 if policy.privacy.max_suppression > 0 and engine.transactional:
                     suppression.settle(engine.con, names)   # to a fixed point (whole-table checks move with it)
-                v = verify(engine.con, policy, compiled, r.records, plan, r.models)
+                v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create)
                 if v.failures:
                     if engine.transactional:
                         need = _needed_suppression(engine, r, plan, policy, v, options)

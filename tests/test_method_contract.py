@@ -4,12 +4,13 @@ and by adding its example policy to ``EXAMPLES`` (a registered method without on
 
 Each method must: give the same release for the same seed; plan every declared quasi-identifier; never modify the
 source; leave nothing behind when it refuses; and pass an independent pandas recomputation of k over the declared
-quasi-identifiers, with every record reconciled (released = in − suppressed + noise). Methods that run on Spark give
-the same released rows there.
+quasi-identifiers, with every record reconciled (released = in − suppressed + noise). On Spark every method gives
+the same release as on DuckDB: plan, released rows, classes and checks (``-m spark``).
 """
 from __future__ import annotations
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -163,27 +164,87 @@ def test_population_models(con, method):
     assert rel.passed and source_digest(con) == digest
 
 
-def spark_methods() -> list[str]:
-    try:
-        from anon_sql.spark.planning import runs_on_spark
-    except ImportError:       # pyspark missing: the Spark case is skipped below
-        return []
-    return [m for m in methods() if runs_on_spark(REGISTRY[m])]
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("method", spark_methods())
-def test_duckdb_equals_spark(con, method):
+@pytest.fixture(scope="module")
+def spark(con):
+    """A local Spark session with the same Adult sample as the temporary view ``adult``."""
     pytest.importorskip("pyspark")
     from anon_sql import spark as aspark
 
     session = aspark.local_session(cores=2, shuffle_partitions=2)
     session.createDataFrame(con.execute("SELECT * FROM adult").df()).createOrReplaceTempView("adult")
-    duck = anon_sql.release(con, example(method, f"mcs_{method}"))
-    rel = aspark.release(session, example(method, f"mcs_{method}"), replace=True)
-    assert rel.plan == duck.plan or rel.plan.get("kind") == "assignment"
-    spark_rows = session.table(f"mcs_{method}").toPandas()
-    duck_rows = released(con, duck.name)
-    spark_rows = spark_rows[list(duck_rows.columns)].astype(str).sort_values(list(duck_rows.columns))
-    pd.testing.assert_frame_equal(duck_rows.astype(str).sort_values(list(duck_rows.columns)).reset_index(drop=True),
-                                  spark_rows.reset_index(drop=True), check_dtype=False)
+    yield session
+    session.catalog.dropTempView("adult")
+
+
+def as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows as text (NULL as None) in a canonical order: a multiset comparison across engines (BIGINT vs INT)."""
+    out = frame.astype(object).where(frame.notna(), None).astype(str)
+    return out.sort_values(list(out.columns), kind="stable").reset_index(drop=True)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("method", methods())
+def test_duckdb_equals_spark(con, spark, method):
+    """Every registered method gives the same release on both engines: plan, record counts, released rows (as a
+    multiset), classes (ids, values, sizes, model values and flags) and the check summary."""
+    from anon_sql import spark as aspark
+
+    name = f"mcs_{method}"
+    duck = anon_sql.release(con, example(method, name), replace=True)
+    rel = aspark.release(spark, example(method, name), replace=True)
+    timing = ("seconds", "search_seconds", "base_seconds")
+    assert {k: v for k, v in rel.plan.items() if k not in timing} == {k: v for k, v in duck.plan.items()
+                                                                        if k not in timing}
+    assert (rel.records_in, rel.records_out, rel.suppressed, rel.noise) == (duck.records_in, duck.records_out,
+                                                                             duck.suppressed, duck.noise)
+    duck_rows, spark_rows = released(con, name), spark.table(name).toPandas()
+    assert list(spark_rows.columns) == list(duck_rows.columns)
+    pd.testing.assert_frame_equal(as_text(spark_rows), as_text(duck_rows))
+    assert list(rel.classes.columns) == list(duck.classes.columns) and len(rel.classes) == len(duck.classes)
+    for c in duck.classes.columns:
+        x, y = duck.classes[c], rel.classes[c]
+        if pd.api.types.is_numeric_dtype(x) and pd.api.types.is_numeric_dtype(y):
+            np.testing.assert_allclose(y.to_numpy(float), x.to_numpy(float), rtol=1e-9, atol=1e-12, err_msg=c)
+        else:
+            assert [str(v) for v in y] == [str(v) for v in x], c
+    pd.testing.assert_frame_equal(rel.checks.reset_index(drop=True), duck.checks.reset_index(drop=True),
+                                  check_dtype=False)
+    assert rel.passed and duck.passed
+
+
+@pytest.mark.spark
+def test_pseudonyms_on_spark_are_the_duckdb_pseudonyms(con, spark, monkeypatch):
+    """A pseudonymized identifier gets the same keyed hash on both engines: hex HMAC-SHA256 of the id's text under
+    the key (recomputed here with hmac), on an assignment method (θ) whose rows also carry the row key."""
+    import hashlib
+    import hmac
+
+    from anon_sql import spark as aspark
+
+    key = "spark-and-duckdb-share-this-key"
+    monkeypatch.setenv("ANON_SQL_KEY", key)
+    pol = example("theta", "mcs_pseudonyms")
+    pol["attributes"]["patient_id"] = {"role": "identifier", "action": "pseudonymize"}
+    duck = anon_sql.release(con, pol, replace=True)
+    rel = aspark.release(spark, pol, replace=True)
+    duck_rows, spark_rows = released(con, duck.name), spark.table(rel.name).toPandas()
+    pd.testing.assert_frame_equal(as_text(spark_rows), as_text(duck_rows))
+    ids = con.execute("SELECT patient_id FROM adult").df()["patient_id"]
+    expected = {hmac.new(key.encode(), str(i).encode(), hashlib.sha256).hexdigest() for i in ids}
+    released_ids = set(spark_rows["patient_id"].dropna())
+    assert released_ids <= expected and len(released_ids) == rel.records_out - rel.noise
+    assert not any(key in s for s in rel.sql)    # the key never appears in the executed SQL
+
+
+@pytest.mark.spark
+def test_driver_planning_refuses_beyond_its_row_limit(con, spark, monkeypatch):
+    """A method planned on the driver over collected rows refuses a source above the limit, naming it, and leaves
+    nothing in the session."""
+    from anon_sql import spark as aspark
+    from anon_sql.spark import planning
+
+    monkeypatch.setattr(planning, "DRIVER_ROWS_LIMIT", SAMPLE - 1)
+    before = {t.name for t in spark.catalog.listTables()}
+    with pytest.raises(anon_sql.PolicyError, match=f"limit {SAMPLE - 1:,}: driver memory"):
+        aspark.release(spark, example("upa", "mcs_too_big"))
+    assert {t.name for t in spark.catalog.listTables()} == before

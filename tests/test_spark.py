@@ -188,6 +188,30 @@ def test_existing_release_needs_replace(engines, adult_parquet):
     assert first.records_in == 30162
     with pytest.raises(ReleaseExistsError, match="replace=True"):
         aspark.release(spark, pol)
+    assert spark.table("adult_twice").count() == first.records_out   # the refusal left the first release whole
+
+
+def test_spark_never_replaces_what_it_did_not_create(spark):
+    # the DuckDB ownership rule on Spark: a view of the user's named like the release, or like one of its working
+    # objects, is refused whatever replace says, and left as it was; a release of this session needs replace
+    small = pd.read_csv(data_path("adult", "adult.csv"), sep=";").head(300)
+    spark.createDataFrame(small).createOrReplaceTempView("own_src")
+    users = spark.createDataFrame(pd.DataFrame({"x": [1, 2]}))
+    pol = _policy("levels", LEVELS, max_suppression=1.0)
+    pol["name"], pol["source"] = "own_rel", "own_src"
+    for name, match in (("own_rel", "not a release of anon_sql"), ("own_rel__assignment", "working objects")):
+        users.createOrReplaceTempView(name)
+        with pytest.raises(ReleaseExistsError, match=match):
+            aspark.release(spark, pol, replace=True)
+        assert spark.table(name).columns == ["x"] and spark.table(name).count() == 2
+        assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("own_rel") and t.name != name]
+        spark.catalog.dropTempView(name)
+    first = aspark.release(spark, pol)
+    with pytest.raises(ReleaseExistsError, match="replace=True"):
+        aspark.release(spark, pol)
+    again = aspark.release(spark, pol, replace=True)
+    assert (again.records_out, again.plan) == (first.records_out, first.plan)
+    spark.catalog.dropTempView("own_src")
 
 
 def test_cli_release_on_spark_writes_the_duckdb_rows(engines, adult_parquet, tmp_path):

@@ -28,6 +28,7 @@ class Engine(ABC):
     work_schema: str | None = None  # where the working objects live (None: unqualified, e.g. temporary views)
     transactional: bool = False     # rollback undoes everything (else: cleanup drops what the release created)
     measures: bool = False          # can compute the policy's [metrics] compute (anon_sql.metrics reads DuckDB)
+    persists: bool = True           # what a release creates outlives the session (Spark: temporary views only)
 
     def __init__(self) -> None:
         self.created: list[str] = []

@@ -138,12 +138,12 @@ class PrivacyModel:
         return None
 
     def table_check(self, con: Any, release: exp.Table, source: exp.Expression, risk: exp.Table | None,
-                    layout: dict[str, Any] | None, weight: str | None, assignment: exp.Table | None = None
-                    ) -> dict[str, Any] | None:
+                    layout: dict[str, Any] | None, weight: str | None, assignment: exp.Table | None = None,
+                    create: Callable[[exp.Create], None] | None = None) -> dict[str, Any] | None:
         """A whole-table check over the materialized ``release`` (one summary row: check, classes, failing_classes,
         failing_records, worst_value, passed), or None when the model has none. ``layout``: what the plan released
         that the check reads (``AssignmentPlan.table_check``, e.g. slicing's column groups), None if nothing;
-        ``source``: the rows as released from; ``risk``: a table to write per-row risks to (None: write nothing)."""
+        ``source``: the rows as released from; ``risk``: a table to write per-row risks to (None: write nothing), with the engine's ``create`` when given."""
         return None
 
     def describe(self) -> str:

@@ -8,7 +8,7 @@ model that is sufficient for it.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from sqlglot import exp
@@ -69,12 +69,12 @@ class SlicingLDiversity(PrivacyModel):
         return SlicingGuide(self.l, n_sensitive)
 
     def table_check(self, con: Any, release: exp.Table, source: exp.Expression, risk: exp.Table | None,
-                    layout: dict[str, Any] | None, weight: str | None, assignment: exp.Table | None = None
-                    ) -> dict[str, Any] | None:
+                    layout: dict[str, Any] | None, weight: str | None, assignment: exp.Table | None = None,
+                    create: Callable[[exp.Create], None] | None = None) -> dict[str, Any] | None:
         if not layout:
             return None   # a plan that does not slice (no column groups to check)
         row = verify(con, release, source, risk, {**layout, "sensitive": self.attribute, "l": self.l}, weight,
-                     assignment)
+                     assignment, create=create)
         row.pop("requirement", None)
         return row
 

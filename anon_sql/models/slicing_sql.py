@@ -10,7 +10,7 @@ and max_s p(t, s); the check is max p(t, s) <= 1/l over that table.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from sqlglot import exp
 
@@ -65,8 +65,10 @@ def risk_query(release: exp.Table, source: exp.Table, groups: Sequence[Sequence[
     if released_rows is not None:
         tr = tr.where(col("__row").isin(query=exp.select(col("__row")).from_(released_rows.copy())))
     ctes.append(("__tr", tr))
-    ctes.append(("__t", exp.select(*[col(a) for a in attrs],
-                                   alias(exp.Window(this=exp.RowNumber()), "__sig"))
+    # the signature's number: any one-to-one numbering works; ordered, because Spark refuses an unordered row_number
+    sig = exp.Window(this=exp.RowNumber(),
+                     order=exp.Order(expressions=[exp.Ordered(this=col(a), nulls_first=True) for a in attrs]))
+    ctes.append(("__t", exp.select(*[col(a) for a in attrs], alias(sig, "__sig"))
                  .from_(exp.select(*[col(a) for a in attrs]).from_("__tr").distinct().subquery("__d"))))
     # f(t, B) = Π_i f_i(t, B) · f_c(t, B) over the buckets holding all of t's values
     chain = [(f"__f{i}", g) for i, g in enumerate(others)] + [("__x", xattrs)]
@@ -118,14 +120,20 @@ def risk_query(release: exp.Table, source: exp.Table, groups: Sequence[Sequence[
 
 
 def verify(con, release: exp.Table, source: exp.Table, risk: exp.Table | None, spec: dict[str, Any],
-           weight: str | None = None, released_rows: exp.Table | None = None) -> dict[str, Any]:
+           weight: str | None = None, released_rows: exp.Table | None = None,
+           create: Callable[[exp.Create], None] | None = None) -> dict[str, Any]:
     """The check's summary row (max p(t, s) <= 1/l over every released original tuple), computed in SQL over the
-    release; with ``risk`` the per-row risks are also materialized as that table (``CREATE OR REPLACE``), else
-    nothing is written (``anon_sql.check`` on a read-only database)."""
+    release; with ``risk`` the per-row risks are also materialized as that table (``CREATE OR REPLACE``; through
+    ``create`` when given — the engine's, which keeps it as the engine keeps tables), else nothing is written
+    (``anon_sql.check`` on a read-only database)."""
     query = risk_query(release, source, spec["columns"], spec["sensitive"], weight, spec.get("intervals"),
                        released_rows)
     if risk is not None:
-        con.execute(render(exp.Create(this=risk.copy(), kind="TABLE", replace=True, expression=query)))
+        stmt = exp.Create(this=risk.copy(), kind="TABLE", replace=True, expression=query)
+        if create is not None:
+            create(stmt)
+        else:
+            con.execute(render(stmt))
         rel: exp.Expression = risk.copy()
     else:
         rel = query.subquery("__risk")

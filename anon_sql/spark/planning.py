@@ -1,6 +1,8 @@
 """How a method plans on Spark, by what it reads (``Method.reads``), never by its name: the policy alone → planned
 as on DuckDB; the base table (lattice searches) → aggregated in Spark and searched on the driver in an in-memory
-DuckDB; the source's rows → a Spark planner registered for the method's class (Mondrian), else refused."""
+DuckDB; the source's rows → a Spark planner registered for the method's class (Mondrian), else the rows of the
+``__source`` view collected to the driver and planned by the method's own (DuckDB) planner over an in-memory DuckDB
+copy — the same plan as on DuckDB, bounded by driver memory (:data:`DRIVER_ROWS_LIMIT`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +12,7 @@ import duckdb
 from sqlglot import exp
 
 from ..errors import PolicyError
-from ..methods import REGISTRY, Method, MethodContext, Plan
+from ..methods import Method, MethodContext, Plan
 from ..methods.mondrian import Mondrian
 from ..policy import Policy
 from ..sqlbuild import alias, col, ident, record_count, render
@@ -18,14 +20,12 @@ from . import mondrian
 from .engine import SparkSQL
 
 BASE_WEIGHT = "__anon_n"
+# methods that read rows without a Spark planner collect the __source view to the driver: refuse beyond this many
+# records (an Arrow copy in the driver plus the method's numpy working set); raise it for a bigger driver
+DRIVER_ROWS_LIMIT = 5_000_000
 
 # method class → its Spark planner (methods that read the source's rows)
 PLANNERS: dict[type[Method], Callable[..., Plan]] = {Mondrian: mondrian.plan}
-
-
-def runs_on_spark(cls: type[Method]) -> bool:
-    """Whether a method class can plan on Spark: it reads nothing or the base table, or has a Spark planner."""
-    return cls.reads != "rows" or cls in PLANNERS
 
 
 def plan(engine: Any, method: Method, ctx: MethodContext) -> Plan:
@@ -39,11 +39,44 @@ def plan(engine: Any, method: Method, ctx: MethodContext) -> Plan:
         finally:
             duck.close()
     planner = PLANNERS.get(type(method))
-    if planner is None:
-        runs = sorted(n for n, cls in REGISTRY.items() if runs_on_spark(cls))
-        raise PolicyError(f"method {method.name!r} does not run on Spark yet (Spark runs: {', '.join(runs)}); "
-                          "release it with the DuckDB engine")
-    return planner(engine.sq, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.progress)
+    if planner is not None:
+        return planner(engine.sq, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.progress)
+    duck = driver_rows(engine.sq, method, ctx)
+    try:
+        return method.plan(dataclasses.replace(ctx, con=duck))
+    finally:
+        duck.close()
+
+
+def driver_rows(sq: SparkSQL, method: Method, ctx: MethodContext,
+                limit: int | None = None) -> duckdb.DuckDBPyConnection:
+    """The release's ``__source`` view (row key ``__row`` included, as Spark computed it) collected to the driver as
+    Arrow and kept as the table of the same name in an in-memory DuckDB holding the ``anon`` catalog — what the
+    method's planner reads on DuckDB. Refuses sources of more than ``limit`` records (driver memory)."""
+    from .. import catalog
+
+    limit = DRIVER_ROWS_LIMIT if limit is None else limit
+    if ctx.records > limit:
+        raise PolicyError(f"method {method.name!r} plans on the Spark driver over the collected rows, and the source "
+                          f"has {ctx.records:,} records (limit {limit:,}: driver memory); release it with the DuckDB "
+                          "engine, sample the source, or raise anon_sql.spark.planning.DRIVER_ROWS_LIMIT with a "
+                          "bigger spark.driver.memory")
+    arrow = sq.spark.table(_quoted(ctx.source_view)).toArrow()
+    duck = duckdb.connect()
+    try:
+        catalog.install(duck)
+        duck.register("__anon_rows_arrow", arrow)
+        duck.execute(render(exp.Create(this=exp.Table(this=ident(ctx.source_view)), kind="TABLE",
+                                       expression=exp.select("*").from_("__anon_rows_arrow"))))
+        duck.unregister("__anon_rows_arrow")
+    except BaseException:
+        duck.close()
+        raise
+    return duck
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str,

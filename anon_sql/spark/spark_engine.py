@@ -2,16 +2,16 @@
 :mod:`anon_sql.release` runs on it unchanged."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from sqlglot import exp
 
 from ..engines.base import Engine
-from ..errors import PolicyError
-from ..source import Source
+from ..source import Source, is_path
 from ..sqlbuild import ident, render
-from . import planning, udfs
+from . import ownership, planning, udfs
 from .engine import JobCounter, SparkSQL, require_pyspark, resolve_source, table_exists
 
 
@@ -21,6 +21,7 @@ class SparkEngine(Engine):
 
     name = "spark"
     where = " in the Spark session"
+    persists = False   # every object is a temporary view of the session: nothing outlives it, nothing to tidy
 
     def __init__(self, spark: Any, catalog: Any = None, output: str | None = None, replace: bool = False):
         super().__init__()
@@ -44,9 +45,21 @@ class SparkEngine(Engine):
     def exists(self, name: str) -> bool:
         return table_exists(self.spark, name)
 
+    def claim_name(self, name: str, replace: bool, dry_run: bool) -> bool:
+        """Never a table or view this session's releases did not create (:mod:`anon_sql.spark.ownership`)."""
+        try:
+            return ownership.claim_release_name(self.spark, name, replace=replace, dry_run=dry_run)
+        except BaseException:
+            self.cleanup()   # the source's input view registered for this release goes too
+            raise
+
     def register_source(self, source: Any, label: str) -> Source:
+        existed = False
+        if not isinstance(source, str) or (is_path(source) and Path(source).exists()):
+            ownership.check_working_name(self.spark, label)   # becomes the view ``label``: never over the user's
+            existed = table_exists(self.spark, label)          # then an earlier release's: it stays with that one
         src = resolve_source(self.spark, source, label)
-        if src.relation.name == label:
+        if src.relation.name == label and not existed:
             self.created.append(label)   # a path / DataFrame source's view goes with a failed release
         return src
 
@@ -56,10 +69,13 @@ class SparkEngine(Engine):
             self.flavor = "duckdb"   # duckdb trees carry the count lists; udfs.to_spark rewrites them
 
     def pseudonym_function(self, policy: Any) -> str | None:
-        if any(a.role == "identifier" and a.action == "pseudonymize" for a in policy.attributes.values()):
-            raise PolicyError("pseudonymized identifiers are not supported on Spark yet (the keyed hash is a DuckDB "
-                              "UDF): drop the identifier (action = \"drop\") or release with the DuckDB engine")
-        return None
+        """The keyed hash as a pandas UDF of the session: the DuckDB function's values (same key, same hex)."""
+        ids = [a for a in policy.attributes.values() if a.role == "identifier" and a.action == "pseudonymize"]
+        if not ids:
+            return None
+        from .. import pseudonym
+
+        return udfs.register_pseudonym(self.spark, pseudonym.load_key(ids[0].options.get("key_file")))
 
     def plan(self, method: Any, ctx: Any) -> Any:
         return planning.plan(self, method, ctx)
@@ -97,22 +113,32 @@ class SparkEngine(Engine):
         self.created.append(name)
 
     def write_plan(self, names: Any, plan: Any, quasi: list[str]) -> None:
-        """The assignment (a Spark DataFrame or pandas) and class values of a local-recoding plan."""
+        """The plan's assignment (a Spark DataFrame or pandas), class values and noise records as cached views,
+        typed as on DuckDB: keys BIGINT, released quasi-identifier values text, other columns their source type."""
         from pyspark.sql import types as T
 
+        source = {f.name: f.dataType for f in self.spark.table(_quoted(names.source.name)).schema.fields}
+        types = {c: T.LongType() for c in ("ec_id", "__row")}
+        types.update({c: T.StringType() for c in quasi})
         assignment = plan.assignment
         if isinstance(assignment, pd.DataFrame):
-            assignment = self.spark.createDataFrame(assignment)
+            assignment = self._frame(assignment, types, source)
         self.register_frame(assignment, names.assignment.name)
-        values = plan.class_values
-        fields = [T.StructField("ec_id", T.LongType(), False)]
-        fields += [T.StructField(c, T.StringType(), True) for c in values.columns if c != "ec_id"]
-        rows = values.astype(object).where(values.notna(), None)
-        rows["ec_id"] = values["ec_id"].astype("int64")
-        frame = self.spark.createDataFrame(list(rows.itertuples(index=False, name=None)), T.StructType(fields))
-        self.register_frame(frame, names.ec_values.name)
-        if plan.noise is not None and len(plan.noise):
-            raise PolicyError("plans with noise records (θ-sensitivity) do not run on Spark yet; use DuckDB")
+        self.register_frame(self._frame(plan.class_values, types, source), names.ec_values.name)
+        if plan.noise is not None:
+            self.register_frame(self._frame(plan.noise, types, source), names.noise.name)
+
+    def _frame(self, frame: pd.DataFrame, types: dict[str, Any], source: dict[str, Any]) -> Any:
+        """A pandas frame of the plan as a Spark DataFrame through Arrow, with an explicit schema (``types`` first,
+        then the source column's type, else text) so that an all-NULL or categorical column keeps its type."""
+        import pyarrow as pa
+        from pyspark.sql import types as T
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = T.StructType([T.StructField(c, types.get(c) or source.get(c) or T.StringType(), True)
+                               for c in frame.columns])
+        table = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
+        return self.spark.createDataFrame(table.cast(to_arrow_schema(schema)))
 
     def drop(self, name: str | exp.Table) -> None:
         name = name.name if isinstance(name, exp.Table) else name
@@ -126,7 +152,9 @@ class SparkEngine(Engine):
         return list(self.sql)
 
     def record(self, rel: Any, plan: Any, source_label: str) -> None:
-        """Spark keeps no catalog: the release persists as the ``output`` Parquet when one is asked for."""
+        """Spark keeps no catalog: the session remembers the release's name (so that it may be replaced later, and
+        nothing else ever is) and the release persists as the ``output`` Parquet when one is asked for."""
+        ownership.record_release(self.spark, rel.name)
         if self.output:
             with self.jobs.stage("output"):
                 mode = "overwrite" if self.replace else "errorifexists"
@@ -137,3 +165,7 @@ class SparkEngine(Engine):
 
     def info(self) -> dict[str, Any]:
         return {"engine": "spark", "spark_jobs": dict(self.jobs.counts)}
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

@@ -70,6 +70,23 @@ def register(spark: Any) -> list[str]:
     return names
 
 
+def register_pseudonym(spark: Any, key: bytes) -> str:
+    """Register ``anon_pseudonym(STRING) -> STRING`` bound to ``key`` in the session as a pandas UDF running
+    :func:`anon_sql.pseudonym.pseudonyms` — the DuckDB function's values. The key travels to the Python workers in
+    the UDF's closure; it never appears in the SQL or the release."""
+    from pyspark.sql.functions import pandas_udf
+
+    from .. import pseudonym
+
+    def body(values: pd.Series) -> pd.Series:
+        texts = [None if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) else str(v)
+                 for v in values]
+        return pd.Series(pseudonym.pseudonyms(key, texts), dtype=object)
+
+    spark.udf.register(pseudonym.FUNCTION, pandas_udf(body, "string"))
+    return pseudonym.FUNCTION
+
+
 def _macro_call(node: exp.Expression) -> exp.Anonymous | None:
     """``anon.<macro>(args)`` as sqlglot parses/builds it (a Dot over an anonymous call), else None."""
     if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):

@@ -3,7 +3,7 @@ failure message. Independent of the method; the built-in metrics come from :mod:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 from sqlglot import exp
@@ -31,9 +31,10 @@ class Verification:
 
 
 def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan,
-           models: Sequence[PrivacyModel] = ()) -> Verification:
+           models: Sequence[PrivacyModel] = (), create: Callable[[exp.Create], None] | None = None) -> Verification:
     """Run the checks view over the materialized release, each model's whole-table check, and reconcile the record
-    counts (``con``: DuckDB, or anything with the same ``execute(sql).df() / .fetchall()``)."""
+    counts (``con``: DuckDB, or anything with the same ``execute(sql).df() / .fetchall()``; ``create``: the engine's
+    way to keep a table a check writes — slicing's per-row risks)."""
     names = compiled.names
     checks = con.execute(render(exp.select("*").from_(names.checks.copy()).order_by(col(EC_ID)))).df()
     weight = record_count(policy.count_column)
@@ -46,9 +47,10 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
     suppressed = records - (released - noise)
     summary = check_summary(checks)
     layout = plan.table_check if isinstance(plan, AssignmentPlan) else None
-    for model in (m for m in models if m.whole_table):   # whole-table requirements (slicing's l-diversity): SQL over the release, per model
+    # whole-table requirements (slicing's l-diversity): SQL over the release, per model
+    for model in (m for m in models if m.whole_table):
         row = model.table_check(con, names.table, names.source, names.risk, layout, policy.count_column,
-                                names.assignment)
+                                names.assignment, create=create)
         if row is not None:
             summary.append(row)
     failures = [row for row in summary if not row["passed"]]
