@@ -22,6 +22,7 @@ from sqlglot import exp
 from . import base_counts
 from .errors import TaxonomyError
 from .models import ClassStats, SensitiveCounts, group_rules
+from .objectives import MEASURES, OBJECTIVES, measure_key
 from .sqlbuild import alias, col, dtype, record_count, render, table
 from .taxonomy import TOP, Taxonomy
 from .udfs.utility import discernibility, ncp_categorical
@@ -29,11 +30,6 @@ from .udfs.utility import discernibility, ncp_categorical
 if TYPE_CHECKING:
     import pandas as pd
 
-# objective → True when higher is better (the table in docs/search.md maps each to ARX's quality model)
-OBJECTIVES: dict[str, bool] = {"distinct_rows": True, "ncp": False, "discernibility": False, "precision": True,
-                               "dm_star": False, "non_uniform_entropy": False, "aecs": False, "height": False}
-# what a node's evaluation can measure: the objectives, and non-uniform entropy's monotone variant (ARX's two)
-MEASURES: dict[str, bool] = {**OBJECTIVES, "non_uniform_entropy_monotone": False}
 EPS = 1e-9
 _CACHE_SLOTS = 64
 _CACHE_GROUPS = 4_000_000
@@ -151,12 +147,6 @@ def _fetch_arrow(con: Any, sql: str) -> pa.Table:
     if isinstance(con, duckdb.DuckDBPyConnection):
         return con.sql(sql).to_arrow_table()
     return pa.Table.from_pandas(con.execute(sql).df(), preserve_index=False)
-
-
-def measure_key(objective: str, monotone: bool = False) -> str:
-    """The measure an objective optimizes: non-uniform entropy has a monotone variant (ARX's
-    ``createEntropyMetric(true)``: suppressed records cost what their generalized values cost)."""
-    return objective + "_monotone" if monotone and objective == "non_uniform_entropy" else objective
 
 
 def quantize(value: float) -> float:

@@ -17,7 +17,7 @@ Adding a key is one declaration:
   is one more name in its ``choice(...)`` (e.g. ``"hierarchical"`` in :data:`T_DISTANCES`);
 * a method parameter: one ``key(...)`` in the method class's ``parameters`` tuple (anon_sql/methods/*.py); the
   registry collects them (:func:`anon_sql.methods.method_parameters`);
-* a search objective: its name in ``anon_sql.lattice.OBJECTIVES`` (the ``objective`` choice reads that table);
+* a search objective: its name in ``anon_sql.objectives.OBJECTIVES`` (the ``objective`` choice reads that table);
 * a metric parameter: one ``key(...)`` in :data:`METRICS`;
 * an attribute option: one ``key(...)`` in its role's section of :data:`ATTRIBUTE` (e.g. a sensitive attribute's
   ``taxonomy`` for hierarchical t-closeness); an inline taxonomy kind: one section in :data:`TAXONOMY`.

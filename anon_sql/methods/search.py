@@ -9,22 +9,25 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import PolicyError, PrivacyRequirementError
-from ..lattice import OBJECTIVES, Lattice, NodeEval, measure_key
+from ..objectives import OBJECTIVES, measure_key
 from ..progress import Progress
 from ..schema import Boolean, Choice, integer, key
 from . import register
 from .base import LevelPlan, Method, MethodContext
 
+if TYPE_CHECKING:   # the lattice (numpy, pyarrow) loads when a search runs: validating a policy must not pay for it
+    from ..lattice import Lattice, NodeEval
+
 _PROGRESS_EVERY = 500
 
 
 def _objective(default: str):
-    return key("objective", Choice(lambda: OBJECTIVES), "what the search optimizes (anon_sql.lattice.OBJECTIVES)",
+    return key("objective", Choice(lambda: OBJECTIVES), "what the search optimizes (anon_sql.objectives.OBJECTIVES)",
                default)
 
 
@@ -72,6 +75,8 @@ class _LatticeSearch(Method):
         """Build the lattice (one GROUP BY over the source view), then search it."""
         t0 = time.perf_counter()
         ctx.progress(f"{self.name}: building the base table of distinct combinations")
+        from ..lattice import Lattice
+
         lattice = Lattice.from_context(ctx, rows=self.rows or self.objective == "distinct_rows",
                                        measures=[self.measure])
         ctx.progress(f"{self.name}: {lattice.base_rows} combinations, lattice of {lattice.size} nodes")

@@ -12,10 +12,14 @@ ignored. An empty class has no defined metric: NaN for numbers, False for the `*
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:   # pandas loads where a kernel factorizes values: `anon-sql check` starts without it
+    import pandas as pd
+
+    Values = Sequence[Any] | np.ndarray | pd.Series | pd.Index | pd.api.extensions.ExtensionArray
 
 __all__ = [
     "THETA_TOLERANCE",
@@ -51,7 +55,6 @@ __all__ = [
 THETA_TOLERANCE = 1e-9
 """σ² passes θ when σ² >= θ − THETA_TOLERANCE (absorbs float rounding in the threshold)."""
 
-Values = Sequence[Any] | np.ndarray | pd.Series | pd.Index | pd.api.extensions.ExtensionArray
 Seg = tuple[np.ndarray, np.ndarray, int]
 """(counts, segment id of each count, number of segments)."""
 
@@ -71,6 +74,8 @@ def hashable(v: Any) -> Any:
 
 def value_codes(values: Values) -> np.ndarray:
     """Dense int64 codes 0..k-1 of the distinct values (all missing markers share one code)."""
+    import pandas as pd
+
     if isinstance(values, (np.ndarray, pd.Series, pd.Index, pd.api.extensions.ExtensionArray)):
         arr = values
     else:
