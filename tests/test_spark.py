@@ -132,6 +132,7 @@ def test_mondrian_is_the_duckdb_partition(engines):
     assert rel.plan["partitions"] > 50 * per_level
 
 
+@pytest.mark.slow   # opt-in (-m "spark and slow"): two more Mondrian trees on full Adult; the battery covers mondrian
 def test_mondrian_categorical_width_is_honoured_on_spark(engines):
     # the widths are one function for both engines: a non-default measure gives the DuckDB partition too
     con, spark = engines
