@@ -311,8 +311,11 @@ def _check_all(con, lists, arrow_type, mu):
 
 
 @pytest.mark.parametrize("kind", list(STRATEGIES))
-def test_property_kernel_udf_macro_agree(con, kind):
+def test_property_kernel_udf_macro_agree(kind):
     strategy, arrow_type = STRATEGIES[kind]
+    con = duckdb.connect()        # its own connection: no result left open by another test can get in the way
+    duckdb_udfs.register(con)
+    duckdb_udfs.install_macros(con)
 
     @PROPERTY_SETTINGS
     @given(lists=strategy, mu=st.sampled_from([0.5, 0.6, 0.75, 0.9]))

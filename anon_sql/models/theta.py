@@ -54,11 +54,7 @@ def slot_supply(stats: ClassStats, attribute: str, k: int) -> tuple[np.ndarray, 
 def slot_supply_sql(cols: ClassColumns, attribute: str, k: int) -> tuple[exp.Expression, exp.Expression]:
     """:func:`slot_supply` over the classes view (DuckDB list functions on the sorted counts): (slots, supply)."""
     slots = exp.Floor(this=exp.Div(this=cols.size, expression=lit(float(k))))
-    least = exp.Lambda(this=exp.Least(this=exp.column("x"), expressions=[slots.copy()]),
-                       expressions=[exp.to_identifier("x")])
-    supply = exp.Anonymous(this="list_sum", expressions=[
-        exp.Anonymous(this="list_transform", expressions=[cols.counts(attribute), least])])
-    return slots, supply
+    return slots, macro("capped_sum", cols.counts(attribute), slots.copy())
 
 
 class ThetaFeasible(PrivacyModel):

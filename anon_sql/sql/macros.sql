@@ -110,3 +110,7 @@ CREATE OR REPLACE MACRO anon.prosecutor_risk(tbl, qi, threshold := 0.2) AS TABLE
 -- (α, k)-anonymity: the largest share of one sensitive value in a class, from its per-value counts
 CREATE OR REPLACE MACRO anon.alpha_counts(c) AS
     list_transform([list_filter(c::DOUBLE[], lambda _n: _n > 0)], lambda _f: list_max(_f) / list_sum(_f))[1];
+
+-- Σ_v min(c_v, cap): the records a class can give when each value fills at most `cap` slots (θ's split guides)
+CREATE OR REPLACE MACRO anon.capped_sum(c, cap) AS
+    list_sum(list_transform(c, lambda _x: least(_x, cap)));
