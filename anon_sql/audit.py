@@ -27,7 +27,7 @@ from .errors import PolicyError, SourceError
 from .methods import LevelPlan
 from .models import PrivacyModel, build_models, population_models
 from .policy import Policy
-from .source import file_relation, is_path, relation_exists, table_relation
+from .source import describe, file_relation, is_path, relation_exists, table_relation
 from .sqlbuild import ident, lit, record_count, render
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def _class_checks(con, table: exp.Table, policy: Policy, models: list, level_pla
                   taxonomies: dict[str, Any]) -> tuple[list[dict[str, Any]], int, list[str]]:
     """The models per class of ``table`` summarized per check (numpy only, :mod:`anon_sql.checks`), the number of
     classes, and the table's columns."""
-    columns = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
+    columns = [r[0] for r in describe(con, table)]
     ci = CompileInput(policy, table.copy(), columns, level_plan, taxonomies, models)
     view = class_stats_query(ci, table.copy(), [EC_ID, *policy.quasi], null_safe=True).subquery("__checks")
     described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
@@ -166,7 +166,7 @@ def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table
         raise PolicyError(f"re-verifying k_map / delta_presence needs the release's taxonomies; {inline} had inline "
                           "taxonomies built from the source's values, which the catalog does not keep")
     taxonomies = resolve_taxonomies(con, policy, None, False, catalog_con=con, check=False)
-    described = con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()
+    described = describe(con, table)
     types = {r[0]: (r[1] if levels.get(r[0], 0) == 0 else "VARCHAR") for r in described}
     pop = population_models(models)[0].population
     keys = "privacy model(s) " + ", ".join(m.name for m in population_models(models))
@@ -214,7 +214,7 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
         return {"check": model.name, "classes": 0, "failing_classes": 0, "failing_records": 0,
                 "worst_value": None, "passed": False}
     relation = file_relation(src) if is_path(src) else table_relation(src)
-    cols = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(relation.copy())))).fetchall()]
+    cols = [r[0] for r in describe(con, relation)]
     # the row key orders by every source column, as at release time; identifiers are not needed for the check
     d = policy.to_dict()
     for spec_ in d["attributes"].values():

@@ -28,6 +28,7 @@ from sqlglot import exp
 from . import audit
 from .compiler import EC_ID
 from .errors import PrivacyRequirementError, TargetError
+from .source import describe
 from .sqlbuild import col, ident, lit, render
 
 STORAGE_VERSION = "v1.0.0"     # storage format 64: DuckDB 1.0 and every later release read it
@@ -79,7 +80,7 @@ def _released_query(con, row: dict[str, Any]) -> exp.Select:
     """Every column of the released table but θ's noise mark, in the table's order."""
     flag = json.loads(row["plan"] or "{}").get("noise_flag")
     table = exp.Table(this=ident(row["release"]))
-    cols = [r[0] for r in con.execute(render(exp.Describe(this=exp.select("*").from_(table.copy())))).fetchall()]
+    cols = [r[0] for r in describe(con, table)]
     return exp.select(*[col(c) for c in cols if c != flag]).from_(table)
 
 

@@ -122,7 +122,7 @@ def register(con: duckdb.DuckDBPyConnection, obj: Any, name: str = INPUT_NAME) -
         obj = pa.Table.from_batches([obj])
     try:
         con.register(name, obj)
-        _describe(con, exp.Table(this=ident(name)))
+        describe(con, exp.Table(this=ident(name)))
     except duckdb.Error as err:
         if kind != "relation":
             unregister(con, name)
@@ -185,7 +185,8 @@ def accepts_sources(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _describe(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> list[tuple]:
+def describe(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> list[tuple]:
+    """DuckDB's DESCRIBE of a relation: one (name, type, ...) row per column."""
     return con.execute(render(exp.Describe(this=exp.select("*").from_(relation.copy())))).fetchall()
 
 
@@ -222,7 +223,7 @@ def resolve(con: duckdb.DuckDBPyConnection, source: Any, label: str | None = Non
         relation = table_relation(source)
         label = source
     try:
-        described = _describe(con, relation)
+        described = describe(con, relation)
     except duckdb.Error as err:
         raise SourceError(f"cannot read source {label!r}: {err}") from None
     columns = [r[0] for r in described]
