@@ -19,7 +19,8 @@ def summary_columns(columns: Iterable[str]) -> list[str]:
 
 def summarize(columns: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per ``<check>_ok`` column (arrays, one entry per class): classes, failing classes and records, the
-    worst value (the largest for a t-closeness distance or δ-presence's δ, else the smallest) and passed. A NULL flag fails."""
+    worst value (the largest for a t-closeness distance or δ-presence's δ, else the smallest) and passed. A NULL
+    flag fails."""
     size = _floats(columns[SIZE]) if SIZE in columns else np.zeros(0)
     rows = []
     for name in [c[: -len("_ok")] for c in columns if c.endswith("_ok") and c != "__all_ok"]:
