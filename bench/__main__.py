@@ -121,7 +121,7 @@ def write_doc(records: list[dict], profile: str, skipped: list[str], failed: lis
         f"{load_before} before, {load_after} after; each row carries the load when it was measured.",
         "",
         "Regenerate: `python -m bench` (a few minutes) or `python -m bench --full` (the scale curve; about half an "
-        "hour on an idle machine). Spark (`bench/bench_spark.py`), the Python peers (`bench/bench_mondrian.py` "
+        "hour on an idle machine; its plot needs the `bench` extra, `pip install -e \".[bench]\"`). Spark (`bench/bench_spark.py`), the Python peers (`bench/bench_mondrian.py` "
         "beside anonypy) and the search at scale (`bench/bench_search.py --rows ...`) run by hand. Each script also runs alone (see its docstring) and `--json FILE` appends its "
         "records in the common format of `bench/results.py`.",
         "",
