@@ -140,7 +140,8 @@ def _publish(partial: Path, path: Path) -> None:
 def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadata: pd.DataFrame) -> None:
     partial = _partial(path)
     attach = exp.Attach(this=exp.Alias(this=lit(str(partial)), alias=ident(_ALIAS)), expressions=[
-        exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=lit(STORAGE_VERSION))])
+        exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=lit(STORAGE_VERSION)),
+        exp.AttachOption(this=exp.var("READ_WRITE"))])   # explicit: a read-only connection attaches read-only
     con.execute(render(attach))
     frame = "__anon_share_metadata"
     try:

@@ -150,3 +150,22 @@ def test_cli_release_to_and_export(tmp_path):
     pd.testing.assert_frame_equal(a["rl"], b["rl"])
     r = CliRunner().invoke(main, ["release", str(pol), "--db", db, "--dry-run", "--to", str(tmp_path / "c.duckdb")])
     assert r.exit_code == 2 and not (tmp_path / "c.duckdb").exists()
+
+
+def test_export_from_a_read_only_connection(tmp_path):
+    """A data owner may open the working database read-only to share from it: the target is attached read-write."""
+    db = tmp_path / "work.duckdb"
+    c = duckdb.connect(str(db))
+    anon_sql.install(c)
+    c.execute(PATIENTS)
+    anon_sql.release(c, levels_policy())
+    written = c.execute("SELECT * FROM rl ORDER BY ALL").fetchall()
+    c.close()
+    ro = duckdb.connect(str(db), read_only=True)
+    try:
+        assert anon_sql.export(ro, "rl", tmp_path / "ro.duckdb") == [str(tmp_path / "ro.duckdb")]
+    finally:
+        ro.close()
+    shared = duckdb.connect(str(tmp_path / "ro.duckdb"), read_only=True)
+    assert shared.execute("SELECT * FROM rl ORDER BY ALL").fetchall() == written
+    shared.close()
