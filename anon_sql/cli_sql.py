@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 import click
-import duckdb
-import pandas as pd
 
 from .cli_errors import cli_errors, database
-from .cli_output import json_option, set_result
+from .cli_output import json_option, rows_text, set_result
 from .errors import AnonSQLError
+
+if TYPE_CHECKING:                # imported where used: `anon-sql run --help` loads no pandas or duckdb
+    import duckdb
+    import pandas as pd
 
 MAX_ROWS = 40
 HISTORY = "~/.anon_sql_history"
@@ -26,13 +28,15 @@ HELP = """Statements end with ';' and may span lines. Besides DuckDB SQL:
 
 
 def format_frame(frame: pd.DataFrame, max_rows: int = MAX_ROWS) -> str:
-    """A result as a plain table with a row count; the first and last rows of a long one."""
+    """A result as a plain table (:func:`anon_sql.cli_output.rows_text`) with a row count; the first and last
+    ``max_rows // 2`` rows of a longer one."""
     n = len(frame)
     if frame.columns.empty:
         return f"({n} rows)"
-    if n == 0:
-        return "  ".join(map(str, frame.columns)) + "\n(0 rows)"
-    text = frame.to_string(index=False, max_rows=max_rows, min_rows=min(max_rows, 20))
+    half = max_rows // 2
+    shown = frame if n <= max_rows else frame.iloc[list(range(half)) + list(range(n - half, n))]
+    rows = list(shown.itertuples(index=False, name=None))
+    text = rows_text(rows, list(frame.columns), elided_at=half if n > max_rows else None)
     return f"{text}\n({n} row{'s' if n != 1 else ''})"
 
 
@@ -79,6 +83,8 @@ def shell_cmd(db: str | None, history: str | None) -> None:
 
     With input piped in (not a terminal) it runs like `anon-sql run -`: no prompt, stop at the first failure.
     With --json, the results of the session's statements (kind, message, rows) are written as JSON at the end."""
+    import duckdb
+
     with cli_errors():
         con = duckdb.connect(db or ":memory:")
     interactive = sys.stdin.isatty()

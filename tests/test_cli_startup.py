@@ -30,6 +30,28 @@ def test_import_and_help_load_no_heavy_library():
     assert not mods & {*HEAVY, "pandas", "duckdb"}, mods
 
 
+def test_no_help_loads_a_heavy_library():
+    """Every command's --help (lazy commands and subcommands included), in one fresh interpreter: no pandas, numpy,
+    scipy, scikit-learn, sqlglot, pyarrow or duckdb is loaded to print it."""
+    code = """
+import click
+from click.testing import CliRunner
+from anon_sql.cli import main
+
+def paths(group, path=()):
+    for name in group.list_commands(None):
+        cmd = group.get_command(None, name)
+        yield (*path, name)
+        if isinstance(cmd, click.Group):
+            yield from paths(cmd, (*path, name))
+
+helped = [p for p in paths(main) if CliRunner().invoke(main, [*p, "--help"]).output.startswith("Usage:")]
+assert len(helped) >= 15, helped
+"""
+    heavy = loaded_after(code) & {*HEAVY, "pandas", "numpy", "sqlglot", "pyarrow", "duckdb"}
+    assert not heavy, heavy
+
+
 def test_check_loads_no_scikit_learn_scipy_or_pandas(seed_db):
     db = seed_db[0]
     mods = loaded_after(f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
