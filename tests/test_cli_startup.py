@@ -52,11 +52,17 @@ assert len(helped) >= 15, helped
     assert not heavy, heavy
 
 
-def test_check_loads_no_scikit_learn_scipy_or_pandas(seed_db):
+def test_check_loads_no_scikit_learn_scipy_or_pandas(seed_db, monkeypatch):
+    """The first check of a release compiles its program (sqlglot, numpy, the compiler; no pandas); a later one runs
+    the cached program and loads none of them (anon_sql.check_program)."""
     db = seed_db[0]
-    mods = loaded_after(f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
-                        "except SystemExit as e:\n    assert e.code in (0, None), e.code")
-    assert "duckdb" in mods and not mods & {*HEAVY, "pandas"}, mods
+    monkeypatch.setenv("ANON_SQL_CACHE", str(seed_db[2] / "cache"))      # empty: the first check compiles
+    code = (f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
+            "except SystemExit as e:\n    assert e.code in (0, None), e.code")
+    mods = loaded_after(code)
+    assert "duckdb" in mods and "sqlglot" in mods and not mods & {*HEAVY, "pandas"}, mods
+    mods = loaded_after(code)
+    assert "duckdb" in mods and not mods & {*HEAVY, "pandas", "numpy", "sqlglot", "pyarrow"}, mods
 
 
 def test_lazy_command_table_matches_the_commands():
