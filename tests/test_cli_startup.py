@@ -65,6 +65,19 @@ def test_check_loads_no_scikit_learn_scipy_or_pandas(seed_db, monkeypatch):
     assert "duckdb" in mods and not mods & {*HEAVY, "pandas", "numpy", "sqlglot", "pyarrow"}, mods
 
 
+def test_the_first_check_after_anon_sql_release_runs_the_program_the_release_compiled(seed_db, monkeypatch):
+    from click.testing import CliRunner
+
+    db, policy, tmp = seed_db
+    monkeypatch.setenv("ANON_SQL_CACHE", str(tmp / "cache"))
+    res = CliRunner().invoke(main, ["release", policy, "--db", db, "--replace"])
+    assert res.exit_code == 0, res.output
+    assert len(list((tmp / "cache" / "checks").glob("*.json"))) == 1
+    mods = loaded_after(f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
+                        "except SystemExit as e:\n    assert e.code in (0, None), e.code")
+    assert "duckdb" in mods and not mods & {*HEAVY, "pandas", "numpy", "sqlglot"}, mods
+
+
 def test_lazy_command_table_matches_the_commands():
     """--help lists lazy commands from a table: it must say what the command's own docstring says."""
     for name, (module, attr, help_text) in LAZY_COMMANDS.items():
