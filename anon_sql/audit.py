@@ -84,21 +84,25 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
 
 
 def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Compile the check program of recorded release ``name`` and cache it (when it can be): after
-    ``anon-sql release``, the first ``anon-sql check`` of the release starts at once too."""
-    _recorded_program(con, name, table_checks=False)
+    """Compile the check program of recorded release ``name`` and cache it, when it can be cached (after
+    ``anon-sql release``: the first ``anon-sql check`` of the release starts at once too)."""
+    _recorded_program(con, name, table_checks=False, only_cacheable=True)
 
 
-def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, table_checks: bool
-                      ) -> tuple[dict[str, Any], dict[str, Any], list[str], list[dict[str, Any]]]:
+def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, table_checks: bool, only_cacheable: bool = False
+                      ) -> tuple[dict[str, Any], dict[str, Any], list[str], list[dict[str, Any]]] | None:
     """The check program of a recorded release compiled from its stored policy (cached when it read nothing but
-    the policy), its catalog row, the table's columns, and (``table_checks``) the whole-table checks' rows."""
+    the policy), its catalog row, the table's columns, and (``table_checks``) the whole-table checks' rows. None
+    when ``only_cacheable`` and the program could not be cached."""
     row = recorded(con, name)
     policy = Policy.from_dict(json.loads(row["policy_json"]))
     plan = json.loads(row["plan"] or "{}")
     names = ReleaseNames(name)
     reads = _Reads(con)
     models = build_models(policy, reads)
+    cacheable = not (reads.used or population_models(models) or any(m.whole_table for m in models))
+    if only_cacheable and not cacheable:
+        return None
     level_plan, taxonomies = LevelPlan({}), {}
     if population_models(models):   # k-map / δ-presence: the population through the release's level maps
         level_plan, taxonomies = _population_plan(con, policy, plan, names.table, models)
@@ -108,7 +112,7 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, table_checks: b
     layout = plan.get("slicing_check")
     table_rows = [_table_check(con, policy, names, m, layout) for m in models
                   if m.whole_table and layout and table_checks]
-    if not (reads.used or population_models(models) or any(m.whole_table for m in models)):
+    if cacheable:
         check_program.store(check_program.key(name, row, described), program)
     return program, row, columns, table_rows
 
