@@ -112,7 +112,7 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, table_checks: b
     layout = plan.get("slicing_check")
     table_rows = [_table_check(con, policy, names, m, layout) for m in models
                   if m.whole_table and layout and table_checks]
-    if cacheable:
+    if cacheable and not reads.used:     # (a model might read through the connection only when compiled)
         check_program.store(check_program.key(name, row, described), program)
     return program, row, columns, table_rows
 

@@ -36,7 +36,7 @@ def summary_query(relation: exp.Expression, columns: Sequence[str]) -> exp.Selec
     present = set(columns)
     items: list[exp.Expression] = [alias(exp.Count(this=exp.Star()), "classes")]
     for i, name in enumerate(check_names(columns)):
-        failing = exp.Not(this=exp.Coalesce(this=col(f"{name}_ok"), expressions=[exp.false()]))
+        failing = exp.Not(this=exp.NullSafeEQ(this=col(f"{name}_ok"), expression=exp.true()))   # NULL, NaN fail
         items.append(alias(exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=failing.copy())),
                            f"failing_classes_{i}"))
         records = (exp.Filter(this=exp.Sum(this=col(SIZE)), expression=exp.Where(this=failing.copy()))

@@ -57,3 +57,16 @@ def test_the_view_in_duckdb_and_a_pandas_frame_of_it_give_the_same_summary():
     from_frame = check_summary(con.execute(VIEW).df())
     assert from_view == from_frame
     assert [r["passed"] for r in from_frame] == [False, False]
+
+
+def test_flags_of_a_frame_of_any_engine_fail_closed():
+    """A frame from another engine may hold its flags as floats (NaN for NULL) or objects (None): NaN, None and
+    0 fail, 1 / True pass — as DuckDB's own NULL does."""
+    import numpy as np
+    import pandas as pd
+
+    floats = pd.DataFrame({"__size": [2.0, 3.0, 4.0], "k_ok": [np.nan, 1.0, 0.0], "k_value": [np.nan, 1.0, 2.0]})
+    assert check_summary(floats) == [{"check": "k", "classes": 3, "failing_classes": 2, "failing_records": 6,
+                                      "worst_value": 1.0, "passed": False}]
+    objects = pd.DataFrame({"__size": [2.0, 3.0], "k_ok": [None, True], "k_value": [None, 1.0]})
+    assert check_summary(objects)[0]["failing_records"] == 2
