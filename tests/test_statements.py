@@ -116,7 +116,8 @@ def test_syntax_errors_point_at_the_token(text, near, column):
 def test_a_bad_policy_statement_is_quoted_as_written_with_its_position(capfd):
     con = duckdb.connect()
     with pytest.raises(StatementError) as err:
-        execute(con, "SELECT 1;\nCREATE OR REPLACE ANONYMIZED VIEW v\n  WITH (k = 2, l = )\n  AS SELECT quasi(i) FROM t")
+        execute(con, "SELECT 1;\nCREATE OR REPLACE ANONYMIZED VIEW v\n  WITH (k = 2, l = )\n"
+                     "  AS SELECT quasi(i) FROM t")
     text = str(err.value)
     assert err.value.exit_code == 2 and (err.value.number, err.value.line) == (2, 2)
     # the statement's own line, the column counted in it as written (ANONYMIZED included), a caret under `)`
