@@ -48,13 +48,18 @@ def echo_result(result) -> None:
         click.echo(format_frame(result.frame))
 
 
-def shown_and_recorded() -> Callable[[Any], None]:
+def shown_and_recorded(con: duckdb.DuckDBPyConnection | None = None) -> Callable[[Any], None]:
     """A statement-result callback that prints each result and keeps them all as the command's ``--json`` result
-    (one entry per statement that ran: kind, message, rows)."""
+    (one entry per statement that ran: kind, message, rows). With ``con``, the check program of each view created
+    or refreshed is compiled and cached, so that its first ``anon-sql check`` starts at once."""
     results: list[dict] = []
 
     def show(result) -> None:
         echo_result(result)
+        if con is not None and result.kind in ("create", "refresh") and result.value is not None:
+            from .audit import prepare_check
+
+            prepare_check(con, result.value.name)
         results.append({"kind": result.kind, "message": result.message, "rows": result.frame})
         set_result(results)
     return show
@@ -70,7 +75,7 @@ def run_cmd(script: TextIO, db: str | None) -> None:
 
     text = script.read()
     with cli_errors(), database(db) as con:
-        execute(con, text, on_result=shown_and_recorded())
+        execute(con, text, on_result=shown_and_recorded(con))
 
 
 @click.command("shell")
@@ -122,7 +127,7 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
     from .statements import Session, is_complete
 
     session = Session(con)
-    show = shown_and_recorded()
+    show = shown_and_recorded(con)
 
     lines: list[str] = []
     while True:

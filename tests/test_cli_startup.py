@@ -65,12 +65,24 @@ def test_check_loads_no_scikit_learn_scipy_or_pandas(seed_db, monkeypatch):
     assert "duckdb" in mods and not mods & {*HEAVY, "pandas", "numpy", "sqlglot", "pyarrow"}, mods
 
 
-def test_the_first_check_after_anon_sql_release_runs_the_program_the_release_compiled(seed_db, monkeypatch):
+@pytest.mark.parametrize("command", ["release", "run"])
+def test_the_first_check_after_a_release_runs_the_program_the_release_compiled(seed_db, monkeypatch, command):
+    """`anon-sql release` and a CREATE / REFRESH ANONYMIZED VIEW of `anon-sql run` (or `shell`) cache the check
+    program of what they released."""
     from click.testing import CliRunner
+
+    from anon_sql.policy import Policy
 
     db, policy, tmp = seed_db
     monkeypatch.setenv("ANON_SQL_CACHE", str(tmp / "cache"))
-    res = CliRunner().invoke(main, ["release", policy, "--db", db, "--replace"])
+    if command == "release":
+        args = ["release", policy, "--db", db, "--replace"]
+    else:
+        script = tmp / "s.sql"
+        script.write_text(Policy.from_toml(policy).to_sql().replace("CREATE ANONYMIZED VIEW",
+                                                                    "CREATE OR REPLACE ANONYMIZED VIEW") + ";")
+        args = ["run", str(script), "--db", db]
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     assert len(list((tmp / "cache" / "checks").glob("*.json"))) == 1
     mods = loaded_after(f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
