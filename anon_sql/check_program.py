@@ -72,7 +72,10 @@ def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
     described = table_columns(con, name) if row is not None else []
     if row is None or not described:
         return None
-    program = load(key(name, row, described))
+    try:
+        program = load(key(name, row, described))
+    except (TypeError, ValueError):      # an unreadable stored policy: compiling says what is wrong with it
+        return None
     if program is None:
         return None
     return run(con, program, row, [c for c, _ in described])
