@@ -54,6 +54,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--db", default=None)
     ap.add_argument("--json", default=None, help="append the results to this JSON-lines file")
+    ap.add_argument("--before", default=None, metavar="CHECKOUT",
+                    help="also time `check` with the anon_sql of another checkout (e.g. the main branch)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cached = {**os.environ, "ANON_SQL_CACHE": str(Path(tmp) / "cache")}
@@ -69,6 +71,9 @@ def main() -> None:
             "anon-sql --help": ([*CLI, "--help"], cached),
             "anon-sql check adult_demo (program cached)": (check, cached),
             "anon-sql check adult_demo (compiled, ANON_SQL_CACHE=off)": (check, compiled),
+            **({f"anon-sql check adult_demo (code of {args.before})": (
+                [sys.executable, "-c", f"import sys; sys.path.insert(0, {args.before!r}); "
+                 "from anon_sql.cli import main; main()", *check[3:]], compiled)} if args.before else {}),
             "anon-sql sql --help": ([*CLI, "sql", "--help"], cached),
             "anon-sql analyze --help": ([*CLI, "analyze", "--help"], cached),
             "anon-sql run --help": ([*CLI, "run", "--help"], cached),
