@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 from sqlglot import exp
 
-from . import catalog
-from .checks import summarize, summary_columns
+from . import catalog, check_program
+from .catalog_read import table_columns
+from .checks import summary_columns, summary_query
 from .columns import EC_ID
 from .compiler import CompileInput, ReleaseNames, class_stats_query, released_columns
 from .errors import PolicyError, SourceError
@@ -71,23 +72,61 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
     """One row per check (``check``, ``classes``, ``failing_classes``, ``failing_records``, ``worst_value``,
     ``passed``): every model of the stored policy over the released table, then reconciliation, suppression,
     class count and released columns against the catalog (a shared file: against its metadata row). Needs no
-    pandas (``anon-sql check`` starts at once)."""
+    pandas (``anon-sql check`` starts at once); a program compiled before comes from the local cache
+    (:mod:`anon_sql.check_program`), one compiled here is cached when it read nothing but the policy."""
+    cached = check_program.cached_rows(con, name)
+    if cached is not None:
+        return cached
     if is_shared(con, name):
         return _recheck_shared(con, name)
+    program, row, columns, table_rows = _recorded_program(con, name, table_checks=True)
+    return check_program.run(con, program, row, columns, table_rows)
+
+
+def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Compile the check program of recorded release ``name`` and cache it, when it can be cached (after
+    ``anon-sql release``: the first ``anon-sql check`` of the release starts at once too)."""
+    _recorded_program(con, name, table_checks=False, only_cacheable=True)
+
+
+def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, table_checks: bool, only_cacheable: bool = False
+                      ) -> tuple[dict[str, Any], dict[str, Any], list[str], list[dict[str, Any]]] | None:
+    """The check program of a recorded release compiled from its stored policy (cached when it read nothing but
+    the policy), its catalog row, the table's columns, and (``table_checks``) the whole-table checks' rows. None
+    when ``only_cacheable`` and the program could not be cached."""
     row = recorded(con, name)
     policy = Policy.from_dict(json.loads(row["policy_json"]))
     plan = json.loads(row["plan"] or "{}")
     names = ReleaseNames(name)
-    models = build_models(policy, con)
+    reads = _Reads(con)
+    models = build_models(policy, reads)
+    cacheable = not (reads.used or population_models(models) or any(m.whole_table for m in models))
+    if only_cacheable and not cacheable:
+        return None
     level_plan, taxonomies = LevelPlan({}), {}
     if population_models(models):   # k-map / δ-presence: the population through the release's level maps
         level_plan, taxonomies = _population_plan(con, policy, plan, names.table, models)
-    rows, classes, columns = _class_checks(con, names.table, policy, models, level_plan, taxonomies)
+    described = table_columns(con, name) or [tuple(r[:2]) for r in describe(con, names.table)]
+    columns = [c for c, _ in described]
+    program = _program(con, names.table, policy, plan, models, level_plan, taxonomies, columns)
     layout = plan.get("slicing_check")
-    for model in (m for m in models if m.whole_table and layout):
-        rows.append(_table_check(con, policy, names, model, layout))
-    rows += _catalog_checks(con, names.table, policy, row, plan, columns, classes)
-    return rows
+    table_rows = [_table_check(con, policy, names, m, layout) for m in models
+                  if m.whole_table and layout and table_checks]
+    if cacheable and not reads.used:     # (a model might read through the connection only when compiled)
+        check_program.store(check_program.key(name, row, described), program)
+    return program, row, columns, table_rows
+
+
+class _Reads:
+    """A connection that notes whether anything was read through it (a model built from a table of the database:
+    its check program depends on more than the policy, so it is not cached)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con, self.used = con, False
+
+    def __getattr__(self, attr: str) -> Any:
+        self.used = True
+        return getattr(self.con, attr)
 
 
 def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
@@ -110,16 +149,16 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         catalog.install(private)
         table = _shared_table(con, private, name)
         models = build_models(policy, private)
-        rows, classes, columns = _class_checks(private, table, policy,
-                                               [m for m in models if not m.needs_population], LevelPlan({}), {})
+        columns = [r[0] for r in describe(private, table)]
+        program = _program(private, table, policy, plan, [m for m in models if not m.needs_population],
+                           LevelPlan({}), {}, columns)
         # whole-table or population checks need data a shared file never holds: not recomputable counts as failed
         unverifiable = [m.name for m in models if m.whole_table] + [m.name for m in population_models(models)]
-        rows += [{"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
-                  "passed": False} for check in unverifiable]
-        rows += _catalog_checks(private, table, policy, row, plan, columns, classes)
+        return check_program.run(private, program, row, columns, [
+            {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
+             "passed": False} for check in unverifiable])
     finally:
         private.close()
-    return rows
 
 
 def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str) -> exp.Table:
@@ -137,20 +176,21 @@ def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnec
     return exp.Table(this=ident(_SHARED))
 
 
-def _class_checks(con, table: exp.Table, policy: Policy, models: list, level_plan: LevelPlan,
-                  taxonomies: dict[str, Any]) -> tuple[list[dict[str, Any]], int, list[str]]:
-    """The models per class of ``table`` summarized per check (numpy only, :mod:`anon_sql.checks`), the number of
-    classes, and the table's columns."""
-    columns = [r[0] for r in describe(con, table)]
+def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models: list, level_plan: LevelPlan,
+             taxonomies: dict[str, Any], columns: list[str]) -> dict[str, Any]:
+    """The check program of ``table`` (see :mod:`anon_sql.check_program`): the models per class summarized per
+    check in one SQL aggregate (:mod:`anon_sql.checks`), the released records, and what the catalog checks compare
+    with — the columns the policy releases and the suppression budget."""
     ci = CompileInput(policy, table.copy(), columns, level_plan, taxonomies, models)
     view = class_stats_query(ci, table.copy(), [EC_ID, *policy.quasi], null_safe=True).subquery("__checks")
     described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
     wanted = summary_columns(d[0] for d in described)
-    rows = summarize(con.execute(render(exp.select(*[exp.column(c, "__checks", quoted=True) for c in wanted])
-                                        .from_(view))).fetchnumpy())
-    classes = rows[0]["classes"] if rows else int(con.execute(render(
-        exp.select(exp.func("count", exp.Star())).from_(view.copy()))).fetchall()[0][0])
-    return rows, classes, columns
+    expected = [c for c in released_columns(policy, list(policy.attributes)) if c != policy.count_column]
+    expected += [c for c in (plan.get("noise_flag"), EC_ID, policy.count_column) if c]
+    return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted)),
+            "summary_columns": wanted,
+            "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
+            "expected_columns": expected, "max_suppression": policy.privacy.max_suppression}
 
 
 def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table, models: list
@@ -173,32 +213,6 @@ def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table
     pop.relation = population_relation(con, pop.name, policy, types, keys)
     check_values(con, pop.name, pop.relation, policy, taxonomies)
     return LevelPlan(levels), taxonomies
-
-
-def _catalog_checks(con, table: exp.Table, policy: Policy, row: dict[str, Any], plan: dict[str, Any],
-                    columns: list[str], classes: int) -> list[dict[str, Any]]:
-    """The table against the numbers recorded at release time: records reconcile, suppression within budget, the
-    same number of classes, and exactly the columns the policy releases (no identifier added back)."""
-    released = int(con.execute(render(exp.select(record_count(policy.count_column)).from_(table.copy())))
-                   .fetchall()[0][0] or 0)
-    records_in, noise = int(row["records_in"]), int(row["noise"] or 0)
-    suppressed = records_in - (released - noise)
-    gap = records_in - (released - noise + int(row["suppressed"]))
-    budget = policy.privacy.max_suppression * records_in
-    expected = [c for c in released_columns(policy, list(policy.attributes)) if c != policy.count_column]
-    expected += [c for c in (plan.get("noise_flag"), EC_ID, policy.count_column) if c]
-    odd = sorted(set(columns) ^ set(expected))
-    return [
-        {"check": "reconciliation", "classes": classes, "failing_classes": 0, "failing_records": abs(gap),
-         "worst_value": float(gap), "passed": gap == 0},
-        {"check": "max_suppression", "classes": classes, "failing_classes": 0,
-         "failing_records": max(0, int(suppressed - budget)), "worst_value": float(suppressed),
-         "passed": suppressed <= budget + 1e-9},
-        {"check": "classes", "classes": classes, "failing_classes": abs(classes - int(row["classes"] or 0)),
-         "failing_records": 0, "worst_value": float(classes), "passed": classes == int(row["classes"] or 0)},
-        {"check": "columns", "classes": classes, "failing_classes": 0, "failing_records": 0,
-         "worst_value": float(len(odd)), "passed": not odd},
-    ]
 
 
 def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, layout: dict[str, Any]
@@ -226,4 +240,4 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
     return model.table_check(con, names.table, source, None, layout, policy.count_column, assignment)
 
 
-__all__ = ["recorded", "recheck", "recheck_rows", "is_shared", "metadata_table"]
+__all__ = ["recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table"]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import duckdb
 from sqlglot import exp
 
+from .catalog_read import is_installed, recorded_release  # noqa: F401  (re-exported: catalog reads)
 from .columns import EC_ID, SIZE
 from .sqlbuild import col, dtype, ident, lit, render
 from .taxonomy import Taxonomy
@@ -36,14 +37,6 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
 def upgrade(con: duckdb.DuckDBPyConnection) -> None:
     """Run the idempotent catalog DDL again: adds the tables introduced after this database's catalog was made."""
     con.execute(_sql_file("catalog.sql"))
-
-
-def is_installed(con: duckdb.DuckDBPyConnection) -> bool:
-    """Does the database hold the anon catalog? (duckdb_tables(): a third of information_schema's cost)"""
-    rows = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'anon' AND table_name = 'releases'"
-    ).fetchall()
-    return bool(rows[0][0])
 
 
 @contextlib.contextmanager
@@ -194,19 +187,6 @@ def load_vulnerability(con: duckdb.DuckDBPyConnection, source: str, target: str,
     df = con.execute("SELECT * FROM anon.identity_vulnerability WHERE source = ? AND target = ? AND quasi = ? "
                      "ORDER BY attribute", [source, target, json.dumps(sorted(map(str, quasi)))]).df()
     return df if len(df) else None
-
-
-def recorded_release(con: duckdb.DuckDBPyConnection, name: str) -> dict | None:
-    """The ``anon.releases`` row of release ``name`` with status ``released`` (the latest), or None: what anon_sql
-    itself created under that name. Reads only (works on a read-only connection)."""
-    if not is_installed(con):
-        return None
-    cur = con.execute("SELECT * FROM anon.releases WHERE release = ? AND status = 'released' "
-                      "ORDER BY created_at DESC LIMIT 1", [name])
-    row = cur.fetchone()
-    if row is None:
-        return None
-    return dict(zip([d[0] for d in cur.description], row))
 
 
 def released_names(con: duckdb.DuckDBPyConnection) -> list[str]:

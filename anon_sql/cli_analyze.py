@@ -3,20 +3,20 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import duckdb
-import pandas as pd
-from sqlglot import exp
 
-from anon_sql.analytics.leakage import leakage, resolve_columns, table_columns
 from anon_sql.cli_output import json_option, set_result
 from anon_sql.errors import AnonSQLError, PolicyError, SourceError
-from anon_sql.sqlbuild import lit, render, table as table_ref
+
+if TYPE_CHECKING:                # imported where used: `anon-sql analyze --help` loads no pandas, duckdb or sqlglot
+    import duckdb
+    import pandas as pd
+    from sqlglot import exp
 
 QI_THRESHOLD = 0.3  # normalized leakage from which an attribute is suggested as a quasi-identifier
-_READERS = {".csv": exp.ReadCSV, ".tsv": exp.ReadCSV, ".txt": exp.ReadCSV, ".parquet": exp.ReadParquet,
-            ".pq": exp.ReadParquet}
+_READERS = {".csv": "ReadCSV", ".tsv": "ReadCSV", ".txt": "ReadCSV", ".parquet": "ReadParquet", ".pq": "ReadParquet"}
 
 
 class _CliError(click.ClickException):
@@ -27,22 +27,33 @@ class _CliError(click.ClickException):
         self.exit_code = getattr(error, "exit_code", exit_code)
 
 
-def _file_reader(path: str) -> type[exp.Expression] | None:
-    """The DuckDB table function for a data file path (by suffix, ``.gz`` allowed), or None for a table name."""
+def _file_reader(path: str) -> str | None:
+    """The name of the sqlglot node of the DuckDB table function for a data file path (by suffix, ``.gz``
+    allowed), or None for a table name."""
     suffixes = [s.lower() for s in Path(path).suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]
     return _READERS.get(suffixes[-1]) if suffixes else None
 
 
-def _scan(reader: type[exp.Expression], path: str) -> exp.Expression:
+def _scan(reader: str, path: str) -> exp.Expression:
     """``read_csv('path')`` / ``read_parquet('path')`` with the path as a quoted literal."""
-    return reader(this=lit(path)) if reader is exp.ReadCSV else reader(expressions=[lit(path)])
+    from sqlglot import exp
+
+    from anon_sql.sqlbuild import lit
+
+    node = getattr(exp, reader)
+    return node(this=lit(path)) if node is exp.ReadCSV else node(expressions=[lit(path)])
 
 
 def open_source(source: str, db: str | None, read_only: bool = True) -> tuple[duckdb.DuckDBPyConnection, str]:
     """Connect (``db`` read-only unless told, else in memory) and return the table name; a CSV/Parquet path becomes
     a temp view named after the file (DuckDB sniffs delimiter, header and line ends)."""
+    import duckdb
+    from sqlglot import exp
+
+    from anon_sql.sqlbuild import render, table as table_ref
+
     reader = _file_reader(source)
     if db is not None and not Path(db).is_file():
         raise SourceError(f"database file {db!r} does not exist; pass an existing DuckDB file to --db")
@@ -108,6 +119,10 @@ def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_
         raise click.UsageError("--store needs --vulnerability and --db FILE (the database that keeps the catalog)")
     if not (do_leakage or do_vulnerability or do_relevance):
         do_leakage = True
+    import duckdb
+
+    from anon_sql.analytics.leakage import resolve_columns, table_columns
+
     try:
         con, name = open_source(table, db, read_only=not store)
     except (AnonSQLError, duckdb.Error) as err:
@@ -137,6 +152,8 @@ def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_
 def _print_leakage(con: duckdb.DuckDBPyConnection, name: str, attributes: list[str], count_column: str | None,
                    combinations: int, qi_threshold: float) -> dict[str, object]:
     """Leakage table, highest first, and the QI suggestion line; returns both for ``--json``."""
+    from anon_sql.analytics.leakage import leakage
+
     df = leakage(con, name, attributes, count_column=count_column, combinations=combinations)
     what = "attribute" if combinations == 1 else f"set of {combinations} attributes"
     click.echo(f"Entropy leakage per {what} (ΔS bits; normalized = ΔS / log2 n):")

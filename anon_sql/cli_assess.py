@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import duckdb
 
 from .cli_errors import cli_errors
 from .cli_output import json_option, set_result
@@ -48,6 +47,8 @@ def assess_cmd(source: str, quasi: str, sensitive: str | None, population: str |
                count_column: str | None, db: str | None, html_path: str | None) -> None:
     """Measure SOURCE (a table of --db, or a .csv / .parquet file) as it is: k, l, t, α, β, δ, prosecutor /
     journalist / marketer risk, population uniqueness. Nothing is written to the database."""
+    import duckdb
+
     from .assessment import assess
 
     with cli_errors():

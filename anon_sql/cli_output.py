@@ -10,6 +10,7 @@ import contextlib
 import functools
 import json
 import math
+import numbers
 import sys
 import time
 from pathlib import Path
@@ -43,23 +44,35 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def rows_text(rows: Sequence[dict[str, Any]]) -> str:
-    """Rows (dicts with the same keys) as an aligned text table — numbers right-aligned, as pandas prints them, but
-    without importing pandas (``anon-sql check`` must start at once)."""
-    if not rows:
+def rows_text(rows: Sequence[dict[str, Any]] | Sequence[Sequence[Any]], columns: Sequence[str] | None = None,
+              elided_at: int | None = None) -> str:
+    """Rows as an aligned text table — numbers right-aligned, as pandas prints them, but without importing pandas
+    (``anon-sql check`` must start at once). The one table printer of the CLI: ``check`` passes dicts with the same
+    keys; ``run`` / ``shell`` pass a query's ``columns`` and rows as tuples in that order, with ``elided_at``: the
+    row index where a long result's middle was left out (a ``...`` line there)."""
+    keys = [str(c) for c in columns] if columns is not None else list(rows[0]) if rows else []
+    if not keys:
         return "(no rows)"
-    keys = list(rows[0])
-    cells = [[_cell(r.get(k)) for k in keys] for r in rows]
-    numeric = [all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) or r.get(k) is None
-                   for r in rows) for k in keys]
-    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    values = [list(r.values()) if isinstance(r, dict) else list(r) for r in rows]
+    cells = [[_cell(v) for v in r] for r in values]
+    numeric = [all(_number(r[i]) or r[i] is None for r in values) for i in range(len(keys))]
+    if elided_at is not None:
+        cells.insert(elided_at, ["..."] * len(keys))
+    widths = [max([len(k), *(len(c[i]) for c in cells)]) for i, k in enumerate(keys)]
     line = lambda values: " ".join(v.rjust(w) if n else v.ljust(w)  # noqa: E731
                                    for v, w, n in zip(values, widths, numeric)).rstrip()
     return "\n".join([line(keys), *(line(c) for c in cells)])
 
 
+def _number(value: Any) -> bool:
+    """A number (numpy scalars included), not a bool."""
+    return isinstance(value, numbers.Number) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+
+
 def _cell(value: Any) -> str:
-    """One table cell: floats with up to 6 significant digits, NULL as None."""
+    """One table cell: floats with up to 6 significant digits, NULL as None, arrays as lists."""
+    if type(value).__name__ == "ndarray":            # a LIST value of a query result
+        value = value.tolist()
     if isinstance(value, float):
         return "NaN" if value != value else f"{value:.6g}"
     return str(value)

@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 import click
-import duckdb
-import pandas as pd
 
 from .cli_errors import cli_errors, database
-from .cli_output import json_option, set_result
+from .cli_output import json_option, rows_text, set_result
 from .errors import AnonSQLError
+
+if TYPE_CHECKING:                # imported where used: `anon-sql run --help` loads no pandas or duckdb
+    import duckdb
+    import pandas as pd
 
 MAX_ROWS = 40
 HISTORY = "~/.anon_sql_history"
@@ -26,13 +28,15 @@ HELP = """Statements end with ';' and may span lines. Besides DuckDB SQL:
 
 
 def format_frame(frame: pd.DataFrame, max_rows: int = MAX_ROWS) -> str:
-    """A result as a plain table with a row count; the first and last rows of a long one."""
+    """A result as a plain table (:func:`anon_sql.cli_output.rows_text`) with a row count; the first and last
+    ``max_rows // 2`` rows of a longer one."""
     n = len(frame)
     if frame.columns.empty:
         return f"({n} rows)"
-    if n == 0:
-        return "  ".join(map(str, frame.columns)) + "\n(0 rows)"
-    text = frame.to_string(index=False, max_rows=max_rows, min_rows=min(max_rows, 20))
+    half = max_rows // 2
+    shown = frame if n <= max_rows else frame.iloc[list(range(half)) + list(range(n - half, n))]
+    rows = list(shown.itertuples(index=False, name=None))
+    text = rows_text(rows, list(frame.columns), elided_at=half if n > max_rows else None)
     return f"{text}\n({n} row{'s' if n != 1 else ''})"
 
 
@@ -44,13 +48,18 @@ def echo_result(result) -> None:
         click.echo(format_frame(result.frame))
 
 
-def shown_and_recorded() -> Callable[[Any], None]:
+def shown_and_recorded(con: duckdb.DuckDBPyConnection | None = None) -> Callable[[Any], None]:
     """A statement-result callback that prints each result and keeps them all as the command's ``--json`` result
-    (one entry per statement that ran: kind, message, rows)."""
+    (one entry per statement that ran: kind, message, rows). With ``con``, the check program of each view created
+    or refreshed is compiled and cached, so that its first ``anon-sql check`` starts at once."""
     results: list[dict] = []
 
     def show(result) -> None:
         echo_result(result)
+        if con is not None and result.kind in ("create", "refresh") and result.value is not None:
+            from .audit import prepare_check
+
+            prepare_check(con, result.value.name)
         results.append({"kind": result.kind, "message": result.message, "rows": result.frame})
         set_result(results)
     return show
@@ -66,7 +75,7 @@ def run_cmd(script: TextIO, db: str | None) -> None:
 
     text = script.read()
     with cli_errors(), database(db) as con:
-        execute(con, text, on_result=shown_and_recorded())
+        execute(con, text, on_result=shown_and_recorded(con))
 
 
 @click.command("shell")
@@ -79,6 +88,8 @@ def shell_cmd(db: str | None, history: str | None) -> None:
 
     With input piped in (not a terminal) it runs like `anon-sql run -`: no prompt, stop at the first failure.
     With --json, the results of the session's statements (kind, message, rows) are written as JSON at the end."""
+    import duckdb
+
     with cli_errors():
         con = duckdb.connect(db or ":memory:")
     interactive = sys.stdin.isatty()
@@ -116,7 +127,7 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
     from .statements import Session, is_complete
 
     session = Session(con)
-    show = shown_and_recorded()
+    show = shown_and_recorded(con)
 
     lines: list[str] = []
     while True:

@@ -15,6 +15,7 @@ closest known one (anon_sql/schema.py). A role function's ``key => value`` optio
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import sqlglot
@@ -26,7 +27,8 @@ from .sqlbuild import ident, lit
 
 
 def _strip_anonymized(sql: str) -> str:
-    """Remove the ANONYMIZED keyword after CREATE [OR REPLACE], by token position (the rest is standard SQL)."""
+    """Blank out the ANONYMIZED keyword after CREATE [OR REPLACE], by token position (the rest is standard SQL);
+    spaces of the same length keep every line and column of a parse error those of the statement as written."""
     tokens = sqlglot.tokenize(sql, read="duckdb")
     words = [t.text.upper() for t in tokens[:5]]
     if not words or words[0] != "CREATE":
@@ -37,7 +39,18 @@ def _strip_anonymized(sql: str) -> str:
     if len(words) <= pos + 1 or words[pos] != "ANONYMIZED" or words[pos + 1] != "VIEW":
         raise PolicyError("a SQL policy starts with CREATE [OR REPLACE] ANONYMIZED VIEW name ...")
     tok = tokens[pos]
-    return sql[: tok.start] + sql[tok.end + 1:]
+    return sql[: tok.start] + " " * (tok.end + 1 - tok.start) + sql[tok.end + 1:]
+
+
+def _parse_error(err: sqlglot.errors.ParseError, text: str) -> str:
+    """sqlglot's first parse error against the statement as written: what, where, and its line with a caret."""
+    first = err.errors[0] if err.errors else {}
+    line, col = first.get("line"), first.get("col")
+    lines = text.split("\n")
+    if not isinstance(line, int) or not isinstance(col, int) or not 1 <= line <= len(lines):
+        return str(err)
+    what = first.get("description") or str(err)
+    return f"{what} (line {line}, column {col} of the statement)\n  {lines[line - 1]}\n  {' ' * (col - 1)}^"
 
 
 def _value(node: exp.Expression) -> Any:
@@ -71,10 +84,15 @@ def _value(node: exp.Expression) -> Any:
 
 def parse_policy_sql(sql: str) -> dict[str, Any]:
     """Parse the SQL form into the policy dict of :class:`anon_sql.Policy`."""
+    text = sql.strip().rstrip(";")
+    quiet = logging.getLogger("sqlglot")       # no "falling back to parsing as a Command" warning on stderr
+    level, quiet.level = quiet.level, logging.ERROR
     try:
-        tree = sqlglot.parse_one(_strip_anonymized(sql.strip().rstrip(";")), read="duckdb")
+        tree = sqlglot.parse_one(_strip_anonymized(text), read="duckdb")
     except sqlglot.errors.ParseError as err:
-        raise PolicyError(f"cannot parse the SQL policy: {err}") from None
+        raise PolicyError(f"cannot parse the SQL policy: {_parse_error(err, text)}") from None
+    finally:
+        quiet.level = level
     if not isinstance(tree, exp.Create) or not isinstance(tree.expression, exp.Select):
         raise PolicyError("a SQL policy is CREATE ANONYMIZED VIEW name WITH (...) AS SELECT ... FROM source")
     out: dict[str, Any] = {"name": tree.this.name if isinstance(tree.this, exp.Table) else tree.this.this.name}

@@ -17,6 +17,22 @@ settings.load_profile("anon_sql")
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def check_cache(tmp_path_factory):
+    """The check programs' cache (anon_sql.check_program) of this test session, never the user's ~/.cache (the
+    CLI's subprocesses inherit it)."""
+    import os
+
+    folder = tmp_path_factory.mktemp("check_cache")
+    before = os.environ.get("ANON_SQL_CACHE")
+    os.environ["ANON_SQL_CACHE"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("ANON_SQL_CACHE", None)
+    else:
+        os.environ["ANON_SQL_CACHE"] = before
+
+
 def working(release: str, part: str) -> str:
     """A release's working object as SQL (``"anon_work"."<release>__<part>"``), named by the product's one helper."""
     from anon_sql.compiler import working as working_table

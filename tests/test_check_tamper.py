@@ -139,6 +139,58 @@ def test_mondrian_and_theta_edits_exit_3(db):
     assert "k" in failed(db, "rm") and {"theta__disease", "reconciliation"} <= failed(db, "rt")
 
 
+def rows(db: str, name: str) -> list[dict]:
+    """The check rows of ``name`` through the CLI's path (the cached program when there is one)."""
+    from anon_sql.audit import recheck_rows
+
+    c = duckdb.connect(db, read_only=True)
+    try:
+        return recheck_rows(c, name)
+    finally:
+        c.close()
+
+
+def test_a_cached_program_gives_what_compiling_gives_and_follows_every_edit(db, tmp_path, monkeypatch):
+    from anon_sql import check_program
+
+    monkeypatch.setenv("ANON_SQL_CACHE", "off")
+    compiled = {name: rows(db, name) for name in ("rl", "rm", "rt")}
+    monkeypatch.setenv("ANON_SQL_CACHE", str(tmp_path / "cache"))
+    c = duckdb.connect(db, read_only=True)
+    assert all(check_program.cached_rows(c, name) is None for name in compiled)       # nothing cached yet
+    c.close()
+    assert {name: rows(db, name) for name in compiled} == compiled                   # compiled and cached
+    c = duckdb.connect(db, read_only=True)
+    assert {name: check_program.cached_rows(c, name) for name in compiled} == compiled  # read from the cache
+    c.close()
+    assert len(list((tmp_path / "cache" / "checks").glob("*.json"))) == 3
+    # rows edited: the same program runs over them and catches it (as the tests above, with a warm cache)
+    edit(db, "UPDATE rl SET diag = 'flu' WHERE ec_id = 2")
+    assert not {r["check"]: r["passed"] for r in rows(db, "rl")}["l_distinct__diag"]
+    # the stored policy edited (k raised to 5): another program is compiled, and it fails k
+    edit(db, "UPDATE anon.releases SET policy_json = replace(policy_json, '\"k\": 3', '\"k\": 5') "
+             "WHERE release = 'rm'")
+    assert not {r["check"]: r["passed"] for r in rows(db, "rm")}["k"]
+    # a column's type changed: compiled again (the columns check still holds: same names)
+    edit(db, "ALTER TABLE rt ALTER ec_id TYPE DOUBLE")
+    c = duckdb.connect(db, read_only=True)
+    assert check_program.cached_rows(c, "rt") is None
+    c.close()
+    assert {r["check"] for r in rows(db, "rt")} == {r["check"] for r in compiled["rt"]}
+    assert len(list((tmp_path / "cache" / "checks").glob("*.json"))) == 3 + 1 + 1
+
+
+def test_an_unreadable_cache_entry_is_compiled_again(db, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANON_SQL_CACHE", str(tmp_path / "cache"))
+    first = rows(db, "rl")
+    for entry in (tmp_path / "cache" / "checks").glob("*.json"):
+        entry.write_text("{not json", encoding="utf-8")
+    assert rows(db, "rl") == first
+    monkeypatch.setenv("ANON_SQL_CACHE", str(tmp_path / "a_file"))
+    (tmp_path / "a_file").write_text("", encoding="utf-8")             # a cache folder that cannot be made
+    assert rows(db, "rl") == first
+
+
 def test_slicing_check_reads_the_source_through_the_stored_policy(tmp_path):
     path = str(tmp_path / "s.duckdb")
     c = duckdb.connect(path)

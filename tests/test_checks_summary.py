@@ -1,9 +1,12 @@
-"""The one reading of a checks view (anon_sql.checks): hand-computed summaries, NULL flags fail closed, and the same
-summary from a DuckDB fetchnumpy (masked arrays for NULLs) as from a pandas frame."""
+"""The one reading of a checks view (anon_sql.checks): hand-computed summaries from one SQL aggregate, NULL flags
+fail closed, unknown values are not the worst, and the same summary from the view in DuckDB as from a pandas frame
+of it (the verify stage's path)."""
 from __future__ import annotations
 
+import math
+
 import duckdb
-import numpy as np
+from sqlglot import exp
 
 from anon_sql.checks import summarize, summary_columns
 from anon_sql.stages.verify import check_summary
@@ -13,24 +16,57 @@ VIEW = ("SELECT * FROM (VALUES (1, 'a', 5.0, 5.0, TRUE, 0.1, TRUE), (2, 'b', 2.0
         "t(ec_id, qi, __size, k_value, k_ok, t_closeness__s_value, t_closeness__s_ok)")
 
 
+def summary(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, dict]:
+    con.execute(f"CREATE OR REPLACE TEMP VIEW checks AS {sql}")
+    cols = summary_columns(d[0] for d in con.execute("SELECT * FROM checks LIMIT 0").description)
+    return {r["check"]: r for r in summarize(con, exp.to_table("checks"), cols)}
+
+
 def test_hand_computed_summary_and_null_flags_fail():
-    rows = {r["check"]: r for r in summarize({"__size": np.array([5.0, 2.0, 4.0]),
-                                             "k_value": np.array([5.0, 2.0, np.nan]),
-                                             "k_ok": np.array([True, False, None], dtype=object),
-                                             "t_closeness__s_value": np.array([0.1, 0.4, None], dtype=object),
-                                             "t_closeness__s_ok": np.array([True, False, True])})}
-    assert rows["k"] == {"check": "k", "classes": 3, "failing_classes": 2, "failing_records": 6,
-                         "worst_value": 2.0, "passed": False}
-    assert rows["t_closeness__s"]["worst_value"] == 0.4          # a distance: the largest is the worst
-    assert rows["t_closeness__s"]["failing_records"] == 2
-
-
-def test_duckdb_numpy_and_pandas_give_the_same_summary():
     con = duckdb.connect()
     cols = summary_columns(d[0] for d in con.execute(VIEW + " LIMIT 0").description)
     assert cols == ["__size", "k_value", "k_ok", "t_closeness__s_value", "t_closeness__s_ok"]
-    from_numpy = summarize(con.execute(VIEW).fetchnumpy())
-    from_pandas = check_summary(con.execute(VIEW).df())
-    assert from_numpy == from_pandas
-    assert [r["passed"] for r in from_numpy] == [False, False]
-    assert from_numpy[0]["failing_records"] == 6                 # the NULL flag of class 3 counts as failed
+    rows = summary(con, VIEW)
+    # class 3's NULL flag counts as failed: classes 2 and 3 fail, 2 + 4 records
+    assert rows["k"] == {"check": "k", "classes": 3, "failing_classes": 2, "failing_records": 6,
+                         "worst_value": 2.0, "passed": False}
+    assert rows["t_closeness__s"]["worst_value"] == 0.4          # a distance: the largest is the worst
+    assert (rows["t_closeness__s"]["failing_classes"], rows["t_closeness__s"]["failing_records"]) == (1, 2)
+
+
+def test_unknown_values_no_classes_and_no_size():
+    con = duckdb.connect()
+    # NaN and NULL values are unknown: the worst is the smallest known one, NaN when none is known
+    rows = summary(con, "SELECT * FROM (VALUES (3.0, 'NaN'::DOUBLE, TRUE, NULL::DOUBLE, TRUE), "
+                        "(4.0, 7.0, TRUE, NULL, TRUE)) t(__size, k_value, k_ok, l__s_value, l__s_ok)")
+    assert rows["k"]["worst_value"] == 7.0 and rows["k"]["passed"] and rows["k"]["failing_records"] == 0
+    assert math.isnan(rows["l__s"]["worst_value"])
+    # no classes: nothing fails, no worst value
+    rows = summary(con, "SELECT 1.0 AS __size, 2.0 AS k_value, FALSE AS k_ok WHERE FALSE")
+    assert rows["k"] == {"check": "k", "classes": 0, "failing_classes": 0, "failing_records": 0,
+                         "worst_value": None, "passed": True}
+    # no size column and no value column: failing classes still counted, records 0, worst None
+    rows = summary(con, "SELECT * FROM (VALUES (FALSE), (TRUE)) t(k_ok)")
+    assert rows["k"] == {"check": "k", "classes": 2, "failing_classes": 1, "failing_records": 0,
+                         "worst_value": None, "passed": False}
+
+
+def test_the_view_in_duckdb_and_a_pandas_frame_of_it_give_the_same_summary():
+    con = duckdb.connect()
+    from_view = list(summary(con, VIEW).values())
+    from_frame = check_summary(con.execute(VIEW).df())
+    assert from_view == from_frame
+    assert [r["passed"] for r in from_frame] == [False, False]
+
+
+def test_flags_of_a_frame_of_any_engine_fail_closed():
+    """A frame from another engine may hold its flags as floats (NaN for NULL) or objects (None): NaN, None and
+    0 fail, 1 / True pass — as DuckDB's own NULL does."""
+    import numpy as np
+    import pandas as pd
+
+    floats = pd.DataFrame({"__size": [2.0, 3.0, 4.0], "k_ok": [np.nan, 1.0, 0.0], "k_value": [np.nan, 1.0, 2.0]})
+    assert check_summary(floats) == [{"check": "k", "classes": 3, "failing_classes": 2, "failing_records": 6,
+                                      "worst_value": 1.0, "passed": False}]
+    objects = pd.DataFrame({"__size": [2.0, 3.0], "k_ok": [None, True], "k_value": [None, 1.0]})
+    assert check_summary(objects)[0]["failing_records"] == 2

@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 
 from anon_sql.cli import main
-from anon_sql.cli_output import ProgressLine
+from anon_sql.cli_output import ProgressLine, rows_text
 from anon_sql.progress import Progress
 
 
@@ -101,3 +101,26 @@ def test_progress_line_counts_and_eta():
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("release r [1/2 planning]")
     assert "60/110 candidates (55%)" in lines[-1] and "ETA 2s" in lines[-1]   # 50 per 2 s → 50 left: 2 s
+
+
+def test_one_table_printer_for_check_rows_and_query_results():
+    """cli_output.rows_text prints `check`'s rows (dicts) and, through cli_sql.format_frame, the results of `run` /
+    `shell` (a frame's columns and rows): numbers right-aligned, NULL as None, NaN, lists, the middle of a long
+    result left out."""
+    import pandas as pd
+
+    from anon_sql.cli_sql import format_frame
+
+    assert rows_text([{"check": "k", "worst_value": 2.5, "passed": True},
+                      {"check": "l_distinct__diag", "worst_value": None, "passed": False}]).splitlines() == [
+        "check            worst_value passed",
+        "k                        2.5 True",
+        "l_distinct__diag        None False"]
+    frame = pd.DataFrame({"i": range(50), "x": [float("nan")] + [i / 2 for i in range(1, 50)],
+                          "l": [[1, 2]] * 50})
+    text = format_frame(frame, max_rows=10).splitlines()
+    assert text[0].split() == ["i", "x", "l"] and len(text) == 1 + 5 + 1 + 5 + 1
+    assert text[1].split() == ["0", "NaN", "[1,", "2]"] and text[6].split() == ["...", "...", "..."]
+    assert text[-2].split()[:2] == ["49", "24.5"] and text[-1] == "(50 rows)"
+    assert format_frame(frame.head(0)).splitlines() == ["i x l", "(0 rows)"]
+    assert format_frame(pd.DataFrame({"a": [1], "b": ["x"]})).splitlines() == ["a b", "1 x", "(1 row)"]

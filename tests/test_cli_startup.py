@@ -30,11 +30,64 @@ def test_import_and_help_load_no_heavy_library():
     assert not mods & {*HEAVY, "pandas", "duckdb"}, mods
 
 
-def test_check_loads_no_scikit_learn_scipy_or_pandas(seed_db):
+def test_no_help_loads_a_heavy_library():
+    """Every command's --help (lazy commands and subcommands included), in one fresh interpreter: no pandas, numpy,
+    scipy, scikit-learn, sqlglot, pyarrow or duckdb is loaded to print it."""
+    code = """
+import click
+from click.testing import CliRunner
+from anon_sql.cli import main
+
+def paths(group, path=()):
+    for name in group.list_commands(None):
+        cmd = group.get_command(None, name)
+        yield (*path, name)
+        if isinstance(cmd, click.Group):
+            yield from paths(cmd, (*path, name))
+
+helped = [p for p in paths(main) if CliRunner().invoke(main, [*p, "--help"]).output.startswith("Usage:")]
+assert len(helped) >= 15, helped
+"""
+    heavy = loaded_after(code) & {*HEAVY, "pandas", "numpy", "sqlglot", "pyarrow", "duckdb"}
+    assert not heavy, heavy
+
+
+def test_check_loads_no_scikit_learn_scipy_or_pandas(seed_db, monkeypatch):
+    """The first check of a release compiles its program (sqlglot, numpy, the compiler; no pandas); a later one runs
+    the cached program and loads none of them (anon_sql.check_program)."""
     db = seed_db[0]
+    monkeypatch.setenv("ANON_SQL_CACHE", str(seed_db[2] / "cache"))      # empty: the first check compiles
+    code = (f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
+            "except SystemExit as e:\n    assert e.code in (0, None), e.code")
+    mods = loaded_after(code)
+    assert "duckdb" in mods and "sqlglot" in mods and not mods & {*HEAVY, "pandas"}, mods
+    mods = loaded_after(code)
+    assert "duckdb" in mods and not mods & {*HEAVY, "pandas", "numpy", "sqlglot", "pyarrow"}, mods
+
+
+@pytest.mark.parametrize("command", ["release", "run"])
+def test_the_first_check_after_a_release_runs_the_program_the_release_compiled(seed_db, monkeypatch, command):
+    """`anon-sql release` and a CREATE / REFRESH ANONYMIZED VIEW of `anon-sql run` (or `shell`) cache the check
+    program of what they released."""
+    from click.testing import CliRunner
+
+    from anon_sql.policy import Policy
+
+    db, policy, tmp = seed_db
+    monkeypatch.setenv("ANON_SQL_CACHE", str(tmp / "cache"))
+    if command == "release":
+        args = ["release", policy, "--db", db, "--replace"]
+    else:
+        script = tmp / "s.sql"
+        script.write_text(Policy.from_toml(policy).to_sql().replace("CREATE ANONYMIZED VIEW",
+                                                                    "CREATE OR REPLACE ANONYMIZED VIEW") + ";")
+        args = ["run", str(script), "--db", db]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert len(list((tmp / "cache" / "checks").glob("*.json"))) == 1
     mods = loaded_after(f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
                         "except SystemExit as e:\n    assert e.code in (0, None), e.code")
-    assert "duckdb" in mods and not mods & {*HEAVY, "pandas"}, mods
+    assert "duckdb" in mods and not mods & {*HEAVY, "pandas", "numpy", "sqlglot"}, mods
 
 
 def test_lazy_command_table_matches_the_commands():

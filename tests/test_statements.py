@@ -113,6 +113,22 @@ def test_syntax_errors_point_at_the_token(text, near, column):
     assert f"at {near}, line 2, column {column}" in str(err.value)
 
 
+def test_a_bad_policy_statement_is_quoted_as_written_with_its_position(capfd):
+    con = duckdb.connect()
+    with pytest.raises(StatementError) as err:
+        execute(con, "SELECT 1;\nCREATE OR REPLACE ANONYMIZED VIEW v\n  WITH (k = 2, l = )\n"
+                     "  AS SELECT quasi(i) FROM t")
+    text = str(err.value)
+    assert err.value.exit_code == 2 and (err.value.number, err.value.line) == (2, 2)
+    # the statement's own line, the column counted in it as written (ANONYMIZED included), a caret under `)`
+    assert "(line 2, column 20 of the statement)\n    WITH (k = 2, l = )\n" in text
+    assert text.endswith("\n  " + " " * 19 + "^")
+    with pytest.raises(StatementError) as err:
+        execute(con, "CREATE ANONYMIZED VIEW v AS SELECT quasi(i) FRM t")
+    assert "CREATE ANONYMIZED VIEW name WITH (...) AS SELECT ... FROM source" in str(err.value)
+    assert "Falling back" not in capfd.readouterr().err       # no sqlglot log line with the keyword cut out
+
+
 # -- running -----------------------------------------------------------------------------------------------------
 def test_script_creates_checks_shows_exports_and_drops(db, tmp_path):
     out = tmp_path / "o.parquet"

@@ -14,7 +14,7 @@ from ..methods import AssignmentPlan, Plan
 from ..metrics import sizes
 from ..models import PrivacyModel
 from ..policy import Policy
-from ..sqlbuild import col, record_count, render
+from ..sqlbuild import col, ident, record_count, render
 
 
 @dataclass
@@ -70,9 +70,17 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
 
 
 def check_summary(checks: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per check column of a checks frame (see :func:`anon_sql.checks.summarize`)."""
+    """One row per check column of a checks frame already fetched (any engine): the SQL summary of
+    :mod:`anon_sql.checks` run on a private in-memory DuckDB over the frame."""
+    import duckdb
+
     wanted = checks_summary.summary_columns(checks.columns)
-    return checks_summary.summarize({c: checks[c].to_numpy(dtype=object, na_value=None) for c in wanted})
+    local = duckdb.connect()
+    try:
+        local.register("__checks", checks[wanted])
+        return checks_summary.summarize(local, exp.Table(this=ident("__checks")), wanted)
+    finally:
+        local.close()
 
 
 def failing_classes_records(con: Any, names: ReleaseNames) -> int:

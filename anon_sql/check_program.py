@@ -1,0 +1,169 @@
+"""A recorded release's re-verification as a *program*: the SQL texts :mod:`anon_sql.audit` compiles from the
+stored policy (the models' per-class summary, the released records) and the numbers the catalog checks compare
+with. This module runs a program, and keeps programs in a local cache so that ``anon-sql check`` of a release
+compiled before runs without importing sqlglot, numpy or the compiler (it starts at once; bench/bench_startup.py).
+
+Why the cache keeps the check tamper-evident: it never lives in the database file, and an entry is named by a
+digest of everything its program is compiled from — the release name, the policy and plan recorded in
+``anon.releases``, the released table's columns and types, this package's code and sqlglot's version. Editing the
+table's rows changes none of them (the same SQL, rerun over the edited rows); editing its columns, the stored policy
+or plan, or upgrading the code names another entry, compiled afresh. So a cached program is exactly what recompiling
+would give; the cache is trusted like the installed code (same user, a 0700 folder). Programs that read the
+database beyond the policy (population tables, catalog taxonomies, whole-table checks) are not cached.
+
+``ANON_SQL_CACHE``: the folder (default ``$XDG_CACHE_HOME/anon_sql`` or ``~/.cache/anon_sql``); ``off``: no cache.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Sequence
+
+from .catalog_read import recorded_release, table_columns
+from .checks import summary_rows
+
+FORMAT = 1
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def run(con: Any, program: dict[str, Any], row: dict[str, Any], columns: Sequence[str],
+        table_rows: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The check rows of ``program`` over its table (``columns``: the table's columns; ``row``: the recorded counts
+    ``records_in``, ``suppressed``, ``noise``, ``classes``): the models per check, then ``table_rows`` (whole-table
+    checks run by the caller), then the catalog checks."""
+    summary = con.execute(program["summary"]).fetchone()          # its first column: the number of classes
+    classes = int(summary[0])
+    released = int(con.execute(program["records"]).fetchall()[0][0] or 0)
+    return [*summary_rows(program["summary_columns"], summary), *table_rows,
+            *catalog_rows(row, released, columns, program["expected_columns"], program["max_suppression"], classes)]
+
+
+def catalog_rows(row: dict[str, Any], released: int, columns: Sequence[str], expected: Sequence[str],
+                 max_suppression: float, classes: int) -> list[dict[str, Any]]:
+    """The table against the numbers recorded at release time: records reconcile, suppression within budget, the
+    same number of classes, and exactly the columns the policy releases (no identifier added back)."""
+    records_in, noise = int(row["records_in"]), int(row["noise"] or 0)
+    suppressed = records_in - (released - noise)
+    gap = records_in - (released - noise + int(row["suppressed"]))
+    budget = max_suppression * records_in
+    odd = sorted(set(columns) ^ set(expected))
+    return [
+        {"check": "reconciliation", "classes": classes, "failing_classes": 0, "failing_records": abs(gap),
+         "worst_value": float(gap), "passed": gap == 0},
+        {"check": "max_suppression", "classes": classes, "failing_classes": 0,
+         "failing_records": max(0, int(suppressed - budget)), "worst_value": float(suppressed),
+         "passed": suppressed <= budget + 1e-9},
+        {"check": "classes", "classes": classes, "failing_classes": abs(classes - int(row["classes"] or 0)),
+         "failing_records": 0, "worst_value": float(classes), "passed": classes == int(row["classes"] or 0)},
+        {"check": "columns", "classes": classes, "failing_classes": 0, "failing_records": 0,
+         "worst_value": float(len(odd)), "passed": not odd},
+    ]
+
+
+def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
+    """The check rows of recorded release ``name`` from its cached program, or None when there is none (not a
+    recorded release, table missing, not compiled before on this machine, or the cache is off): then
+    :func:`anon_sql.audit.recheck_rows` compiles it (and caches it)."""
+    row = recorded_release(con, name)
+    described = table_columns(con, name) if row is not None else []
+    if row is None or not described:
+        return None
+    try:
+        program = load(key(name, row, described))
+    except (TypeError, ValueError):      # an unreadable stored policy: compiling says what is wrong with it
+        return None
+    if program is None:
+        return None
+    return run(con, program, row, [c for c, _ in described])
+
+
+def key(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) -> str:
+    """The digest naming a program: everything it is compiled from (see the module's docstring)."""
+    facts = {"format": FORMAT, "code": code_version(), "release": name, "policy": row["policy_json"],
+             "plan": row["plan"], "columns": [list(c) for c in described], "files": _files(row["policy_json"])}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def code_version() -> str:
+    """This package's code (every file's path, size and modification time) and sqlglot's version: any change of
+    what compiles a program names new cache entries."""
+    files = sorted(p for p in _PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.sha256(_sqlglot_version().encode())
+    for p in files:
+        st = p.stat()
+        digest.update(f"{p.relative_to(_PACKAGE)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+def _files(policy_json: str) -> list[list]:
+    """Every file the policy names (a taxonomy CSV, a category table's CSV, the source), by path, size and
+    modification time: a program compiled from a file's content is not reused once the file changed."""
+    found, stack = [], [json.loads(policy_json)]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack += list(value.values())
+        elif isinstance(value, list):
+            stack += value
+        elif isinstance(value, str) and len(value) < 4096 and os.path.isfile(value):
+            st = os.stat(value)
+            found.append([os.path.abspath(value), st.st_size, st.st_mtime_ns])
+    return sorted(found)
+
+
+def _sqlglot_version() -> str:
+    try:
+        return metadata.version("sqlglot")
+    except metadata.PackageNotFoundError:       # pragma: no cover - a source checkout without metadata
+        return "unknown"
+
+
+def cache_dir() -> Path | None:
+    """The programs' folder, or None when ``ANON_SQL_CACHE=off``."""
+    configured = os.environ.get("ANON_SQL_CACHE")
+    if configured == "off":
+        return None
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "anon_sql"
+
+
+def load(digest: str) -> dict[str, Any] | None:
+    """The cached program of ``digest``, or None (absent, unreadable, or of another format: compiled again)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        program = json.loads((folder / "checks" / f"{digest}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    wanted = {"format", "summary", "summary_columns", "records", "expected_columns", "max_suppression"}
+    return program if isinstance(program, dict) and wanted <= set(program) and program["format"] == FORMAT else None
+
+
+def store(digest: str, program: dict[str, Any]) -> None:
+    """Keep ``program`` under ``digest`` (written atomically; a folder that cannot be written is no error: the
+    next check compiles again)."""
+    folder = cache_dir()
+    if folder is None:
+        return
+    target = folder / "checks"
+    try:
+        target.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=target, suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({**program, "format": FORMAT}, f)
+        os.replace(tmp, target / f"{digest}.json")
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+
+
+__all__ = ["FORMAT", "cache_dir", "cached_rows", "catalog_rows", "code_version", "key", "load", "run", "store"]
