@@ -524,9 +524,10 @@ def classes_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
 
 
 def class_level_quasi(ci: CompileInput) -> list[str]:
-    """Quasi-identifiers an assignment plan releases per class (from its class values, not per row)."""
+    """Quasi-identifiers an assignment plan releases per class (from its class values, not per row: a plan with
+    ``row_values`` releases none per class)."""
     plan = ci.plan
-    if not isinstance(plan, AssignmentPlan) or plan.info.get("row_values"):
+    if not isinstance(plan, AssignmentPlan) or plan.row_values:
         return []
     return [q for q in ci.policy.quasi if q in plan.class_values.columns]
 
