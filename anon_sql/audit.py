@@ -25,7 +25,7 @@ from .columns import EC_ID
 from .compiler import CompileInput, ReleaseNames, class_stats_query, released_columns
 from .errors import PolicyError, SourceError
 from .methods import LevelPlan
-from .models import PrivacyModel, build_models, population_models
+from .models import PrivacyModel, build_models, largest_is_worst, population_models
 from .policy import Policy
 from .source import describe, file_relation, is_path, relation_exists, table_relation
 from .sqlbuild import ident, lit, record_count, render
@@ -147,7 +147,7 @@ def _class_checks(con, table: exp.Table, policy: Policy, models: list, level_pla
     described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
     wanted = summary_columns(d[0] for d in described)
     rows = summarize(con.execute(render(exp.select(*[exp.column(c, "__checks", quoted=True) for c in wanted])
-                                        .from_(view))).fetchnumpy())
+                                        .from_(view))).fetchnumpy(), largest_is_worst(models))
     classes = rows[0]["classes"] if rows else int(con.execute(render(
         exp.select(exp.func("count", exp.Star())).from_(view.copy()))).fetchall()[0][0])
     return rows, classes, columns

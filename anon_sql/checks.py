@@ -3,13 +3,11 @@ class size): one summary row per check. The runner's verification and the tamper
 it needs numpy only, so ``anon-sql check`` starts without pandas."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 import numpy as np
 
 from .columns import SIZE
-
-WORST_IS_LARGEST = ("t_closeness", "delta_presence")    # checks whose value is a bound from above (a distance, δ)
 
 
 def summary_columns(columns: Iterable[str]) -> list[str]:
@@ -17,10 +15,10 @@ def summary_columns(columns: Iterable[str]) -> list[str]:
     return [c for c in columns if c == SIZE or (c.endswith(("_ok", "_value")) and c != "__all_ok")]
 
 
-def summarize(columns: Mapping[str, Any]) -> list[dict[str, Any]]:
+def summarize(columns: Mapping[str, Any], largest: Collection[str] = ()) -> list[dict[str, Any]]:
     """One row per ``<check>_ok`` column (arrays, one entry per class): classes, failing classes and records, the
-    worst value (the largest for a t-closeness distance or δ-presence's δ, else the smallest) and passed. A NULL
-    flag fails."""
+    worst value and passed. A NULL flag fails. The worst value is the largest for the checks named in ``largest``
+    (each model declares it: ``SQLCheck.worst``, collected by ``models.largest_is_worst``), else the smallest."""
     size = _floats(columns[SIZE]) if SIZE in columns else np.zeros(0)
     rows = []
     for name in [c[: -len("_ok")] for c in columns if c.endswith("_ok") and c != "__all_ok"]:
@@ -30,7 +28,7 @@ def summarize(columns: Mapping[str, Any]) -> list[dict[str, Any]]:
         if values is not None and len(values):
             known = values[~np.isnan(values)]
             worst = float("nan") if not len(known) else float(
-                known.max() if name.startswith(WORST_IS_LARGEST) else known.min())
+                known.max() if name in largest else known.min())
         failing = ~ok
         rows.append({"check": name, "classes": int(len(ok)), "failing_classes": int(failing.sum()),
                      "failing_records": int(size[failing].sum()) if failing.any() else 0, "worst_value": worst,
