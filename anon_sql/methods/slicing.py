@@ -449,7 +449,7 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
     pair = skey * ns + codes[sa]
     stats = StatsBuilder(w, {PAIR: pair}, {PAIR: np.arange(nx * ns)},
                          {PAIR: np.bincount(pair, weights=w, minlength=nx * ns)}, True)
-    models = [KAnonymity(k), model.guide(ns)]
+    models = [KAnonymity(k), model.guide(ns, xattrs)]
     pid = partition(list(columns), models, stats, ctx.progress).pid if n else np.zeros(0, dtype=np.int64)
     gcodes = (np.stack([group_codes(codes, g, n) for g in groups[:-1]], axis=1) if len(groups) > 1
               else np.zeros((n, 0), dtype=np.int64))

@@ -141,6 +141,11 @@ class PrivacyModel:
         ``m`` the class size, ``q`` the value's share of the table (name → aggregate); none by default."""
         return {}
 
+    def row_aggregates(self, w: exp.Expression) -> dict[str, exp.Expression]:
+        """Extra per-class aggregate columns over the class's rows (``w`` the row's records: the count column, the
+        base's weight or 1), name → aggregate; none by default."""
+        return {}
+
     def distance_ctes(self, i: int, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]] | None:
         """CTEs whose last (``__tco<i>``, one row per class of ``keys``) gives the class's distance column
         ``__tclose__<attribute>``, from ``sv`` (keys, __v, __c, __m) and ``gq`` (__v, __q); None: the equal-distance

@@ -145,3 +145,24 @@ CREATE OR REPLACE MACRO anon.discernibility(tbl, qi) AS TABLE
     SELECT anon.discernibility_sizes(list(size), sum(size), 0) AS discernibility, count(*) AS classes,
            sum(size) AS records
     FROM anon.class_sizes(tbl, qi);
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- slicing's partitioning guide (models/slicing.py SlicingGuide): p = a bucket's rows as a list of {x, s, w} — x the
+-- row's (C_c − {S}) value (a struct), s its sensitive value, w its records. Per distinct x: the largest record count
+-- of one s (top) and all records (total); NULL is a value of its own (compared with IS NOT DISTINCT FROM)
+CREATE OR REPLACE MACRO anon.slicing_guide_parts(p) AS
+    list_transform(list_distinct(list_transform(p, lambda _r: {'x': _r.x})), lambda _g:
+        list_transform([list_filter(p, lambda _r: {'x': _r.x} IS NOT DISTINCT FROM _g)], lambda _in:
+            {'top': list_max(list_transform(list_distinct(list_transform(_in, lambda _r: {'s': _r.s})), lambda _h:
+                        list_sum(list_transform(list_filter(_in, lambda _r: {'s': _r.s} IS NOT DISTINCT FROM _h),
+                                                lambda _r: _r.w::DOUBLE)))),
+             'total': list_sum(list_transform(_in, lambda _r: _r.w::DOUBLE))})[1]);
+
+-- the guide's value: the largest share one sensitive value holds among tuples sharing an x (NULL for no rows)
+CREATE OR REPLACE MACRO anon.slicing_guide_share(p) AS
+    list_max(list_transform(anon.slicing_guide_parts(p), lambda _t: _t.top / _t.total));
+
+-- the guide holds: top · l <= total (1 + 1e-12) for every x (true for no rows)
+CREATE OR REPLACE MACRO anon.slicing_guide_ok(p, l) AS
+    coalesce(list_bool_and(list_transform(anon.slicing_guide_parts(p),
+                                          lambda _t: _t.top * l <= _t.total * (1 + 1e-12))), true);
