@@ -21,9 +21,9 @@ from scipy.stats import chi2_contingency
 from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
-from ..models import KAnonymity
+from ..models import ClassStats, KAnonymity, SensitiveCounts
 from ..models.base import PrivacyModel, find
-from ..models.slicing import PAIR, SlicingLDiversity
+from ..models.slicing import PAIR, SlicingGuide, SlicingLDiversity
 from ..sqlbuild import alias, col, lit, render, table as table_ref
 from ..udfs.slicing import slicing_max_p
 from ..schema import Boolean, ListOf, Text, any_of, choice, integer, key
@@ -172,16 +172,16 @@ def form_columns(phi: np.ndarray, attrs: Sequence[str], sensitive: str, c: int, 
 
 def max_conditional_share(key: np.ndarray, sens: np.ndarray, weights: np.ndarray | None = None) -> float:
     """Largest share of one sensitive value among the rows sharing a key: max p(t, s) of the table as one bucket
-    when ``key`` codes C_c − {S}."""
+    when ``key`` codes C_c − {S} — the slicing guide's measure of that one bucket."""
     key, sens = np.asarray(key, dtype=np.int64), np.asarray(sens, dtype=np.int64)
     w = np.ones(len(key)) if weights is None else np.asarray(weights, dtype=np.float64)
     if len(key) == 0:
         return 0.0
     ns = int(sens.max()) + 1
-    uniq, inv = np.unique(key * ns + sens, return_inverse=True)
-    cnt = np.bincount(inv, weights=w)
-    total = np.bincount(key, weights=w)
-    return float((cnt / total[uniq // ns]).max())
+    one = np.zeros(len(key), dtype=np.int64)
+    stats = ClassStats(np.array([w.sum()]),
+                       {PAIR: SensitiveCounts.from_codes(one, key * ns + sens, w, 1, (int(key.max()) + 1) * ns)})
+    return float(SlicingGuide(1.0, ns).measure(stats)[0])
 
 
 def group_codes(codes: dict[str, np.ndarray], group: Sequence[str], n: int) -> np.ndarray:
