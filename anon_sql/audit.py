@@ -26,7 +26,7 @@ from .columns import EC_ID
 from .compiler import CompileInput, ReleaseNames, class_stats_query, released_columns
 from .errors import PolicyError, SourceError
 from .methods import LevelPlan
-from .models import PrivacyModel, build_models, population_models
+from .models import PrivacyModel, build_models, largest_is_worst, population_models
 from .policy import Policy
 from .source import describe, file_relation, is_path, relation_exists, table_relation
 from .sqlbuild import ident, lit, record_count, render
@@ -187,7 +187,7 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     wanted = summary_columns(d[0] for d in described)
     expected = [c for c in released_columns(policy, list(policy.attributes)) if c != policy.count_column]
     expected += [c for c in (plan.get("noise_flag"), EC_ID, policy.count_column) if c]
-    return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted)),
+    return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted, largest_is_worst(models))),
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
             "expected_columns": expected, "max_suppression": policy.privacy.max_suppression}

@@ -5,14 +5,12 @@ The summary is one SQL aggregate over the view (one scan, however many classes; 
 the handful of check rows are unpacked in plain Python — no numpy or pandas, so ``anon-sql check`` starts at once."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
 
 from .columns import SIZE
 
 if TYPE_CHECKING:       # sqlglot is imported where a summary is built: a cached check program only reads one
     from sqlglot import exp
-
-WORST_IS_LARGEST = ("t_closeness", "delta_presence")    # checks whose value is a bound from above (a distance, δ)
 
 
 def summary_columns(columns: Iterable[str]) -> list[str]:
@@ -25,10 +23,11 @@ def check_names(columns: Sequence[str]) -> list[str]:
     return [c[: -len("_ok")] for c in columns if c.endswith("_ok") and c != "__all_ok"]
 
 
-def summary_query(relation: exp.Expression, columns: Sequence[str]) -> exp.Select:
+def summary_query(relation: exp.Expression, columns: Sequence[str], largest: Collection[str] = ()) -> exp.Select:
     """One row over the checks relation: ``classes``, then per check its failing classes, failing records and worst
-    value (the largest for a t-closeness distance or δ-presence's δ, else the smallest; NULL and NaN values are
-    unknown, not worst). A NULL flag fails (fail closed). Read it with :func:`summary_rows`."""
+    value (the largest for the checks named in ``largest`` — each model declares it, ``SQLCheck.worst``, collected
+    by ``models.largest_is_worst`` — else the smallest; NULL and NaN values are unknown, not worst). A NULL flag
+    fails (fail closed). Read it with :func:`summary_rows`."""
     from sqlglot import exp
 
     from .sqlbuild import alias, col, dtype
@@ -44,7 +43,7 @@ def summary_query(relation: exp.Expression, columns: Sequence[str]) -> exp.Selec
         items.append(alias(exp.Coalesce(this=records, expressions=[exp.Literal.number(0)]), f"failing_records_{i}"))
         if f"{name}_value" in present:
             value = exp.Cast(this=col(f"{name}_value"), to=dtype("DOUBLE"))
-            pick = exp.Max if name.startswith(WORST_IS_LARGEST) else exp.Min
+            pick = exp.Max if name in largest else exp.Min
             known = exp.Where(this=exp.Not(this=exp.func("isnan", value.copy())))
             items.append(alias(exp.Filter(this=pick(this=value), expression=known), f"worst_{i}"))
     return exp.select(*items).from_(relation.copy())
@@ -68,11 +67,12 @@ def summary_rows(columns: Sequence[str], row: Sequence[Any]) -> list[dict[str, A
     return out
 
 
-def summarize(con: Any, relation: exp.Expression, columns: Sequence[str]) -> list[dict[str, Any]]:
+def summarize(con: Any, relation: exp.Expression, columns: Sequence[str],
+              largest: Collection[str] = ()) -> list[dict[str, Any]]:
     """One row per check of the checks relation ``relation`` with these (:func:`summary_columns`) columns."""
     from .sqlbuild import render
 
-    return summary_rows(columns, con.execute(render(summary_query(relation, columns))).fetchone())
+    return summary_rows(columns, con.execute(render(summary_query(relation, columns, largest))).fetchone())
 
 
 def _summary_names(columns: Sequence[str]) -> list[str]:

@@ -449,6 +449,13 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         else:
             select_items.append(col(f"__tclose__{sa}", a))
         select_items.extend(col(name, a) for name in extra_cols[i])
+    row_aggs = {name: agg for m in ci.models for name, agg in m.row_aggregates(w).items()}
+    if row_aggs:   # per-class aggregates a model declares over the class's rows (slicing's guide)
+        ctes.append(("__ra", exp.select(*key_cols, *[alias(agg, name) for name, agg in row_aggs.items()])
+                     .from_(relation.copy()).group_by(*key_cols)))
+        query = query.join(exp.Table(this=ident("__ra"), alias=exp.TableAlias(this=ident("ra"))),
+                           on=join_on(base_alias, "ra"), copy=False)
+        select_items.extend(col(name, "ra") for name in row_aggs)
     pop = _population_classes(ci)
     if pop is not None:   # k-map / δ-presence: the population's records in each class (generalized the same way)
         ctes.append(("__popc", pop))
@@ -524,9 +531,10 @@ def classes_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
 
 
 def class_level_quasi(ci: CompileInput) -> list[str]:
-    """Quasi-identifiers an assignment plan releases per class (from its class values, not per row)."""
+    """Quasi-identifiers an assignment plan releases per class (from its class values, not per row: a plan with
+    ``row_values`` releases none per class)."""
     plan = ci.plan
-    if not isinstance(plan, AssignmentPlan) or plan.info.get("row_values"):
+    if not isinstance(plan, AssignmentPlan) or plan.row_values:
         return []
     return [q for q in ci.policy.quasi if q in plan.class_values.columns]
 

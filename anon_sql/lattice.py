@@ -549,7 +549,7 @@ class Lattice:
             elif m == "discernibility":      # ARX's DM: a suppressed record costs |D|
                 out[m] = discernibility(sizes if kept is None else sizes[kept], n, suppressed)
             elif m == "dm_star":             # ARX's DM*: every class |E|², suppressed or not
-                out[m] = float(np.dot(sizes, sizes))
+                out[m] = discernibility(sizes, n, 0)
             elif m == "precision":
                 level_loss = sum(b / e.height for e, b in zip(self.enc, node) if e.height)
                 out[m] = 1.0 - ((n - suppressed) * level_loss + suppressed * q) / denom

@@ -63,14 +63,16 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 materialize(engine, compiled, plan, policy, replace=exists, base_made=r.base is not None)
             say("verifying")
             with engine.stage("verify"):
-                if policy.privacy.max_suppression > 0 and engine.transactional:
-                    suppression.settle(engine.con, names)   # to a fixed point (whole-table checks move with it)
                 v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create)
+                if v.failures and policy.privacy.max_suppression > 0 and suppression.settle(engine, names):
+                    # suppressed to a fixed point (whole-table checks move with it): verify the release as it stands
+                    v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create)
                 if v.failures:
-                    if engine.transactional:
+                    if engine.transactional or policy.privacy.max_suppression > 0:   # Spark: no trial release
                         need = _needed_suppression(engine, r, plan, policy, v, options)
                         message = failure_message(policy, plan, v, r.records, need)
-                    else:   # no fixed point without DELETE: a lower bound, no advice
+                    else:   # no transaction to hide a trial release in (Spark, nothing may be suppressed): a lower
+                            # bound, no advice
                         need = failing_classes_records(engine.con, names)
                         message = failure_message(policy, plan, v, r.records, need, at_least=True)
                     raise PrivacyRequirementError(message)
@@ -111,7 +113,7 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
         if r.base is not None:   # the release's last statement dropped the temp base counts: make them again
             engine.base_counts(policy, r.source.relation, r.base)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
-        suppression.settle(engine.con, compiled.names)
+        suppression.settle(engine, compiled.names)
         v = verify(engine.con, trial_policy, compiled, r.records, plan, r.models)
     if any(f["check"] != "max_suppression" for f in v.failures):
         return None

@@ -5,7 +5,7 @@ whole-table quantities that suppression itself changes: a ``[[privacy.requiremen
 once a failing class inside it is gone, and t-closeness compares each class with the released table's distribution,
 which moves when classes leave. So after materializing, :func:`settle` deletes from the release every class that
 fails a check over the release *as it now stands*, and repeats until none fails (the kept set only shrinks, so it
-ends). The advised budget (:func:`advised_budget`) is the suppression this fixed point needed, rounded up — the
+ends). The runner settles only a release whose checks failed: one that passes has no class to delete. The advised budget (:func:`advised_budget`) is the suppression this fixed point needed, rounded up — the
 budget at which the same plan meets every requirement.
 """
 from __future__ import annotations
@@ -15,22 +15,19 @@ import math
 from sqlglot import exp
 
 from .compiler import EC_ID, ReleaseNames
-from .sqlbuild import col, render
+from .sqlbuild import col
 
 ALL_OK = "__all_ok"
 
 
-def settle(con, names: ReleaseNames, max_rounds: int = 1000) -> int:
-    """Delete the classes of the materialized release that fail a check over the release, until none fails.
+def settle(engine, names: ReleaseNames, max_rounds: int = 1000) -> int:
+    """Delete the classes of the materialized release that fail a check over the release, until none fails
+    (through ``engine.delete_classes``: a DELETE on DuckDB, the view's remaining rows re-registered on Spark).
     Returns the number of rounds that deleted something (0: the release already passed)."""
     failing = (exp.select(col(EC_ID)).distinct().from_(names.checks.copy())
                .where(exp.Not(this=exp.Coalesce(this=col(ALL_OK), expressions=[exp.false()]))))
-    delete = exp.Delete(this=names.table.copy(), where=exp.Where(this=exp.In(this=col(EC_ID),
-                                                                              query=exp.Subquery(this=failing))))
-    sql = render(delete)
     for rounds in range(max_rounds):
-        deleted = con.execute(sql).fetchall()[0][0]
-        if not deleted:
+        if not engine.delete_classes(names.table, failing):
             return rounds
     return max_rounds
 

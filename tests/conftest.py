@@ -69,6 +69,25 @@ def load_seed000(c: duckdb.DuckDBPyConnection, table: str = "t1") -> None:
     c.execute(f"CREATE TABLE {table} AS SELECT * FROM read_csv(?)", [str(data_path("examples", "seed000_table1.csv"))])
 
 
+# θ noise example (seed 004, tests/test_theta.py): at k = 4, μ = 0.6 and the sorted order, class 1 {Flu, Flu, HIV,
+# Cancer} (σ² 0.6875 < 0.75) cannot reach θ by a swap without the later class {Flu, HIV, Cancer, Asthma} falling
+# below it, so the θ method adds exactly one noise record (Asthma) to class 1.
+THETA_NOISE_ROWS = ("CREATE TABLE {table} AS SELECT * FROM (VALUES (20, 'Flu'), (21, 'Flu'), (22, 'HIV'), "
+                    "(23, 'Cancer'), (50, 'Flu'), (51, 'HIV'), (52, 'Cancer'), (53, 'Asthma')) t(age, disease)")
+
+
+def load_theta_noise(c: duckdb.DuckDBPyConnection, table: str = "tn") -> None:
+    """The θ noise example as table ``table`` (columns age, disease)."""
+    c.execute(THETA_NOISE_ROWS.format(table=table))
+
+
+def theta_noise_policy(name: str = "rn", source: str = "tn") -> dict:
+    """The θ release of the noise example: one noise record in the first class, marked in column ``is_noise``."""
+    return {"name": name, "source": source, "method": "theta", "seed": 7,
+            "attributes": {"age": {"role": "quasi"}, "disease": {"role": "sensitive"}},
+            "privacy": {"k": 4, "theta": {"mu": 0.6}}, "method_params": {"order": "sorted", "noise_flag": "is_noise"}}
+
+
 @pytest.fixture(scope="module")
 def adult():
     """A catalog-installed database holding Adult as table `adult` (shared by a test module)."""

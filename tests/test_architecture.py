@@ -89,3 +89,22 @@ def test_models_are_reached_through_their_contract():
                     and node.value.attr == "privacy"):
                 offenders.append(f"methods/{path.name}: privacy.{node.attr}")
     assert not offenders, offenders
+
+
+def test_no_decision_is_read_from_a_plans_info():
+    """Issue 14.5: plans are typed (``LevelPlan`` / ``AssignmentPlan`` fields); ``plan.info`` is the method's report.
+    The compiler, the runner, the stages, the engines and the catalog read no key of a plan's ``info`` except to word
+    a message (inside an f-string)."""
+    files = [PACKAGE / "compiler.py", PACKAGE / "release.py", PACKAGE / "catalog.py", PACKAGE / "suppression.py",
+             *sorted((PACKAGE / "stages").glob("*.py")), *sorted((PACKAGE / "engines").glob("*.py")),
+             *sorted((PACKAGE / "spark").glob("*.py"))]
+    offenders = []
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        in_message = {id(n) for s in ast.walk(tree) if isinstance(s, ast.JoinedStr) for n in ast.walk(s)}
+        for node in ast.walk(tree):
+            if id(node) in in_message or not isinstance(node, ast.Attribute) or node.attr != "info":
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id == "plan":
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not offenders, offenders

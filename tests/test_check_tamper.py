@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import anon_sql
 from anon_sql.cli import main
-from conftest import data_path, working
+from conftest import data_path, load_theta_noise, theta_noise_policy, working
 
 TOP = {"kind": "top"}
 PATIENTS = ("CREATE TABLE patients AS SELECT * FROM (VALUES "
@@ -39,10 +39,7 @@ def mondrian_policy() -> dict:
 
 
 def theta_policy() -> dict:
-    # the seed 004 example of test_theta: one noise record in the first class, marked in column is_noise
-    return {"name": "rt", "source": "tn", "method": "theta", "seed": 7,
-            "attributes": {"age": {"role": "quasi"}, "disease": {"role": "sensitive"}},
-            "privacy": {"k": 4, "theta": {"mu": 0.6}}, "method_params": {"order": "sorted", "noise_flag": "is_noise"}}
+    return theta_noise_policy("rt")
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +49,7 @@ def released(tmp_path_factory):
     c = duckdb.connect(path)
     anon_sql.install(c)
     c.execute(PATIENTS)
-    c.execute("CREATE TABLE tn AS SELECT * FROM (VALUES (20, 'Flu'), (21, 'Flu'), (22, 'HIV'), (23, 'Cancer'), "
-              "(50, 'Flu'), (51, 'HIV'), (52, 'Cancer'), (53, 'Asthma')) t(age, disease)")
+    load_theta_noise(c)
     for pol in (levels_policy(), mondrian_policy(), theta_policy()):
         anon_sql.release(c, pol)
     c.close()

@@ -16,10 +16,10 @@ VIEW = ("SELECT * FROM (VALUES (1, 'a', 5.0, 5.0, TRUE, 0.1, TRUE), (2, 'b', 2.0
         "t(ec_id, qi, __size, k_value, k_ok, t_closeness__s_value, t_closeness__s_ok)")
 
 
-def summary(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, dict]:
+def summary(con: duckdb.DuckDBPyConnection, sql: str, largest=("t_closeness__s",)) -> dict[str, dict]:
     con.execute(f"CREATE OR REPLACE TEMP VIEW checks AS {sql}")
     cols = summary_columns(d[0] for d in con.execute("SELECT * FROM checks LIMIT 0").description)
-    return {r["check"]: r for r in summarize(con, exp.to_table("checks"), cols)}
+    return {r["check"]: r for r in summarize(con, exp.to_table("checks"), cols, largest)}
 
 
 def test_hand_computed_summary_and_null_flags_fail():
@@ -54,7 +54,7 @@ def test_unknown_values_no_classes_and_no_size():
 def test_the_view_in_duckdb_and_a_pandas_frame_of_it_give_the_same_summary():
     con = duckdb.connect()
     from_view = list(summary(con, VIEW).values())
-    from_frame = check_summary(con.execute(VIEW).df())
+    from_frame = check_summary(con.execute(VIEW).df(), ("t_closeness__s",))
     assert from_view == from_frame
     assert [r["passed"] for r in from_frame] == [False, False]
 
@@ -70,3 +70,20 @@ def test_flags_of_a_frame_of_any_engine_fail_closed():
                                       "worst_value": 1.0, "passed": False}]
     objects = pd.DataFrame({"__size": [2.0, 3.0], "k_ok": [None, True], "k_value": [None, 1.0]})
     assert check_summary(objects)[0]["failing_records"] == 2
+
+
+def test_the_worst_value_direction_is_the_models_declaration():
+    """Each model's ``SQLCheck.worst`` says which class value is the worst: bounds from above (a distance, a share,
+    β, δ, δ-presence's ratio) report the largest, bounds from below (k, l, θ …) the smallest — read from the
+    models, not from the check's name."""
+    from anon_sql.models import (AlphaKAnonymity, BetaLikeness, DeltaDisclosure, DistinctLDiversity, KAnonymity,
+                                 TCloseness, ThetaSensitivity, largest_is_worst)
+
+    models = [KAnonymity(2), DistinctLDiversity("s", 2), TCloseness("s", 0.2), AlphaKAnonymity("s", 0.5),
+              BetaLikeness("s", 1.0), DeltaDisclosure("s", 1.0), ThetaSensitivity("s", 0.5)]
+    largest = largest_is_worst(models)
+    assert largest == {"t_closeness__s", "alpha__s", "beta_basic__s", "delta__s"}
+    rows = summary(duckdb.connect(), "SELECT * FROM (VALUES (4.0, 0.5, TRUE, 4.0, TRUE), (4.0, 0.75, FALSE, 4.0, TRUE))"
+                                     " t(__size, alpha__s_value, alpha__s_ok, k_value, k_ok)", largest)
+    assert rows["alpha__s"]["worst_value"] == 0.75        # the class whose largest share is 3/4 is the worst
+    assert rows["k"]["worst_value"] == 4.0

@@ -62,3 +62,24 @@ def test_compile_duckdb_runs_to_the_same_table_as_release(con):
     con.execute("DROP TABLE adult_rel")
     anon_sql.release(con, _policy())
     pd.testing.assert_frame_equal(compiled, con.execute("SELECT * FROM adult_rel").df())
+
+
+def test_class_level_quasi_reads_the_typed_row_values_field():
+    """A plan releasing values per row (``AssignmentPlan.row_values``, slicing's buckets) has no QI constant per
+    class; the same class values keyed by class do. The decision is the typed field, never ``plan.info``."""
+    from anon_sql.compiler import CompileInput, class_level_quasi
+    from anon_sql.methods import AssignmentPlan
+    from anon_sql.policy import Policy
+
+    policy = Policy.from_dict({"name": "t", "source": "t", "method": "mondrian",
+                               "attributes": {"age": {"role": "quasi"}, "sex": {"role": "quasi"}},
+                               "privacy": {"k": 2}})
+    assignment = pd.DataFrame({"__row": [1, 2], "ec_id": [1, 1]})
+    values = pd.DataFrame({"ec_id": [1], "age": ["[20-30]"]})
+    per_class = AssignmentPlan(assignment, values)
+    assert class_level_quasi(CompileInput(policy, "t", ["age", "sex"], per_class, {}, [])) == ["age"]
+    per_row = AssignmentPlan(assignment, values.assign(__row=[1]), row_values=True)
+    assert class_level_quasi(CompileInput(policy, "t", ["age", "sex"], per_row, {}, [])) == []
+    # a stray report key does not decide anything
+    reported = AssignmentPlan(assignment, values, info={"row_values": True})
+    assert class_level_quasi(CompileInput(policy, "t", ["age", "sex"], reported, {}, [])) == ["age"]

@@ -396,3 +396,58 @@ def test_models_numpy_and_sql_checks_agree(seed):
     assert np.allclose(sql["simpson_e__s_value"], models[3].values(stats)[1])
     assert ((sql["simpson_d__s_ok"] & sql["simpson_e__s_ok"]).astype(bool).tolist() == models[3].check(stats).tolist())
     assert np.allclose(sql["theta__s_value"], models[4].measure(stats))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# utility formulas: the numpy kernels of anon_sql/udfs/utility.py against their SQL macros
+
+def test_utility_macros_golden(con):
+    """Hand-computed: NCP of [20-29] on ages 17..90 (9 / 73), of a value covering 3 of 9 leaves (2 / 8); DM of
+    classes 3, 2 with 1 of 6 records suppressed (9 + 4 + 6); C_AVG of 5 records in 2 classes at k = 2."""
+    row = con.execute("SELECT anon.ncp_numeric(9, 73), anon.ncp_numeric(9, 73, mixed := true),"
+                      " anon.ncp_numeric(0, 0), anon.ncp_numeric(0, 0, flat := 1), anon.ncp_categorical(3, 9),"
+                      " anon.ncp_categorical(1, 1), anon.discernibility_sizes([3, 2], 6, 1), anon.cavg(5, 2, 2),"
+                      " anon.cavg(0, 0, 2), anon.cavg(0, 0, 2, empty := 0)").fetchall()[0]
+    assert row[:6] == (pytest.approx(9 / 73), 1.0, 0.0, 1.0, pytest.approx(2 / 8), 0.0)
+    assert row[6:9] == (19.0, 1.25, pytest.approx(float("nan"), nan_ok=True)) and row[9] == 0.0
+    from anon_sql.udfs import utility
+
+    assert utility.discernibility(np.array([3, 2]), 6, 1) == 19.0 and utility.cavg(5, 2, 2) == 1.25
+    assert utility.ncp_numeric(np.array([9.0]), 73)[0] == pytest.approx(9 / 73)
+    assert utility.ncp_categorical(np.array([3]), 9)[0] == pytest.approx(2 / 8)
+
+
+_finite = st.floats(-1e6, 1e6, allow_nan=False)
+
+
+@PROPERTY_SETTINGS
+@given(width=st.one_of(_finite, st.just(float("nan")), st.just(float("inf"))), span=st.one_of(_finite, st.just(0.0)),
+       mixed=st.booleans(), flat=st.sampled_from([0.0, 1.0]), leaves=st.integers(1, 50), total=st.integers(0, 50),
+       sizes=st.lists(st.integers(1, 40), max_size=15), suppressed=st.integers(0, 30), k=st.integers(1, 10))
+def test_property_utility_macros_equal_kernels(con, width, span, mixed, flat, leaves, total, sizes, suppressed, k):
+    from anon_sql.udfs import utility
+
+    records_in = sum(sizes) + suppressed
+    row = con.execute("SELECT anon.ncp_numeric($w, $s, mixed := $m, flat := $f), anon.ncp_categorical($l, $t),"
+                      " anon.discernibility_sizes($z, $n, $u), anon.cavg($r, $c, $k)",
+                      {"w": width, "s": span, "m": mixed, "f": flat, "l": leaves, "t": total, "z": sizes,
+                       "n": records_in, "u": suppressed, "r": sum(sizes), "c": len(sizes), "k": k}).fetchall()[0]
+    assert close(row[0], float(utility.ncp_numeric(np.array([width]), span, np.array([mixed]), flat)[0]))
+    assert close(row[1], float(utility.ncp_categorical(np.array([leaves]), total)[0]))
+    assert close(row[2], utility.discernibility(np.array(sizes), records_in, suppressed))
+    assert close(row[3], utility.cavg(sum(sizes), len(sizes), k))
+
+
+def test_discernibility_table_macro_equals_the_kernel(con):
+    """anon.discernibility over a table's classes = the kernel over the class sizes pandas counts."""
+    import pandas as pd
+
+    from anon_sql.udfs import utility
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"a": rng.integers(0, 4, 200), "b": rng.choice(["x", "y", None], 200)})
+    con.register("__dm_src", frame)
+    got = con.execute("SELECT * FROM anon.discernibility('__dm_src', ['a', 'b'])").fetchall()[0]
+    sizes = frame.groupby(["a", "b"], dropna=False).size().to_numpy()
+    assert got == (utility.discernibility(sizes, len(frame), 0), len(sizes), len(frame))
+    con.unregister("__dm_src")

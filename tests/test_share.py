@@ -16,6 +16,7 @@ from click.testing import CliRunner
 import anon_sql
 from anon_sql.cli import main
 from anon_sql.share import STORAGE_VERSION
+from conftest import load_theta_noise
 from test_check_tamper import PATIENTS, levels_policy, theta_policy
 
 NAMES = ["Ann", "Bob", "Cy", "Di", "Ed", "Fa", "Gu", "Ho", "Ina", "Jo", "Kai", "Lu"]
@@ -26,8 +27,7 @@ def con():
     c = duckdb.connect()
     anon_sql.install(c)
     c.execute(PATIENTS)
-    c.execute("CREATE TABLE tn AS SELECT * FROM (VALUES (20, 'Flu'), (21, 'Flu'), (22, 'HIV'), (23, 'Cancer'), "
-              "(50, 'Flu'), (51, 'HIV'), (52, 'Cancer'), (53, 'Asthma')) t(age, disease)")
+    load_theta_noise(c)
     yield c
     c.close()
 

@@ -328,6 +328,60 @@ def test_slicing_guide_hand_counts():
     assert SlicingGuide(2, 3).check(stats).tolist() == [False, True]
     assert SlicingGuide(3, 3).check(stats).tolist() == [False, False]
 
+    # the measured share per class: class 0 max(1/2, 2/2) = 1, class 1 2/4
+    assert SlicingGuide(2, 3).measure(stats).tolist() == [1.0, 0.5]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_slicing_guide_sql_equals_numpy(seed):
+    """The guide's SQL check (the checks view the compiler builds: the class's {x, s, w} rows through the
+    anon.slicing_guide_* macros) gives the numpy check's pass flag and measured share for every class, on random
+    buckets with NULLs in the companions and the sensitive value, a two-column x, one-column x and no x, and weights."""
+    from anon_sql.columns import EC_ID
+    from anon_sql.compiler import CompileInput, ReleaseNames, checks_view
+    from anon_sql.methods import LevelPlan
+    from anon_sql.models import ClassStats, SensitiveCounts
+    from anon_sql.models.slicing import PAIR, SlicingGuide
+    from anon_sql.policy import Policy
+    from anon_sql.sqlbuild import render
+    from anon_sql.udfs import duckdb_udfs
+
+    rng = np.random.default_rng(seed)
+    n = 480   # 8 buckets of about 60 rows: about 7 rows per two-column x, so some buckets pass and some fail
+    frame = pd.DataFrame({EC_ID: rng.integers(1, 9, n), "a": rng.choice(["p", "q", None], n),
+                          "b": rng.choice([1.0, 2.0, np.nan], n), "s": rng.choice(["u", "v", "w", None], n, p=[.5, .2, .2, .1]),
+                          "cnt": rng.integers(1, 4, n)})
+    frame["q"] = frame[EC_ID].astype(str)
+    con = duckdb.connect()
+    duckdb_udfs.install_macros(con)
+    con.register("__guide_src", frame)
+    con.execute("CREATE TABLE guide_t AS SELECT * FROM __guide_src")
+    policy = Policy.from_dict({"name": "guide_t", "source": "guide_t", "method": "levels", "count_column": "cnt",
+                               "attributes": {"q": {"role": "quasi"}, "s": {"role": "sensitive"},
+                                              "a": {"role": "insensitive"}, "b": {"role": "insensitive"}},
+                               "privacy": {"k": 1}})
+    cls = frame[EC_ID].to_numpy() - 1
+    k = int(cls.max()) + 1
+    s_codes, s_labels = pd.factorize(frame["s"], use_na_sentinel=False)
+    outcomes: set[bool] = set()
+    for companions, l in ((["a", "b"], 1.25), (["a"], 1.6), ([], 1.6)):
+        x = (pd.MultiIndex.from_frame(frame[companions]).factorize()[0] if companions
+             else np.zeros(n, dtype=np.int64))
+        ns = len(s_labels)
+        pair = x * ns + s_codes
+        w = frame["cnt"].to_numpy(dtype=float)
+        stats = ClassStats(np.bincount(cls, weights=w, minlength=k),
+                           {PAIR: SensitiveCounts.from_codes(cls, pair, w, k, (int(x.max()) + 1) * ns)})
+        guide = SlicingGuide(l, ns, "s", companions)
+        ci = CompileInput(policy, "guide_t", [EC_ID, "s", "q", "a", "b", "cnt"], LevelPlan({}), {}, [guide])
+        sql = con.execute(render(checks_view(ci, ReleaseNames("guide_t")).order_by(EC_ID))).df()
+        assert sql[EC_ID].tolist() == list(range(1, k + 1))
+        ok = sql["slicing_guide__s_ok"].astype(bool).tolist()
+        assert ok == guide.check(stats).tolist(), companions
+        assert np.allclose(sql["slicing_guide__s_value"].to_numpy(float), guide.measure(stats)), companions
+        outcomes.update(ok)
+    assert outcomes == {True, False}   # the data exercise both outcomes
+
 
 def test_sql_risk_table_matches_kernel(t2):
     import anon_sql

@@ -181,6 +181,36 @@ def test_failed_release_leaves_nothing_and_names_the_requirement(engines):
     assert left == []
 
 
+
+def test_suppression_settles_to_the_duckdb_fixed_point(spark):
+    """A group rule that suppression itself breaks: (b, x) fails k = 2; once it is gone the group b holds 3 < 4
+    records, so (b, y) must go too. Spark settles to the same fixed point as DuckDB (same rows, classes, checks)
+    and, with too small a budget, advises the same max_suppression (tests/test_advice.py's example)."""
+    rows = [("a", "x")] * 5 + [("b", "x")] + [("b", "y")] * 3
+    frame = pd.DataFrame(rows, columns=["q1", "q2"]).assign(s=list("uvwuvwuvw"))
+    con = duckdb.connect()
+    anon_sql.install(con)
+    con.register("frame", frame)
+    con.execute("CREATE TABLE grouped AS SELECT * FROM frame")
+    spark.createDataFrame(frame).createOrReplaceTempView("grouped")
+    top = {"kind": "top"}
+    pol = {"name": "grouped_rel", "source": "grouped", "method": "levels",
+           "method_params": {"levels": {"q1": 0, "q2": 0}},
+           "attributes": {"q1": {"role": "quasi", "taxonomy": top}, "q2": {"role": "quasi", "taxonomy": top},
+                          "s": {"role": "sensitive"}},
+           "privacy": {"k": 2, "requirements": [{"quasi": ["q1"], "k": 4}], "max_suppression": 0.2}}
+    with pytest.raises(PrivacyRequirementError) as duck_err:
+        anon_sql.release(con, pol)
+    with pytest.raises(PrivacyRequirementError) as spark_err:
+        aspark.release(spark, pol)
+    assert "max_suppression = 0.4445 (or more)" in str(duck_err.value)
+    assert str(spark_err.value) == str(duck_err.value)
+    pol["privacy"]["max_suppression"] = 0.4445
+    duck = anon_sql.release(con, pol)
+    rel = aspark.release(spark, pol)
+    assert rel.passed and rel.suppressed == 4
+    _assert_same(con, spark, duck, rel, "grouped_rel")
+
 def test_existing_release_needs_replace(engines, adult_parquet):
     con, spark = engines
     pol = _policy("levels", LEVELS, max_suppression=0.1)

@@ -23,7 +23,7 @@ from anon_sql.methods.theta import (capacity, deal_classes, level_take, max_exce
 from anon_sql.models import ClassStats, SensitiveCounts, ThetaSensitivity, build_models
 from anon_sql.models.p_sensitive import PSensitivity
 from anon_sql.udfs import kernels
-from conftest import data_path, load_adult, working
+from conftest import data_path, load_adult, load_theta_noise, theta_noise_policy, working
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ADULT = DATA / "adult"
@@ -157,14 +157,9 @@ def test_theta_release_table4a_swaps_every_class_reaches_theta(con):
 
 def test_theta_noise_when_swaps_cannot_reach_theta(con):
     # class 1 {Flu, Flu, HIV, Cancer} (σ² 0.6875 < 0.75); the only later class {Flu, HIV, Cancer, Asthma} would fall
-    # below θ by any swap, so class 1 gets exactly one noise record: the only absent value, Asthma
-    con.execute("CREATE TABLE tn AS SELECT * FROM (VALUES (20, 'Flu'), (21, 'Flu'), (22, 'HIV'), (23, 'Cancer'), "
-                "(50, 'Flu'), (51, 'HIV'), (52, 'Cancer'), (53, 'Asthma')) t(age, disease)")
-    pol = {"name": "rn", "source": "tn", "method": "theta", "seed": 7,
-           "attributes": {"age": {"role": "quasi"}, "disease": {"role": "sensitive"}},
-           "privacy": {"k": 4, "theta": {"mu": 0.6}},
-           "method_params": {"order": "sorted", "noise_flag": "is_noise"}}
-    rel = anon_sql.release(con, pol)
+    # below θ by any swap, so class 1 gets exactly one noise record: the only absent value, Asthma (conftest)
+    load_theta_noise(con)
+    rel = anon_sql.release(con, theta_noise_policy())
     assert rel.info["swaps"] == 0 and rel.info["noise_records"] == 1 and rel.noise == 1
     out = con.execute('SELECT age, disease, is_noise, ec_id FROM rn ORDER BY ec_id, is_noise, disease').df()
     noise = out[out["is_noise"]]

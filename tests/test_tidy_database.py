@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 import anon_sql
-from conftest import load_seed000, seed000_policy, working
+from conftest import load_seed000, load_theta_noise, seed000_policy, theta_noise_policy, working
 
 READ_ALL = """
 import json, sys, duckdb
@@ -104,12 +104,8 @@ def test_a_foreign_table_in_the_working_schema_is_refused(con):
 def test_theta_noise_marks_never_reach_the_shared_file(con, tmp_path):
     """θ's noise records are marked in the working database only (the release's flag column, the working
     ``__noise`` table); the shared file holds the noise records unmarked and nothing of the working schema."""
-    con.execute("CREATE TABLE tn AS SELECT * FROM (VALUES (20, 'Flu'), (21, 'Flu'), (22, 'HIV'), (23, 'Cancer'), "
-                "(50, 'Flu'), (51, 'HIV'), (52, 'Cancer'), (53, 'Asthma')) t(age, disease)")
-    pol = {"name": "rn", "source": "tn", "method": "theta", "seed": 7,
-           "attributes": {"age": {"role": "quasi"}, "disease": {"role": "sensitive"}},
-           "privacy": {"k": 4, "theta": {"mu": 0.6}},
-           "method_params": {"order": "sorted", "noise_flag": "is_noise"}}
+    load_theta_noise(con)
+    pol = theta_noise_policy()
     target = tmp_path / "rn.duckdb"
     rel = anon_sql.release(con, pol, to=str(target))
     assert rel.noise == 1

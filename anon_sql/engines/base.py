@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 from sqlglot import exp
 
+from ..columns import EC_ID
 from ..compiler import CompiledRelease, ReleaseNames
 from ..methods import AssignmentPlan, Method, MethodContext, Plan
 from ..policy import Policy
@@ -117,6 +118,14 @@ class Engine(ABC):
     def drop_view(self, name: str | exp.Table) -> None:
         """Drop a view of that name if it exists."""
         self.drop(name)
+
+    def delete_classes(self, table: exp.Table, failing: exp.Expression) -> int:
+        """Delete from the released ``table`` the rows of the classes whose ``ec_id`` the query ``failing``
+        selects (suppression to a fixed point, :func:`anon_sql.suppression.settle`); non-zero when it deleted
+        anything."""
+        stmt = exp.Delete(this=table.copy(), where=exp.Where(this=exp.In(this=exp.column(EC_ID, quoted=True),
+                                                                          query=exp.Subquery(this=failing.copy()))))
+        return int(self.con.execute(self.render(stmt)).fetchall()[0][0])
 
     def session_bound(self, src: Source) -> bool:
         """Whether the source lives only in this session (a registered DataFrame, a temporary view): a persisted

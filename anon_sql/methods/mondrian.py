@@ -20,6 +20,7 @@ from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, PrivacyModel, SensitiveCounts
 from ..progress import Progress
 from ..schema import choice, key
+from ..udfs.utility import ncp_categorical, ncp_numeric
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, class_values, load_source, segment_lca
@@ -114,11 +115,9 @@ def _widths(columns: Sequence[QIColumn], rows: np.ndarray, starts: np.ndarray,
 
 
 def numeric_width(c: QIColumn, span: np.ndarray, mixed: np.ndarray) -> np.ndarray:
-    """Per partition: (max − min) / the column's span, plus 1 where NULLs and values mix (split off first).
-    One formula for the DuckDB and Spark engines."""
-    with np.errstate(invalid="ignore"):
-        w = np.nan_to_num(span / c.span, nan=0.0) if c.span > 0 else np.zeros(len(span))
-    return w + mixed
+    """Per partition: the NCP of its range, (max − min) / the column's span (:func:`ncp_numeric`), plus 1 where
+    NULLs and values mix (split off first). One formula for the DuckDB and Spark engines."""
+    return ncp_numeric(span, c.span) + mixed
 
 
 def categorical_width(c: QIColumn, level: np.ndarray, code: np.ndarray, distinct: np.ndarray,
@@ -129,7 +128,7 @@ def categorical_width(c: QIColumn, level: np.ndarray, code: np.ndarray, distinct
     for lv in np.unique(level):
         m = level == lv
         leaves[m] = c.leaves[lv][code[m]]
-    w = (leaves - 1) / (c.total_leaves - 1) if c.total_leaves > 1 else np.zeros(len(level))
+    w = ncp_categorical(leaves, c.total_leaves)
     d = (np.asarray(distinct, dtype=np.float64) - 1) / max(c.total_leaves - 1, 1)
     if mode != "leaves":
         w = d if mode == "distinct" else (w + d) / 2

@@ -21,9 +21,9 @@ from scipy.stats import chi2_contingency
 from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
-from ..models import KAnonymity
+from ..models import ClassStats, KAnonymity, SensitiveCounts
 from ..models.base import PrivacyModel, find
-from ..models.slicing import PAIR, SlicingLDiversity
+from ..models.slicing import PAIR, SlicingGuide, SlicingLDiversity
 from ..sqlbuild import alias, col, lit, render, table as table_ref
 from ..udfs.slicing import slicing_max_p
 from ..schema import Boolean, ListOf, Text, any_of, choice, integer, key
@@ -172,16 +172,16 @@ def form_columns(phi: np.ndarray, attrs: Sequence[str], sensitive: str, c: int, 
 
 def max_conditional_share(key: np.ndarray, sens: np.ndarray, weights: np.ndarray | None = None) -> float:
     """Largest share of one sensitive value among the rows sharing a key: max p(t, s) of the table as one bucket
-    when ``key`` codes C_c − {S}."""
+    when ``key`` codes C_c − {S} — the slicing guide's measure of that one bucket."""
     key, sens = np.asarray(key, dtype=np.int64), np.asarray(sens, dtype=np.int64)
     w = np.ones(len(key)) if weights is None else np.asarray(weights, dtype=np.float64)
     if len(key) == 0:
         return 0.0
     ns = int(sens.max()) + 1
-    uniq, inv = np.unique(key * ns + sens, return_inverse=True)
-    cnt = np.bincount(inv, weights=w)
-    total = np.bincount(key, weights=w)
-    return float((cnt / total[uniq // ns]).max())
+    one = np.zeros(len(key), dtype=np.int64)
+    stats = ClassStats(np.array([w.sum()]),
+                       {PAIR: SensitiveCounts.from_codes(one, key * ns + sens, w, 1, (int(key.max()) + 1) * ns)})
+    return float(SlicingGuide(1.0, ns).measure(stats)[0])
 
 
 def group_codes(codes: dict[str, np.ndarray], group: Sequence[str], n: int) -> np.ndarray:
@@ -449,7 +449,7 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
     pair = skey * ns + codes[sa]
     stats = StatsBuilder(w, {PAIR: pair}, {PAIR: np.arange(nx * ns)},
                          {PAIR: np.bincount(pair, weights=w, minlength=nx * ns)}, True)
-    models = [KAnonymity(k), model.guide(ns)]
+    models = [KAnonymity(k), model.guide(ns, xattrs)]
     pid = partition(list(columns), models, stats, ctx.progress).pid if n else np.zeros(0, dtype=np.int64)
     gcodes = (np.stack([group_codes(codes, g, n) for g in groups[:-1]], axis=1) if len(groups) > 1
               else np.zeros((n, 0), dtype=np.int64))

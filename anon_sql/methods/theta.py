@@ -36,6 +36,7 @@ from ..models.theta import ThetaCapacity, ThetaFeasible, ThetaSensitivity
 from ..progress import Progress
 from ..schema import Text, choice, integer, key
 from ..udfs import kernels
+from ..udfs.utility import discernibility
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
 from .local_values import SourceData, class_values, load_source
@@ -620,7 +621,7 @@ class ThetaSensitive(Method):
             res = theta_anonymize(data.sensitive[sa][order], len(uniques), k, mu, self.window, ctx.policy.seed,
                                   weights, classes)
             sizes = res.counts.sum(axis=1)
-            score = (len(res.unreachable), len(res.noise_cls), int((sizes * sizes).sum()))
+            score = (len(res.unreachable), len(res.noise_cls), int(discernibility(sizes, 0, 0)))   # Σ |EC|²
             if best is None or score < best[0]:
                 best = (score, order, res, i)
         _, order, res, chosen = best

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..errors import PolicyError
-from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck, find
+from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck, find, largest_is_worst
 from .distribution import AlphaKAnonymity, BetaLikeness, DeltaDisclosure
 from .hierarchical import HierarchicalTCloseness, resolve_taxonomy
 from .k_anonymity import GroupKAnonymity, KAnonymity, group_rules
@@ -81,4 +81,5 @@ __all__ = ["build_models", "find", "group_rules", "PrivacyModel", "ClassStats", 
            "ClassColumns", "KAnonymity", "GroupKAnonymity", "SlicingGuide", "SlicingLDiversity", "ThetaFeasible",
            "ThetaCapacity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
            "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
-           "HierarchicalTCloseness", "KMap", "DeltaPresence", "Population", "PopulationModel", "population_models"]
+           "HierarchicalTCloseness", "KMap", "DeltaPresence", "Population", "PopulationModel", "population_models",
+           "largest_is_worst"]

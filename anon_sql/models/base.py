@@ -55,14 +55,24 @@ class ClassStats:
         return len(self.sizes)
 
 
+WORST_SMALLEST, WORST_LARGEST = "smallest", "largest"
+
+
 @dataclass
 class SQLCheck:
-    """One model's columns in the checks view: a measured value and a pass flag, per class."""
+    """One model's columns in the checks view: a measured value and a pass flag, per class. ``worst``: which class
+    value a summary reports as the check's worst — ``"smallest"`` for a bound from below (k, l, θ variance …),
+    ``"largest"`` for a bound from above (a distance, a share, δ)."""
 
     name: str
     value: exp.Expression
     ok: exp.Expression
     requirement: str
+    worst: str = WORST_SMALLEST
+
+    def __post_init__(self) -> None:
+        if self.worst not in (WORST_SMALLEST, WORST_LARGEST):
+            raise ValueError(f"SQLCheck {self.name!r}: worst must be {WORST_SMALLEST!r} or {WORST_LARGEST!r}")
 
 
 class ClassColumns:
@@ -131,6 +141,11 @@ class PrivacyModel:
         ``m`` the class size, ``q`` the value's share of the table (name → aggregate); none by default."""
         return {}
 
+    def row_aggregates(self, w: exp.Expression) -> dict[str, exp.Expression]:
+        """Extra per-class aggregate columns over the class's rows (``w`` the row's records: the count column, the
+        base's weight or 1), name → aggregate; none by default."""
+        return {}
+
     def distance_ctes(self, i: int, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]] | None:
         """CTEs whose last (``__tco<i>``, one row per class of ``keys``) gives the class's distance column
         ``__tclose__<attribute>``, from ``sv`` (keys, __v, __c, __m) and ``gq`` (__v, __q); None: the equal-distance
@@ -153,6 +168,14 @@ class PrivacyModel:
 def find(models: Sequence[PrivacyModel], name: str, attribute: str | None = None) -> PrivacyModel | None:
     """The first model called ``name`` (on ``attribute`` when given), or None: how methods reach a model."""
     return next((m for m in models if m.name == name and (attribute is None or m.attribute == attribute)), None)
+
+
+def largest_is_worst(models: Sequence[PrivacyModel]) -> frozenset[str]:
+    """The checks of ``models`` whose worst class is the one with the largest value (``SQLCheck.worst``): what
+    :func:`anon_sql.checks.summarize` needs to know of the models."""
+    cols = ClassColumns(lambda c: exp.column(c))
+    return frozenset(chk.name for m in models if not m.whole_table for chk in m.sql_checks(cols)
+                     if chk.worst == WORST_LARGEST)
 
 
 def macro(name: str, *args: exp.Expression) -> exp.Expression:

@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from ..sqlbuild import func, lit
 from ..udfs import risk_kernels as rk
-from .base import EPS, MACRO_SCHEMA, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .base import EPS, MACRO_SCHEMA, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 
 
 def _sc(stats: ClassStats, attribute: str):
@@ -62,7 +62,7 @@ class AlphaKAnonymity(_DistributionModel):
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
         v = func("alpha_counts", cols.counts(self.attribute), schema=MACRO_SCHEMA)
         return [SQLCheck(f"alpha__{self.attribute}", v, exp.LTE(this=v.copy(), expression=lit(self.alpha + EPS)),
-                         f"largest value share <= {self.alpha} on {self.attribute}")]
+                         f"largest value share <= {self.alpha} on {self.attribute}", WORST_LARGEST)]
 
     def describe(self) -> str:
         return f"(α, k)-anonymity (α = {self.alpha}) on {self.attribute}"
@@ -103,7 +103,7 @@ class BetaLikeness(_DistributionModel):
         v = cols.ref(f"__{self._key}")
         kind = "enhanced" if self.enhanced else "basic"
         return [SQLCheck(self._key, v, exp.LTE(this=v.copy(), expression=lit(self.beta + EPS)),
-                         f"{kind} β-likeness β <= {self.beta} on {self.attribute}")]
+                         f"{kind} β-likeness β <= {self.beta} on {self.attribute}", WORST_LARGEST)]
 
     def describe(self) -> str:
         return f"{'enhanced' if self.enhanced else 'basic'} β-likeness (β = {self.beta}) on {self.attribute}"
@@ -135,7 +135,7 @@ class DeltaDisclosure(_DistributionModel):
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
         v = cols.ref(f"__delta__{self.attribute}")
         return [SQLCheck(f"delta__{self.attribute}", v, exp.LT(this=v.copy(), expression=lit(self.delta)),
-                         f"δ-disclosure |log p/q| < {self.delta} on {self.attribute}")]
+                         f"δ-disclosure |log p/q| < {self.delta} on {self.attribute}", WORST_LARGEST)]
 
     def describe(self) -> str:
         return f"δ-disclosure privacy (δ = {self.delta}) on {self.attribute}"

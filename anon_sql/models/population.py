@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from ..errors import PolicyError
 from ..sqlbuild import lit
-from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 
 WEIGHT = "__pw"   # the population relation's column: records each of its rows stands for
 
@@ -102,7 +102,7 @@ class DeltaPresence(PopulationModel):
         ok = exp.Coalesce(this=_between(d, self.delta_min - EPS, self.delta_max + EPS), expressions=[exp.false()])
         return [SQLCheck("delta_presence", d, ok,
                          f"{self.delta_min} <= |class| / |population class| <= {self.delta_max} "
-                         f"(population {self.population.name!r})")]
+                         f"(population {self.population.name!r})", WORST_LARGEST)]
 
     def describe(self) -> str:
         return (f"δ-presence (δmin = {self.delta_min}, δmax = {self.delta_max}, population "

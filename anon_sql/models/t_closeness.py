@@ -10,7 +10,7 @@ import numpy as np
 from sqlglot import exp
 
 from ..sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
-from .base import EPS, ClassColumns, ClassStats, SQLCheck, per_class_sum
+from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, SQLCheck, per_class_sum
 from .l_diversity import SensitiveModel
 
 
@@ -50,7 +50,7 @@ class TCloseness(SensitiveModel):
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
         v = cols.tclose(self.attribute)
         return [SQLCheck(f"t_closeness__{self.attribute}", v, exp.LTE(this=v, expression=lit(self.t + EPS)),
-                         f"t-closeness ({self.distance}) <= {self.t} on {self.attribute}")]
+                         f"t-closeness ({self.distance}) <= {self.t} on {self.attribute}", WORST_LARGEST)]
 
     def distance_ctes(self, i: int, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]] | None:
         return ordered_distance_ctes(i, self.attribute, keys, sv, gq) if self.distance == "ordered" else None

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 from sqlglot import exp
 
+from ..columns import EC_ID
 from ..engines.base import Engine
 from ..source import Source, is_path
 from ..sqlbuild import ident, render
@@ -139,6 +140,23 @@ class SparkEngine(Engine):
                                for c in frame.columns])
         table = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
         return self.spark.createDataFrame(table.cast(to_arrow_schema(schema)))
+
+    def delete_classes(self, table: exp.Table, failing: exp.Expression) -> int:
+        """Spark has no DELETE on a cached temporary view: the failing classes' ids are collected (one small query),
+        the view's other rows checkpointed (read from its cache, order kept) and registered under the same name;
+        the views over it (``__checks``) read the new rows. Returns the number of classes deleted."""
+        from pyspark.sql import functions as F
+
+        ids = [row[0] for row in self.spark.sql(self.render(failing)).collect()]
+        if not ids:
+            return 0
+        name = table.name
+        kept = self.spark.table(_quoted(name)).where(~F.col(_quoted(EC_ID)).isin(ids)).localCheckpoint(eager=True)
+        # replaced in place: the name keeps its place in ``created``, so a rollback still drops the views over it first
+        self.spark.sql(render(exp.Uncache(this=exp.Table(this=ident(name)), exists=True), "spark"))
+        kept.createOrReplaceTempView(name)
+        self.spark.sql(render(exp.Cache(this=exp.Table(this=ident(name)), lazy=False), "spark"))
+        return len(ids)
 
     def drop(self, name: str | exp.Table) -> None:
         name = name.name if isinstance(name, exp.Table) else name

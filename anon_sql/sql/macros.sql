@@ -114,3 +114,55 @@ CREATE OR REPLACE MACRO anon.alpha_counts(c) AS
 -- Σ_v min(c_v, cap): the records a class can give when each value fills at most `cap` slots (θ's split guides)
 CREATE OR REPLACE MACRO anon.capped_sum(c, cap) AS
     list_sum(list_transform(c, lambda _x: least(_x, cap)));
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- Utility formulas (the numpy forms are anon_sql/udfs/utility.py; cross-tested in tests/test_kernels.py).
+
+-- NCP of a numeric released value: width / span of the attribute's domain, at most 1 (a NaN, NULL or −∞ ratio counts
+-- 0); 1 where NULL and numbers mix (the value is released as `*`); `flat` when the domain has no width
+CREATE OR REPLACE MACRO anon.ncp_numeric(width, span, mixed := false, flat := 0.0) AS
+    CASE WHEN mixed THEN 1.0
+         WHEN span::DOUBLE > 0 AND NOT isnan(span::DOUBLE) THEN
+             CASE WHEN isfinite(least(width::DOUBLE / span::DOUBLE, 1.0)) AND NOT isnan(width::DOUBLE / span::DOUBLE)
+                  THEN least(width::DOUBLE / span::DOUBLE, 1.0) ELSE 0.0 END
+         ELSE flat::DOUBLE END;
+
+-- NCP of a categorical released value: (leaves it covers − 1) / (leaves of the domain − 1); 0 for a one-leaf domain
+CREATE OR REPLACE MACRO anon.ncp_categorical(leaves, total_leaves) AS
+    CASE WHEN total_leaves > 1 THEN (leaves::DOUBLE - 1.0) / (total_leaves::DOUBLE - 1.0) ELSE 0.0 END;
+
+-- discernibility (ARX's DM): Σ |EC|² over the released class sizes + records_in · suppressed
+CREATE OR REPLACE MACRO anon.discernibility_sizes(sizes, records_in, suppressed) AS
+    coalesce(list_sum(list_transform(sizes::DOUBLE[], lambda _s: _s * _s)), 0.0)
+    + records_in::DOUBLE * suppressed::DOUBLE;
+
+-- C_AVG = (released records / classes) / k; `empty` when there is no class
+CREATE OR REPLACE MACRO anon.cavg(released, classes, k, empty := CAST('NaN' AS DOUBLE)) AS
+    CASE WHEN classes <> 0 THEN released::DOUBLE / classes / k ELSE empty::DOUBLE END;
+
+-- discernibility of any table: Σ |E|² over its classes (nothing suppressed)
+CREATE OR REPLACE MACRO anon.discernibility(tbl, qi) AS TABLE
+    SELECT anon.discernibility_sizes(list(size), sum(size), 0) AS discernibility, count(*) AS classes,
+           sum(size) AS records
+    FROM anon.class_sizes(tbl, qi);
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- slicing's partitioning guide (models/slicing.py SlicingGuide): p = a bucket's rows as a list of {x, s, w} — x the
+-- row's (C_c − {S}) value (a struct), s its sensitive value, w its records. Per distinct x: the largest record count
+-- of one s (top) and all records (total); NULL is a value of its own (compared with IS NOT DISTINCT FROM)
+CREATE OR REPLACE MACRO anon.slicing_guide_parts(p) AS
+    list_transform(list_distinct(list_transform(p, lambda _r: {'x': _r.x})), lambda _g:
+        list_transform([list_filter(p, lambda _r: {'x': _r.x} IS NOT DISTINCT FROM _g)], lambda _in:
+            {'top': list_max(list_transform(list_distinct(list_transform(_in, lambda _r: {'s': _r.s})), lambda _h:
+                        list_sum(list_transform(list_filter(_in, lambda _r: {'s': _r.s} IS NOT DISTINCT FROM _h),
+                                                lambda _r: _r.w::DOUBLE)))),
+             'total': list_sum(list_transform(_in, lambda _r: _r.w::DOUBLE))})[1]);
+
+-- the guide's value: the largest share one sensitive value holds among tuples sharing an x (NULL for no rows)
+CREATE OR REPLACE MACRO anon.slicing_guide_share(p) AS
+    list_max(list_transform(anon.slicing_guide_parts(p), lambda _t: _t.top / _t.total));
+
+-- the guide holds: top · l <= total (1 + 1e-12) for every x (true for no rows)
+CREATE OR REPLACE MACRO anon.slicing_guide_ok(p, l) AS
+    coalesce(list_bool_and(list_transform(anon.slicing_guide_parts(p),
+                                          lambda _t: _t.top * l <= _t.total * (1 + 1e-12))), true);

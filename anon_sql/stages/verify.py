@@ -3,7 +3,7 @@ failure message. Independent of the method; the built-in metrics come from :mod:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import pandas as pd
 from sqlglot import exp
@@ -12,7 +12,7 @@ from .. import checks as checks_summary, suppression
 from ..compiler import EC_ID, SIZE, CompiledRelease, ReleaseNames
 from ..methods import AssignmentPlan, Plan
 from ..metrics import sizes
-from ..models import PrivacyModel
+from ..models import PrivacyModel, largest_is_worst
 from ..policy import Policy
 from ..sqlbuild import col, ident, record_count, render
 
@@ -45,7 +45,7 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
         noise = (int(len(released_noise)) if policy.count_column not in released_noise
                  else int(released_noise[policy.count_column].sum()))
     suppressed = records - (released - noise)
-    summary = check_summary(checks)
+    summary = check_summary(checks, largest_is_worst(models))
     layout = plan.table_check if isinstance(plan, AssignmentPlan) else None
     # whole-table requirements (slicing's l-diversity): SQL over the release, per model
     for model in (m for m in models if m.whole_table):
@@ -69,16 +69,17 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
     return Verification(pd.DataFrame(summary), classes, failures, released, suppressed, noise, metrics)
 
 
-def check_summary(checks: pd.DataFrame) -> list[dict[str, Any]]:
+def check_summary(checks: pd.DataFrame, largest: Collection[str] = ()) -> list[dict[str, Any]]:
     """One row per check column of a checks frame already fetched (any engine): the SQL summary of
-    :mod:`anon_sql.checks` run on a private in-memory DuckDB over the frame."""
+    :mod:`anon_sql.checks` run on a private in-memory DuckDB over the frame (``largest``: the checks whose worst
+    value is the largest)."""
     import duckdb
 
     wanted = checks_summary.summary_columns(checks.columns)
     local = duckdb.connect()
     try:
         local.register("__checks", checks[wanted])
-        return checks_summary.summarize(local, exp.Table(this=ident("__checks")), wanted)
+        return checks_summary.summarize(local, exp.Table(this=ident("__checks")), wanted, largest)
     finally:
         local.close()
 

@@ -1,7 +1,9 @@
 """Utility formulas shared by the lattice searches, the methods and the metrics (one definition each): the
 normalized certainty penalty (NCP) of a released value, discernibility (DM) and C_AVG.
 
-Numpy over arrays of released values or class sizes; no SQL twin (they are computed from counts the engine returns).
+Numpy over arrays of released values or class sizes. Their SQL twins are the macros ``anon.ncp_numeric``,
+``anon.ncp_categorical``, ``anon.discernibility_sizes`` and ``anon.cavg`` of anon_sql/sql/macros.sql (plus the table
+measure ``anon.discernibility(tbl, qi)``), cross-tested in tests/test_kernels.py.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ __all__ = ["cavg", "discernibility", "ncp_categorical", "ncp_numeric"]
 
 def ncp_numeric(width: np.ndarray, span: float, mixed: np.ndarray | None = None,
                 flat: np.ndarray | float = 0.0) -> np.ndarray:
-    """NCP of numeric released values: width / span of the attribute's whole domain, at most 1 (a non-finite width
+    """NCP of numeric released values: width / span of the attribute's whole domain, at most 1 (a NaN or −∞ ratio
     counts 0); 1 where NULL and numbers mix (the value is released as ``*``). ``flat``: the NCP when the domain has
     no width (span 0)."""
     width = np.asarray(width, dtype=np.float64)
