@@ -181,11 +181,40 @@ def test_population_value_outside_the_taxonomy(golden):
         anon_sql.release(golden, _policy(1, k_map=_kmap(5)))
 
 
-@pytest.mark.parametrize("method", ["mondrian", "upa"])
-def test_assignment_methods_refuse(golden, method):
-    with pytest.raises(PolicyError, match="full-domain levels"):
-        anon_sql.release(golden, _policy(method=method, k_map=_kmap(5)))
-    assert not _exists(golden)
+def test_mondrian_golden_categorical(golden):
+    # k = 3 by the mask taxonomy: Mondrian splits 100** into 1000* (3 records; 4 + 6 in the population) and 1001*
+    # (4; 5 + 5): each matches 10 population records, so k-map 10 keeps the split and k-map 11 refuses it (one
+    # class 100** of 7 records, all 20 population records)
+    def classes(k: int) -> dict:
+        pol = {**_policy(method="mondrian"), "name": f"m{k}",
+               "privacy": {"k": 3, "k_map": _kmap(k), "delta_presence": _dp(0, 1)}}
+        cl = anon_sql.release(golden, pol).classes
+        return {z: (n, p, pytest.approx(d)) for z, n, p, d in zip(cl["zip"], cl["__size"], cl["k_map_value"],
+                                                                   cl["delta_presence_value"])}
+
+    assert classes(10) == {"1000*": (3, 10, 0.3), "1001*": (4, 10, 0.4)}
+    assert classes(11) == {"100**": (7, 20, 0.35)}
+
+
+def test_mondrian_golden_numeric(golden):
+    # numeric zips: classes are ranges; 3 population records at 10005 lie between the ranges [10001-10002] and
+    # [10011-10012] (10 each) and match neither, but the single class [10001-10012] that k-map 11 forces: 23
+    golden.execute("CREATE TABLE nsample AS SELECT CAST(zip AS INTEGER) AS zip, s FROM sample")
+    golden.execute("CREATE TABLE npop AS SELECT CAST(zip AS INTEGER) AS zip, s FROM pop "
+                   "UNION ALL SELECT 10005, 'x' FROM range(3)")
+
+    def classes(k: int) -> dict:
+        pol = {**_policy(method="mondrian"), "source": "nsample", "name": f"n{k}",
+               "privacy": {"k": 3, "k_map": _kmap(k, "npop")}}
+        pol["attributes"]["zip"] = {"role": "quasi"}
+        cl = anon_sql.release(golden, pol).classes
+        return dict(zip(cl["zip"], zip(cl["__size"], cl["k_map_value"])))
+
+    assert classes(10) == {"[10001-10002]": (3, 10), "[10011-10012]": (4, 10)}
+    assert classes(11) == {"[10001-10012]": (7, 23)}
+    with pytest.raises(PrivacyRequirementError, match="k-map"):   # no partition reaches 24: refused before planning
+        classes(24)
+    assert not _exists(golden, "n24")
 
 
 def test_cli_exit_codes(tmp_path):

@@ -58,12 +58,16 @@ class AssignmentPlan:
                                               # released unchanged, so insensitive in the release)
     table_check: dict[str, Any] | None = None   # a whole-table requirement verified in SQL (slicing l-diversity)
     ec_stats: pd.DataFrame | None = None      # per-class statistics merged into anon.equivalence_classes.stats
+    # interval-recoded numeric QIs: QI → [{"high": upper bound, "text": released value}] (the cut points that send
+    # any value, a population's too, to its released interval; k-map / δ-presence match populations through them)
+    value_intervals: dict[str, list[dict[str, Any]]] | None = None
 
     def details(self) -> dict[str, Any]:
         """The report for ``Release.info`` and ``Release.plan``: ``info`` and the typed fields that are set."""
         out = dict(self.info)
         typed = {"noise_flag": self.noise_flag, "released_quasi": self.released_quasi,
-                 "row_values": self.row_values or None, "slicing_check": self.table_check}
+                 "row_values": self.row_values or None, "slicing_check": self.table_check,
+                 "value_intervals": self.value_intervals}
         out.update({k: v for k, v in typed.items() if v is not None})
         return out
 

@@ -13,7 +13,7 @@ suppression) — ARX's DPresence likewise: monotonic with generalization, not wi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from sqlglot import exp
@@ -28,10 +28,12 @@ WEIGHT = "__pw"   # the population relation's column: records each of its rows s
 @dataclass
 class Population:
     """The population a policy names; ``relation`` (its QI columns cast to the source's types, and ``__pw`` the
-    records each row stands for) is set when the release resolves it."""
+    records each row stands for), ``quasi`` and ``types`` are set when the release resolves it."""
 
     name: str
     relation: exp.Expression | None = None
+    quasi: list[str] = field(default_factory=list)       # the QIs it is matched on (the source policy's)
+    types: dict[str, str] = field(default_factory=dict)  # the type each QI is read as (the source's)
 
 
 class PopulationModel(PrivacyModel):
@@ -43,8 +45,8 @@ class PopulationModel(PrivacyModel):
 
     def counts(self, stats: ClassStats) -> np.ndarray:
         if stats.population is None:
-            raise PolicyError(f"{self.describe()} needs the population count of every class, which this method's "
-                              "class statistics do not carry: use a method with full-domain levels")
+            raise PolicyError(f"{self.describe()} needs the population count of every class, which these class "
+                              "statistics do not carry (the planner was given no population)")
         return np.asarray(stats.population, dtype=np.float64)
 
 
