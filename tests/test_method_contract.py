@@ -140,13 +140,11 @@ def test_refusal_leaves_nothing(con, method):
     assert objects(con) == before and source_digest(con) == digest
 
 
-def _covers(pop: pd.DataFrame, q: str, value, intervals: dict, cache: dict) -> np.ndarray:
+def _covers(pop: pd.DataFrame, q: str, value, intervals: dict, taxonomies: dict, cache: dict) -> np.ndarray:
     """Oracle of one released value's cover over the population records (pandas, written apart from the SQL):
     NULL ↔ NULL, ``*`` everything, an interval-recoded QI the values its cut points send to ``value``, a numeric
     QI ``[lo-hi]`` / a number the values between, a taxonomy node its leaves (a root NULL too), else equal text."""
     import re
-
-    from anon_sql.taxonomies import load
 
     key = (q, value)
     if key in cache:
@@ -175,8 +173,8 @@ def _covers(pop: pd.DataFrame, q: str, value, intervals: dict, cache: dict) -> n
                     pass
             if lo is not None:
                 mask |= ((x >= lo) & (x <= hi)).to_numpy()
-        if q in TAXONOMIES:
-            levels = load(TAXONOMIES[q]).levels
+        if q in taxonomies:
+            levels = taxonomies[q].levels
             leaves = set(levels["level0"][(levels.iloc[:, 1:] == str(value)).any(axis=1)])
             mask |= text.isin(leaves).to_numpy() & x.notna().to_numpy()
             if str(value) in set(levels.iloc[:, -1]):
@@ -185,10 +183,11 @@ def _covers(pop: pd.DataFrame, q: str, value, intervals: dict, cache: dict) -> n
     return mask
 
 
-def population_oracle(out: pd.DataFrame, pop: pd.DataFrame, quasi: list[str], plan: dict,
-                      bucketed: bool) -> pd.Series:
+def population_oracle(out: pd.DataFrame, pop: pd.DataFrame, quasi: list[str], plan: dict, bucketed: bool,
+                      taxonomies: dict) -> pd.Series:
     """Population records matching each released class (ec_id + QIs; buckets: ec_id), recomputed in pandas from
-    the released rows: every QI covered by the class's value — buckets: on every column group, by one row."""
+    the released rows: every QI covered by the class's value — buckets: on every column group, by one row
+    (``taxonomies``: QI → Taxonomy)."""
     intervals = plan.get("value_intervals") or {}
     cache: dict = {}
     if bucketed:
@@ -205,7 +204,8 @@ def population_oracle(out: pd.DataFrame, pop: pd.DataFrame, quasi: list[str], pl
             for _, row in rows[g].drop_duplicates().iterrows():
                 tup = np.ones(len(pop), dtype=bool)
                 for q in g:
-                    tup &= _covers(pop, q, None if pd.isna(row[q]) else str(row[q]), intervals, cache)
+                    tup &= _covers(pop, q, None if pd.isna(row[q]) else str(row[q]), intervals, taxonomies,
+                                   cache)
                 any_row |= tup
             match &= any_row
         counts[key if isinstance(key, tuple) else (key,)] = float(match.sum())
@@ -227,7 +227,9 @@ def test_population_models(con, method):
     declared = EXAMPLES[method].get("quasi", QIS)
     pop = con.execute(f"SELECT * FROM {POPULATION}").df()
     bucketed = method in BUCKETED
-    want = population_oracle(out, pop, declared, rel.plan, bucketed)
+    from anon_sql.taxonomies import load
+
+    want = population_oracle(out, pop, declared, rel.plan, bucketed, {q: load(TAXONOMIES[q]) for q in declared})
     keys = ["ec_id"] if bucketed else ["ec_id", *declared]
     cl = rel.classes
     got = pd.Series({tuple(None if pd.isna(v) else v for v in r[:-1]): float(r[-1])
@@ -246,10 +248,13 @@ def test_population_models(con, method):
     assert rel.passed and source_digest(con) == digest
     # fail closed: a k-map no class can reach (the population has 3,000 records) refuses, database as before
     before = objects(con)
-    with pytest.raises(anon_sql.PrivacyRequirementError, match="k_map|k-map"):
+    with pytest.raises(anon_sql.PrivacyRequirementError, match="k_map|k-map") as err:
         anon_sql.release(con, example(method, f"mc_{method}_pop_refused",
                                       k_map={"k": 3001, "population": POPULATION}, max_suppression=0.0))
     assert objects(con) == before and source_digest(con) == digest
+    # a method that forms its classes without the population says so (the others refuse while planning)
+    blind = REGISTRY[method].plan_kind == "assignment" and not REGISTRY[method].plans_population
+    assert ("forms its classes without the population" in str(err.value)) == blind
 
 
 @pytest.fixture(scope="module")

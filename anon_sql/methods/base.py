@@ -106,6 +106,9 @@ class Method:
     # chooses how to give a method its data from this, never from the method's name.
     reads = "rows"
     parameters: tuple[Key, ...] = ()   # the [method_params] keys it takes: types, ranges, defaults, docs
+    # whether planning counts the population of k-map / δ-presence per class (a split, merge or level that fails
+    # them is not taken); otherwise they are verified on the release only and failing classes are suppressed
+    plans_population = False
 
     def __init__(self, **params: Any):
         section(f"[method_params] of method {self.name!r}", *self.parameters).check(params, "method_params")

@@ -137,6 +137,7 @@ class FixedInterval(Method):
     parameters = INTERVAL_PARAMETERS
     plan_kind = "assignment"
     needs_taxonomies = False
+    plans_population = True
 
     def __init__(self, **params: Any):
         super().__init__(**params)

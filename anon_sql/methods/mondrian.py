@@ -5,9 +5,9 @@ Partitions are split recursively at the weighted median of the quasi-identifier 
 − 1) / (leaves − 1), the NCP of the value it would release). A categorical split groups the children of that
 ancestor into two halves. A split is allowed only if both halves satisfy every privacy model of the policy
 (``model.check`` on :class:`ClassStats`; k-map and δ-presence count the population records each half's released
-values would match, :mod:`methods.population_points`). The recursion runs level by level, vectorized over all open partitions of a
-level; partition ids follow the depth-first order of the split tree. Deterministic: ties go to the earlier
-attribute, then the lower cut.
+values would match, :mod:`methods.population_points`). The recursion runs level by level, vectorized over all open
+partitions of a level; partition ids follow the depth-first order of the split tree. Deterministic: ties go to the
+earlier attribute, then the lower cut.
 """
 from __future__ import annotations
 
@@ -270,6 +270,7 @@ class Mondrian(Method):
                       "leaves, distinct values, or leaves where a taxonomy exists", "leaves"),)
     plan_kind = "assignment"
     needs_taxonomies = False
+    plans_population = True
 
     def __init__(self, **params: Any):
         super().__init__(**params)

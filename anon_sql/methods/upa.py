@@ -330,6 +330,7 @@ class UPA(Method):
     )
     plan_kind = "assignment"
     needs_taxonomies = False
+    plans_population = True
 
     def __init__(self, **params: Any):
         super().__init__(**params)
