@@ -246,6 +246,9 @@ def test_population_models(con, method):
     assert delta.min() >= bounds["delta_min"] - 1e-9 and delta.max() <= bounds["delta_max"] + 1e-9
     np.testing.assert_allclose(cl["delta_presence_value"], delta)
     assert rel.passed and source_digest(con) == digest
+    # anon_sql.check recompiles the models from the stored policy and plan: the same matches, over the table alone
+    frame = anon_sql.check(con, rel.name).set_index("check")
+    assert frame["passed"].all() and frame.loc["k_map", "worst_value"] == cl["k_map_value"].min()
     # fail closed: a k-map no class can reach (the population has 3,000 records) refuses, database as before
     before = objects(con)
     with pytest.raises(anon_sql.PrivacyRequirementError, match="k_map|k-map") as err:

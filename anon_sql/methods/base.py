@@ -67,7 +67,9 @@ class AssignmentPlan:
         out = dict(self.info)
         typed = {"noise_flag": self.noise_flag, "released_quasi": self.released_quasi,
                  "row_values": self.row_values or None, "slicing_check": self.table_check,
-                 "value_intervals": self.value_intervals}
+                 "value_intervals": self.value_intervals,
+                 # a scalar a shared file keeps (it leaves the interval bounds out): its values need the intervals
+                 "interval_recoded": True if self.value_intervals else None}
         out.update({k: v for k, v in typed.items() if v is not None})
         return out
 
