@@ -73,10 +73,11 @@ def taxonomy_pairs(tax: Taxonomy) -> tuple[list[tuple[str, str]], list[str]]:
     return list(pairs), roots
 
 
-def cover_pairs(q: str, released: exp.Expression, population: exp.Expression, numeric: bool,
-                taxonomy: Taxonomy | None, intervals: Sequence[Mapping[str, Any]] | None) -> exp.Expression:
-    """The (r, v) pairs of QI ``q`` where released text ``r`` (distinct values of ``released``, column ``r``) covers
-    population value ``v`` (distinct values of ``population``, column ``v``); see the module docstring."""
+def cover_pairs(released: exp.Expression, population: exp.Expression, numeric: bool, taxonomy: Taxonomy | None,
+                intervals: Sequence[Mapping[str, Any]] | None) -> exp.Expression:
+    """The (r, v) pairs of one QI where released text ``r`` (distinct values of ``released``, column ``r``) covers
+    population value ``v`` (distinct values of ``population``, column ``v``; ``numeric``: the QI's type is a number);
+    see the module docstring."""
     def rv() -> exp.Expression:
         return _sub(released.copy(), "rv")
 
@@ -142,7 +143,7 @@ def match_counts(relation: exp.Expression, keys: Sequence[str], quasi: Sequence[
         i = index[q]
         released = exp.select(alias(_text(col(q)), "r")).distinct().from_(relation.copy())
         values = exp.select(alias(col(f"__p{i}"), "v")).distinct().from_("__pc")
-        ctes.append((f"__m{i}", cover_pairs(q, released, values, is_numeric(types.get(q, "")), taxonomies.get(q),
+        ctes.append((f"__m{i}", cover_pairs(released, values, is_numeric(types.get(q, "")), taxonomies.get(q),
                                             intervals.get(q))))
     key_items = [alias(col(k), f"__k{j}") for j, k in enumerate(keys)]
     for g, members in enumerate(groups):

@@ -4,8 +4,11 @@ with the records of a population table — the table the source was sampled from
 * k-map (Sweeney 2002; El Emam & Dankar 2008): every class matches at least k population records.
 * δ-presence (Nergiz, Atzori & Clifton 2007): δ = |class| / |population class| lies in [δmin, δmax].
 
-numpy: :attr:`ClassStats.population` (filled by the lattice from the population's base counts); SQL: the compiler
-joins the population's generalized class counts to every class as ``__population`` (compiler.class_stats_query).
+A population record *matches* a class when the class's released values cover its QI values (docs/assess.md): for
+level plans, the population generalized with the plan's levels falls in the class. numpy: :attr:`ClassStats.population`
+(filled by the lattice from the population's base counts, by the local-recoding partitioners from
+``methods/population_points.py``); SQL: the compiler joins each class's matches as ``__population``
+(compiler.class_stats_query; assignment plans through :mod:`anon_sql.population_match`).
 Merging classes adds their population counts, so a k-map pass survives any merge (monotone, also with
 suppression); δ of a merged class is a weighted mean of the parts' δ, so "every class passes" survives
 generalization (monotone without suppression) but a passing class merged with a failing one may fail (not with
@@ -77,8 +80,9 @@ class KMap(PopulationModel):
 
 
 class DeltaPresence(PopulationModel):
-    """δ-presence: δmin <= |class| / |population class| <= δmax (a class with no population record has no δ and
-    fails; resolve refuses a source that is not a subset of its population, so it does not arise)."""
+    """δ-presence: δmin <= |class| / |population records matching it| <= δmax (a class no population record matches
+    has no δ and fails; resolve refuses a source that is not a subset of its population, and a class's released
+    values cover its own records, so it does not arise)."""
 
     name = "delta_presence"
     monotone = True
