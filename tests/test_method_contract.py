@@ -172,7 +172,7 @@ def _covers(pop: pd.DataFrame, q: str, value, intervals: dict, taxonomies: dict,
                 except ValueError:
                     pass
             if lo is not None:
-                mask |= ((x >= lo) & (x <= hi)).to_numpy()
+                mask |= ((x >= lo) & (x <= hi)).fillna(False).to_numpy(dtype=bool)
         if q in taxonomies:
             levels = taxonomies[q].levels
             leaves = set(levels["level0"][(levels.iloc[:, 1:] == str(value)).any(axis=1)])

@@ -451,10 +451,9 @@ def test_local_recoding_equals_pandas_oracle_on_adult(adult, method, privacy):
         assert rel.suppressed == 0
 
 
-@pytest.mark.parametrize("method", ["mondrian", "upa"])
-def test_planner_counts_equal_the_verified_counts(adult, method):
-    """The numpy population counts a planner splits by (methods/population_points.py) are the SQL verification's,
-    class by class, over the release's own assignment."""
+def _planner_counts(c, rel, pol) -> np.ndarray:
+    """The numpy population counts a planner splits by (methods/population_points.py), per released ec_id, over the
+    release's own assignment."""
     from types import SimpleNamespace
 
     from sqlglot import exp
@@ -464,10 +463,7 @@ def test_planner_counts_equal_the_verified_counts(adult, method):
     from anon_sql.methods.population_points import population_points
     from anon_sql.sqlbuild import render
 
-    c, _ = adult
-    pol = _adult_policy(f"pc_{method}", method=method, k=4, k_map={"k": 30, "population": "population"})
-    rel = anon_sql.release(c, pol)
-    r = resolve(c, {**pol, "name": f"pc_{method}_again"})
+    r = resolve(c, {**pol, "name": rel.name + "_again"})
     try:
         ctx = SimpleNamespace(con=c, policy=r.policy, source_view=working(rel.name, "source"),
                               taxonomies=r.taxonomies, models=r.models)
@@ -477,11 +473,49 @@ def test_planner_counts_equal_the_verified_counts(adult, method):
         ec = assignment.set_index("__row").loc[data.rows, "ec_id"].to_numpy()
     finally:
         discard(c, r)
-    n = int(ec.max())
-    counts = points.counts(np.arange(data.n), ec - 1, n)
+    return points.counts(np.arange(data.n), ec - 1, int(ec.max()))
+
+
+@pytest.mark.parametrize("method", ["mondrian", "upa"])
+def test_planner_counts_equal_the_verified_counts(adult, method):
+    """The planners' numpy counts are the SQL verification's, class by class."""
+    c, _ = adult
+    pol = _adult_policy(f"pc_{method}", method=method, k=4, k_map={"k": 30, "population": "population"})
+    rel = anon_sql.release(c, pol)
     verified = rel.classes.set_index("ec_id")["k_map_value"].sort_index()
-    assert len(verified) == n
-    np.testing.assert_array_equal(counts, verified.to_numpy())
+    np.testing.assert_array_equal(_planner_counts(c, rel, pol), verified.to_numpy())
+
+
+def test_nulls_and_values_the_source_lacks(con):
+    """NULL is a value of its own (a class of NULLs releases NULL, NULL mixed with values releases *), and population
+    values the source never had match only * (categorical without a taxonomy) or the ranges around them (numeric):
+    the SQL verification, the planner's numpy counts and the pandas oracle agree on every class."""
+    from test_method_contract import population_oracle
+
+    src = pd.DataFrame({"age": [20, 21, 22, None, None, 30, 31, 32, 40, None, 41, 42],
+                        "color": ["red", "red", None, None, "blue", "blue", "red", None, "green", "green", "red", None]})
+    extra = pd.DataFrame({"age": [None, 25, 35, 45, 21, None], "color": [None, "pink", "red", None, "pink", "blue"]})
+    con.register("__s", src)
+    con.execute("CREATE TABLE s AS SELECT CAST(age AS INTEGER) AS age, color FROM __s")
+    con.register("__p", pd.concat([src, src, extra], ignore_index=True))
+    con.execute("CREATE TABLE p AS SELECT CAST(age AS INTEGER) AS age, color FROM __p")
+    pol = {"name": "nul", "source": "s", "method": "mondrian",
+           "attributes": {"age": {"role": "quasi"}, "color": {"role": "quasi"}},
+           "privacy": {"k": 2, "k_map": {"k": 1, "population": "p"}}}
+    rel = anon_sql.release(con, pol)
+    out = con.execute("SELECT * FROM nul").df()
+    released = set(out["age"].dropna()) | set(out["color"].dropna())
+    assert "*" in released and out[["age", "color"]].isna().any().any()   # both NULL forms are exercised
+    # by hand (the population is the source twice plus 6 records): age NULL → 3·2 + 2 = 8; [20-22] → 3·2 + the
+    # extra 21 (pink, matched by *) = 7; [30-42] → 6·2 + 35 = 13; [31-41] (overlapping it) → 4·2 + 35 = 9
+    by_age = dict(zip(rel.classes["age"].fillna("NULL"), rel.classes["k_map_value"]))
+    assert by_age == {"NULL": 8, "[20-22]": 7, "[30-42]": 13, "[31-41]": 9}
+    want = population_oracle(out, con.execute("SELECT * FROM p").df(), ["age", "color"], rel.plan, False, {})
+    got = {(int(e), None if pd.isna(a) else str(a), None if pd.isna(b) else str(b)): float(v)
+           for e, a, b, v in rel.classes[["ec_id", "age", "color", "k_map_value"]].itertuples(index=False)}
+    assert got == {(int(k[0]), *[None if pd.isna(v) else str(v) for v in k[1:]]): v for k, v in want.items()}
+    verified = rel.classes.set_index("ec_id")["k_map_value"].sort_index()
+    np.testing.assert_array_equal(_planner_counts(con, rel, pol), verified.to_numpy())
 
 
 def test_check_reverifies_assignment_releases(golden, tmp_path):

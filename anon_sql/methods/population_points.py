@@ -78,8 +78,10 @@ class PopulationPoints:
     def counts(self, rows: np.ndarray, cls: np.ndarray, n: int) -> np.ndarray:
         """Records of the population matching each class 0..n-1 (boxes of :meth:`boxes`)."""
         out = np.zeros(n)
-        if n == 0 or self.n == 0 or not self.columns:
-            return out + (self.weights.sum() if not self.columns else 0.0)
+        if not self.columns:   # nothing generalized: every population record matches every class
+            return out + self.weights.sum()
+        if n == 0 or self.n == 0:
+            return out
         lo, hi = self.boxes(rows, cls, n)
         starts, ends = [], []
         for j in range(len(self.columns)):
