@@ -24,7 +24,7 @@ from .catalog_read import table_columns
 from .checks import summary_columns, summary_query
 from .columns import EC_ID
 from .compiler import CompileInput, ReleaseNames, class_stats_query, released_columns
-from .errors import PolicyError, SourceError
+from .errors import PolicyError, SourceError, TaxonomyError
 from .methods import LevelPlan
 from .models import PrivacyModel, build_models, largest_is_worst, population_models
 from .policy import Policy
@@ -104,7 +104,7 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, table_checks: b
     if only_cacheable and not cacheable:
         return None
     level_plan, taxonomies = LevelPlan({}), {}
-    if population_models(models):   # k-map / δ-presence: the population through the release's level maps
+    if population_models(models):   # k-map / δ-presence: the population as it is now, matched to the release
         level_plan, taxonomies = _population_plan(con, policy, plan, names.table, models)
     described = table_columns(con, name) or [tuple(r[:2]) for r in describe(con, names.table)]
     columns = [c for c, _ in described]
@@ -150,10 +150,24 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         table = _shared_table(con, private, name)
         models = build_models(policy, private)
         columns = [r[0] for r in describe(private, table)]
-        program = _program(private, table, policy, plan, [m for m in models if not m.needs_population],
-                           LevelPlan({}), {}, columns)
-        # whole-table or population checks need data a shared file never holds: not recomputable counts as failed
-        unverifiable = [m.name for m in models if m.whole_table] + [m.name for m in population_models(models)]
+        level_plan, taxonomies = LevelPlan({}), {}
+        population = population_models(models)
+        # a shared plan keeps scalars only: without the bucket groups (slicing) or the interval bounds (fixed
+        # intervals) the population cannot be matched to the released values
+        matchable = not (plan.get("row_values") or plan.get("interval_recoded"))
+        if population and matchable and _copy_population(con, private, policy, plan, population[0].population.name):
+            try:
+                level_plan, taxonomies = _population_plan(private, policy, plan, table, models, catalog_con=con)
+            except (PolicyError, TaxonomyError):   # taxonomies the shared file cannot name: not recomputable
+                models = [m for m in models if not m.needs_population]
+        else:
+            models = [m for m in models if not m.needs_population]
+        program = _program(private, table, policy, plan, models, level_plan, taxonomies, columns)
+        # whole-table checks need data a shared file never holds, and population checks a population that this
+        # database does not hold: not recomputable counts as failed
+        unverifiable = [m.name for m in models if m.whole_table]
+        if population and not any(m.needs_population for m in models):
+            unverifiable += [m.name for m in population]
         return check_program.run(private, program, row, columns, [
             {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
              "passed": False} for check in unverifiable])
@@ -164,7 +178,7 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
 def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str) -> exp.Table:
     """The released table of ``con``'s file as seen from ``private``: the file attached read-only (else, e.g. an
     in-memory ``con``, a copy of the table's rows)."""
-    path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+    path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0][0]
     if path:
         try:
             private.execute(render(exp.Attach(this=exp.Alias(this=lit(path), alias=ident(_SHARED)),
@@ -172,7 +186,7 @@ def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnec
             return exp.Table(this=ident(name), db=ident("main"), catalog=ident(_SHARED))
         except duckdb.Error:
             pass
-    private.register(_SHARED, con.execute(render(exp.select("*").from_(exp.Table(this=ident(name))))).arrow())
+    private.register(_SHARED, con.sql(render(exp.select("*").from_(exp.Table(this=ident(name))))).to_arrow_table())
     return exp.Table(this=ident(_SHARED))
 
 
@@ -193,26 +207,63 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
             "expected_columns": expected, "max_suppression": policy.privacy.max_suppression}
 
 
-def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table, models: list
-                     ) -> tuple[LevelPlan, dict[str, Any]]:
-    """The recorded levels and the policy's taxonomies, and the population models' relation: QIs at level 0 read as
-    the released table's types, generalized ones as text (the level maps join on text)."""
+def _population_quasi(policy: Policy, plan: dict[str, Any]) -> list[str]:
+    """The QIs a population is matched on: the policy's, or for a bucket plan (slicing, whose released policy lists
+    none) the attributes of its column groups but the sensitive one."""
+    layout = plan.get("slicing_check") or {}
+    if plan.get("row_values") and layout.get("columns"):
+        return [a for g in layout["columns"] for a in g if a != layout.get("sensitive")]
+    return list(policy.quasi)
+
+
+def _copy_population(con, private, policy: Policy, plan: dict[str, Any], name: str) -> bool:
+    """A shared file's check: the population's QI columns, when ``con`` can read the population (a table or view
+    of this database, or a file), copied to ``private`` under the same name; False when it cannot."""
+    from .source import resolve as resolve_source
+
+    try:
+        src = resolve_source(con, name, label=name)
+    except SourceError:
+        return False
+    wanted = [c for c in [*_population_quasi(policy, plan), policy.count_column] if c and c in src.columns]
+    query = exp.select(*[exp.column(c, quoted=True) for c in wanted]).from_(src.relation.copy())
+    private.register(name, con.sql(render(query)).to_arrow_table())
+    return True
+
+
+def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table, models: list,
+                     catalog_con=None) -> tuple[Any, dict[str, Any]]:
+    """The plan the population is matched through, the policy's taxonomies, and the population models' relation.
+    A level plan: the recorded levels; QIs at level 0 read as the released table's types, generalized ones as text
+    (the level maps join on text). An assignment plan: its recorded layout (bucket groups, fixed intervals); QIs read
+    as the population's own types (the released values are text)."""
+    from .methods import AssignmentPlan
     from .stages.population import check_values, population_relation
     from .taxonomy_lookup import resolve_taxonomies
 
-    levels = {q: int(plan.get(q, 0)) for q in policy.quasi}
+    quasi = _population_quasi(policy, plan)
     inline = [q for q in policy.quasi if isinstance(policy.attributes[q].taxonomy, dict)]
     if inline:
         raise PolicyError(f"re-verifying k_map / delta_presence needs the release's taxonomies; {inline} had inline "
                           "taxonomies built from the source's values, which the catalog does not keep")
-    taxonomies = resolve_taxonomies(con, policy, None, False, catalog_con=con, check=False)
-    described = describe(con, table)
-    types = {r[0]: (r[1] if levels.get(r[0], 0) == 0 else "VARCHAR") for r in described}
+    taxonomies = resolve_taxonomies(con, policy, None, False, catalog_con=catalog_con or con, check=False)
     pop = population_models(models)[0].population
     keys = "privacy model(s) " + ", ".join(m.name for m in population_models(models))
-    pop.relation = population_relation(con, pop.name, policy, types, keys)
-    check_values(con, pop.name, pop.relation, policy, taxonomies)
-    return LevelPlan(levels), taxonomies
+    if plan.get("kind") == "assignment":
+        match_plan: Any = AssignmentPlan(None, None, row_values=bool(plan.get("row_values")),   # type: ignore[arg-type]
+                                         table_check=plan.get("slicing_check"),
+                                         value_intervals=plan.get("value_intervals"))
+        pop.relation = population_relation(con, pop.name, policy, {}, keys, quasi)
+        pop.quasi = quasi
+        pop.types = {r[0]: r[1] for r in describe(con, pop.relation.subquery("__p")) if r[0] in quasi}
+    else:
+        levels = {q: int(plan.get(q, 0)) for q in policy.quasi}
+        described = describe(con, table)
+        types = {r[0]: (r[1] if levels.get(r[0], 0) == 0 else "VARCHAR") for r in described}
+        pop.relation = population_relation(con, pop.name, policy, types, keys)
+        match_plan = LevelPlan(levels)
+    check_values(con, pop.name, pop.relation, policy, taxonomies, quasi)
+    return match_plan, taxonomies
 
 
 def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, layout: dict[str, Any]

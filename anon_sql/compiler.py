@@ -12,7 +12,7 @@ from .errors import PolicyError
 from .methods.base import ROW_ID, AssignmentPlan, LevelPlan
 from .models import ClassColumns, PrivacyModel, population_models
 from .models.population import WEIGHT as POP_WEIGHT
-from . import base_counts
+from . import base_counts, population_match
 from .columns import EC_ID, SIZE
 from .sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq, prerendered, render
 from .taxonomy import TOP, Taxonomy
@@ -456,11 +456,11 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         query = query.join(exp.Table(this=ident("__ra"), alias=exp.TableAlias(this=ident("ra"))),
                            on=join_on(base_alias, "ra"), copy=False)
         select_items.extend(col(name, "ra") for name in row_aggs)
-    pop = _population_classes(ci)
-    if pop is not None:   # k-map / δ-presence: the population's records in each class (generalized the same way)
+    pop, pop_keys = _population_classes(ci, relation, keys)
+    if pop is not None:   # k-map / δ-presence: the population's records matching each class
         ctes.append(("__popc", pop))
         query = query.join(exp.Table(this=ident("__popc"), alias=exp.TableAlias(this=ident("pc"))),
-                           on=and_all(null_safe_eq(col(q, base_alias), col(q, "pc")) for q in policy.quasi),
+                           on=and_all(null_safe_eq(col(q, base_alias), col(q, "pc")) for q in pop_keys),
                            join_type="left", copy=False)
         select_items.append(alias(exp.Coalesce(this=col("__population", "pc"), expressions=[lit(0)]),
                                   "__population"))
@@ -487,28 +487,38 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
     return exp.select(*outer_items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("c"))))
 
 
-def _population_classes(ci: CompileInput) -> exp.Select | None:
-    """The population's records per class: its quasi-identifiers through the plan's level maps, grouped (None
-    without a population model). Level plans only: an assignment plan's classes have no value map to apply."""
+def _population_classes(ci: CompileInput, relation: exp.Expression, keys: list[str]
+                         ) -> tuple[exp.Select | None, list[str]]:
+    """The population's records per class and the keys to join them on (None without a population model). Level
+    plans: the population's quasi-identifiers through the plan's level maps, grouped (keys: the QIs). Assignment
+    plans: the population records matching the released values of each class of ``relation`` (grouped by
+    ``keys``; :mod:`anon_sql.population_match`)."""
     models = population_models(ci.models)
     if not models:
-        return None
-    relation = models[0].population.relation
-    if not isinstance(ci.plan, LevelPlan):
-        raise PolicyError(f"{models[0].describe()} needs a plan of full-domain levels (the population is generalized "
-                          "with the same level maps); this plan assigns records to classes")
-    if relation is None:
-        raise PolicyError(f"population {models[0].population.name!r} of {models[0].name} is read and checked "
+        return None, []
+    population = models[0].population
+    relation_pop = population.relation
+    if relation_pop is None:
+        raise PolicyError(f"population {population.name!r} of {models[0].name} is read and checked "
                           "against the source only with a connection: pass con= to compile, or release")
+    if isinstance(ci.plan, AssignmentPlan):
+        plan = ci.plan
+        quasi = list(population.quasi or ci.policy.quasi)
+        layout = plan.table_check or {}
+        groups = ([[a for a in g if a in quasi] for g in layout.get("columns", [])]
+                  if plan.row_values and layout.get("columns") else [quasi])
+        query = population_match.match_counts(relation, keys, quasi, groups, relation_pop, population.types,
+                                              ci.taxonomies, plan.value_intervals or {})
+        return query, list(keys)
     quasi = list(ci.policy.quasi)
     items, joins = _generalized_items(ci, quasi, "p")
     general = exp.select(*items, col(POP_WEIGHT, "p")).from_(
-        exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident("p"))))
+        exp.Subquery(this=relation_pop.copy(), alias=exp.TableAlias(this=ident("p"))))
     for rel, on in joins:
         general = general.join(rel, on=on, join_type="left", copy=False)
     return (exp.select(*[col(q) for q in quasi], alias(exp.Sum(this=col(POP_WEIGHT)), "__population"))
             .from_(exp.Subquery(this=general, alias=exp.TableAlias(this=ident("g"))))
-            .group_by(*[col(q) for q in quasi]))
+            .group_by(*[col(q) for q in quasi])), quasi
 
 
 def _distance_ctes(ci: CompileInput, i: int, sa: str, keys: list[str], sv: str, gq: str

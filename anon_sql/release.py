@@ -70,11 +70,12 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 if v.failures:
                     if engine.transactional or policy.privacy.max_suppression > 0:   # Spark: no trial release
                         need = _needed_suppression(engine, r, plan, policy, v, options)
-                        message = failure_message(policy, plan, v, r.records, need)
+                        message = failure_message(policy, plan, v, r.records, need, method=r.method)
                     else:   # no transaction to hide a trial release in (Spark, nothing may be suppressed): a lower
                             # bound, no advice
                         need = failing_classes_records(engine.con, names)
-                        message = failure_message(policy, plan, v, r.records, need, at_least=True)
+                        message = failure_message(policy, plan, v, r.records, need, at_least=True,
+                                                  method=r.method)
                     raise PrivacyRequirementError(message)
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,

@@ -497,10 +497,11 @@ _POPULATION = key("population", Text(what="table, view or .csv/.parquet path"),
                   "the population the source was sampled from: a table, view or file with (at least) every "
                   "quasi-identifier column; the source must be a subset of it", REQUIRED)
 K_MAP = section("privacy.k_map",
-                key("k", integer(ge=1), "every released class matches >= k records of the population generalized "
-                    "the same way", REQUIRED), _POPULATION)
+                key("k", integer(ge=1), "every released class matches >= k records of the population (records "
+                    "its released values cover; docs/assess.md)", REQUIRED), _POPULATION)
 DELTA_PRESENCE = section("privacy.delta_presence",
-                         key("delta_min", number(ge=0, le=1), "smallest δ = |class| / |population class| allowed",
+                         key("delta_min", number(ge=0, le=1), "smallest δ = |class| / |population records matching "
+                             "it| allowed",
                              0.0),
                          key("delta_max", number(ge=0, le=1), "largest δ allowed", REQUIRED), _POPULATION,
                          rules=[_delta_range])
@@ -527,7 +528,7 @@ PRIVACY = section(
     key("k_map", table(K_MAP), "k-map (Sweeney 2002; ARX's KMap with a population table): each class matches "
         ">= k population records"),
     key("delta_presence", table(DELTA_PRESENCE), "δ-presence (Nergiz, Atzori & Clifton 2007): "
-        "delta_min <= |class| / |population class| <= delta_max"),
+        "delta_min <= |class| / |population records matching it| <= delta_max"),
     key("requirements", ListOf(table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)"),
 )
 

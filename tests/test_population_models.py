@@ -181,11 +181,40 @@ def test_population_value_outside_the_taxonomy(golden):
         anon_sql.release(golden, _policy(1, k_map=_kmap(5)))
 
 
-@pytest.mark.parametrize("method", ["mondrian", "upa"])
-def test_assignment_methods_refuse(golden, method):
-    with pytest.raises(PolicyError, match="full-domain levels"):
-        anon_sql.release(golden, _policy(method=method, k_map=_kmap(5)))
-    assert not _exists(golden)
+def test_mondrian_golden_categorical(golden):
+    # k = 3 by the mask taxonomy: Mondrian splits 100** into 1000* (3 records; 4 + 6 in the population) and 1001*
+    # (4; 5 + 5): each matches 10 population records, so k-map 10 keeps the split and k-map 11 refuses it (one
+    # class 100** of 7 records, all 20 population records)
+    def classes(k: int) -> dict:
+        pol = {**_policy(method="mondrian"), "name": f"m{k}",
+               "privacy": {"k": 3, "k_map": _kmap(k), "delta_presence": _dp(0, 1)}}
+        cl = anon_sql.release(golden, pol).classes
+        return {z: (n, p, pytest.approx(d)) for z, n, p, d in zip(cl["zip"], cl["__size"], cl["k_map_value"],
+                                                                   cl["delta_presence_value"])}
+
+    assert classes(10) == {"1000*": (3, 10, 0.3), "1001*": (4, 10, 0.4)}
+    assert classes(11) == {"100**": (7, 20, 0.35)}
+
+
+def test_mondrian_golden_numeric(golden):
+    # numeric zips: classes are ranges; 3 population records at 10005 lie between the ranges [10001-10002] and
+    # [10011-10012] (10 each) and match neither, but the single class [10001-10012] that k-map 11 forces: 23
+    golden.execute("CREATE TABLE nsample AS SELECT CAST(zip AS INTEGER) AS zip, s FROM sample")
+    golden.execute("CREATE TABLE npop AS SELECT CAST(zip AS INTEGER) AS zip, s FROM pop "
+                   "UNION ALL SELECT 10005, 'x' FROM range(3)")
+
+    def classes(k: int) -> dict:
+        pol = {**_policy(method="mondrian"), "source": "nsample", "name": f"n{k}",
+               "privacy": {"k": 3, "k_map": _kmap(k, "npop")}}
+        pol["attributes"]["zip"] = {"role": "quasi"}
+        cl = anon_sql.release(golden, pol).classes
+        return dict(zip(cl["zip"], zip(cl["__size"], cl["k_map_value"])))
+
+    assert classes(10) == {"[10001-10002]": (3, 10), "[10011-10012]": (4, 10)}
+    assert classes(11) == {"[10001-10012]": (7, 23)}
+    with pytest.raises(PrivacyRequirementError, match="k-map"):   # no partition reaches 24: refused before planning
+        classes(24)
+    assert not _exists(golden, "n24")
 
 
 def test_cli_exit_codes(tmp_path):
@@ -386,3 +415,135 @@ def test_population_columns_are_read_as_the_source_types(golden):
     with pytest.raises(SourceError, match="population 'popbad': column 'zip' does not read as the source's type"):
         anon_sql.release(golden, pol)
     assert not _exists(golden, "rel2")
+
+
+# -- every method: the population matched to released values (local recoding), full Adult as the population ------
+def _matched(rel, c) -> tuple[dict, dict]:
+    """The verified population matches per class and the pandas oracle's (test_method_contract.population_oracle)."""
+    from test_method_contract import population_oracle
+
+    out = c.execute(f'SELECT * FROM "{rel.name}"').df()
+    pop = c.execute("SELECT * FROM population").df()
+    taxonomies = {q: from_arx_csv(path) for q, path in _taxonomies().items()}
+    want = population_oracle(out, pop, QIS, rel.plan, False, taxonomies)
+    want.index = [(int(i[0]), *[None if v is None else str(v) for v in i[1:]]) for i in want.index]
+    got = pd.Series({(int(r[0]), *[None if pd.isna(v) else str(v) for v in r[1:-1]]): float(r[-1])
+                     for r in rel.classes[["ec_id", *QIS, "k_map_value"]].itertuples(index=False)})
+    return dict(zip(got.index, got.to_numpy())), dict(zip(want.index, want.to_numpy()))
+
+
+@pytest.mark.parametrize("method, privacy", [
+    ("mondrian", {"k": 5}), ("upa", {"k": 5}), ("fixed_interval", {"k": 5, "max_suppression": 0.2}),
+])
+def test_local_recoding_equals_pandas_oracle_on_adult(adult, method, privacy):
+    """Source: a 10% sample of Adult; population: all of Adult (30,162 records). Every released class's population
+    matches equal the oracle's, k-map 60 and δ <= 0.2 hold in every class, and the planners honoured them (Mondrian
+    and UPA: nothing suppressed)."""
+    c, _ = adult
+    pol = _adult_policy(f"lr_{method}", method=method, **privacy, k_map={"k": 60, "population": "population"},
+                        delta_presence={"delta_max": 0.2, "population": "population"})
+    rel = anon_sql.release(c, pol)
+    got, want = _matched(rel, c)
+    assert len(got) == len(want) == len(rel.classes) > 10
+    assert got == want
+    assert rel.classes["k_map_value"].min() >= 60 and rel.classes["delta_presence_value"].max() <= 0.2 + 1e-9
+    if method != "fixed_interval":
+        assert rel.suppressed == 0
+
+
+def _planner_counts(c, rel, pol) -> np.ndarray:
+    """The numpy population counts a planner splits by (methods/population_points.py), per released ec_id, over the
+    release's own assignment."""
+    from types import SimpleNamespace
+
+    from sqlglot import exp
+
+    from anon_sql.compiler import working
+    from anon_sql.methods.local_values import load_source
+    from anon_sql.methods.population_points import population_points
+    from anon_sql.sqlbuild import render
+
+    r = resolve(c, {**pol, "name": rel.name + "_again"})
+    try:
+        ctx = SimpleNamespace(con=c, policy=r.policy, source_view=working(rel.name, "source"),
+                              taxonomies=r.taxonomies, models=r.models)
+        data = load_source(ctx)
+        points = population_points(ctx, data.columns)
+        assignment = c.execute(render(exp.select("*").from_(working(rel.name, "assignment")))).df()
+        ec = assignment.set_index("__row").loc[data.rows, "ec_id"].to_numpy()
+    finally:
+        discard(c, r)
+    return points.counts(np.arange(data.n), ec - 1, int(ec.max()))
+
+
+@pytest.mark.parametrize("method", ["mondrian", "upa"])
+def test_planner_counts_equal_the_verified_counts(adult, method):
+    """The planners' numpy counts are the SQL verification's, class by class."""
+    c, _ = adult
+    pol = _adult_policy(f"pc_{method}", method=method, k=4, k_map={"k": 30, "population": "population"})
+    rel = anon_sql.release(c, pol)
+    verified = rel.classes.set_index("ec_id")["k_map_value"].sort_index()
+    np.testing.assert_array_equal(_planner_counts(c, rel, pol), verified.to_numpy())
+
+
+def test_nulls_and_values_the_source_lacks(con):
+    """NULL is a value of its own (a class of NULLs releases NULL, NULL mixed with values releases *), and population
+    values the source never had match only * (categorical without a taxonomy) or the ranges around them (numeric):
+    the SQL verification, the planner's numpy counts and the pandas oracle agree on every class."""
+    from test_method_contract import population_oracle
+
+    src = pd.DataFrame({"age": [20, 21, 22, None, None, 30, 31, 32, 40, None, 41, 42],
+                        "color": ["red", "red", None, None, "blue", "blue", "red", None, "green", "green", "red", None]})
+    extra = pd.DataFrame({"age": [None, 25, 35, 45, 21, None], "color": [None, "pink", "red", None, "pink", "blue"]})
+    con.register("__s", src)
+    con.execute("CREATE TABLE s AS SELECT CAST(age AS INTEGER) AS age, color FROM __s")
+    con.register("__p", pd.concat([src, src, extra], ignore_index=True))
+    con.execute("CREATE TABLE p AS SELECT CAST(age AS INTEGER) AS age, color FROM __p")
+    pol = {"name": "nul", "source": "s", "method": "mondrian",
+           "attributes": {"age": {"role": "quasi"}, "color": {"role": "quasi"}},
+           "privacy": {"k": 2, "k_map": {"k": 1, "population": "p"}}}
+    rel = anon_sql.release(con, pol)
+    out = con.execute("SELECT * FROM nul").df()
+    released = set(out["age"].dropna()) | set(out["color"].dropna())
+    assert "*" in released and out[["age", "color"]].isna().any().any()   # both NULL forms are exercised
+    # by hand (the population is the source twice plus 6 records): age NULL → 3·2 + 2 = 8; [20-22] → 3·2 + the
+    # extra 21 (pink, matched by *) = 7; [30-42] → 6·2 + 35 = 13; [31-41] (overlapping it) → 4·2 + 35 = 9
+    by_age = dict(zip(rel.classes["age"].fillna("NULL"), rel.classes["k_map_value"]))
+    assert by_age == {"NULL": 8, "[20-22]": 7, "[30-42]": 13, "[31-41]": 9}
+    want = population_oracle(out, con.execute("SELECT * FROM p").df(), ["age", "color"], rel.plan, False, {})
+    got = {(int(e), None if pd.isna(a) else str(a), None if pd.isna(b) else str(b)): float(v)
+           for e, a, b, v in rel.classes[["ec_id", "age", "color", "k_map_value"]].itertuples(index=False)}
+    assert got == {(int(k[0]), *[None if pd.isna(v) else str(v) for v in k[1:]]): v for k, v in want.items()}
+    verified = rel.classes.set_index("ec_id")["k_map_value"].sort_index()
+    np.testing.assert_array_equal(_planner_counts(con, rel, pol), verified.to_numpy())
+
+
+def test_check_reverifies_assignment_releases(golden, tmp_path):
+    """anon_sql.check matches the population as it is now to the released values of a Mondrian release (the
+    catalog's), and to a shared file's when the population is readable there; slicing's buckets (column groups)
+    and fixed intervals (interval bounds) are left out of a shared file, so there the models count as failed."""
+    golden.execute("CREATE TABLE nsample AS SELECT CAST(zip AS INTEGER) AS zip, s FROM sample")
+    golden.execute("CREATE TABLE npop AS SELECT CAST(zip AS INTEGER) AS zip, s FROM pop")
+    pol = {**_policy(method="mondrian"), "name": "mo", "source": "nsample",
+           "privacy": {"k": 3, "k_map": _kmap(10, "npop"), "delta_presence": _dp(0, 0.4, "npop")}}
+    pol["attributes"]["zip"] = {"role": "quasi"}                  # ranges [10001-10002] and [10011-10012]
+    anon_sql.release(golden, pol)
+    frame = anon_sql.check(golden, "mo").set_index("check")
+    assert frame["passed"].all() and frame.loc["k_map", "worst_value"] == 10            # 10 each
+    path = str(tmp_path / "mo.duckdb")
+    anon_sql.export(golden, "mo", path)
+    golden.execute("DELETE FROM npop WHERE zip = 10012")                   # [10011-10012]: 5 left, δ = 4/5
+    frame = anon_sql.check(golden, "mo").set_index("check")
+    assert frame.loc["k_map", "worst_value"] == 5 and not frame.loc["k_map", "passed"]
+    assert not frame.loc["delta_presence", "passed"] and frame.loc["delta_presence", "worst_value"] == 0.8
+    shared = duckdb.connect(path)
+    try:
+        unverifiable = anon_sql.check(shared, "mo").set_index("check")                  # no population there
+        assert not unverifiable.loc["k_map", "passed"] and pd.isna(unverifiable.loc["k_map", "worst_value"])
+        shared.register("__pop", golden.execute("SELECT * FROM npop").df())
+        shared.execute("CREATE TABLE npop AS SELECT * FROM __pop")                         # the shrunk population
+        frame = anon_sql.check(shared, "mo").set_index("check")
+        assert frame.loc["k_map", "worst_value"] == 5 and not frame.loc["k_map", "passed"]
+        assert frame.drop(["k_map", "delta_presence"])["passed"].all()
+    finally:
+        shared.close()

@@ -58,12 +58,18 @@ class AssignmentPlan:
                                               # released unchanged, so insensitive in the release)
     table_check: dict[str, Any] | None = None   # a whole-table requirement verified in SQL (slicing l-diversity)
     ec_stats: pd.DataFrame | None = None      # per-class statistics merged into anon.equivalence_classes.stats
+    # interval-recoded numeric QIs: QI → [{"high": upper bound, "text": released value}] (the cut points that send
+    # any value, a population's too, to its released interval; k-map / δ-presence match populations through them)
+    value_intervals: dict[str, list[dict[str, Any]]] | None = None
 
     def details(self) -> dict[str, Any]:
         """The report for ``Release.info`` and ``Release.plan``: ``info`` and the typed fields that are set."""
         out = dict(self.info)
         typed = {"noise_flag": self.noise_flag, "released_quasi": self.released_quasi,
-                 "row_values": self.row_values or None, "slicing_check": self.table_check}
+                 "row_values": self.row_values or None, "slicing_check": self.table_check,
+                 "value_intervals": self.value_intervals,
+                 # a scalar a shared file keeps (it leaves the interval bounds out): its values need the intervals
+                 "interval_recoded": True if self.value_intervals else None}
         out.update({k: v for k, v in typed.items() if v is not None})
         return out
 
@@ -102,6 +108,9 @@ class Method:
     # chooses how to give a method its data from this, never from the method's name.
     reads = "rows"
     parameters: tuple[Key, ...] = ()   # the [method_params] keys it takes: types, ranges, defaults, docs
+    # whether planning counts the population of k-map / δ-presence per class (a split, merge or level that fails
+    # them is not taken); otherwise they are verified on the release only and failing classes are suppressed
+    plans_population = False
 
     def __init__(self, **params: Any):
         section(f"[method_params] of method {self.name!r}", *self.parameters).check(params, "method_params")

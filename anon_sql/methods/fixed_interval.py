@@ -15,6 +15,7 @@ values: the compiler, the SQL checks and the catalog treat them as equivalence c
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, format_numbers, load_source
 from .mondrian import StatsBuilder, all_ok
+from .population_points import population_points
 
 STRATEGIES = ("width", "frequency")
 _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
@@ -135,6 +137,7 @@ class FixedInterval(Method):
     parameters = INTERVAL_PARAMETERS
     plan_kind = "assignment"
     needs_taxonomies = False
+    plans_population = True
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -158,7 +161,9 @@ class FixedInterval(Method):
         interval_codes = np.stack(codes, axis=1)
         budget = float(ctx.policy.privacy.max_suppression) * float(data.weights.sum())
         requirements = [(r.quasi, r.k) for r in group_rules(ctx.models)]
-        levels = categorical_levels(interval_codes, numeric, categorical, data, ctx.models, requirements, budget)
+        population = interval_population(ctx, numeric, categorical, tables)
+        levels = categorical_levels(interval_codes, numeric, categorical, data, ctx.models, requirements, budget,
+                                    population)
         cls = class_codes(interval_codes, categorical, levels)
         _, first = np.unique(cls, return_index=True)
         ec = cls + 1
@@ -176,7 +181,52 @@ class FixedInterval(Method):
         info: dict[str, Any] = {"strategy": self.strategy, "intervals_requested": n, "intervals": tables,
                                 "small_classes": int((sizes < k).sum()), "merges": merges,
                                 "categorical_levels": levels}
-        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), class_values, None, info)
+        return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": ec}), class_values, None, info,
+                              value_intervals={c: published_intervals(t) for c, t in tables.items()})
+
+
+def published_intervals(table: list[dict]) -> list[dict[str, Any]]:
+    """An interval table as the release reads it: each interval's upper bound and released text."""
+    texts = format_numbers(np.array([iv["released"] for iv in table], dtype=np.float64))
+    return [{"high": float(iv["high"]), "text": str(t)} for iv, t in zip(table, texts)]
+
+
+@dataclass
+class IntervalPopulation:
+    """The population of k-map / δ-presence in a fixed-interval plan's terms: per distinct combination its interval
+    code per numeric QI (the cut points of :func:`anon_sql.population_match.interval_case`; −1 = NULL), its leaf
+    rank per categorical QI (−1: a value the column does not know) and its records."""
+
+    interval_codes: np.ndarray
+    ranks: np.ndarray
+    weights: np.ndarray
+
+    def codes(self, categorical: list[QIColumn], levels: dict[str, int]) -> list[np.ndarray]:
+        """The class-key parts of every combination at ``levels`` (an unknown value matches only at the top)."""
+        parts = [self.interval_codes[:, j] for j in range(self.interval_codes.shape[1])]
+        for j, c in enumerate(categorical):
+            lv, r = levels[c.name], self.ranks[:, j]
+            top = lv == c.tree.shape[1] - 1
+            parts.append(np.where(r >= 0, c.tree[np.maximum(r, 0), lv], 0 if top else -2))
+        return parts
+
+
+def interval_population(ctx: MethodContext, numeric: list[QIColumn], categorical: list[QIColumn],
+                        tables: dict[str, list[dict]]) -> IntervalPopulation | None:
+    """The policy's population for :func:`categorical_levels` (None without k-map / δ-presence)."""
+    points = population_points(ctx, [*numeric, *categorical])
+    if points is None:
+        return None
+    codes = []
+    for j, c in enumerate(numeric):
+        highs = np.array([iv["high"] for iv in tables[c.name]], dtype=np.float64)
+        x = points.keys[j]
+        code = np.minimum(np.searchsorted(highs, x, side="left"), max(len(highs) - 1, 0))
+        codes.append(np.where(np.isinf(x) | (len(highs) == 0), -1, code))
+    ranks = [points.keys[len(numeric) + j].astype(np.int64) for j in range(len(categorical))]
+    return IntervalPopulation(np.stack(codes, axis=1) if codes else np.zeros((points.n, 0), dtype=np.int64),
+                              np.stack(ranks, axis=1) if ranks else np.zeros((points.n, 0), dtype=np.int64),
+                              points.weights)
 
 
 def class_codes(interval_codes: np.ndarray, categorical: list[QIColumn], levels: dict[str, int]) -> np.ndarray:
@@ -184,20 +234,27 @@ def class_codes(interval_codes: np.ndarray, categorical: list[QIColumn], levels:
     categorical codes) — one mixed-radix key densified column by column, so it never overflows."""
     parts = [interval_codes[:, j] for j in range(interval_codes.shape[1])]
     parts += [c.anc[:, levels[c.name]] for c in categorical]
-    key = np.zeros(len(interval_codes), dtype=np.int64)   # no part: one class
+    return class_key(parts, len(interval_codes))
+
+
+def class_key(parts: list[np.ndarray], n: int) -> np.ndarray:
+    """Dense code 0.. of each row of the parts' combinations (lexicographic order), densified part by part."""
+    key = np.zeros(n, dtype=np.int64)   # no part: one class
     for p in parts:
-        p = p.astype(np.int64) + 1                       # interval code −1 (NULL) → 0
+        p = p.astype(np.int64) + 2                       # interval code −1 (NULL) → 1, −2 (no match) → 0
         _, key = np.unique(key * (int(p.max(initial=0)) + 1) + p, return_inverse=True)
         key = np.asarray(key, dtype=np.int64).reshape(-1)
     return key
 
 
 def categorical_levels(interval_codes: np.ndarray, numeric: list[QIColumn], categorical: list[QIColumn], data,
-                       models, requirements: list[tuple[list[str], int]], budget: float) -> dict[str, int]:
+                       models, requirements: list[tuple[list[str], int]], budget: float,
+                       population: IntervalPopulation | None = None) -> dict[str, int]:
     """Full-domain levels of the categorical QIs, classes = (interval combination, generalized values): from the
     leaves, raise one QI a level at a time — the one whose raise leaves the fewest records failing (in a class that
     fails a model, or in a group of a ``[[privacy.requirements]]`` rule below its k; ties: the policy's order) —
-    until at most ``budget`` records fail or every QI is at its top."""
+    until at most ``budget`` records fail or every QI is at its top. ``population``: k-map / δ-presence count, per
+    class, the population combinations with the same interval codes and generalized values."""
     if not categorical:
         return {}
     stats = StatsBuilder.from_source(data, models)
@@ -205,8 +262,18 @@ def categorical_levels(interval_codes: np.ndarray, numeric: list[QIColumn], cate
     position = {c.name: j for j, c in enumerate(numeric)}
 
     def failing(lv: dict[str, int]) -> float:
-        cls = class_codes(interval_codes, categorical, lv)
-        st = stats.build(rows, cls, int(cls.max()) + 1)
+        if population is None:
+            cls = class_codes(interval_codes, categorical, lv)
+            st = stats.build(rows, cls, int(cls.max()) + 1)
+        else:   # sample and population keyed together, so that equal descriptions get equal codes
+            parts = [interval_codes[:, j] for j in range(interval_codes.shape[1])]
+            parts += [c.anc[:, lv[c.name]] for c in categorical]
+            pop_parts = population.codes(categorical, lv)
+            key = class_key([np.r_[a, b] for a, b in zip(parts, pop_parts)], data.n + len(population.weights))
+            cls, pop_cls = key[:data.n], key[data.n:]
+            n_cls = int(key.max()) + 1
+            st = stats.build(rows, cls, n_cls)
+            st.population = np.bincount(pop_cls, weights=population.weights, minlength=n_cls)
         bad = ~all_ok(models, st)[cls]
         for quasi, k in requirements:
             sub = [c for c in categorical if c.name in quasi]
@@ -228,4 +295,5 @@ def categorical_levels(interval_codes: np.ndarray, numeric: list[QIColumn], cate
     return levels
 
 
-__all__ = ["FixedInterval", "STRATEGIES", "categorical_levels", "fixed_intervals", "merge_small", "precision", "raw_intervals"]
+__all__ = ["FixedInterval", "STRATEGIES", "categorical_levels", "fixed_intervals", "merge_small", "precision",
+           "published_intervals", "raw_intervals"]

@@ -4,9 +4,10 @@ Partitions are split recursively at the weighted median of the quasi-identifier 
 (numeric: (max − min) / global range; categorical: by default (leaves under the partition's lowest common ancestor
 − 1) / (leaves − 1), the NCP of the value it would release). A categorical split groups the children of that
 ancestor into two halves. A split is allowed only if both halves satisfy every privacy model of the policy
-(``model.check`` on :class:`ClassStats`). The recursion runs level by level, vectorized over all open partitions of a
-level; partition ids follow the depth-first order of the split tree. Deterministic: ties go to the earlier
-attribute, then the lower cut.
+(``model.check`` on :class:`ClassStats`; k-map and δ-presence count the population records each half's released
+values would match, :mod:`methods.population_points`). The recursion runs level by level, vectorized over all open
+partitions of a level; partition ids follow the depth-first order of the split tree. Deterministic: ties go to the
+earlier attribute, then the lower cut.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ..udfs.utility import ncp_categorical, ncp_numeric
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, class_values, load_source, segment_lca
+from .population_points import PopulationPoints, population_points
 
 
 @dataclass
@@ -35,13 +37,17 @@ class StatsBuilder:
     labels: dict[str, np.ndarray]
     global_freq: dict[str, np.ndarray]
     needs_sensitive: bool
+    population: PopulationPoints | None = None   # k-map / δ-presence: the population matching each class
 
     @classmethod
-    def from_source(cls, data: SourceData, models: Sequence[PrivacyModel]) -> "StatsBuilder":
+    def from_source(cls, data: SourceData, models: Sequence[PrivacyModel],
+                    population: PopulationPoints | None = None) -> "StatsBuilder":
+        """Statistics of groupings of ``data``'s rows; ``population`` (:func:`population_points` over the same
+        columns) gives k-map / δ-presence the population records each class matches."""
         freq = {s: np.bincount(c, weights=data.weights, minlength=len(data.sensitive_values[s]))
                 for s, c in data.sensitive.items()}
         labels = {s: v.to_numpy(dtype=object) for s, v in data.sensitive_values.items()}
-        return cls(data.weights, data.sensitive, labels, freq, any(m.needs_sensitive for m in models))
+        return cls(data.weights, data.sensitive, labels, freq, any(m.needs_sensitive for m in models), population)
 
     def build(self, rows: np.ndarray, cls: np.ndarray, n: int) -> ClassStats:
         w = self.weights[rows]
@@ -53,7 +59,8 @@ class StatsBuilder:
                 sc.global_freq = self.global_freq[s]
                 sc.labels = self.labels[s]
                 sens[s] = sc
-        return ClassStats(np.bincount(cls, weights=w, minlength=n), sens)
+        pop = self.population.counts(rows, cls, n) if self.population is not None else None
+        return ClassStats(np.bincount(cls, weights=w, minlength=n), sens, pop)
 
 
 def all_ok(models: Sequence[PrivacyModel], stats: ClassStats) -> np.ndarray:
@@ -262,6 +269,7 @@ class Mondrian(Method):
                       "leaves, distinct values, or leaves where a taxonomy exists", "leaves"),)
     plan_kind = "assignment"
     needs_taxonomies = False
+    plans_population = True
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -269,7 +277,7 @@ class Mondrian(Method):
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         data = load_source(ctx)
-        stats = StatsBuilder.from_source(data, ctx.models)
+        stats = StatsBuilder.from_source(data, ctx.models, population_points(ctx, data.columns))
         check_root(ctx.models, stats)
         result = partition(data.columns, ctx.models, stats, ctx.progress, self.categorical_width)
         ec = result.pid + 1

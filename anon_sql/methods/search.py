@@ -59,6 +59,7 @@ class _LatticeSearch(Method):
     parameters = (_objective("distinct_rows"), _monotone())
     rows = True   # whether the search needs distinct rows / violations (the base table then keeps every column)
     reads = "base"
+    plans_population = True
 
     def __init__(self, **params: Any):
         super().__init__(**params)

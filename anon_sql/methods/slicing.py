@@ -500,7 +500,8 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
         out["validity"] = validity
     return AssignmentPlan(pd.DataFrame({ROW_ID: data.rows, "ec_id": pid + 1}), values, None, out,
                           released_quasi=[], row_values=True,
-                          table_check={"columns": groups, "sensitive": sa, "l": l, "intervals": intervals or {}})
+                          table_check={"columns": groups, "sensitive": sa, "l": l, "intervals": intervals or {}},
+                          value_intervals=intervals or None)
 
 
 @register

@@ -32,6 +32,7 @@ from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, class_values, load_source
 from .mondrian import StatsBuilder, all_ok, check_root
+from .population_points import population_points
 
 _KTFS = ("target", "delta", "bins", "redundancy", "score", "vulnerable")
 _INITS = ("kmeans||", "k-means++")
@@ -329,6 +330,7 @@ class UPA(Method):
     )
     plan_kind = "assignment"
     needs_taxonomies = False
+    plans_population = True
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -376,7 +378,9 @@ class UPA(Method):
                                   f"releases unchanged (generalized: {selected}); drop the requirement or those names")
         data = load_source(ctx)
         columns = [c for c in data.columns if c.name in selected]
-        stats = StatsBuilder.from_source(data, ctx.models)
+        # k-map / δ-presence: the population matched on the generalized QIs (the unchanged ones are checked, as
+        # released, by the verification)
+        stats = StatsBuilder.from_source(data, ctx.models, population_points(ctx, columns))
         check_root(ctx.models, stats)
         ctx.progress("upa: clustering")
         X = features(columns, data.weights)

@@ -4,8 +4,11 @@ with the records of a population table — the table the source was sampled from
 * k-map (Sweeney 2002; El Emam & Dankar 2008): every class matches at least k population records.
 * δ-presence (Nergiz, Atzori & Clifton 2007): δ = |class| / |population class| lies in [δmin, δmax].
 
-numpy: :attr:`ClassStats.population` (filled by the lattice from the population's base counts); SQL: the compiler
-joins the population's generalized class counts to every class as ``__population`` (compiler.class_stats_query).
+A population record *matches* a class when the class's released values cover its QI values (docs/assess.md): for
+level plans, the population generalized with the plan's levels falls in the class. numpy: :attr:`ClassStats.population`
+(filled by the lattice from the population's base counts, by the local-recoding partitioners from
+``methods/population_points.py``); SQL: the compiler joins each class's matches as ``__population``
+(compiler.class_stats_query; assignment plans through :mod:`anon_sql.population_match`).
 Merging classes adds their population counts, so a k-map pass survives any merge (monotone, also with
 suppression); δ of a merged class is a weighted mean of the parts' δ, so "every class passes" survives
 generalization (monotone without suppression) but a passing class merged with a failing one may fail (not with
@@ -13,7 +16,7 @@ suppression) — ARX's DPresence likewise: monotonic with generalization, not wi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from sqlglot import exp
@@ -28,10 +31,12 @@ WEIGHT = "__pw"   # the population relation's column: records each of its rows s
 @dataclass
 class Population:
     """The population a policy names; ``relation`` (its QI columns cast to the source's types, and ``__pw`` the
-    records each row stands for) is set when the release resolves it."""
+    records each row stands for), ``quasi`` and ``types`` are set when the release resolves it."""
 
     name: str
     relation: exp.Expression | None = None
+    quasi: list[str] = field(default_factory=list)       # the QIs it is matched on (the source policy's)
+    types: dict[str, str] = field(default_factory=dict)  # the type each QI is read as (the source's)
 
 
 class PopulationModel(PrivacyModel):
@@ -43,8 +48,8 @@ class PopulationModel(PrivacyModel):
 
     def counts(self, stats: ClassStats) -> np.ndarray:
         if stats.population is None:
-            raise PolicyError(f"{self.describe()} needs the population count of every class, which this method's "
-                              "class statistics do not carry: use a method with full-domain levels")
+            raise PolicyError(f"{self.describe()} needs the population count of every class, which these class "
+                              "statistics do not carry (the planner was given no population)")
         return np.asarray(stats.population, dtype=np.float64)
 
 
@@ -75,8 +80,9 @@ class KMap(PopulationModel):
 
 
 class DeltaPresence(PopulationModel):
-    """δ-presence: δmin <= |class| / |population class| <= δmax (a class with no population record has no δ and
-    fails; resolve refuses a source that is not a subset of its population, so it does not arise)."""
+    """δ-presence: δmin <= |class| / |population records matching it| <= δmax (a class no population record matches
+    has no δ and fails; resolve refuses a source that is not a subset of its population, and a class's released
+    values cover its own records, so it does not arise)."""
 
     name = "delta_presence"
     monotone = True

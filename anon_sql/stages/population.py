@@ -1,6 +1,8 @@
 """Resolve the population of the population-based models (k-map, δ-presence): find the table, check it has every
 quasi-identifier, that the taxonomies cover its values, and that the source is a subset of it; then give the models
-the relation (QIs cast to the source's types, ``__pw`` the records per row) the lattice and the compiler read.
+the relation (QIs cast to the source's types, ``__pw`` the records per row) the lattice, the planners and the
+compiler read. Every method takes them: level plans send the population through their level maps, assignment plans
+match it to the released values of each class (:mod:`anon_sql.population_match`).
 
 What is checked: multiset inclusion on the quasi-identifiers — every QI combination of the source has at most as
 many records in the population. What is assumed (it cannot be checked without a record key): that the source's
@@ -31,11 +33,6 @@ def resolve_population(engine: Engine, resolved: Any) -> None:
     keys = "privacy model(s) " + ", ".join(m.name for m in models)
     if not isinstance(engine, DuckDBEngine):
         raise PolicyError(f"{keys} read(s) a population table, which is supported on DuckDB only; release on DuckDB")
-    if resolved.method.plan_kind != "levels":
-        raise PolicyError(
-            f"{keys} compare(s) each class with the population generalized the same way, which needs full-domain "
-            f"levels (one taxonomy level per quasi-identifier); method {policy.method!r} releases per-class values "
-            "that population records cannot be mapped to: use method levels, iab, exhaustive, greedy or optimal")
     pops = {id(m.population): m.population for m in models}
     if len(pops) > 1:
         raise PolicyError(f"k_map and delta_presence name different populations "
@@ -45,30 +42,36 @@ def resolve_population(engine: Engine, resolved: Any) -> None:
     relation = population_relation(con, pop.name, policy, resolved.source.types, keys)
     check_values(con, pop.name, relation, policy, resolved.taxonomies)
     _check_subset(con, pop.name, relation, resolved, keys)
-    pop.relation = relation
+    pop.relation, pop.quasi = relation, list(policy.quasi)
+    pop.types = {q: resolved.source.types[q] for q in policy.quasi}
 
 
-def population_relation(con: Any, name: str, policy: Any, types: dict[str, str], keys: str) -> exp.Select:
+def population_relation(con: Any, name: str, policy: Any, types: dict[str, str], keys: str,
+                        quasi: list[str] | None = None) -> exp.Select:
     """``SELECT <QI> CAST to types[QI], <records> AS __pw FROM <population>`` after checking the population exists
-    and has every quasi-identifier (the count column, when the policy has one and the population too, gives the
-    records of each row)."""
+    and has every quasi-identifier (``quasi``, default the policy's; the count column, when the policy has one and
+    the population too, gives the records of each row; a QI without a type in ``types`` is read as it is)."""
     try:
         src = resolve_source(con, name, label=name)
     except SourceError as err:
         raise SourceError(f"population {name!r} of {keys}: {err}") from None
-    missing = [q for q in policy.quasi if q not in src.columns]
+    quasi = list(policy.quasi) if quasi is None else list(quasi)
+    missing = [q for q in quasi if q not in src.columns]
     if missing:
         raise PolicyError(f"population {name!r} of {keys} has no column(s) {missing}; it needs every "
-                          f"quasi-identifier of the policy ({list(policy.quasi)}), its columns are {src.columns}")
+                          f"quasi-identifier of the policy ({quasi}), its columns are {src.columns}")
     weighted = bool(policy.count_column) and policy.count_column in src.columns
-    items = [alias(exp.Cast(this=col(q), to=exp.DataType.build(types[q], dialect="duckdb")), q) for q in policy.quasi]
+    items = [alias(exp.Cast(this=col(q), to=exp.DataType.build(types[q], dialect="duckdb")) if q in types
+                   else col(q), q) for q in quasi]
     items.append(alias(col(policy.count_column) if weighted else lit(1), WEIGHT))
     return exp.select(*items).from_(src.relation.copy())
 
 
-def check_values(con: Any, name: str, relation: exp.Select, policy: Any, taxonomies: dict) -> None:
-    """Every population value castable to the source's type and covered by the QI's taxonomy."""
-    for q in policy.quasi:
+def check_values(con: Any, name: str, relation: exp.Select, policy: Any, taxonomies: dict,
+                 quasi: list[str] | None = None) -> None:
+    """Every population value castable to the source's type and covered by the QI's taxonomy (``quasi``: the QIs,
+    default the policy's)."""
+    for q in (policy.quasi if quasi is None else quasi):
         v = exp.Cast(this=col(q), to=exp.DataType.build("VARCHAR"))
         query = (exp.select(alias(v, "v"), alias(exp.Sum(this=col(WEIGHT)), "n"))
                  .from_(exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident("p")))).group_by(v.copy()))
@@ -82,9 +85,10 @@ def check_values(con: Any, name: str, relation: exp.Select, policy: Any, taxonom
             try:
                 tax.check_covers(values["v"], values["n"], column=q)
             except TaxonomyError as err:
+                attr = policy.attributes.get(q)
                 hint = (" (the inline taxonomy of this quasi-identifier is built from the source's values: give a "
                         "named or file taxonomy that covers the population)"
-                        if isinstance(policy.attributes[q].taxonomy, dict) else "")
+                        if attr is not None and isinstance(attr.taxonomy, dict) else "")
                 raise TaxonomyError(f"population {name!r}: {err}{hint}") from None
 
 

@@ -92,10 +92,11 @@ def failing_classes_records(con: Any, names: ReleaseNames) -> int:
 
 
 def failure_message(policy: Policy, plan: Plan, result: Verification, records: int, need: float | None,
-                    at_least: bool = False) -> str:
+                    at_least: bool = False, method: Any = None) -> str:
     """Say which requirement failed, for how many classes/records, and the budget that would satisfy it (the
     suppression the same plan needs to meet every requirement, rounded up), or that no budget would.
-    ``at_least``: ``need`` is only a lower bound (no fixed point was computed): say so, advise nothing."""
+    ``at_least``: ``need`` is only a lower bound (no fixed point was computed): say so, advise nothing.
+    ``method``: the planning method (says when it formed its classes without the population models)."""
     parts = []
     for f in result.failures:
         if f["check"] == "max_suppression":
@@ -106,6 +107,14 @@ def failure_message(policy: Policy, plan: Plan, result: Verification, records: i
                          f"{f['failing_records']} records")
         else:
             parts.append(f"{f['check']} fails for {f['failing_classes']} classes ({f['failing_records']} records)")
+    population = [k for k in ("k_map", "delta_presence") if getattr(policy.privacy, k, None) is not None]
+    if (population and method is not None and method.plan_kind == "assignment"
+            and not getattr(method, "plans_population", False)):
+        are, them = ("is", "it") if len(population) == 1 else ("are", "them")
+        parts.append(f"method {policy.method!r} forms its classes without the population, so "
+                     f"{' and '.join(population)} {are} verified on its release only and the classes that fail {them} "
+                     f"must be suppressed (max_suppression); methods mondrian, upa, fixed_interval and the level "
+                     f"searches plan with {them}")
     unchanged = unchanged_quasi(policy, plan)
     if unchanged:
         parts.append(f"method {policy.method!r} released quasi-identifier(s) {unchanged} unchanged "
