@@ -189,6 +189,10 @@ class Lattice:
         # l-diversity, whose pass survives merging, is a necessary check to tag with
         self.implied_distinct = [(m.attribute, math.ceil(m.l - EPS)) for m in self.models if self.allow_suppression
                                  and m.name in ("entropy_l_diversity", "recursive_cl_diversity")]
+        # t-closeness: a passing class's values cover at least 1 − t / (smallest ground distance) of the table's
+        # distribution, a pass that survives merging (the model's ``coverage_passes``): a necessary check to tag with
+        self.implied_coverage = [m for m in self.models if self.allow_suppression
+                                 and getattr(m, "coverage_passes", None) is not None]
         # every released class has at least this many records (the k of k-anonymity): DM's bound uses it
         self.min_class = max([int(getattr(m, "k", 1)) for m in self.models if m.name == "k_anonymity"] + [1])
         # every check passes or fails per class on that class alone: what is left after suppressing the failing
@@ -496,6 +500,10 @@ class Lattice:
                 ok_tagging &= passed
         for a, lmin in self.implied_distinct:
             ok_tagging &= np.bincount(stats.sensitive[a].cls, minlength=len(sizes)) >= lmin
+        for m in self.implied_coverage:
+            covered = m.coverage_passes(stats)
+            if covered is not None:
+                ok_tagging &= covered
         need = float(sizes[~ok].sum())
         tagging_ok = float(sizes[~ok_tagging].sum()) <= self.budget + EPS
         rows_before = len(state.w) if self.rows else None

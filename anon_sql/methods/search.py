@@ -311,7 +311,8 @@ class _Flash:
         self.ge = [[nodes[:, j] >= lvl for lvl in range(h + 1)] for j, h in enumerate(lat.heights)]
         self.le = [[nodes[:, j] <= lvl for lvl in range(h + 1)] for j, h in enumerate(lat.heights)]
         # tag by the monotone part of the checks (every check when all are monotone: then it is feasibility)
-        self.predicate: str | None = "tagging_ok" if lat.tagging or lat.implied_distinct else None
+        self.predicate: str | None = ("tagging_ok" if lat.tagging or lat.implied_distinct
+                                        or lat.implied_coverage else None)
         # the loss of every node without evaluating it (height, monotone entropy): nodes are then visited best first
         self.apriori = lat.apriori(objective, nodes)
         self.order = None if self.apriori is None else np.lexsort((np.arange(n), self.apriori))
