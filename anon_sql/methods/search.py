@@ -342,11 +342,13 @@ class _Flash:
         bounds, at = self.ev_bound[js], self.ev_at[js]
         return (bounds > self.key[0]) | ((bounds == self.key[0]) & (self.sums[at] >= self.key[1]))
 
-    def _prune(self, js: np.ndarray) -> None:
+    def _prune(self, js: np.ndarray, up: np.ndarray | None = None) -> None:
+        """Prune the up-cones of evaluated nodes ``js`` (``up``: the cone of the newest one, already computed)."""
+        last = len(self.ev_pos) - 1
         for j in js:
             i = self.ev_pos[j]
             self.ev_done[j] = True
-            cone = self.cone(self.ge, i)
+            cone = up.copy() if up is not None and j == last else self.cone(self.ge, i)
             cone[i] = False
             newly = cone & ~self.pruned
             if newly.any():
@@ -398,7 +400,7 @@ class _Flash:
         np.maximum(self.lb, bound, out=self.lb, where=up)
         # the newest bounds, and after a better best every earlier bound not yet applied
         js = np.flatnonzero(~self.ev_done[:j + 1]) if improved else np.array([j])
-        self._prune(js[self._prunable(js)])
+        self._prune(js[self._prunable(js)], up)
         if below is not None:
             self._prune_below(np.flatnonzero(~self.ev_below_done[:j + 1]) if improved else np.array([j]))
         return ev
