@@ -265,8 +265,8 @@ class Optimal(_LatticeSearch):
       A generalization also has more levels, so a node whose bound cannot beat the best found prunes its up-cone.
     * tagging — the records failing the *monotone part* of the checks can only shrink under generalization:
       without suppression the monotone models (``model.monotone``), with a budget the models whose per-class
-      pass survives merging (k-anonymity, distinct l-diversity), the <S,k> windows, and distinct l-diversity
-      implied by entropy / recursive l-diversity. A node where they exceed the budget is infeasible with its
+      pass survives merging (k-anonymity, distinct l-diversity), the <S,k> windows, distinct l-diversity
+      implied by entropy / recursive l-diversity, and t-closeness's coverage bound (``coverage_passes``). A node where they exceed the budget is infeasible with its
       whole down-cone; Flash's binary search on chains tags the lattice with that predicate (it is feasibility
       itself when every check is monotone), then the rest is evaluated bottom-up, pruned by the bounds.
     * known losses — ``height`` and monotone non-uniform entropy depend on the level vector alone: after the
