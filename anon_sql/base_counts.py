@@ -48,21 +48,35 @@ def drop(table: exp.Table) -> exp.Drop:
     return exp.Drop(tables=[table.copy()], kind="TABLE", exists=True)
 
 
+_VALUE_COUNTS_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def _all_value_counts_sql(table: exp.Table, columns: list[str]) -> str:
+    """The UNION ALL of the per-column aggregates, rendered once per (table, columns): a warm release of the same
+    policy reuses the text."""
+    key = (render(table), tuple(columns))
+    text = _VALUE_COUNTS_SQL.get(key)
+    if text is None:
+        n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
+        union: exp.Expression | None = None
+        for i, column in enumerate(columns):
+            v = exp.Cast(this=col(column), to=dtype("VARCHAR"))
+            part = (exp.select(alias(lit(i), "c"), alias(v, "v"), alias(n.copy(), "n"))
+                    .from_(table.copy()).group_by(v.copy()))
+            union = part if union is None else exp.Union(this=union, expression=part, distinct=False)
+        text = render(exp.select("*").from_(exp.Subquery(this=union, alias=exp.TableAlias(this=ident("u"))))
+                      .order_by(col("c")))
+        if len(_VALUE_COUNTS_SQL) >= 256:
+            _VALUE_COUNTS_SQL.clear()
+        _VALUE_COUNTS_SQL[key] = text
+    return text
+
+
 def all_value_counts(con: Any, table: exp.Table, columns: list[str]) -> dict[str, pd.DataFrame]:
     """:func:`value_counts` of several key columns in one query (a UNION ALL of the per-column aggregates)."""
     if not columns:
         return {}
-    n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
-    parts = []
-    for i, column in enumerate(columns):
-        v = exp.Cast(this=col(column), to=dtype("VARCHAR"))
-        parts.append(exp.select(alias(lit(i), "c"), alias(v, "v"), alias(n.copy(), "n"))
-                     .from_(table.copy()).group_by(v.copy()))
-    union: exp.Expression = parts[0]
-    for p in parts[1:]:
-        union = exp.union(union, p, distinct=False)
-    frame = con.execute(render(exp.select("*").from_(exp.Subquery(this=union, alias=exp.TableAlias(
-        this=ident("u")))).order_by(col("c")))).df()
+    frame = con.execute(_all_value_counts_sql(table, columns)).df()
     # rows ordered by column index: each column's counts are one slice
     cuts = np.searchsorted(frame["c"].to_numpy(), np.arange(len(columns) + 1))
     frame = frame[["v", "n"]]

@@ -77,6 +77,7 @@ class _Encoding:
     cards: list[int]
     ncp: list[np.ndarray]
     leaves: list[str]
+    position: dict[str, int] = field(default_factory=dict)   # leaf → its code
 
 
 @dataclass
@@ -89,7 +90,25 @@ class _State:
     w: np.ndarray
 
 
+# the base query's rendered text per shape (source or base relation, columns): a warm release renders it once
+_BASE_SQL: dict[tuple, str] = {}
+
+# a taxonomy's encoding depends on its content alone: built once per content digest (a warm release reuses it)
+_ENCODINGS: dict[str, tuple] = {}
+_ENCODINGS_MAX = 256
+
+
 def _encode(name: str, tax: Taxonomy) -> _Encoding:
+    key = tax.fingerprint()
+    hit = _ENCODINGS.get(key)
+    if hit is None:
+        if len(_ENCODINGS) >= _ENCODINGS_MAX:
+            _ENCODINGS.pop(next(iter(_ENCODINGS)))
+        hit = _ENCODINGS[key] = _encode_levels(tax)
+    return _Encoding(name, tax.height, *hit)
+
+
+def _encode_levels(tax: Taxonomy) -> tuple:
     import pandas as pd
     lv = tax.levels
     leaves = lv["level0"].tolist()
@@ -103,7 +122,7 @@ def _encode(name: str, tax: Taxonomy) -> _Encoding:
         codes.append(inv.astype(np.int64))
         cards.append(len(uniq))
         ncp.append(frac)
-    return _Encoding(name, tax.height, codes, cards, ncp, leaves)
+    return codes, cards, ncp, leaves, {leaf: i for i, leaf in enumerate(leaves)}
 
 
 def _factorize(key: np.ndarray, radix: int | None = None) -> tuple[np.ndarray, int]:
@@ -189,6 +208,10 @@ class Lattice:
         # l-diversity, whose pass survives merging, is a necessary check to tag with
         self.implied_distinct = [(m.attribute, math.ceil(m.l - EPS)) for m in self.models if self.allow_suppression
                                  and m.name in ("entropy_l_diversity", "recursive_cl_diversity")]
+        # t-closeness: a passing class's values cover at least 1 − t / (smallest ground distance) of the table's
+        # distribution, a pass that survives merging (the model's ``coverage_passes``): a necessary check to tag with
+        self.implied_coverage = [m for m in self.models if self.allow_suppression
+                                 and getattr(m, "coverage_passes", None) is not None]
         # every released class has at least this many records (the k of k-anonymity): DM's bound uses it
         self.min_class = max([int(getattr(m, "k", 1)) for m in self.models if m.name == "k_anonymity"] + [1])
         # every check passes or fails per class on that class alone: what is left after suppressing the failing
@@ -243,37 +266,24 @@ class Lattice:
         w_name = "__anon_w"
         while w_name in columns:
             w_name += "_"
-        weight: exp.Expression = record_count(count)
-        if base is not None and set(group_cols) <= set(base_counts.keys(self.policy)):
-            view, weight = base.copy(), exp.Sum(this=col(base_counts.WEIGHT))
-        weight = exp.Cast(this=weight, to=dtype("DOUBLE"))
-        inner = (exp.select(*[col(c) for c in group_cols], alias(weight, w_name)).from_(view)
-                 .group_by(*[col(c) for c in group_cols]))
-
-        def rank(cols: list[str]) -> exp.Expression:
-            order = exp.Order(expressions=[exp.Ordered(this=col(c)) for c in cols])
-            return exp.Sub(this=exp.Window(this=exp.DenseRank(), order=order), expression=exp.Literal.number(1))
-
-        items: list[exp.Expression] = [alias(exp.Cast(this=col(c), to=dtype("VARCHAR")), f"__q{i}")
-                                       for i, c in enumerate(self.quasi)]
-        items += [alias(rank([s]), f"__s{i}") for i, s in enumerate(sens)]
-        items += [alias(exp.Cast(this=col(s), to=dtype("VARCHAR")), f"__v{i}") for i, s in enumerate(sens)]
-        if rest_cols:
-            items.append(alias(rank(rest_cols), "__r"))
-        items.append(col(w_name))
-        # a fixed row order makes float sums (and so scores and traces) identical run to run
-        ordered = (exp.select(*items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("b"))))
-                   .order_by(*[exp.Ordered(this=col(c), nulls_first=True) for c in group_cols]))
-        import pandas as pd
-
-        frame = _fetch_arrow(con, render(ordered))
+        use_base = base is not None and set(group_cols) <= set(base_counts.keys(self.policy))
+        # the query's text depends on these alone: rendered once per shape (a warm release reuses it)
+        shape = (render(base if use_base else view), tuple(self.quasi), tuple(sens), tuple(rest_cols), count, w_name,
+                 use_base and set(group_cols) == set(base_counts.keys(self.policy)))
+        text = _BASE_SQL.get(shape)
+        if text is None:
+            if len(_BASE_SQL) >= 256:
+                _BASE_SQL.clear()
+            text = _BASE_SQL[shape] = render(self._base_query(view, base if use_base else None, sens, rest_cols,
+                                                              w_name, shape[-1]))
+        frame = _fetch_arrow(con, text)
         n = frame.num_rows
         qcodes = []
         for i, e in enumerate(self.enc):
             # dictionary-encode the column (Arrow, no Python per row), then look the few distinct values up
             values = frame.column(f"__q{i}").combine_chunks().dictionary_encode()
             distinct = values.dictionary.to_pylist()
-            leaf = pd.Index(e.leaves).get_indexer(distinct) if distinct else np.zeros(0, dtype=np.int64)
+            leaf = np.array([e.position.get(v, -1) for v in distinct], dtype=np.int64)
             if (leaf < 0).any():
                 raise TaxonomyError(f"taxonomy of {e.name!r} has no leaf for value(s) "
                                     f"{sorted({str(v) for v, c in zip(distinct, leaf) if c < 0})[:10]}")
@@ -281,6 +291,9 @@ class Lattice:
             idx = pc.fill_null(values.indices, len(distinct)).to_numpy(zero_copy_only=False).astype(np.int64)
             qcodes.append(lookup[idx])
         rest = frame.column("__r").to_numpy().astype(np.int64) if rest_cols else np.zeros(n, dtype=np.int64)
+        # a fixed row order (by the codes, which identify a row) makes float sums, and so scores and traces,
+        # identical run to run whatever order the engine returns the groups in
+        order = np.lexsort([rest, *qcodes[::-1]])
         self.n_rest = int(rest.max()) + 1 if n else 1
         self.sensitive = sens
         self.sa_of_rest, self.sa_card, self.sa_labels = [], [], []
@@ -294,7 +307,36 @@ class Lattice:
             labels[s] = np.array(frame.column(f"__v{i}").to_pylist() + [None], dtype=object)[:-1]
             self.sa_labels.append(labels)
         self.base_rows = n
-        return _State(self.root, qcodes, rest, frame.column(w_name).to_numpy().astype(np.float64))
+        return _State(self.root, [c[order] for c in qcodes], rest[order],
+                      frame.column(w_name).to_numpy().astype(np.float64)[order])
+
+    def _base_query(self, view: exp.Table, base: exp.Table | None, sens: list[str], rest_cols: list[str],
+                    w_name: str, grouped: bool) -> exp.Select:
+        """SELECT the quasi-identifiers as text, the sensitive values' and the rest's dense ranks and the weight of
+        each distinct combination, from the base counts (``grouped``: already grouped by exactly these columns) or
+        aggregated from the source view."""
+        group_cols = self.quasi + rest_cols
+        weight: exp.Expression = record_count(self.policy.count_column)
+        if base is not None:
+            view = base.copy()
+            weight = col(base_counts.WEIGHT) if grouped else exp.Sum(this=col(base_counts.WEIGHT))
+        weight = exp.Cast(this=weight, to=dtype("DOUBLE"))
+        inner = exp.select(*[col(c) for c in group_cols], alias(weight, w_name)).from_(view)
+        if not grouped:
+            inner = inner.group_by(*[col(c) for c in group_cols])
+
+        def rank(cols: list[str]) -> exp.Expression:
+            order = exp.Order(expressions=[exp.Ordered(this=col(c)) for c in cols])
+            return exp.Sub(this=exp.Window(this=exp.DenseRank(), order=order), expression=exp.Literal.number(1))
+
+        items: list[exp.Expression] = [alias(exp.Cast(this=col(c), to=dtype("VARCHAR")), f"__q{i}")
+                                       for i, c in enumerate(self.quasi)]
+        items += [alias(rank([s]), f"__s{i}") for i, s in enumerate(sens)]
+        items += [alias(exp.Cast(this=col(s), to=dtype("VARCHAR")), f"__v{i}") for i, s in enumerate(sens)]
+        if rest_cols:
+            items.append(alias(rank(rest_cols), "__r"))
+        items.append(col(w_name))
+        return exp.select(*items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("b"))))
 
     def _load_population(self, con: Any) -> tuple[list[np.ndarray], np.ndarray] | None:
         """k-map / δ-presence: the population's distinct quasi-identifier combinations as leaf codes, with their
@@ -496,6 +538,10 @@ class Lattice:
                 ok_tagging &= passed
         for a, lmin in self.implied_distinct:
             ok_tagging &= np.bincount(stats.sensitive[a].cls, minlength=len(sizes)) >= lmin
+        for m in self.implied_coverage:
+            covered = m.coverage_passes(stats)
+            if covered is not None:
+                ok_tagging &= covered
         need = float(sizes[~ok].sum())
         tagging_ok = float(sizes[~ok_tagging].sum()) <= self.budget + EPS
         rows_before = len(state.w) if self.rows else None

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import anon_sql
-from anon_sql.compiler import CompileInput, compile_release
+from anon_sql.compiler import CompileInput, ReleaseNames, compile_release, source_statement, work_schema_statement
 from anon_sql.lattice import Lattice
 from anon_sql.methods import LevelPlan, MethodContext, get_method
 from anon_sql.stages.resolve import resolve
@@ -47,9 +47,11 @@ def context(con: duckdb.DuckDBPyConnection, pol: dict) -> MethodContext:
     """Resolve the policy and create its ``__source`` view, as anon_sql.release does before planning."""
     r = resolve(con, pol)
     policy_, src, taxonomies, models, records = r.policy, r.source, r.taxonomies, r.models, r.records
+    names = ReleaseNames(policy_.name)
     probe = CompileInput(policy_, src.relation, src.columns, LevelPlan({}), taxonomies, models)
-    con.execute(render(compile_release(probe).statements[0][1]))
-    return MethodContext(con, policy_, policy_.name + "__source", taxonomies, models, records)
+    con.execute(render(work_schema_statement(names)))
+    con.execute(render(source_statement(probe, names)))
+    return MethodContext(con, policy_, names.source_relation(), taxonomies, models, records)
 
 
 def timed_search(ctx: MethodContext, method: str, objective: str, repeat: int,

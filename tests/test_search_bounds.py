@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -14,6 +15,8 @@ from anon_sql import base_counts
 from anon_sql.errors import PrivacyRequirementError
 from anon_sql.lattice import MEASURES, Lattice
 from anon_sql.methods import get_method
+from anon_sql.models import ClassStats, HierarchicalTCloseness, SensitiveCounts, TCloseness
+from anon_sql.taxonomy import from_mapping
 from anon_sql.sqlbuild import render, table as table_ref
 from test_lattice import load_case, make_context, random_case
 
@@ -23,8 +26,9 @@ SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[Healt
 @st.composite
 def budget_case(draw) -> dict:
     """2–4 integer quasi-identifiers (interval taxonomies, lattices of up to 256 nodes), k-anonymity (optionally
-    distinct 2-diversity) and a suppression budget: the cases where the search sweeps after classifying (about one
-    in four discernibility cases finds its optimum in the sweep)."""
+    distinct 2-diversity, or t-closeness with the equal or the hierarchical distance, which the search tags by its
+    coverage bound) and a suppression budget: the cases where the search sweeps after classifying (about one in four
+    discernibility cases finds its optimum in the sweep)."""
     n = draw(st.integers(40, 200))
     n_qi = draw(st.integers(2, 4))
     data, attrs = {}, {}
@@ -35,8 +39,14 @@ def budget_case(draw) -> dict:
     data["s"] = draw(st.lists(st.sampled_from("abc"), min_size=n, max_size=n))
     attrs["s"] = {"role": "sensitive"}
     privacy: dict = {"k": draw(st.integers(2, 5)), "max_suppression": draw(st.sampled_from([0.02, 0.05, 0.1, 0.2, 0.4]))}
-    if draw(st.booleans()):
+    extra = draw(st.sampled_from(["", "l", "t_equal", "t_hierarchical"]))
+    if extra == "l":
         privacy["l_diversity"] = {"kind": "distinct", "l": 2}
+    elif extra == "t_equal":
+        privacy["t_closeness"] = draw(st.sampled_from([0.15, 0.25, 0.4]))
+    elif extra == "t_hierarchical":
+        privacy["t_closeness"] = {"t": draw(st.sampled_from([0.1, 0.2, 0.3])), "distance": "hierarchical"}
+        attrs["s"]["taxonomy"] = {"kind": "mapping", "mapping": {"a": ["X"], "b": ["X"], "c": ["Y"]}}
     frame = pd.DataFrame(data)
     for j in range(n_qi):
         frame[f"q{j}"] = frame[f"q{j}"].astype("Int64")
@@ -66,6 +76,54 @@ def test_budgeted_optimal_equals_exhaustive(mcon, case, objective):
     if ex is not None:
         assert opt.levels == ex.levels
         assert opt.info["score"] == pytest.approx(ex.info["score"])
+
+
+@st.composite
+def t_classes(draw) -> tuple:
+    """Random classes over 2–6 sensitive values (sparse counts) and a t-closeness model of each distance."""
+    m = draw(st.integers(2, 6))
+    n_cls = draw(st.integers(1, 6))
+    rows = draw(st.lists(st.tuples(st.integers(0, n_cls - 1), st.integers(0, m - 1), st.integers(1, 5)),
+                         min_size=1, max_size=30))
+    cls, val, w = (np.array(x) for x in zip(*rows))
+    cls = np.unique(cls, return_inverse=True)[1]          # every class holds records
+    n_cls = int(cls.max()) + 1
+    kind = draw(st.sampled_from(["equal", "ordered", "hierarchical"]))
+    t = draw(st.floats(0.01, 0.9))
+    if kind == "hierarchical":
+        parents = draw(st.lists(st.sampled_from(["X", "Y", "Z"]), min_size=m, max_size=m))
+        tax = from_mapping("s", {str(v): [p] for v, p in zip(range(m), parents)})
+        model = HierarchicalTCloseness("s", t, tax)
+    else:
+        model = TCloseness("s", t, kind)
+    return cls, val, w.astype(float), n_cls, m, model
+
+
+def _stats(cls, val, w, n_cls, m) -> ClassStats:
+    sc = SensitiveCounts.from_codes(cls, val, w, n_cls, m)
+    sc.labels = np.array([str(v) for v in range(m)], dtype=object)
+    return ClassStats(np.bincount(cls, weights=w, minlength=n_cls), {"s": sc})
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=t_classes(), merge=st.lists(st.integers(0, 5), min_size=6, max_size=6))
+def test_t_closeness_coverage_bound_is_necessary_and_survives_merging(case, merge):
+    """The tag the optimal search uses for t-closeness with a budget: a class failing the coverage bound fails the
+    t-closeness check, and a class passing it still passes after merging with any other classes (against the same
+    table distribution)."""
+    cls, val, w, n_cls, m, model = case
+    stats = _stats(cls, val, w, n_cls, m)
+    covered = model.coverage_passes(stats)
+    if covered is None:
+        return
+    assert not (model.check(stats) & ~covered).any()
+    to = np.array(merge)[:n_cls] % n_cls                       # a coarser partition of the same records
+    merged_cls, n_merged = np.unique(to, return_inverse=True)[1], len(np.unique(to))
+    merged = _stats(merged_cls[cls], val, w, n_merged, m)
+    merged_covered = model.coverage_passes(merged)
+    for c in range(n_cls):
+        if covered[c]:
+            assert merged_covered[merged_cls[c]]
 
 
 @SETTINGS

@@ -266,8 +266,8 @@ class Optimal(_LatticeSearch):
       A generalization also has more levels, so a node whose bound cannot beat the best found prunes its up-cone.
     * tagging — the records failing the *monotone part* of the checks can only shrink under generalization:
       without suppression the monotone models (``model.monotone``), with a budget the models whose per-class
-      pass survives merging (k-anonymity, distinct l-diversity), the <S,k> windows, and distinct l-diversity
-      implied by entropy / recursive l-diversity. A node where they exceed the budget is infeasible with its
+      pass survives merging (k-anonymity, distinct l-diversity), the <S,k> windows, distinct l-diversity
+      implied by entropy / recursive l-diversity, and t-closeness's coverage bound (``coverage_passes``). A node where they exceed the budget is infeasible with its
       whole down-cone; Flash's binary search on chains tags the lattice with that predicate (it is feasibility
       itself when every check is monotone), then the rest is evaluated bottom-up, pruned by the bounds.
     * known losses — ``height`` and monotone non-uniform entropy depend on the level vector alone: after the
@@ -312,7 +312,8 @@ class _Flash:
         self.ge = [[nodes[:, j] >= lvl for lvl in range(h + 1)] for j, h in enumerate(lat.heights)]
         self.le = [[nodes[:, j] <= lvl for lvl in range(h + 1)] for j, h in enumerate(lat.heights)]
         # tag by the monotone part of the checks (every check when all are monotone: then it is feasibility)
-        self.predicate: str | None = "tagging_ok" if lat.tagging or lat.implied_distinct else None
+        self.predicate: str | None = ("tagging_ok" if lat.tagging or lat.implied_distinct
+                                        or lat.implied_coverage else None)
         # the loss of every node without evaluating it (height, monotone entropy): nodes are then visited best first
         self.apriori = lat.apriori(objective, nodes)
         self.order = None if self.apriori is None else np.lexsort((np.arange(n), self.apriori))
@@ -342,11 +343,13 @@ class _Flash:
         bounds, at = self.ev_bound[js], self.ev_at[js]
         return (bounds > self.key[0]) | ((bounds == self.key[0]) & (self.sums[at] >= self.key[1]))
 
-    def _prune(self, js: np.ndarray) -> None:
+    def _prune(self, js: np.ndarray, up: np.ndarray | None = None) -> None:
+        """Prune the up-cones of evaluated nodes ``js`` (``up``: the cone of the newest one, already computed)."""
+        last = len(self.ev_pos) - 1
         for j in js:
             i = self.ev_pos[j]
             self.ev_done[j] = True
-            cone = self.cone(self.ge, i)
+            cone = up.copy() if up is not None and j == last else self.cone(self.ge, i)
             cone[i] = False
             newly = cone & ~self.pruned
             if newly.any():
@@ -398,7 +401,7 @@ class _Flash:
         np.maximum(self.lb, bound, out=self.lb, where=up)
         # the newest bounds, and after a better best every earlier bound not yet applied
         js = np.flatnonzero(~self.ev_done[:j + 1]) if improved else np.array([j])
-        self._prune(js[self._prunable(js)])
+        self._prune(js[self._prunable(js)], up)
         if below is not None:
             self._prune_below(np.flatnonzero(~self.ev_below_done[:j + 1]) if improved else np.array([j]))
         return ev

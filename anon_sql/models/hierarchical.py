@@ -86,6 +86,10 @@ class HierarchicalTCloseness(TCloseness):
         nodes = taxonomy_nodes(self.taxonomy, sc.labels, self.attribute)
         return rk.t_hierarchical_segments(sc.cnt, sc.cls, stats.n_classes, sc.val, q, nodes)
 
+    def min_ground_distance(self, n_values: int) -> float:
+        """Two different leaves are at least 1 / H apart (siblings: their common parent is at level 1)."""
+        return 1.0 / self.taxonomy.height
+
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
         """As TCloseness's, with a NULL distance (a value outside the taxonomy) failing instead of passing."""
         out = super().sql_checks(cols)

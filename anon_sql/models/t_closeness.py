@@ -47,6 +47,25 @@ class TCloseness(SensitiveModel):
     def check(self, stats: ClassStats) -> np.ndarray:
         return self.measure(stats) <= self.t + EPS
 
+    def min_ground_distance(self, n_values: int) -> float:
+        """The smallest ground distance between two different values: 1 (equal), 1 / (m − 1) (ordered)."""
+        return 1.0 if self.distance == "equal" else 1.0 / max(n_values - 1, 1)
+
+    def coverage_passes(self, stats: ClassStats) -> np.ndarray | None:
+        """A necessary condition of :meth:`check` whose pass survives merging classes (None: it never fails).
+
+        The EMD moves at least the mass of the table's distribution q that the class lacks, Σ_{v: p_v = 0} q_v, by at
+        least the smallest ground distance c, so a passing class has Σ_{v in the class} q_v ≥ 1 − t / c; a merged
+        class holds the values of its parts, so this pass survives any merge (with a suppression budget the records
+        failing it can only shrink under generalization: a tag for the lattice search, see docs/search.md)."""
+        sc = stats.sensitive[self.attribute]
+        slack = (self.t + EPS) / self.min_ground_distance(sc.n_values)
+        if slack >= 1.0:
+            return None
+        q = sc.global_freq / sc.global_freq.sum()
+        covered = per_class_sum(sc, q[sc.val], stats.n_classes)
+        return 1.0 - covered <= slack + 1e-9
+
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
         v = cols.tclose(self.attribute)
         return [SQLCheck(f"t_closeness__{self.attribute}", v, exp.LTE(this=v, expression=lit(self.t + EPS)),
