@@ -11,6 +11,14 @@ or plan, or upgrading the code names another entry, compiled afresh. So a cached
 would give; the cache is trusted like the installed code (same user, a 0700 folder). Programs that read the
 database beyond the policy (population tables, catalog taxonomies, whole-table checks) are not cached.
 
+The SQL calls the ``anon.*`` macros, which live in the database file, and plain functions (``ln``, ``least``, ...)
+that a macro of the file's ``main`` schema can shadow (DuckDB resolves ``main`` before the built-ins). So before a
+program runs, :func:`guard_macros` compares the file's ``anon`` macros (name, kind, parameters, definition as
+``duckdb_functions()`` shows them) with the ones this package's sql/macros.sql gives in a throwaway in-memory
+database (computed once per code and DuckDB version, cached beside the programs), and looks for any other macro of
+the file named like a built-in function: a macro missing, added, redefined or shadowing fails the check (exit 3),
+named, before any of it runs.
+
 ``ANON_SQL_CACHE``: the folder (default ``$XDG_CACHE_HOME/anon_sql`` or ``~/.cache/anon_sql``); ``off``: no cache.
 """
 from __future__ import annotations
@@ -25,6 +33,8 @@ from typing import Any, Sequence
 
 from .catalog_read import recorded_release, table_columns
 from .checks import summary_rows
+from .errors import PrivacyRequirementError
+from .sql import macro_statements
 
 FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent
@@ -78,7 +88,79 @@ def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
         return None
     if program is None:
         return None
+    guard_macros(con)
     return run(con, program, row, [c for c, _ in described])
+
+
+# the file's anon macros, as DuckDB shows them (its normalized definition text), in the current database
+_ANON_MACROS = ("SELECT function_name, function_type, parameters, macro_definition FROM duckdb_functions() "
+                "WHERE database_name = current_database() AND schema_name = 'anon' "
+                "AND function_type IN ('macro', 'table_macro') ORDER BY ALL")
+# the file's other macros that shadow a built-in function (the SQL and the anon macros call built-ins unqualified)
+_SHADOWING = ("SELECT DISTINCT schema_name || '.' || function_name FROM duckdb_functions() "
+              "WHERE database_name = current_database() AND NOT internal AND schema_name <> 'anon' "
+              "AND function_name IN (SELECT function_name FROM duckdb_functions() WHERE database_name = 'system') "
+              "ORDER BY 1")
+
+
+def guard_macros(con: Any) -> None:
+    """Refuse (:class:`PrivacyRequirementError`, exit 3) to run a check over a database whose ``anon`` macros are
+    not exactly this package's, or that holds a macro shadowing a built-in function: either could make a failing
+    check pass. Reads only."""
+    found = _by_name(con.execute(_ANON_MACROS).fetchall())
+    expected = expected_macros()
+    differ = sorted(n for n in set(found) | set(expected) if found.get(n) != expected.get(n))
+    shadowing = [r[0] for r in con.execute(_SHADOWING).fetchall()]
+    if not differ and not shadowing:
+        return
+    what = []
+    if differ:
+        missing = [n for n in differ if n not in found]
+        added = [n for n in differ if n not in expected]
+        changed = [n for n in differ if n in found and n in expected]
+        what += [f"{label} {', '.join('anon.' + n for n in names)}" for label, names in
+                 (("missing", missing), ("not this package's", added), ("redefined", changed)) if names]
+    if shadowing:
+        what.append(f"shadowing a built-in function {', '.join(shadowing)}")
+    raise PrivacyRequirementError(
+        "the check cannot be trusted: this database's SQL macros are not the ones anon_sql installs ("
+        + "; ".join(what) + "), and they could make a failing check pass. If you changed them on purpose, drop the "
+        "shadowing macros and reinstall the anon macros (anon_sql.install(con), or re-run `anon-sql release`), "
+        "then check again")
+
+
+def expected_macros() -> dict[str, list]:
+    """This package's ``anon`` macros as :data:`_ANON_MACROS` reads them, from sql/macros.sql run in a throwaway
+    in-memory database; cached per code and DuckDB version (its text depends on both)."""
+    import duckdb
+
+    digest = hashlib.sha256(f"{code_version()}:{duckdb.__version__}".encode()).hexdigest()
+    folder = cache_dir()
+    path = folder / "macros" / f"{digest}.json" if folder is not None else None
+    if path is not None:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
+    scratch = duckdb.connect()
+    try:
+        scratch.execute("CREATE SCHEMA anon")
+        for stmt in macro_statements():
+            scratch.execute(stmt)
+        expected = _by_name(scratch.execute(_ANON_MACROS).fetchall())
+    finally:
+        scratch.close()
+    if path is not None:
+        _write(path, expected)
+    return expected
+
+
+def _by_name(rows: Sequence[Sequence[Any]]) -> dict[str, list]:
+    """Macro rows by name (a macro may have overloads), as JSON-comparable lists."""
+    found: dict[str, list] = {}
+    for name, *rest in rows:
+        found.setdefault(name, []).append(json.loads(json.dumps(rest, default=str)))
+    return found
 
 
 def key(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) -> str:
@@ -150,20 +232,25 @@ def store(digest: str, program: dict[str, Any]) -> None:
     """Keep ``program`` under ``digest`` (written atomically; a folder that cannot be written is no error: the
     next check compiles again)."""
     folder = cache_dir()
-    if folder is None:
-        return
-    target = folder / "checks"
+    if folder is not None:
+        _write(folder / "checks" / f"{digest}.json", {**program, "format": FORMAT})
+
+
+def _write(path: Path, value: Any) -> None:
+    """``value`` as JSON at ``path``, atomically, its folder made 0700; a folder that cannot be written is no
+    error (computed again next time)."""
     try:
-        target.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=target, suffix=".tmp")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     except OSError:
         return
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({**program, "format": FORMAT}, f)
-        os.replace(tmp, target / f"{digest}.json")
+            json.dump(value, f)
+        os.replace(tmp, path)
     except OSError:
         Path(tmp).unlink(missing_ok=True)
 
 
-__all__ = ["FORMAT", "cache_dir", "cached_rows", "catalog_rows", "code_version", "key", "load", "run", "store"]
+__all__ = ["FORMAT", "cache_dir", "cached_rows", "catalog_rows", "code_version", "expected_macros", "guard_macros",
+           "key", "load", "run", "store"]

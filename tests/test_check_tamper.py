@@ -277,3 +277,56 @@ def test_a_shared_file_without_its_metadata_is_not_a_release(shared_files, tmp_p
     edit(str(path), "DROP TABLE rl__metadata")
     res = CliRunner().invoke(main, ["check", "rl", "--db", str(path)])
     assert res.exit_code == 2 and "is not a release" in res.output, res.output
+
+
+# θ's class 1 made all 'Flu' (θ-sensitivity fails; the counts still reconcile), with a macro edit that would make
+# the θ check pass: the check refuses to run over macros that are not the package's (anon_sql.check_program)
+THETA_BROKEN = "UPDATE rt SET disease = 'Flu' WHERE ec_id = 1"
+
+
+@pytest.mark.parametrize("statement, named, undo", [
+    ("CREATE OR REPLACE MACRO anon.theta_threshold(m, mu) AS -1.0", "redefined anon.theta_threshold", None),
+    # a macro of main named like a built-in shadows it, inside the anon macros too (theta_variance_counts: pow)
+    ("CREATE OR REPLACE MACRO main.pow(a, b) AS -1e9", "shadowing a built-in function main.pow",
+     "DROP MACRO main.pow"),
+    ("DROP MACRO anon.capped_sum", "missing anon.capped_sum", None),
+    ("CREATE MACRO anon.extra(x) AS x", "not this package's anon.extra", "DROP MACRO anon.extra"),
+])
+@pytest.mark.parametrize("cache", ["off", "warm"])
+def test_a_tampered_macro_fails_the_check_and_is_named(db, tmp_path, monkeypatch, statement, named, undo, cache):
+    monkeypatch.setenv("ANON_SQL_CACHE", "off" if cache == "off" else str(tmp_path / "cache"))
+    assert check(db) == {"rl": 0, "rm": 0, "rt": 0}                  # (warm: every program now cached)
+    edit(db, THETA_BROKEN, statement)
+    res = CliRunner().invoke(main, ["check", "rt", "--db", db])
+    assert res.exit_code == 3 and named in res.output and "anon_sql.install" in res.output, res.output
+    c = duckdb.connect(db, read_only=True)
+    with pytest.raises(anon_sql.PrivacyRequirementError, match=named):
+        anon_sql.check(c, "rt")
+    c.close()
+    # reinstalling the macros (what the message says) brings back the honest verdict: θ fails
+    c = duckdb.connect(db)
+    if undo:
+        c.execute(undo)
+    anon_sql.install(c)
+    c.close()
+    assert "theta__disease" in failed(db, "rt") and check(db) == {"rl": 0, "rm": 0, "rt": 3}
+
+
+def test_untampered_macros_pass_through_the_cached_and_the_compiled_program(db, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANON_SQL_CACHE", "off")
+    assert check(db) == {"rl": 0, "rm": 0, "rt": 0}
+    monkeypatch.setenv("ANON_SQL_CACHE", str(tmp_path / "cache"))
+    assert check(db) == {"rl": 0, "rm": 0, "rt": 0}                  # compiled and cached
+    assert len(list((tmp_path / "cache" / "macros").glob("*.json"))) == 1
+    assert check(db) == {"rl": 0, "rm": 0, "rt": 0}                  # from the cache
+
+
+def test_a_shared_file_checks_with_the_package_macros_whatever_it_holds(shared_files, tmp_path):
+    # a shared file is checked on a private connection: a shadowing macro in the file is not what its SQL calls
+    path = tmp_path / "rt.duckdb"
+    shutil.copy(shared_files / "rt.duckdb", path)
+    edit(str(path), "CREATE MACRO main.pow(a, b) AS -1e9")
+    assert CliRunner().invoke(main, ["check", "rt", "--db", str(path)]).exit_code == 0
+    edit(str(path), THETA_BROKEN)
+    res = CliRunner().invoke(main, ["check", "rt", "--db", str(path)])
+    assert res.exit_code == 3 and "theta__disease" in res.output, res.output

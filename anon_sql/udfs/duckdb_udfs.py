@@ -9,9 +9,7 @@ NULL, an empty list NULL; NULL elements count as one value (NaN doubles are a va
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from importlib import resources
 from typing import Any
 
 import duckdb
@@ -19,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from anon_sql.sql import macro_statements
 from anon_sql.udfs import kernels, slicing
 
 try:   # DuckDB >= 1.4 names the type module `sqltypes`; 1.1-1.3 call it `typing`
@@ -117,13 +116,6 @@ def register(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     _create(con, "anon_theta_ok", _theta_ok_udf, sqltypes.BOOLEAN)
     _create(con, "anon_slicing_diversity", slicing.slicing_diversity_udf, sqltypes.DOUBLE)
     return con
-
-
-def macro_statements() -> list[str]:
-    """The statements of the packaged anon_sql/sql/macros.sql (comments dropped, split at ';' ending a line)."""
-    text = resources.files("anon_sql.sql").joinpath("macros.sql").read_text(encoding="utf-8")
-    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
-    return [s.strip() for s in re.split(r";[ \t]*$", body, flags=re.M) if s.strip()]
 
 
 def install_macros(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
