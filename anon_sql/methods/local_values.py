@@ -355,4 +355,5 @@ def assign_rows(ctx: MethodContext, combinations: pa.Table, ec: np.ndarray) -> p
 
 
 __all__ = ["QIColumn", "SourceData", "assign_rows", "class_values", "encode", "encode_categorical",
-           "encode_numeric", "lca_level", "load_combinations", "load_source", "local_values", "parse_range", "segment_lca"]
+           "encode_numeric", "lca_level", "load_combinations", "load_source", "local_values", "parse_range",
+           "segment_lca"]
