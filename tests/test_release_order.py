@@ -3,6 +3,7 @@ their released values — so it depends on the released values alone, not on whe
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.stats import spearmanr
 
 import anon_sql
@@ -59,3 +60,28 @@ def test_the_seed_changes_the_order_within_classes_not_the_rows(con):
     assert sorted(s0) == sorted(s1) and list(s0) != list(s1)
     ec0 = [r[0] for r in con.execute('SELECT ec_id FROM "s0"').fetchall()]
     assert ec0 == sorted(ec0)   # rows of a class stay together, classes in ec_id order
+
+
+def test_rows_join_their_class_on_one_hash_key_and_a_shared_hash_stops_the_release(con, monkeypatch):
+    """A table with insensitive columns joins each row to its class on a seeded hash of its QI tuple (issue 17.5);
+    that is exact only while no two tuples of the source share a hash, which the row map checks: forced collisions
+    (the hash taken modulo 3) stop the release with an error and leave no table behind."""
+    load_adult(con)
+    con.execute("CREATE TABLE src AS SELECT row_number() OVER () AS pos, * FROM adult")
+    import anon_sql.compiler as compiler
+    from sqlglot import exp
+
+    real = compiler._tuple_hash
+    monkeypatch.setattr(compiler, "_tuple_hash",
+                        lambda ci, columns: exp.Mod(this=real(ci, columns), expression=exp.Literal.number(3)))
+    with pytest.raises(Exception, match="share one 64-bit hash"):
+        anon_sql.release(con, _policy("collide", "src"))
+    assert not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'collide'").fetchall()[0][0]
+    monkeypatch.undo()
+    con.execute("UPDATE src SET education = NULL WHERE pos % 11 = 0")   # NULL is a value of the tuple too
+    anon_sql.release(con, _policy("hashed", "src"))
+    # the other path: the classes joined inline on the n null-safe keys
+    monkeypatch.setattr(compiler, "uses_row_map", lambda ci: False)
+    anon_sql.release(con, _policy("inline", "src"))
+    hashed = con.execute('SELECT * FROM "hashed"').fetchall()
+    assert len(hashed) > 25_000 and hashed == con.execute('SELECT * FROM "inline"').fetchall()

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from ..columns import is_numeric
 from ..errors import TaxonomyError
-from ..sqlbuild import alias, col, render, table as table_ref
+from ..sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render, table as table_ref
 from ..taxonomy import TOP, Taxonomy
 from .base import ROW_ID, MethodContext
 
@@ -258,31 +258,102 @@ def _sorted_codes(values: pa.ChunkedArray) -> tuple[np.ndarray, pd.Series]:
     return remap[codes], uniq.iloc[order].reset_index(drop=True)
 
 
-def load_source(ctx: MethodContext) -> SourceData:
-    """Read ``__row``, the QIs (numeric as DOUBLE, others as VARCHAR), sensitive attributes and the count column."""
-    policy = ctx.policy
+_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                  "UBIGINT", "UHUGEINT", "INT", "LONG", "SHORT", "BYTE"}
+
+
+def _source_types(ctx: MethodContext) -> dict[str, str]:
     view = table_ref(ctx.source_view)
-    described = ctx.con.execute(render(exp.Describe(this=exp.select("*").from_(view.copy())))).fetchall()
-    types = {r[0]: str(r[1]) for r in described}
-    items: list[exp.Expression] = [alias(col(ROW_ID), "r")]
+    described = ctx.con.execute(render(exp.Describe(this=exp.select("*").from_(view)))).fetchall()
+    return {r[0]: str(r[1]) for r in described}
+
+
+def _qi_items(policy: Any, types: Mapping[str, str], source: str | None = None
+              ) -> tuple[list[exp.Expression], list[str]]:
+    """``CAST(q AS DOUBLE | VARCHAR)`` per QI (numeric types as DOUBLE), unaliased, and the numeric QIs."""
     numeric = [q for q in policy.quasi if is_numeric(types.get(q, ""))]
-    for i, q in enumerate(policy.quasi):
-        to = exp.DataType.build("DOUBLE" if q in numeric else "VARCHAR")
-        items.append(alias(exp.Cast(this=col(q), to=to), f"q{i}"))
-    items += [alias(col(s), f"s{i}") for i, s in enumerate(policy.sensitive)]
-    if policy.count_column:
-        items.append(alias(col(policy.count_column), "w"))
-    table = ctx.con.sql(render(exp.select(*items).from_(view).order_by(col(ROW_ID)))).to_arrow_table()
+    items = [exp.Cast(this=col(q, source), to=exp.DataType.build("DOUBLE" if q in numeric else "VARCHAR"))
+             for q in policy.quasi]
+    return items, numeric
+
+
+def _source_data(table: pa.Table, policy: Any, ctx: MethodContext, types: dict[str, str], numeric: list[str],
+                 rows: np.ndarray | None) -> SourceData:
     quasi = table.select([f"q{i}" for i in range(len(policy.quasi))]).rename_columns(list(policy.quasi))
     columns = encode(quasi, policy.quasi, ctx.taxonomies, numeric)
     weights = (np.nan_to_num(np.asarray(table.column("w").to_numpy(zero_copy_only=False), dtype=np.float64))
-               if policy.count_column else np.ones(table.num_rows, dtype=np.float64))
+               if "w" in table.column_names else np.ones(table.num_rows, dtype=np.float64))
     sens, sens_values = {}, {}
     for i, s in enumerate(policy.sensitive):
         sens[s], sens_values[s] = _sorted_codes(table.column(f"s{i}"))
-    rows = np.asarray(table.column("r").to_numpy(zero_copy_only=False), dtype=np.int64)
+    if rows is None:
+        rows = np.asarray(table.column("r").to_numpy(zero_copy_only=False), dtype=np.int64)
     return SourceData(rows, columns, weights, sens, sens_values, types)
 
 
-__all__ = ["QIColumn", "SourceData", "class_values", "encode", "encode_categorical", "encode_numeric",
-           "lca_level", "load_source", "local_values", "parse_range", "segment_lca"]
+def load_source(ctx: MethodContext) -> SourceData:
+    """Read ``__row``, the QIs (numeric as DOUBLE, others as VARCHAR), sensitive attributes and the count column."""
+    policy = ctx.policy
+    types = _source_types(ctx)
+    casts, numeric = _qi_items(policy, types)
+    items: list[exp.Expression] = [alias(col(ROW_ID), "r")]
+    items += [alias(c, f"q{i}") for i, c in enumerate(casts)]
+    items += [alias(col(s), f"s{i}") for i, s in enumerate(policy.sensitive)]
+    if policy.count_column:
+        items.append(alias(col(policy.count_column), "w"))
+    view = table_ref(ctx.source_view)
+    table = ctx.con.sql(render(exp.select(*items).from_(view).order_by(col(ROW_ID)))).to_arrow_table()
+    return _source_data(table, policy, ctx, types, numeric, None)
+
+
+def load_combinations(ctx: MethodContext) -> tuple[SourceData, pa.Table]:
+    """The source aggregated in the engine to its distinct (QI, sensitive) combinations, each weighted by its
+    records (``SUM`` of the count column, else ``COUNT(*)``): for a method whose decisions depend only on the QI
+    values and weighted statistics of sets of rows (Mondrian), the same input as :func:`load_source` in the size of
+    the combinations, not of the table — and no ``__row`` sort while planning. ``rows`` numbers the combinations;
+    the second value is their QI columns as read (``q<i>``), for :func:`assign_rows`. A count column that is not an
+    integer type keeps one row per source row, in ``__row`` order (float sums in the same order as per row)."""
+    policy = ctx.policy
+    types = _source_types(ctx)
+    casts, numeric = _qi_items(policy, types)
+    keys: list[exp.Expression] = [alias(c, f"q{i}") for i, c in enumerate(casts)]
+    keys += [alias(col(s), f"s{i}") for i, s in enumerate(policy.sensitive)]
+    per_row = bool(policy.count_column) and types.get(policy.count_column, "").upper() not in _INTEGER_TYPES
+    if per_row:
+        keys.insert(0, alias(col(ROW_ID), "r"))
+    weight = exp.Cast(this=record_count(policy.count_column), to=exp.DataType.build("DOUBLE"))
+    query = (exp.select(*keys, alias(weight, "w")).from_(table_ref(ctx.source_view))
+             .group_by(*[exp.Column(this=ident(k.alias)) for k in keys]))
+    if per_row:
+        query = query.order_by(col("r"))
+    table = ctx.con.sql(render(query)).to_arrow_table()
+    data = _source_data(table, policy, ctx, types, numeric, np.arange(table.num_rows, dtype=np.int64))
+    return data, table.select([f"q{i}" for i in range(len(policy.quasi))])
+
+
+def assign_rows(ctx: MethodContext, combinations: pa.Table, ec: np.ndarray) -> pd.DataFrame:
+    """Per source row, ``__row`` and the ``ec_id`` of its QI combination (``ec`` per row of ``combinations``, a
+    function of the QI values): a join in the engine of the ``__source`` view with the distinct QI tuples, ordered
+    by ``__row``."""
+    policy = ctx.policy
+    casts, _ = _qi_items(policy, _source_types(ctx), "s")
+    keys = combinations.append_column("ec_id", pa.array(np.asarray(ec, dtype=np.int64)))
+    name = "__anon_row_classes"
+    names = [f"q{i}" for i in range(len(policy.quasi))]
+    distinct = exp.select(*[col(n) for n in names], col("ec_id")).distinct().from_(ident(name))
+    on = and_all(null_safe_eq(c, col(n, "k")) for c, n in zip(casts, names))
+    query = (exp.select(alias(col(ROW_ID, "s"), ROW_ID), col("ec_id", "k"))
+             .from_(table_ref(ctx.source_view, alias="s"))
+             .join(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("k"))), on=on)
+             .order_by(col(ROW_ID, "s")))
+    ctx.con.register(name, keys)
+    try:
+        out = ctx.con.sql(render(query)).to_arrow_table()
+    finally:
+        ctx.con.unregister(name)
+    return pd.DataFrame({ROW_ID: out.column(ROW_ID).to_numpy(), "ec_id": out.column("ec_id").to_numpy()})
+
+
+__all__ = ["QIColumn", "SourceData", "assign_rows", "class_values", "encode", "encode_categorical",
+           "encode_numeric", "lca_level", "load_combinations", "load_source", "local_values", "parse_range",
+           "segment_lca"]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-import pandas as pd
 
 from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, PrivacyModel, SensitiveCounts
@@ -23,8 +22,8 @@ from ..progress import Progress
 from ..schema import choice, key
 from ..udfs.utility import ncp_categorical, ncp_numeric
 from . import register
-from .base import ROW_ID, AssignmentPlan, Method, MethodContext
-from .local_values import QIColumn, SourceData, class_values, load_source, segment_lca
+from .base import AssignmentPlan, Method, MethodContext
+from .local_values import QIColumn, SourceData, assign_rows, class_values, load_combinations, segment_lca
 from .population_points import PopulationPoints, population_points
 
 
@@ -276,12 +275,15 @@ class Mondrian(Method):
         self.categorical_width = self.param("categorical_width")
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
-        data = load_source(ctx)
+        # a row's partition depends only on its QI values and on weighted statistics of sets of rows, so the
+        # partition runs over the distinct (QI, sensitive) combinations with their record counts: the same plan in
+        # the size of the combinations; the per-row assignment is then a join in the engine
+        data, combinations = load_combinations(ctx)
         stats = StatsBuilder.from_source(data, ctx.models, population_points(ctx, data.columns))
         check_root(ctx.models, stats)
         result = partition(data.columns, ctx.models, stats, ctx.progress, self.categorical_width)
         ec = result.pid + 1
-        assignment = pd.DataFrame({ROW_ID: data.rows, "ec_id": ec})
+        assignment = assign_rows(ctx, combinations, ec)
         info: dict[str, Any] = {"partitions": result.n_partitions, "depth": result.depth}
         if self.categorical_width != "leaves":
             info["categorical_width"] = self.categorical_width
