@@ -5,15 +5,15 @@ DuckDB level release scans the source once for planning and once to write the re
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
 from sqlglot import exp
 
-from .sqlbuild import alias, col, dtype, ident, lit, record_count, render
+from .sqlbuild import alias, col, dtype, ident, record_count, render
 
 if TYPE_CHECKING:
     import pandas as pd
+
 
 WEIGHT = "__w"
 SUFFIX = "__base"
@@ -52,20 +52,21 @@ _VALUE_COUNTS_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
 def _all_value_counts_sql(table: exp.Table, columns: list[str]) -> str:
-    """The UNION ALL of the per-column aggregates, rendered once per (table, columns): a warm release of the same
-    policy reuses the text."""
+    """One aggregation with a grouping set per column (a single pass over the base table, one shuffle on Spark),
+    rendered once per (table, columns): a warm release of the same policy reuses the text."""
     key = (render(table), tuple(columns))
     text = _VALUE_COUNTS_SQL.get(key)
     if text is None:
+        texts = [alias(exp.Cast(this=col(c), to=dtype("VARCHAR")), f"__v{i}") for i, c in enumerate(columns)]
+        inner = exp.select(*texts, col(WEIGHT)).from_(table.copy())
         n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
-        union: exp.Expression | None = None
-        for i, column in enumerate(columns):
-            v = exp.Cast(this=col(column), to=dtype("VARCHAR"))
-            part = (exp.select(alias(lit(i), "c"), alias(v, "v"), alias(n.copy(), "n"))
-                    .from_(table.copy()).group_by(v.copy()))
-            union = part if union is None else exp.Union(this=union, expression=part, distinct=False)
-        text = render(exp.select("*").from_(exp.Subquery(this=union, alias=exp.TableAlias(this=ident("u"))))
-                      .order_by(col("c")))
+        sets = exp.GroupingSets(expressions=[exp.Paren(this=col(f"__v{i}")) for i in range(len(columns))])
+        items = ([col(f"__v{i}") for i in range(len(columns))]
+                 + [alias(exp.Grouping(expressions=[col(f"__v{i}")]), f"__g{i}") for i in range(len(columns))]
+                 + [alias(n, "n")])
+        q = exp.select(*items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("t"))))
+        q.set("group", exp.Group(expressions=[sets]))
+        text = render(q)
         if len(_VALUE_COUNTS_SQL) >= 256:
             _VALUE_COUNTS_SQL.clear()
         _VALUE_COUNTS_SQL[key] = text
@@ -73,14 +74,17 @@ def _all_value_counts_sql(table: exp.Table, columns: list[str]) -> str:
 
 
 def all_value_counts(con: Any, table: exp.Table, columns: list[str]) -> dict[str, pd.DataFrame]:
-    """:func:`value_counts` of several key columns in one query (a UNION ALL of the per-column aggregates)."""
+    """:func:`value_counts` of several key columns in one aggregation (``GROUPING SETS``, one per column)."""
     if not columns:
         return {}
+    import pandas as pd
+
     frame = con.execute(_all_value_counts_sql(table, columns)).df()
-    # rows ordered by column index: each column's counts are one slice
-    cuts = np.searchsorted(frame["c"].to_numpy(), np.arange(len(columns) + 1))
-    frame = frame[["v", "n"]]
-    return {column: frame.iloc[cuts[i]:cuts[i + 1]].reset_index(drop=True) for i, column in enumerate(columns)}
+    out = {}
+    for i, column in enumerate(columns):   # each grouping set's rows: those grouped by that column alone
+        part = frame[frame[f"__g{i}"].astype(int) == 0]
+        out[column] = pd.DataFrame({"v": part[f"__v{i}"].to_numpy(dtype=object), "n": part["n"].to_numpy()})
+    return out
 
 
 def value_counts(con: Any, table: exp.Table, column: str) -> pd.DataFrame:
@@ -90,3 +94,14 @@ def value_counts(con: Any, table: exp.Table, column: str) -> pd.DataFrame:
     q = (exp.select(alias(v, "v"), alias(n, "n"))
          .from_(table.copy()).group_by(v.copy()))
     return con.execute(render(q)).df()
+
+
+def reader(con: Any, policy: Any, table: exp.Table) -> Callable[[str], pd.DataFrame]:
+    """Per-column value counts read from the base table: every quasi-identifier's in one query, on first use."""
+    known: dict[str, Any] = {}
+
+    def counts(column: str) -> pd.DataFrame:
+        if not known and column in policy.quasi:
+            known.update(all_value_counts(con, table, list(policy.quasi)))
+        return known[column] if column in known else value_counts(con, table, column)
+    return counts

@@ -116,6 +116,7 @@ class CompileInput:
     pseudonym_function: str | None = None    # UDF that pseudonymizes identifiers (DuckDB only)
     numeric_sensitive: set[str] = field(default_factory=set)
     engine: str = "duckdb"            # what runs the SQL: Spark runs DuckDB-flavoured trees after a rewrite
+    base: exp.Table | None = None     # the base counts the engine already holds (made by resolve), if any
 
     @property
     def on_duckdb(self) -> bool:
@@ -338,6 +339,17 @@ def _level_base(ci: CompileInput, names: ReleaseNames, base: exp.Table | None = 
 def uses_base_table(ci: CompileInput) -> bool:
     """DuckDB level plans keep the base counts in a temp table that the release statement reads."""
     return ci.on_duckdb and isinstance(ci.plan, LevelPlan)
+
+
+def base_table(ci: CompileInput, names: ReleaseNames) -> exp.Table | None:
+    """Where a level plan's release statement reads the base counts: the table the engine already holds
+    (``ci.base``: Spark's cached view), DuckDB's temp table (made by the script when resolve did not), else None
+    (aggregated inline)."""
+    if not isinstance(ci.plan, LevelPlan):
+        return None
+    if ci.base is not None:
+        return ci.base
+    return base_counts.temp_table(names.release) if uses_base_table(ci) else None
 
 
 def _level_combos(ci: CompileInput, base: str, classes: str, kept_only: bool = True) -> exp.Select:
@@ -576,9 +588,10 @@ def _classes_select(ci: CompileInput, relation: exp.Expression) -> exp.Select:
 
 
 def _expands(ci: CompileInput, data_cols: list[str]) -> bool:
-    """A DuckDB level plan whose released columns are all QIs / sensitive attributes: written from the base counts."""
-    return (uses_base_table(ci) and not ci.policy.count_column
-            and set(data_cols) <= set(base_counts.keys(ci.policy)))
+    """A level plan read from a base-count table whose released columns are all QIs / sensitive attributes: written
+    from the base counts, never re-reading the source."""
+    return ((uses_base_table(ci) or (ci.base is not None and isinstance(ci.plan, LevelPlan)))
+            and not ci.policy.count_column and set(data_cols) <= set(base_counts.keys(ci.policy)))
 
 
 def _data_columns(ci: CompileInput) -> list[str]:
@@ -634,7 +647,7 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if isinstance(ci.plan, LevelPlan):
         if uses_row_map(ci):
             return _joined_release(ci, names, data_cols, row_map_table(names.release))
-        base = base_counts.temp_table(names.release) if uses_base_table(ci) else None
+        base = base_table(ci, names)
         if _expands(ci, data_cols):
             query = _expanded_release(ci, data_cols)
         else:

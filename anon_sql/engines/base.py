@@ -83,10 +83,20 @@ class Engine(ABC):
         """The DuckDB connection whose ``anon`` catalog holds named taxonomies and models' tables (or None)."""
         return None
 
+    def base_table(self, release: str) -> exp.Table:
+        """Where this engine keeps a release's base counts (see :meth:`base_counts`)."""
+        from .. import base_counts
+
+        return base_counts.temp_table(release)
+
     def base_counts(self, policy: Policy, relation: exp.Expression, table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
         """Aggregate the source once into ``table`` (level plans) and return a per-column value-count reader, or
         None when the engine does not keep such a table."""
         return None
+
+    def drop_base(self, table: exp.Table) -> None:
+        """Drop the base counts :meth:`base_counts` made, once the release no longer needs them."""
+        self.drop(table)
 
     # -- planning --------------------------------------------------------------------------------------------------
     def prepare(self, models: list) -> None:

@@ -55,13 +55,7 @@ class DuckDBEngine(Engine):
     def base_counts(self, policy: Policy, relation: exp.Expression,
                     table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
         self._con.execute(render(base_counts.create(policy, relation, table)))
-        known: dict[str, pd.DataFrame] = {}
-
-        def counts(column: str) -> pd.DataFrame:   # every quasi-identifier's counts in one query, on first use
-            if not known and column in policy.quasi:
-                known.update(base_counts.all_value_counts(self._con, table, list(policy.quasi)))
-            return known[column] if column in known else base_counts.value_counts(self._con, table, column)
-        return counts
+        return base_counts.reader(self._con, policy, table)
 
     def pseudonym_function(self, policy: Policy) -> str | None:
         ids = [a for a in policy.attributes.values() if a.role == "identifier" and a.action == "pseudonymize"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import os
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,10 +170,11 @@ def resolve_source(spark: Any, source: Any, view: str) -> Source:
 # -- jobs ---------------------------------------------------------------------------------------------------------
 @dataclass
 class JobCounter:
-    """Counts the Spark jobs launched inside :meth:`stage` blocks (one job group per stage)."""
+    """Counts the Spark jobs launched inside :meth:`stage` blocks (one job group per stage) and times them."""
 
     spark: Any
     counts: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -180,10 +182,12 @@ class JobCounter:
         self._n = getattr(self, "_n", 0) + 1
         group = f"anon-sql-{name}-{id(self)}-{self._n}"
         sc.setJobGroup(group, f"anon-sql {name}")
+        start = time.perf_counter()
         try:
             yield
         finally:
             self.counts[name] = self.counts.get(name, 0) + len(sc.statusTracker().getJobIdsForGroup(group))
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
             sc.setLocalProperty("spark.jobGroup.id", None)
             sc.setLocalProperty("spark.job.description", None)
 

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import duckdb
 from sqlglot import exp
 
+from .. import base_counts
 from ..errors import PolicyError
 from ..methods import Method, MethodContext, Plan
 from ..methods.mondrian import Mondrian
@@ -33,9 +34,9 @@ def plan(engine: Any, method: Method, ctx: MethodContext) -> Plan:
     if method.reads == "nothing":
         return method.plan(dataclasses.replace(ctx, con=None))
     if method.reads == "base":
-        duck, proxy = search_base(engine.sq, method, ctx.policy, ctx.source_view, ctx.models)
+        duck, proxy = search_base(engine.sq, method, ctx.policy, ctx.source_view, ctx.models, ctx.base)
         try:
-            return method.plan(dataclasses.replace(ctx, con=duck, policy=proxy, source_view="base"))
+            return method.plan(dataclasses.replace(ctx, con=duck, policy=proxy, source_view="base", base=None))
         finally:
             duck.close()
     planner = PLANNERS.get(type(method))
@@ -79,11 +80,12 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str,
-                models: list) -> tuple[duckdb.DuckDBPyConnection, Policy]:
+def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str, models: list,
+                base: exp.Table | None = None) -> tuple[duckdb.DuckDBPyConnection, Policy]:
     """Aggregate the lattice's base table (distinct QI text values, sensitive and — when the search counts distinct
     rows — other released columns, with record counts) in Spark, and hand it to the driver-side lattice as a DuckDB
-    table ``base`` of an in-memory connection, with a policy whose count column is the aggregated weight."""
+    table ``base`` of an in-memory connection, with a policy whose count column is the aggregated weight. ``base``:
+    the release's cached base counts, grouped again when they hold every column needed (no scan of the source)."""
     columns = sq.spark.table(source_view).columns
     weight_name = BASE_WEIGHT
     while weight_name in columns:
@@ -96,9 +98,12 @@ def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str,
             sens.append(a)
     rest = [c for c in columns if c not in policy.quasi and c != policy.count_column and (rows or c in sens)]
     keys = [exp.Cast(this=col(q), to=exp.DataType.build("VARCHAR")) for q in policy.quasi] + [col(c) for c in rest]
-    weight = record_count(policy.count_column)
+    weight: exp.Expression = record_count(policy.count_column)
+    relation = exp.Table(this=ident(source_view))
+    if base is not None and set(policy.quasi + rest) <= set(base_counts.keys(policy)):
+        weight, relation = exp.Sum(this=col(base_counts.WEIGHT)), base.copy()
     items = [alias(k.copy(), name) for k, name in zip(keys, policy.quasi + rest)] + [alias(weight, weight_name)]
-    query = exp.select(*items).from_(exp.Table(this=ident(source_view))).group_by(*keys)
+    query = exp.select(*items).from_(relation).group_by(*keys)
     arrow = sq.run(query).toArrow()
     duck = duckdb.connect()
     duck.register("__anon_base_arrow", arrow)

@@ -8,11 +8,12 @@ from typing import Any
 import pandas as pd
 from sqlglot import exp
 
+from .. import base_counts
 from ..columns import EC_ID
 from ..engines.base import Engine
 from ..source import Source, is_path
 from ..sqlbuild import ident, render
-from . import ownership, planning, udfs
+from . import ctes, ownership, planning, udfs
 from .engine import JobCounter, SparkSQL, require_pyspark, resolve_source, table_exists
 
 
@@ -64,6 +65,21 @@ class SparkEngine(Engine):
             self.created.append(label)   # a path / DataFrame source's view goes with a failed release
         return src
 
+    def base_table(self, release: str) -> exp.Table:
+        return exp.Table(this=ident(release + base_counts.SUFFIX))
+
+    def base_counts(self, policy: Any, relation: exp.Expression, table: exp.Table) -> Any:
+        """The source aggregated once into a cached temporary view (one scan); the taxonomy coverage check, the
+        searches and the release statement of a level plan read it instead of the source."""
+        self._cache(table.name, base_counts.query(policy, relation), lazy=False)
+        return base_counts.reader(self.sq, policy, table)
+
+    def drop_base(self, table: exp.Table) -> None:
+        """Kept once the release is committed (its temporary views read the base counts, like ``__source``); a
+        refused release drops it with everything else it created."""
+        if table.name in self.created:
+            self.drop(table)
+
     def prepare(self, models: list) -> None:
         if not all(m.portable for m in models):
             udfs.register(self.spark)
@@ -92,15 +108,25 @@ class SparkEngine(Engine):
         return render(tree, "spark", pretty=True)
 
     def create(self, stmt: exp.Create, cache: bool = False, text: str | None = None) -> None:
+        """A view as a temporary view, a table as ``CACHE TABLE``; every common table expression the statement reads
+        more than once first becomes a lazily cached view of its own (Spark inlines CTEs and would compute each
+        reference again — a scan of the data per reference)."""
         name = stmt.this.name   # ``text`` (DuckDB-flavoured) is not used: the tree is rewritten for Spark
+        query = stmt.expression.copy()
+        for part, body in ctes.hoist_shared(query, name):
+            self._cache(part, body, lazy=True)
         if stmt.args.get("kind") == "TABLE" or cache:
-            self.drop(name)
-            tree: exp.Expression = exp.Cache(this=exp.Table(this=ident(name)), expression=stmt.expression.copy(),
-                                             lazy=False)
-        else:
-            tree = exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True,
-                              expression=stmt.expression.copy(),
-                              properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+            self._cache(name, query, lazy=False)
+            return
+        tree = exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True, expression=query,
+                          properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+        self._run(name, tree)
+
+    def _cache(self, name: str, query: exp.Expression, lazy: bool) -> None:
+        self.drop(name)
+        self._run(name, exp.Cache(this=exp.Table(this=ident(name)), expression=query, lazy=lazy))
+
+    def _run(self, name: str, tree: exp.Expression) -> None:
         text = self.render(tree)
         self.spark.sql(text)
         self.created.append(name)
@@ -182,7 +208,8 @@ class SparkEngine(Engine):
         return self.jobs.stage(name)
 
     def info(self) -> dict[str, Any]:
-        return {"engine": "spark", "spark_jobs": dict(self.jobs.counts)}
+        return {"engine": "spark", "spark_jobs": dict(self.jobs.counts),
+                "stage_seconds": {k: round(v, 3) for k, v in self.jobs.seconds.items()}}
 
 
 def _quoted(name: str) -> str:

@@ -11,7 +11,6 @@ from typing import Any
 
 from sqlglot import exp
 
-from .. import base_counts
 from ..columns import is_numeric
 from ..compiler import CompileInput
 from ..engines import DuckDBEngine, Engine
@@ -42,7 +41,7 @@ class Resolved:
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
         return CompileInput(policy or self.policy, self.source.relation, self.source.columns, plan, self.taxonomies,
-                            self.models, numeric_sensitive=self.numeric_sensitive, **options)
+                            self.models, numeric_sensitive=self.numeric_sensitive, base=self.base, **options)
 
 
 def effective_policy(policy: Policy, src: Source) -> Policy:
@@ -114,7 +113,7 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     counts = None
     table = None
     if base and method.plan_kind == "levels":
-        table = base_counts.temp_table(policy.name)
+        table = engine.base_table(policy.name)
         counts = engine.base_counts(policy, src.relation, table)
         table = table if counts is not None else None
     resolved = Resolved(policy, src, records, method, {}, [], base=table)
@@ -133,4 +132,4 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
 def discard(engine: Engine | Any, resolved: Resolved) -> None:
     """Drop what :func:`resolve` created (the temp base counts); a no-op when it made nothing."""
     if resolved.base is not None:
-        as_engine(engine).execute(base_counts.drop(resolved.base))
+        as_engine(engine).drop_base(resolved.base)

@@ -1,0 +1,97 @@
+"""Common table expressions that a statement reads more than once, hoisted out as views of their own.
+
+Spark inlines every CTE at each reference, so a CTE read twice is computed twice — a second scan of the data under
+it (the checks view's per-class aggregate is read three times; slicing's risk query more). The Spark engine caches
+each hoisted CTE as a lazily cached temporary view, so it is computed once, when first read.
+"""
+from __future__ import annotations
+
+from itertools import count
+from typing import Iterator
+
+from sqlglot import exp
+
+from ..sqlbuild import ident
+
+
+def hoist_shared(query: exp.Expression, owner: str) -> list[tuple[str, exp.Expression]]:
+    """Move every CTE of ``query`` read at least twice in its scope out of it (in place): each becomes
+    ``<owner>__cte<n>`` and its references read that name (aliased as the CTE was). Returns ``(name, query)`` in
+    creation order (a hoisted CTE after those it reads). The earlier CTEs of the same ``WITH`` that a hoisted body
+    reads go with it; a CTE that reads a CTE of an enclosing ``WITH`` stays where it is."""
+    out: list[tuple[str, exp.Expression]] = []
+    _hoist(query, owner, out, count(1))
+    return out
+
+
+def _hoist(query: exp.Expression, owner: str, out: list[tuple[str, exp.Expression]], numbers: Iterator[int]) -> None:
+    for w in list(query.find_all(exp.With)):          # breadth first: enclosing WITHs before nested ones
+        if w.root() is not query:
+            continue                                   # inside a body hoisted (and handled) already
+        scope = w.parent
+        outer = {c.alias for a in _ancestors(scope) for c in a.expressions}
+        for cte in list(w.expressions):
+            refs = _refs(scope, cte)
+            body = cte.this
+            if len(refs) < 2 or _reads(body) & outer:
+                continue
+            name = f"{owner}__cte{next(numbers)}"
+            deps = _deps(w, cte)
+            body.pop()
+            if deps:
+                own = body.args.get("with_")
+                body.set("with_", exp.With(expressions=[d.copy() for d in deps] + (own.expressions if own else [])))
+            _hoist(body, owner, out, numbers)
+            out.append((name, body))
+            for t in refs:
+                if not t.args.get("alias"):
+                    t.set("alias", exp.TableAlias(this=ident(cte.alias)))
+                t.set("this", ident(name))
+            cte.pop()
+        for cte in list(w.expressions):               # what only the hoisted bodies read
+            if not _refs(scope, cte):
+                cte.pop()
+        if not w.expressions:
+            w.pop()
+
+
+def _ancestors(node: exp.Expression) -> Iterator[exp.With]:
+    """The WITH clauses of the queries enclosing ``node``."""
+    parent = node.parent
+    while parent is not None:
+        w = parent.args.get("with_") if isinstance(parent, exp.Query) else None
+        if isinstance(w, exp.With):
+            yield w
+        parent = parent.parent
+
+
+def _reads(node: exp.Expression) -> set[str]:
+    return {t.name for t in node.find_all(exp.Table) if not t.args.get("db")}
+
+
+def _refs(scope: exp.Expression, cte: exp.CTE) -> list[exp.Table]:
+    """Tables of ``scope`` naming ``cte`` (outside its own body)."""
+    return [t for t in scope.find_all(exp.Table)
+            if not t.args.get("db") and t.name == cte.alias and not _inside(t, cte)]
+
+
+def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False
+
+
+def _deps(w: exp.With, cte: exp.CTE) -> list[exp.CTE]:
+    """The CTEs before ``cte`` in ``w`` that its body reads, directly or through each other, in ``w``'s order."""
+    earlier = w.expressions[:w.expressions.index(cte)]
+    by_name = {c.alias: c for c in earlier}
+    need: set[str] = set()
+    todo = [cte]
+    while todo:
+        for name in _reads(todo.pop().this) & by_name.keys():
+            if name not in need:
+                need.add(name)
+                todo.append(by_name[name])
+    return [c for c in earlier if c.alias in need]
