@@ -66,7 +66,12 @@ class SparkEngine(Engine):
         return src
 
     def base_table(self, release: str) -> exp.Table:
-        return exp.Table(this=ident(release + base_counts.SUFFIX))
+        """A name no existing view has: an earlier release of the same name still reads its own base counts (a
+        refused replacement must leave it whole)."""
+        name, n = release + base_counts.SUFFIX, 1
+        while table_exists(self.spark, name):
+            name, n = f"{release}{base_counts.SUFFIX}{n}", n + 1
+        return exp.Table(this=ident(name))
 
     def base_counts(self, policy: Any, relation: exp.Expression, table: exp.Table) -> Any:
         """The source aggregated once into a cached temporary view (one scan); the taxonomy coverage check, the
