@@ -192,7 +192,12 @@ class SparkEngine(Engine):
     def drop(self, name: str | exp.Table) -> None:
         name = name.name if isinstance(name, exp.Table) else name
         if table_exists(self.spark, name):
-            self.spark.sql(render(exp.Uncache(this=exp.Table(this=ident(name)), exists=True), "spark"))
+            from pyspark.errors import AnalysisException
+
+            try:
+                self.spark.sql(render(exp.Uncache(this=exp.Table(this=ident(name)), exists=True), "spark"))
+            except AnalysisException:   # a stale view over a since-replaced one no longer analyses: nothing cached
+                pass                    # to release through it; it is dropped below all the same
             if not self.spark.catalog.dropTempView(name):
                 self.spark.sql(render(exp.Drop(tables=[exp.Table(this=ident(name))], kind="TABLE", exists=True),
                                       "spark"))
