@@ -79,24 +79,25 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
         return cached
     if is_shared(con, name):
         return _recheck_shared(con, name)
-    recorded(con, name)              # an unknown release is named as such before the macros are compared
+    row = recorded(con, name)        # an unknown release is named as such before the macros are compared
     check_program.guard_macros(con)
-    program, row, columns, table_rows = _recorded_program(con, name, table_checks=True)
+    program, columns, table_rows = _recorded_program(con, name, row, table_checks=True)
     return check_program.run(con, program, row, columns, table_rows)
 
 
 def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Compile the check program of recorded release ``name`` and cache it, when it can be cached (after
     ``anon-sql release``: the first ``anon-sql check`` of the release starts at once too)."""
-    _recorded_program(con, name, table_checks=False, only_cacheable=True)
+    _recorded_program(con, name, recorded(con, name), table_checks=False, only_cacheable=True)
 
 
-def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, table_checks: bool, only_cacheable: bool = False
-                      ) -> tuple[dict[str, Any], dict[str, Any], list[str], list[dict[str, Any]]] | None:
-    """The check program of a recorded release compiled from its stored policy (cached when it read nothing but
-    the policy), its catalog row, the table's columns, and (``table_checks``) the whole-table checks' rows. None
-    when ``only_cacheable`` and the program could not be cached."""
-    row = recorded(con, name)
+def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, Any], table_checks: bool,
+                      only_cacheable: bool = False
+                      ) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]] | None:
+    """The check program of recorded release ``name`` (``row``: its catalog row, :func:`recorded`) compiled from
+    its stored policy (cached when it read nothing but the policy), the table's columns, and
+    (``table_checks``) the whole-table checks' rows. None when ``only_cacheable`` and the program could not be
+    cached."""
     policy = Policy.from_dict(json.loads(row["policy_json"]))
     plan = json.loads(row["plan"] or "{}")
     names = ReleaseNames(name)
@@ -116,7 +117,7 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, table_checks: b
                   if m.whole_table and layout and table_checks]
     if cacheable and not reads.used:     # (a model might read through the connection only when compiled)
         check_program.store(check_program.key(name, row, described), program)
-    return program, row, columns, table_rows
+    return program, columns, table_rows
 
 
 class _Reads:

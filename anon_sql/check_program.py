@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -169,9 +170,11 @@ def key(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) ->
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
 
 
+@lru_cache(maxsize=1)
 def code_version() -> str:
     """This package's code (every file's path, size and modification time) and sqlglot's version: any change of
-    what compiles a program names new cache entries."""
+    what compiles a program names new cache entries. Read once per process (a check needs it for the program's key
+    and for the expected macros)."""
     files = sorted(p for p in _PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.sha256(_sqlglot_version().encode())
     for p in files:
