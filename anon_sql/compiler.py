@@ -642,7 +642,6 @@ def _row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
 
 def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     """The released rows: generalized records of the kept classes, with ``ec_id`` (count column merged)."""
-    policy = ci.policy
     data_cols = _data_columns(ci)
     if isinstance(ci.plan, LevelPlan):
         if uses_row_map(ci):

@@ -22,7 +22,7 @@ from sqlglot import exp
 from . import base_counts
 from .errors import TaxonomyError
 from .models import ClassStats, SensitiveCounts, group_rules
-from .objectives import MEASURES, OBJECTIVES, measure_key
+from .objectives import MEASURES, OBJECTIVES  # OBJECTIVES: re-exported (tests import it from here)
 from .sqlbuild import alias, col, dtype, record_count, render, table
 from .taxonomy import TOP, Taxonomy
 from .udfs.utility import discernibility, ncp_categorical

@@ -16,8 +16,9 @@ import pandas as pd
 import pyarrow as pa
 from sqlglot import exp
 
-from ..columns import is_numeric
+from ..columns import is_integer, is_numeric
 from ..errors import TaxonomyError
+from ..source import describe
 from ..sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render, table as table_ref
 from ..taxonomy import TOP, Taxonomy
 from .base import ROW_ID, MethodContext
@@ -258,14 +259,8 @@ def _sorted_codes(values: pa.ChunkedArray) -> tuple[np.ndarray, pd.Series]:
     return remap[codes], uniq.iloc[order].reset_index(drop=True)
 
 
-_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                  "UBIGINT", "UHUGEINT", "INT", "LONG", "SHORT", "BYTE"}
-
-
 def _source_types(ctx: MethodContext) -> dict[str, str]:
-    view = table_ref(ctx.source_view)
-    described = ctx.con.execute(render(exp.Describe(this=exp.select("*").from_(view)))).fetchall()
-    return {r[0]: str(r[1]) for r in described}
+    return {r[0]: str(r[1]) for r in describe(ctx.con, table_ref(ctx.source_view))}
 
 
 def _qi_items(policy: Any, types: Mapping[str, str], source: str | None = None
@@ -318,7 +313,7 @@ def load_combinations(ctx: MethodContext) -> tuple[SourceData, pa.Table]:
     casts, numeric = _qi_items(policy, types)
     keys: list[exp.Expression] = [alias(c, f"q{i}") for i, c in enumerate(casts)]
     keys += [alias(col(s), f"s{i}") for i, s in enumerate(policy.sensitive)]
-    per_row = bool(policy.count_column) and types.get(policy.count_column, "").upper() not in _INTEGER_TYPES
+    per_row = bool(policy.count_column) and not is_integer(types.get(policy.count_column, ""))
     if per_row:
         keys.insert(0, alias(col(ROW_ID), "r"))
     weight = exp.Cast(this=record_count(policy.count_column), to=exp.DataType.build("DOUBLE"))
@@ -331,12 +326,12 @@ def load_combinations(ctx: MethodContext) -> tuple[SourceData, pa.Table]:
     return data, table.select([f"q{i}" for i in range(len(policy.quasi))])
 
 
-def assign_rows(ctx: MethodContext, combinations: pa.Table, ec: np.ndarray) -> pd.DataFrame:
+def assign_rows(ctx: MethodContext, data: SourceData, combinations: pa.Table, ec: np.ndarray) -> pd.DataFrame:
     """Per source row, ``__row`` and the ``ec_id`` of its QI combination (``ec`` per row of ``combinations``, a
-    function of the QI values): a join in the engine of the ``__source`` view with the distinct QI tuples, ordered
-    by ``__row``."""
+    function of the QI values; ``data``: :func:`load_combinations`'s, for the source's types): a join in the engine
+    of the ``__source`` view with the distinct QI tuples, ordered by ``__row``."""
     policy = ctx.policy
-    casts, _ = _qi_items(policy, _source_types(ctx), "s")
+    casts, _ = _qi_items(policy, data.types, "s")
     keys = combinations.append_column("ec_id", pa.array(np.asarray(ec, dtype=np.int64)))
     name = "__anon_row_classes"
     names = [f"q{i}" for i in range(len(policy.quasi))]

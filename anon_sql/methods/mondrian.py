@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import PolicyError, PrivacyRequirementError
+from ..errors import PrivacyRequirementError
 from ..models import ClassStats, PrivacyModel, SensitiveCounts
 from ..progress import Progress
 from ..schema import choice, key
@@ -283,7 +283,7 @@ class Mondrian(Method):
         check_root(ctx.models, stats)
         result = partition(data.columns, ctx.models, stats, ctx.progress, self.categorical_width)
         ec = result.pid + 1
-        assignment = assign_rows(ctx, combinations, ec)
+        assignment = assign_rows(ctx, data, combinations, ec)
         info: dict[str, Any] = {"partitions": result.n_partitions, "depth": result.depth}
         if self.categorical_width != "leaves":
             info["categorical_width"] = self.categorical_width
