@@ -20,6 +20,7 @@ from .methods import get_method
 from .policy import Policy, coerce_policy
 from .source import relation_exists
 from .sqlbuild import col, ident, lit, render
+from .wording import counted
 
 KEEP_PLAN = "refresh keep plan"
 
@@ -200,7 +201,7 @@ def explain(con: duckdb.DuckDBPyConnection, name: str) -> tuple[str, pd.DataFram
     parts = [
         f"anonymized view {name}: {version}, source {row['source']}, method {row['method']}",
         f"records: {row['records_in']} in, {row['records_out']} released, {row['suppressed']} suppressed, "
-        f"{row['classes']} classes, k = {row['k_achieved']}",
+        f"{counted(row['classes'], 'class')}, k = {row['k_achieved']}",
         f"plan: {row['plan']}",
         "", "policy:", policy.to_sql(),
         "", "checks (re-run over the released table now):", checks.to_string(index=False),
