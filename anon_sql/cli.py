@@ -163,11 +163,7 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
         except BaseException:
             bar.fail()
             raise
-        bar.close()
-        if not dry_run:
-            from .audit import prepare_check
-
-            prepare_check(con, rel.name)      # the release's first `anon-sql check` starts at once too
+        bar.close()                           # (api.release cached the check program: the first check starts at once)
         set_result(rel)
         echo_release(rel, explain)
         if dry_run:
