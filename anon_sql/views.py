@@ -17,6 +17,7 @@ from . import catalog, versions
 from .compiler import ReleaseNames
 from .errors import AnonSQLError, PolicyError, PrivacyRequirementError, UnknownViewError, ViewExistsError
 from .methods import get_method
+from .ownership import legacy_working
 from .policy import Policy, coerce_policy
 from .source import relation_exists
 from .sqlbuild import col, ident, lit, render
@@ -139,6 +140,9 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> 
     # the working objects live in the product's schema (a user's object named like one in main is never touched)
     views = [v for v in names.views() if _is(con, v, "VIEW")]
     tables = [t for t in [names.table, *names.plan_tables()] if _is(con, t, "TABLE")]
+    legacy = legacy_working(con, name)     # a release made before anon_work: its working objects beside the table
+    views += [t for t, kind in legacy if kind == "view"]
+    tables += [t for t, kind in legacy if kind == "table"]
     con.execute("BEGIN TRANSACTION")
     try:
         for view in views:
