@@ -142,6 +142,7 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, to: 
     replace, dry_run, source, progress — see :func:`anon_sql.release.release`). With ``to``, the release's shareable
     form (:mod:`anon_sql.share`) is also written to that new ``.duckdb`` / ``.parquet`` path, checked before any work
     is done; ``Release.info["shared"]`` lists the files."""
+    from .audit import prepare_check
     from .release import release as release_run
     from .share import targets, write
 
@@ -150,6 +151,10 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, to: 
             raise PolicyError("to= writes the release to a file, dry_run=True creates none: use one or the other")
         targets(to)
     rel = release_run(con, policy, **options)
+    if not options.get("dry_run"):
+        # the release's check program compiled and cached now (a few hundredths of a second, in this process that
+        # has the compiler loaded), so the first `anon-sql check` / anon_sql.check of it starts at once too
+        prepare_check(con, rel.name)
     if to is not None:
         rel.info["shared"] = write(con, rel.name, to)
     return rel

@@ -87,7 +87,10 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
 
 def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Compile the check program of recorded release ``name`` and cache it, when it can be cached (after
-    ``anon-sql release``: the first ``anon-sql check`` of the release starts at once too)."""
+    ``anon-sql release`` and ``anon_sql.release``: the first check of the release starts at once too). Nothing at
+    all with ``ANON_SQL_CACHE=off``: there is nowhere to keep it."""
+    if check_program.cache_dir() is None:
+        return
     _recorded_program(con, name, recorded(con, name), table_checks=False, only_cacheable=True)
 
 

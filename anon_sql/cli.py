@@ -9,6 +9,7 @@ import click
 from .cli_errors import cli_errors as _errors, database, echo_release
 from .cli_lazy import LazyGroup, LazyModule
 from .cli_output import ProgressLine, json_option, rows_text, set_result
+from .wording import counted
 from .errors import PrivacyRequirementError, TaxonomyError
 
 # imported when a command first uses them: `anon-sql --help` must not load pandas, scikit-learn or scipy
@@ -83,7 +84,7 @@ def taxonomy_load(path: str, db: str, name: str | None, replace: bool) -> None:
     """Load an ARX-format hierarchy CSV (value;level1;...;*)."""
     with _errors(), database(db) as con:
         tax = api.load_taxonomy_file(con, path, name, replace=replace)
-        click.echo(f"loaded taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
+        click.echo(f"loaded taxonomy {tax.name!r}: {counted(len(tax.leaves), 'leaf', 'leaves')}, levels 0..{tax.height}")
         set_result({"taxonomy": tax.name, "leaves": len(tax.leaves), "height": tax.height})
 
 
@@ -107,7 +108,7 @@ def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, width
         spec["levels"] = levels
     with _errors(), database(db, must_exist=True) as con:
         tax = api.build_taxonomy_from_column(con, name, table, column, spec, replace=replace)
-        click.echo(f"built taxonomy {tax.name!r}: {len(tax.leaves)} leaves, levels 0..{tax.height}")
+        click.echo(f"built taxonomy {tax.name!r}: {counted(len(tax.leaves), 'leaf', 'leaves')}, levels 0..{tax.height}")
         set_result({"taxonomy": tax.name, "leaves": len(tax.leaves), "height": tax.height})
 
 
@@ -162,11 +163,7 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
         except BaseException:
             bar.fail()
             raise
-        bar.close()
-        if not dry_run:
-            from .audit import prepare_check
-
-            prepare_check(con, rel.name)      # the release's first `anon-sql check` starts at once too
+        bar.close()                           # (api.release cached the check program: the first check starts at once)
         set_result(rel)
         echo_release(rel, explain)
         if dry_run:

@@ -11,6 +11,7 @@ import click
 
 from .cli_errors import cli_errors, database
 from .cli_output import json_option, rows_text, set_result
+from .wording import counted
 from .errors import AnonSQLError
 
 if TYPE_CHECKING:                # imported where used: `anon-sql run --help` loads no pandas or duckdb
@@ -32,12 +33,12 @@ def format_frame(frame: pd.DataFrame, max_rows: int = MAX_ROWS) -> str:
     ``max_rows // 2`` rows of a longer one."""
     n = len(frame)
     if frame.columns.empty:
-        return f"({n} rows)"
+        return f"({counted(n, 'row')})"
     half = max_rows // 2
     shown = frame if n <= max_rows else frame.iloc[list(range(half)) + list(range(n - half, n))]
     rows = list(shown.itertuples(index=False, name=None))
     text = rows_text(rows, list(frame.columns), elided_at=half if n > max_rows else None)
-    return f"{text}\n({n} row{'s' if n != 1 else ''})"
+    return f"{text}\n({counted(n, 'row')})"
 
 
 def echo_result(result) -> None:

@@ -15,6 +15,7 @@ from .source import file_relation
 from .errors import ReleaseExistsError
 from .ownership import claim_release_name, existing
 from .sqlbuild import ident, lit, render
+from .wording import counted
 
 
 def demo_policy() -> Policy:
@@ -64,14 +65,14 @@ def run_demo(con: duckdb.DuckDBPyConnection, echo: Callable[[str], None] = print
     load_demo_data(con, policy.source)
     catalog.install(con)
     n = con.execute("SELECT count(*) FROM adult_sample").fetchall()[0][0]
-    echo(f"== source: adult_sample ({n} records, built-in sample of UCI Adult)")
+    echo(f"== source: adult_sample ({counted(n, 'record')}, built-in sample of UCI Adult)")
     echo(f"== policy: {policy.name} — method {policy.method}, quasi-identifiers {policy.quasi}, "
          f"sensitive {policy.sensitive}, k = {policy.privacy.k}, l = {policy.privacy.l_diversity}, "
          f"max_suppression = {policy.privacy.max_suppression}")
     rel = release(con, policy, replace=True)
     echo(f"== plan: {rel.plan}")
     echo(f"== release {rel.name}: {rel.records_in} in, {rel.records_out} released, {rel.suppressed} suppressed, "
-         f"{len(rel.classes)} equivalence classes")
+         f"{counted(len(rel.classes), 'equivalence class')}")
     head = con.execute(render(exp.select("*").from_(exp.Table(this=ident(rel.name))).limit(8))).df()
     echo(head.to_string(index=False))
     echo("== checks (SQL over the released table):")

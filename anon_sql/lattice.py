@@ -26,6 +26,7 @@ from .objectives import MEASURES, OBJECTIVES  # OBJECTIVES: re-exported (tests i
 from .sqlbuild import alias, col, dtype, record_count, render, table
 from .taxonomy import TOP, Taxonomy
 from .udfs.utility import discernibility, ncp_categorical
+from .wording import counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -685,5 +686,5 @@ class Lattice:
         return None
 
     def describe_failure(self, ev: NodeEval) -> str:
-        parts = [f"{name} fails for {c} classes ({r:g} records)" for name, (c, r) in ev.failures.items()]
+        parts = [f"{name} fails for {counted(c, 'class')} ({counted(r, 'record')})" for name, (c, r) in ev.failures.items()]
         return "; ".join(parts) or "the remainder after suppression fails a requirement"

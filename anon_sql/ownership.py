@@ -10,10 +10,12 @@ any other table is refused — never dropped. Working views are redefined (they 
 from __future__ import annotations
 
 import duckdb
+from sqlglot import exp
 
 from . import catalog
 from .compiler import WORK_SCHEMA, WORKING, working
 from .errors import ReleaseExistsError
+from .sqlbuild import ident
 
 WORKING_SUFFIXES = tuple("__" + part for part in WORKING)
 
@@ -69,4 +71,26 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
     return name.lower() in found
 
 
-__all__ = ["WORKING_SUFFIXES", "existing", "claim_release_name"]
+# the working views every release of the layout before the anon_work schema left beside its table
+_LEGACY_VIEWS = ("general", "classes", "checks")
+
+
+def legacy_working(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[exp.Table, str]]:
+    """The working objects that an anon_sql from before the ``anon_work`` schema (issue 13.4) left beside recorded
+    release ``name`` in the user's schema (``"<name>__source"``, ``__assignment``, …): (table, ``"table"`` |
+    ``"view"``), dependants first. They are the product's only when the release is recorded in ``anon.releases``
+    and its three views that layout always kept (``__general``, ``__classes``, ``__checks``) are all there as views;
+    otherwise none is (a user's object of such a name is never touched). Replacing, refreshing or dropping the
+    release drops them with it; until then they stay, and ``check`` and the metrics never read them."""
+    if catalog.recorded_release(con, name) is None:
+        return []
+    found = existing(con, [working(name, p).name for p in WORKING])
+    if not all(found.get(working(name, p).name.lower(), ("", ""))[1] == "view" for p in _LEGACY_VIEWS):
+        return []
+    views = [found[k] for k in (working(name, p).name.lower() for p in ("checks", "classes", "general", "source"))
+             if k in found and found[k][1] == "view"]
+    tables = [v for v in found.values() if v[1] == "table"]
+    return [(exp.Table(this=ident(stored)), kind) for stored, kind in [*views, *tables]]
+
+
+__all__ = ["WORKING_SUFFIXES", "existing", "claim_release_name", "legacy_working"]

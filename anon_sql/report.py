@@ -22,6 +22,7 @@ from .policy import Policy
 from .report_html import render_html
 from .schema import PRIVACY
 from .sqlbuild import alias, col, ident, lit, record_count, render as render_sql
+from .wording import counted
 
 FORMATS = ("text", "html", "json")
 
@@ -181,10 +182,10 @@ def render_text(report: dict[str, Any]) -> str:
     """Plain text: summary, plan, checks, metrics and the detail tables."""
     r = report
     v = r.get("verdict") or verdict(r["checks"])
-    said = {"pass": f"PASS: all {v['checks']} checks hold on the released table",
+    said = {"pass": f"PASS: {'all ' if v['checks'] != 1 else ''}{counted(v['checks'], 'check holds', 'checks hold')} on the released table",
             "fail": f"FAIL: {', '.join(v['failed'])} failed", "unknown": "UNKNOWN: the checks could not be run"}
-    parts = [said[v["status"]], f"release {r['release']!r} ({r['method']}): {r['records_in']} records in, {r['records_out']} released, "
-             f"{r['suppressed']} suppressed, {r['noise']} noise, {r['classes']} classes",
+    parts = [said[v["status"]], f"release {r['release']!r} ({r['method']}): {counted(r['records_in'], 'record')} in, {r['records_out']} released, "
+             f"{r['suppressed']} suppressed, {r['noise']} noise, {counted(r['classes'], 'class')}",
              f"plan: {json.dumps(r['plan'], default=str)}", "", "checks:", _text_table(r["checks"]), "", "metrics:"]
     parts += [f"  {m['metric']}: {_fmt(m['value'])} ({m['direction']})" for m in r["metrics"]]
     for key, title in (("class_sizes", "class sizes"), ("query_error_table", "query error by dim × selectivity"),

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from .policy import Policy
+from .wording import counted
 
 
 @dataclass
@@ -39,9 +40,9 @@ class Release:
 
     def summary(self) -> str:
         lines = [
-            f"release {self.name!r} ({self.policy.method}): {self.records_in} records in, "
+            f"release {self.name!r} ({self.policy.method}): {counted(self.records_in, 'record')} in, "
             f"{self.records_out} released, {self.suppressed} suppressed, {self.noise} noise, "
-            f"{len(self.classes)} classes",
+            f"{counted(len(self.classes), 'class')}",
             f"plan: {json.dumps(self.plan, default=str)}",
         ]
         return "\n".join(lines)

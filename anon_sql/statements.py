@@ -28,6 +28,7 @@ import sqlglot
 
 from . import catalog
 from .errors import AnonSQLError, PolicyError, PrivacyRequirementError, StatementError
+from .wording import counted
 
 KINDS = ("create", "refresh", "drop", "show", "explain", "check", "export")
 
@@ -211,11 +212,11 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
 
 def _release_line(rel) -> str:
     v = rel.info.get("version", {})
-    line = (f"anonymized view {rel.name} version {v.get('version')} ({v.get('action')}): {rel.records_in} records in, "
-            f"{rel.records_out} released, {rel.suppressed} suppressed, {len(rel.classes)} classes; "
+    line = (f"anonymized view {rel.name} version {v.get('version')} ({v.get('action')}): {counted(rel.records_in, 'record')} in, "
+            f"{rel.records_out} released, {rel.suppressed} suppressed, {counted(len(rel.classes), 'class')}; "
             f"plan {rel.plan}")
     if v.get("rows_removed") is not None and v.get("action") != "create":
-        line += (f"\nchanged since the previous version: {v['rows_added']} rows added, {v['rows_removed']} removed; "
+        line += (f"\nchanged since the previous version: {counted(v['rows_added'], 'row')} added, {v['rows_removed']} removed; "
                  f"classes {v['classes_added']} added, {v['classes_removed']} removed, {v['classes_resized']} resized"
                  + ("; the plan changed" if v.get("plan_changed") else ""))
     return line
@@ -232,7 +233,7 @@ def _run_sql(con: duckdb.DuckDBPyConnection, stmt: Statement) -> Result:
     frame = con.df() if columns else None
     kind = str(parsed.type).rsplit(".", 1)[-1]
     if frame is not None and columns == ["Count"] and kind in _CHANGES:
-        return Result(stmt, "sql", message=f"{int(frame['Count'].sum()) if len(frame) else 0} rows")
+        return Result(stmt, "sql", message=counted(int(frame['Count'].sum()) if len(frame) else 0, "row"))
     if frame is not None and columns == ["Success"] and frame.empty:
         return Result(stmt, "sql")
     return Result(stmt, "sql", frame=frame)

@@ -39,12 +39,17 @@ class Taxonomy:
         self.levels.columns = [f"level{i}" for i in range(self.levels.shape[1])]
         self._validate_shape()
 
-    def copy(self) -> "Taxonomy":
-        """An independent copy (own levels frame and spec), without validating again."""
+    def copy(self, keep_fingerprint: bool = False) -> "Taxonomy":
+        """An independent copy (own levels frame and spec), without validating again. ``keep_fingerprint``: a
+        cache hands the copy out as it is (:func:`from_arx_csv`, the built-ins): it takes the original's content
+        digest, computed once per cached taxonomy instead of once per copy; the cached original stays unchanged
+        whatever a caller does to its copy."""
         out = copy.copy(self)
         out.levels, out.spec = self.levels.copy(), dict(self.spec)
         out.__dict__.pop("_content_key", None)      # memo key of metrics/values.py: the copy may change
         out.__dict__.pop("_fingerprint", None)
+        if keep_fingerprint:
+            out.__dict__["_fingerprint"] = self.fingerprint()
         return out
 
     def fingerprint(self) -> str:
@@ -168,13 +173,15 @@ def from_arx_csv(path: str | Path, name: str | None = None) -> Taxonomy:
                             f"{path.name} > {path.stem}.utf8{path.suffix}") from None
     except OSError as err:
         raise TaxonomyError(f"taxonomy file {str(path)!r} cannot be read: {err.strerror}") from None
-    # parsed and validated once per content (a warm release re-reads a few kB, not the parse and the checks)
-    return _arx_cached(text, name or path.stem.replace("adult_hierarchy_", ""), str(path)).copy()
+    # parsed, validated and fingerprinted once per content: a warm release re-reads a few kB (so a changed file is
+    # always seen, whatever its size and modification time), not the parse, the checks and the digest
+    return _arx_cached(text, name or path.stem.replace("adult_hierarchy_", ""), str(path)).copy(keep_fingerprint=True)
 
 
 @lru_cache(maxsize=256)
 def _arx_cached(text: str, name: str, path: str) -> Taxonomy:
-    """One parsed and validated taxonomy per (file content, name, path); callers get independent copies."""
+    """One parsed and validated taxonomy per (file content, name, path); callers get independent copies (never this
+    instance, so none can change what the next load returns)."""
     return from_arx_text(text, name, spec={"kind": "file", "path": path})
 
 

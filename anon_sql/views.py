@@ -17,9 +17,11 @@ from . import catalog, versions
 from .compiler import ReleaseNames
 from .errors import AnonSQLError, PolicyError, PrivacyRequirementError, UnknownViewError, ViewExistsError
 from .methods import get_method
+from .ownership import legacy_working
 from .policy import Policy, coerce_policy
 from .source import relation_exists
 from .sqlbuild import col, ident, lit, render
+from .wording import counted
 
 KEEP_PLAN = "refresh keep plan"
 
@@ -138,6 +140,9 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> 
     # the working objects live in the product's schema (a user's object named like one in main is never touched)
     views = [v for v in names.views() if _is(con, v, "VIEW")]
     tables = [t for t in [names.table, *names.plan_tables()] if _is(con, t, "TABLE")]
+    legacy = legacy_working(con, name)     # a release made before anon_work: its working objects beside the table
+    views += [t for t, kind in legacy if kind == "view"]
+    tables += [t for t, kind in legacy if kind == "table"]
     con.execute("BEGIN TRANSACTION")
     try:
         for view in views:
@@ -200,7 +205,7 @@ def explain(con: duckdb.DuckDBPyConnection, name: str) -> tuple[str, pd.DataFram
     parts = [
         f"anonymized view {name}: {version}, source {row['source']}, method {row['method']}",
         f"records: {row['records_in']} in, {row['records_out']} released, {row['suppressed']} suppressed, "
-        f"{row['classes']} classes, k = {row['k_achieved']}",
+        f"{counted(row['classes'], 'class')}, k = {row['k_achieved']}",
         f"plan: {row['plan']}",
         "", "policy:", policy.to_sql(),
         "", "checks (re-run over the released table now):", checks.to_string(index=False),

@@ -124,3 +124,40 @@ def test_one_table_printer_for_check_rows_and_query_results():
     assert text[-2].split()[:2] == ["49", "24.5"] and text[-1] == "(50 rows)"
     assert format_frame(frame.head(0)).splitlines() == ["i x l", "(0 rows)"]
     assert format_frame(pd.DataFrame({"a": [1], "b": ["x"]})).splitlines() == ["a b", "1 x", "(1 row)"]
+
+
+def test_counted_words_one_and_many():
+    """One helper words every count: singular for exactly 1, the plural otherwise (0, 2, 1.5), irregular plurals
+    given, whole floats printed as integers."""
+    from anon_sql.wording import counted
+
+    assert [counted(n, "row") for n in (0, 1, 2)] == ["0 rows", "1 row", "2 rows"]
+    assert [counted(n, "class") for n in (1, 3)] == ["1 class", "3 classes"]
+    assert [counted(n, "leaf", "leaves") for n in (1, 2)] == ["1 leaf", "2 leaves"]
+    assert [counted(n, "record") for n in (1.0, 2.0, 1.5)] == ["1 record", "2 records", "1.5 records"]
+    import numpy as np
+    assert counted(np.int64(1), "record") == "1 record" and counted(np.float64(3.0), "record") == "3 records"
+
+
+def test_cli_output_says_1_row_1_class_1_leaf(tmp_path):
+    """Counts of one are singular wherever the CLI prints them: a statement's changed rows, a query's row count,
+    an anonymized view of one class (its release line, EXPLAIN and the text report) and a taxonomy of one leaf."""
+    db = str(tmp_path / "one.duckdb")
+    script = ("CREATE TABLE t AS SELECT * FROM (VALUES (20, 'a'), (21, 'b'), (22, 'c')) v(age, s);\n"
+              "INSERT INTO t VALUES (23, 'd');\n"
+              "CREATE ANONYMIZED VIEW r WITH (k = 4, method = 'mondrian') AS SELECT quasi(age), insensitive(s) FROM t;\n"
+              "SELECT * FROM t WHERE age = 20;\n"
+              "EXPLAIN ANONYMIZED VIEW r;\n")
+    res = CliRunner().invoke(main, ["run", "--db", db, "-"], input=script)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[:2] == ["3 rows", "1 row"]
+    assert "4 records in, 4 released, 0 suppressed, 1 class; plan" in lines[2]
+    assert "(1 row)" in lines and "records: 4 in, 4 released, 0 suppressed, 1 class, k = 4" in lines
+    res = CliRunner().invoke(main, ["report", "r", "--db", db])
+    assert res.exit_code == 0, res.output
+    assert "release 'r' (mondrian): 4 records in, 4 released, 0 suppressed, 0 noise, 1 class" in res.output
+    assert "1 classes" not in res.output and "1 rows" not in res.output
+    (tmp_path / "one.csv").write_text("a;*\n")
+    res = CliRunner().invoke(main, ["taxonomy", "load", str(tmp_path / "one.csv"), "--db", db])
+    assert res.exit_code == 0 and "1 leaf, levels 0..1" in res.output, res.output

@@ -90,6 +90,38 @@ def test_the_first_check_after_a_release_runs_the_program_the_release_compiled(s
     assert "duckdb" in mods and not mods & {*HEAVY, "pandas", "numpy", "sqlglot"}, mods
 
 
+@pytest.mark.parametrize("cache", ["folder", "off"])
+def test_the_python_api_release_caches_the_check_program_too(tmp_path, monkeypatch, cache):
+    """``anon_sql.release`` caches the check program of what it released, as `anon-sql release` does: the first
+    `anon-sql check` after it runs that program (no sqlglot). ``ANON_SQL_CACHE=off``: nothing compiled ahead,
+    nothing written."""
+    import duckdb
+
+    from anon_sql import audit
+    from conftest import load_seed000, seed000_policy
+
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ANON_SQL_CACHE", str(folder) if cache == "folder" else "off")
+    compiled = []
+    real = audit.build_models
+    monkeypatch.setattr(audit, "build_models", lambda *a: compiled.append(a) or real(*a))
+    db = str(tmp_path / "a.duckdb")
+    c = duckdb.connect(db)
+    anon_sql.install(c)
+    load_seed000(c)
+    anon_sql.release(c, seed000_policy(method_params={"levels": {"zip": 1, "age": 1}}))
+    anon_sql.release(c, {**seed000_policy(method_params={"levels": {"zip": 1, "age": 1}}), "name": "r001"},
+                     dry_run=True)                                               # a dry run: no program
+    c.close()
+    if cache == "off":
+        assert not folder.exists() and not compiled
+        return
+    assert len(compiled) == 1 and len(list((folder / "checks").glob("*.json"))) == 1
+    mods = loaded_after(f"from anon_sql.cli import main\ntry:\n    main(['check', 'r000', '--db', {db!r}])\n"
+                        "except SystemExit as e:\n    assert e.code in (0, None), e.code")
+    assert "duckdb" in mods and not mods & {*HEAVY, "pandas", "numpy", "sqlglot"}, mods
+
+
 def test_lazy_command_table_matches_the_commands():
     """--help lists lazy commands from a table: it must say what the command's own docstring says."""
     for name, (module, attr, help_text) in LAZY_COMMANDS.items():

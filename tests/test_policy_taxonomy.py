@@ -126,3 +126,42 @@ def test_interval_taxonomy_contains_its_leaves(values, widths):
         for leaf, label in t.mapping(level).items():
             lo, hi = re.fullmatch(r"\[(-?\d+)-(-?\d+)\]", label).groups()
             assert int(lo) <= int(leaf) <= int(hi)
+
+
+def test_arx_file_parsed_and_fingerprinted_once_per_content(tmp_path, monkeypatch):
+    """A second load of an unchanged ARX file reuses the parsed taxonomy and its content digest (no parse, no
+    digest again); each load is an independent copy, so a caller changing its copy cannot change the next load;
+    a changed file is read again even with the same size and modification time."""
+    import os
+
+    path = tmp_path / "color.csv"
+    path.write_text("red;warm;*\nblue;cold;*\n")
+    first = tx.from_arx_csv(path)
+    digest = first.fingerprint()
+    parses, digests = [], []
+    real_parse, real_sha = tx.from_arx_text, tx.hashlib.sha256
+    monkeypatch.setattr(tx, "from_arx_text", lambda *a, **k: parses.append(a) or real_parse(*a, **k))
+    monkeypatch.setattr(tx.hashlib, "sha256", lambda *a: digests.append(a) or real_sha(*a))
+    second = tx.from_arx_csv(path)
+    assert second.fingerprint() == digest and not parses and not digests
+    assert second is not first and second.levels is not first.levels
+    second.levels.iloc[0, 1] = "changed"                   # a caller corrupting its own copy
+    third = tx.from_arx_csv(path)
+    assert third.levels.iloc[0, 1] == "warm" and third.fingerprint() == digest
+    assert third.fingerprint() == real_parse(path.read_text(), "color").fingerprint()   # the digest of the content
+    stat = path.stat()
+    path.write_text("red;cold;*\nblue;warm;*\n")              # same size; the old modification time put back
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    changed = tx.from_arx_csv(path)
+    assert changed.mapping(1) == {"red": "cold", "blue": "warm"} and changed.fingerprint() != digest
+    assert len(parses) == 1          # the changed file alone: the unchanged loads parsed nothing
+
+
+def test_builtin_taxonomy_fingerprinted_once():
+    """A built-in taxonomy is parsed and fingerprinted once per process; every load is its own copy."""
+    from anon_sql import taxonomies
+
+    a = taxonomies.load("adult_sex")
+    b = taxonomies.load("adult_sex")
+    assert a is not b and a.levels is not b.levels
+    assert b.__dict__.get("_fingerprint") == a.fingerprint() == tx.from_arx_text(a.to_arx_csv(), "x").fingerprint()

@@ -547,3 +547,22 @@ def test_check_reverifies_assignment_releases(golden, tmp_path):
         assert frame.drop(["k_map", "delta_presence"])["passed"].all()
     finally:
         shared.close()
+
+
+def test_leaf_ranks_vectorized_equals_a_dict_lookup():
+    """``leaf_ranks`` (one pandas lookup over all population values) gives every value the rank a plain dict of the
+    leaf labels gives it, unknown values -1; NULL however the frame spells it (None, NaN, pd.NA) is the NULL leaf."""
+    from anon_sql.methods.local_values import encode_categorical
+    from anon_sql.methods.population_points import leaf_ranks
+
+    c = encode_categorical("color", ["red", "blue", None, "green", "red"])
+    leaves = list(c.labels[0][c.tree[:, 0]])
+    oracle = {v: r for r, v in enumerate(leaves)}
+    rng = np.random.default_rng(7)
+    values = list(rng.choice(np.array(["red", "blue", "green", "pink", "", "*"], dtype=object), 500)) + [None]
+    want = np.array([oracle.get(v, -1) for v in values])
+    np.testing.assert_array_equal(leaf_ranks(c, values), want)
+    assert (want == -1).any() and (want >= 0).any()
+    null = oracle[None]
+    for spelled in (pd.Series(["blue", np.nan, "pink"], dtype=object), pd.Series(["blue", None, "pink"], dtype="string")):
+        np.testing.assert_array_equal(leaf_ranks(c, spelled), [oracle["blue"], null, -1])

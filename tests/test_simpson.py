@@ -95,7 +95,7 @@ def _policy(**privacy) -> dict:
 
 def test_release_fails_closed_on_a_non_diverse_class(con):
     _golden_table(con)
-    with pytest.raises(PrivacyRequirementError, match=r"simpson_d__salary fails for 1 classes \(4 records\)"):
+    with pytest.raises(PrivacyRequirementError, match=r"simpson_d__salary fails for 1 class \(4 records\)"):
         anon_sql.release(con, _policy())
     assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'golden_rel'"
                        ).fetchall()[0][0] == 0

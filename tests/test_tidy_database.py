@@ -120,3 +120,46 @@ def test_theta_noise_marks_never_reach_the_shared_file(con, tmp_path):
     metadata = shared.execute("SELECT * FROM rn__metadata").df().iloc[0].astype(str).str.cat()
     assert "is_noise" not in metadata and "noise_flag" not in metadata
     shared.close()
+
+
+def _as_made_before_anon_work(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Rebuild a release's working objects the way anon_sql kept them before the anon_work schema: beside the
+    released table in main — the plan's tables, the __source view and the __general / __classes / __checks views."""
+    for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'anon_work' "
+                            "AND starts_with(table_name, ?)", [name + "__"]).fetchall():
+        con.execute(f'CREATE TABLE main."{t}" AS SELECT * FROM anon_work."{t}"')
+        con.execute(f'DROP TABLE anon_work."{t}"')
+    con.execute(f'DROP VIEW IF EXISTS anon_work."{name}__source"')
+    con.execute(f'CREATE VIEW main."{name}__source" AS SELECT *, row_number() OVER () AS __row FROM t1')
+    con.execute(f'CREATE VIEW main."{name}__general" AS SELECT * FROM "{name}__source"')
+    con.execute(f'CREATE VIEW main."{name}__classes" AS SELECT count(*) AS __size FROM "{name}__general"')
+    con.execute(f'CREATE VIEW main."{name}__checks" AS SELECT count(*) AS __size FROM "{name}"')
+
+
+def test_a_release_made_before_the_working_schema_is_migrated_when_replaced_or_dropped(con):
+    """A database made before anon_work keeps each release's working objects beside its table. The current code
+    checks such a release as it is; replacing it (or REFRESH) leaves its working objects in anon_work only, DROP
+    removes them — and a replace that fails leaves the database exactly as before."""
+    load_seed000(con)
+    anon_sql.release(con, seed000_policy(name="r", method="mondrian"))
+    anon_sql.release(con, seed000_policy(name="q", method_params={"levels": {"zip": 1, "age": 1}}))
+    for name in ("r", "q"):
+        _as_made_before_anon_work(con, name)
+    con.execute("DROP SCHEMA anon_work")
+    old = snapshot(con)
+    assert {"main.r__assignment", "main.r__ec_values", "view main.r__checks", "view main.q__source"} <= set(old)
+    assert anon_sql.check(con, "r")["passed"].all() and anon_sql.check(con, "q")["passed"].all()
+
+    failing = seed000_policy(name="r", method_params={"levels": {"zip": 0, "age": 0}})   # k fails: refused
+    with pytest.raises(anon_sql.errors.PrivacyRequirementError):
+        anon_sql.release(con, failing, replace=True)
+    assert {k: v for k, v in snapshot(con).items() if not k.startswith("anon.")} == \
+        {k: v for k, v in old.items() if not k.startswith("anon.")}
+
+    anon_sql.release(con, seed000_policy(name="r", method="mondrian"), replace=True)
+    now = snapshot(con)
+    assert sorted(k for k in now if "r__" in k) == ["anon_work.r__assignment", "anon_work.r__ec_values",
+                                                    "view anon_work.r__source"]
+    assert {k: v for k, v in now.items() if "q__" in k} == {k: v for k, v in old.items() if "q__" in k}
+    anon_sql.execute(con, "DROP ANONYMIZED VIEW q")
+    assert not [k for k in snapshot(con) if "q__" in k or k.endswith(".q")]

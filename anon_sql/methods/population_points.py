@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 from sqlglot import exp
 
 from ..models import population_models
@@ -124,11 +125,19 @@ def _leaf_ranges(c: QIColumn) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return a, b
 
 
-def leaf_ranks(c: QIColumn, values: Sequence[Any]) -> np.ndarray:
-    """The leaf rank of each text value (None = NULL) in a categorical column's encoding; -1 when it has none."""
-    leaf_labels = c.labels[0][c.tree[:, 0]]
-    index = {v: r for r, v in enumerate(leaf_labels)}
-    return np.array([index.get(v, _UNKNOWN) for v in values], dtype=np.int64)
+def leaf_ranks(c: QIColumn, values: Any) -> np.ndarray:
+    """The leaf rank of each text value (None or NaN = NULL) in a categorical column's encoding; -1 when it has
+    none. One hash lookup over all values (pandas), not a Python loop over the population's combinations."""
+    leaf_labels = pd.Index(c.labels[0][c.tree[:, 0]], dtype=object)
+    ranks = np.arange(len(leaf_labels), dtype=np.int64)
+    keep = ~leaf_labels.duplicated(keep="last")           # a label twice: its last rank, as a dict would keep
+    leaf_labels, ranks = leaf_labels[keep], ranks[keep]
+    text = np.asarray(pd.array(values, dtype=object), dtype=object)
+    text[pd.isna(text)] = None                            # NULL however the frame spells it (None, NaN, pd.NA)
+    pos = leaf_labels.get_indexer(pd.Index(text, dtype=object))
+    if not len(ranks):
+        return np.full(len(text), _UNKNOWN, dtype=np.int64)
+    return np.where(pos >= 0, ranks[np.maximum(pos, 0)], _UNKNOWN).astype(np.int64)
 
 
 def population_points(ctx: Any, columns: Sequence[QIColumn]) -> PopulationPoints | None:
@@ -152,7 +161,7 @@ def population_points(ctx: Any, columns: Sequence[QIColumn]) -> PopulationPoints
         if c.numeric:
             keys.append(np.nan_to_num(values.to_numpy(dtype=np.float64, na_value=np.nan), nan=np.inf))
         else:
-            keys.append(leaf_ranks(c, [None if v is None or v != v else str(v) for v in values]).astype(np.float64))
+            keys.append(leaf_ranks(c, values).astype(np.float64))
     return PopulationPoints(list(columns), keys, frame["w"].to_numpy(dtype=np.float64))
 
 

@@ -8,6 +8,7 @@ from ..compiler import (BASE_STATEMENT, KEPT_WORKING, SCHEMA_STATEMENT, SOURCE_S
 from ..engines import Engine
 from ..errors import PolicyError
 from ..methods import AssignmentPlan, Plan
+from ..ownership import legacy_working
 from ..policy import Policy
 from ..source import Source
 
@@ -36,12 +37,17 @@ def tidy(engine: Engine, names: ReleaseNames, session_bound: bool) -> None:
     schema: the ``__source`` view (metrics compare with it) and the plan's tables (``__assignment``,
     ``__ec_values``, θ's ``__noise``, slicing's ``__risk``: self-contained, the record of how the release was made).
     When the source or the pseudonym function lives only in this session, ``__source`` goes too, so that nothing
-    persisted breaks once the session ends. (Spark's working objects are temporary views of the session.)"""
+    persisted breaks once the session ends. A replaced release made before the ``anon_work`` schema leaves its
+    working objects beside its table: they go too (:func:`anon_sql.ownership.legacy_working`). (Spark's working
+    objects are temporary views of the session.)"""
     if not names.work:
         return
     for view in names.views():
         if view.name.removeprefix(names.release + "__") not in KEPT_WORKING or session_bound:
             engine.drop_view(view)
+    # the release replaced one made before the anon_work schema: that one's working objects beside the table go
+    for table, kind in legacy_working(engine.con, names.release):
+        engine.drop_view(table) if kind == "view" else engine.drop(table)
 
 
 def materialize(engine: Engine, compiled: CompiledRelease, plan: Plan, policy: Policy, replace: bool,

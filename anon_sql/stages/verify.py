@@ -15,6 +15,7 @@ from ..metrics import sizes
 from ..models import PrivacyModel, largest_is_worst
 from ..policy import Policy
 from ..sqlbuild import col, ident, record_count, render
+from ..wording import counted
 
 
 @dataclass
@@ -100,13 +101,14 @@ def failure_message(policy: Policy, plan: Plan, result: Verification, records: i
     parts = []
     for f in result.failures:
         if f["check"] == "max_suppression":
-            parts.append(f"suppression of {f['failing_records']} records exceeds max_suppression = "
+            parts.append(f"suppression of {counted(f['failing_records'], 'record')} exceeds max_suppression = "
                          f"{policy.privacy.max_suppression}")
         elif f["check"] == "slicing_l_diversity":
             parts.append(f"slicing l-diversity fails: max p(t, s) = {f['worst_value']:.4g} for "
-                         f"{f['failing_records']} records")
+                         f"{counted(f['failing_records'], 'record')}")
         else:
-            parts.append(f"{f['check']} fails for {f['failing_classes']} classes ({f['failing_records']} records)")
+            parts.append(f"{f['check']} fails for {counted(f['failing_classes'], 'class')} "
+                         f"({counted(f['failing_records'], 'record')})")
     population = [k for k in ("k_map", "delta_presence") if getattr(policy.privacy, k, None) is not None]
     if (population and method is not None and method.plan_kind == "assignment"
             and not getattr(method, "plans_population", False)):

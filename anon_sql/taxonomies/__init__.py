@@ -17,7 +17,7 @@ def load(name: str) -> Taxonomy | None:
     tax = _parsed(name)
     if tax is None:
         return None
-    return tax.copy()                 # no re-validation: the cached one was validated when parsed
+    return tax.copy(keep_fingerprint=True)    # no re-validation nor digest: both done once for the cached one
 
 
 @lru_cache(maxsize=None)
