@@ -8,9 +8,10 @@ import org.deidentifier.arx.criteria.*;
 import org.deidentifier.arx.metric.Metric;
 
 /**
- * Times ARX (the prebuilt library in ../shared/tools/arx) on ARX's JUnit TestAnonymizationTCloseness case 0 with a given
- * suppression limit: Adult, every attribute but occupation a QI, occupation sensitive with EqualDistanceTCloseness(0.2),
- * KAnonymity(5), DM* (createDiscernabilityMetric(true)); prints the fastest anonymize() of N runs after 2 warm-ups, the
+ * Times ARX (the prebuilt library in ../shared/tools/arx) on ARX's JUnit TestAnonymizationTCloseness case 0 with a
+ * given suppression limit: Adult, every attribute but occupation a QI, occupation sensitive with
+ * EqualDistanceTCloseness(0.2), KAnonymity(5), DM* (createDiscernabilityMetric(true)); prints the fastest anonymize()
+ * of N runs after 2 warm-ups, the
  * optimum, its loss and the checked nodes (issue 17.2, docs/benchmarks.md; bench/bench_budget.py --tcloseness is our
  * side). Bench only, never a test dependency. From the worktree root:
  *   javac -cp '../shared/tools/arx/lib/*' -d /tmp/arxt bench/ArxTCloseness.java
@@ -25,8 +26,12 @@ public class ArxTCloseness {
             DataHandle h = data.getHandle();
             for (int c = 0; c < h.getNumColumns(); c++) {
                 String a = h.getAttributeName(c);
-                if (a.equals("occupation")) data.getDefinition().setAttributeType(a, AttributeType.SENSITIVE_ATTRIBUTE);
-                else data.getDefinition().setAttributeType(a, Hierarchy.create(Paths.get(dir, "adult_hierarchy_" + a + ".csv").toString(), StandardCharsets.UTF_8, ';'));
+                if (a.equals("occupation")) {
+                    data.getDefinition().setAttributeType(a, AttributeType.SENSITIVE_ATTRIBUTE);
+                } else {
+                    String file = Paths.get(dir, "adult_hierarchy_" + a + ".csv").toString();
+                    data.getDefinition().setAttributeType(a, Hierarchy.create(file, StandardCharsets.UTF_8, ';'));
+                }
             }
             ARXConfiguration config = ARXConfiguration.create();
             config.addPrivacyModel(new KAnonymity(5));
@@ -41,7 +46,8 @@ public class ArxTCloseness {
         ARXNode opt = result.getGlobalOptimum();
         int checked = 0;
         for (ARXNode[] level : result.getLattice().getLevels()) for (ARXNode n : level) if (n.isChecked()) checked++;
-        System.out.println("supp=" + supp + " anonymize_ms_min=" + best / 1e6 + " optimum=" + Arrays.toString(opt.getTransformation())
-                           + " loss=" + opt.getHighestScore() + " checked=" + checked);
+        System.out.println("supp=" + supp + " anonymize_ms_min=" + best / 1e6 + " optimum="
+                           + Arrays.toString(opt.getTransformation()) + " loss=" + opt.getHighestScore()
+                           + " checked=" + checked);
     }
 }
