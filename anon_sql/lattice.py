@@ -25,7 +25,7 @@ from .models import ClassStats, SensitiveCounts, group_rules
 from .objectives import MEASURES, OBJECTIVES  # OBJECTIVES: re-exported (tests import it from here)
 from .sqlbuild import alias, col, dtype, record_count, render, table
 from .taxonomy import TOP, Taxonomy
-from .udfs.utility import discernibility, ncp_categorical
+from .udfs.utility import discernibility, dot, ncp_categorical
 from .wording import counted
 
 if TYPE_CHECKING:
@@ -565,7 +565,7 @@ class Lattice:
         if "discernibility" in free:
             # a record of a class of size s is, in any feasible generalization, in a released class of at least
             # max(s, k) records or suppressed at cost N >= max(s, k)
-            bounds["discernibility"] = float(np.dot(sizes, np.maximum(sizes, self.min_class)))
+            bounds["discernibility"] = dot(sizes, np.maximum(sizes, self.min_class))
         return NodeEval(node, len(sizes), violations, rows_after, rows_before, need, suppressed, within, feasible,
                         scores, bounds, failures, tagging_ok)
 
@@ -591,7 +591,7 @@ class Lattice:
             if m == "distinct_rows":
                 out[m] = None if rows is None else float(rows)
             elif m == "ncp":
-                ncp = sum(float(np.dot(w, e.ncp[b][r])) for e, b, r in zip(self.enc, node, reps))
+                ncp = sum(dot(w, e.ncp[b][r]) for e, b, r in zip(self.enc, node, reps))
                 out[m] = (ncp + suppressed * q) / denom
             elif m == "discernibility":      # ARX's DM: a suppressed record costs |D|
                 out[m] = discernibility(sizes if kept is None else sizes[kept], n, suppressed)
@@ -622,7 +622,7 @@ class Lattice:
                 per = []
                 for level in range(e.height + 1):
                     up = np.bincount(e.codes[level], weights=leaf, minlength=e.cards[level])[e.codes[level]]
-                    per.append(float(np.dot(leaf[present], np.log2(up[present] / leaf[present]))))
+                    per.append(dot(leaf[present], np.log2(up[present] / leaf[present])))
                 self._entropy_levels.append(per)
         return float(sum(per[b] for per, b in zip(self._entropy_levels, node)))
 
@@ -637,7 +637,7 @@ class Lattice:
             _, inv = np.unique(r[gone], return_inverse=True)
             c = np.bincount(inv, weights=w)
             c = c[c > 0]
-            out += float(np.dot(c, np.log2(total / c)))
+            out += dot(c, np.log2(total / c))
         return out
 
     # -- objectives --------------------------------------------------------------------------------------------

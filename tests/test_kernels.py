@@ -451,3 +451,17 @@ def test_discernibility_table_macro_equals_the_kernel(con):
     sizes = frame.groupby(["a", "b"], dropna=False).size().to_numpy()
     assert got == (utility.discernibility(sizes, len(frame), 0), len(sizes), len(frame))
     con.unregister("__dm_src")
+
+
+def test_chunked_dot_equals_the_exact_sum_across_chunk_edges():
+    """utility.dot (single-threaded chunks) = the exact integer Σ a·b for lengths around and above a chunk, and the
+    DM kernel over 30,000 class sizes = Python's integer Σ s²."""
+    from anon_sql.udfs import utility
+
+    rng = np.random.default_rng(5)
+    chunk = 8192   # the chunk length (utility's _DOT_CHUNK)
+    for n in (0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk + 7):
+        a, b = rng.integers(0, 1000, n), rng.integers(0, 1000, n)
+        assert utility.dot(a.astype(float), b.astype(float)) == sum(int(x) * int(y) for x, y in zip(a, b))
+    sizes = rng.integers(1, 500, 30_000)
+    assert utility.discernibility(sizes, 10**6, 3) == sum(int(s) ** 2 for s in sizes) + 3 * 10**6

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cavg", "discernibility", "ncp_categorical", "ncp_numeric"]
+__all__ = ["cavg", "discernibility", "dot", "ncp_categorical", "ncp_numeric"]
+
+# OpenBLAS runs a dot product of more than 10,000 elements on several threads: on a loaded machine waking them costs
+# milliseconds (measured 15 ms for 15,000 elements at load 12, against 0.01 ms in one thread)
+_DOT_CHUNK = 8192
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """Σ a_i·b_i of two 1-D vectors, in single-threaded BLAS chunks of at most 8,192 elements (see _DOT_CHUNK)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if len(a) <= _DOT_CHUNK:
+        return float(np.dot(a, b))
+    return float(sum(np.dot(a[i:i + _DOT_CHUNK], b[i:i + _DOT_CHUNK]) for i in range(0, len(a), _DOT_CHUNK)))
 
 
 def ncp_numeric(width: np.ndarray, span: float, mixed: np.ndarray | None = None,
@@ -38,7 +51,7 @@ def discernibility(sizes: np.ndarray, records_in: float, suppressed: float) -> f
     """Discernibility (ARX's DM, the DCP): Σ_EC |EC|² over the released classes + N_in · #suppressed (each suppressed
     record is indistinguishable from all)."""
     s = np.asarray(sizes, dtype=np.float64)
-    return float(np.dot(s, s) + records_in * suppressed)
+    return float(dot(s, s) + records_in * suppressed)
 
 
 def cavg(released: float, classes: int, k: int, empty: float = float("nan")) -> float:
