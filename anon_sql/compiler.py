@@ -627,22 +627,31 @@ def _row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     every tuple of the source and its keys are checked distinct here: two tuples with the same hash stop the
     release with an error (a policy ``seed`` changes the hashes)."""
     quasi = list(ci.policy.quasi)
-    combos = _level_combos(ci, "__lb", "__lc", kept_only=False)
-    originals = [col(f"__o{i}") for i in range(len(quasi))]
-    key = _tuple_hash(ci, originals)
-    # one scalar check over the distinct original tuples (as many as the map's rows: the released values are a
-    # function of them): as many distinct hashes as tuples. A COUNT(*) OVER (PARTITION BY hash) per row said the
-    # same but cost DuckDB a window partition per tuple (issue 17.1: 60% of a warm Adult release's SQL time)
-    tuples = exp.select(*[c.copy() for c in originals]).distinct().from_(exp.Table(this=ident("__lb")))
-    unique = exp.Subquery(this=exp.select(exp.EQ(this=exp.Count(this=exp.Distinct(expressions=[key.copy()])),
-                                                 expression=exp.Count(this=exp.Star())))
-                          .from_(exp.Subquery(this=tuples, alias=exp.TableAlias(this=ident("t")))))
+    key = _tuple_hash(ci, [col(f"__o{i}", "x") for i in range(len(quasi))])
+    # the distinct (tuple hash, released values) pairs: as many as the distinct tuples when no two tuples share a
+    # hash (the released values are a function of the tuple), which the scalar check below makes sure of — one
+    # hash column carried to the join instead of the n original columns, and no per-tuple window (issue 17.1:
+    # a COUNT(*) OVER (PARTITION BY hash) cost 60% of a warm Adult release's SQL time)
+    distinct = exp.select(alias(key.copy(), ROW_KEY), *[col(q, "x") for q in quasi]).distinct().from_(
+        exp.Table(this=ident("__lb"), alias=exp.TableAlias(this=ident("x"))))
+    if base_counts.keys(ci.policy) == quasi:     # the base rows are the distinct tuples
+        tuples: exp.Expression = exp.Count(this=exp.Star())
+    else:                                         # a tuple has a base row per sensitive value
+        originals = exp.select(*[col(f"__o{i}") for i in range(len(quasi))]).distinct().from_(
+            exp.Table(this=ident("__lb")))
+        tuples = exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(
+            exp.Subquery(this=originals, alias=exp.TableAlias(this=ident("t")))))
+    hashes = exp.Count(this=exp.Distinct(expressions=[_tuple_hash(ci, [col(f"__o{i}") for i in range(len(quasi))])]))
+    unique = exp.Subquery(this=exp.select(exp.EQ(this=hashes, expression=tuples)).from_(
+        exp.Table(this=ident("__lb"))))
     message = lit("two distinct quasi-identifier combinations of the source share one 64-bit hash; "
                   "set another seed in the policy and release again")
-    checked = exp.Case(ifs=[exp.If(this=unique, true=key)], default=exp.Anonymous(this="error",
-                                                                                   expressions=[message]))
-    query = exp.select(*[col(q) for q in quasi], col(EC_ID), col(KEEP), alias(checked, ROW_KEY)).from_(
-        exp.Subquery(this=combos, alias=exp.TableAlias(this=ident("c"))))
+    checked = exp.Case(ifs=[exp.If(this=unique, true=col(ROW_KEY, "d"))],
+                       default=exp.Anonymous(this="error", expressions=[message]))
+    on = and_all(null_safe_eq(col(q, "d"), col(q, "c")) for q in quasi)
+    query = (exp.select(*[col(q, "d") for q in quasi], col(EC_ID, "c"), col(KEEP, "c"), alias(checked, ROW_KEY))
+             .from_(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("d"))))
+             .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))), on=on))
     query = query.with_("__lb", as_=_level_base(ci, names, base_counts.temp_table(names.release)), copy=False)
     return query.with_("__lc", as_=_classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
 
