@@ -267,6 +267,14 @@ def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
             items.append(col(c, src))
             continue
         tax = ci.taxonomies[c]
+        fallback = tax.null_parent or TOP
+        if ci.on_duckdb and all(v == fallback for v in tax.mapping(level).values()):
+            # every leaf maps to the value NULL and unknown values map to (the top): a constant, no join (issue
+            # 17.1: at the optimum of a wide search most columns are at the top, and each join cost binding and
+            # probing time for one value)
+            items.append(prerendered(("constant", tax.fingerprint(), level, c), lambda: alias(
+                exp.Cast(this=lit(fallback), to=_released_domain(_rows(tax, level), fallback)), c)))
+            continue
         m = f"m{len(joins)}"
         on = exp.EQ(this=_varchar(col(c, src)), expression=col("leaf", m))
         if ci.on_duckdb:   # the VALUES list and the ENUM domain rendered once per (taxonomy content, level, alias)
