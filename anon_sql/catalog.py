@@ -213,7 +213,6 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
     """``rel``: an :class:`anon_sql.result.Release` (not imported: the result sits above the catalog). Rows in anon.releases / anon.policies / anon.equivalence_classes / anon.metrics / anon.search_trace for a
     verified release (inside the release's transaction; a release of the same name is replaced); ``trace``: a
     search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields)."""
-    import pandas as pd
     policy = rel.policy
     con.execute("DELETE FROM anon.equivalence_classes WHERE release = ?", [rel.name])
     con.execute("DELETE FROM anon.metrics WHERE release = ?", [rel.name])
@@ -244,17 +243,33 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
         _merge_ec_stats(con, rel.name, ec_stats)
     directions = {**rel.info.get("metric_directions", {}), **METRIC_DIRECTIONS}
     rows = [[rel.name, k, float(v), directions.get(k, "info")] for k, v in rel.metrics.items()]
-    con.executemany("INSERT INTO anon.metrics VALUES (?, ?, ?, ?)", rows)
+    if rows:   # one statement (executemany runs one per row)
+        con.execute("INSERT INTO anon.metrics VALUES " + ", ".join(["(?, ?, ?, ?)"] * len(rows)),
+                    [v for row in rows for v in row])
     con.execute("DELETE FROM anon.search_trace WHERE release = ?", [rel.name])
     if trace:
-        frame = pd.DataFrame([{
-            "release": rel.name, "step": int(t.get("step", i)), "node": json.dumps(t.get("node"), default=str),
-            "event": t.get("event"), "violations": t.get("violations"), "distinct_rows": t.get("distinct_rows"),
-            "feasible": t.get("feasible"), "score": t.get("score")} for i, t in enumerate(trace)])
+        import pyarrow as pa
+
+        # an Arrow table of the columns (a pandas frame cost twice as much to build and register; issue 17.1)
+        frame = pa.table({
+            "release": [rel.name] * len(trace), "step": [int(t.get("step", i)) for i, t in enumerate(trace)],
+            "node": [json.dumps(t.get("node"), default=str) for t in trace],
+            **{c: _column([t.get(c) for t in trace]) for c in ("event", "violations", "distinct_rows", "feasible",
+                                                               "score")}})
         con.register("__anon_trace_frame", frame)
         con.execute("INSERT INTO anon.search_trace SELECT release, step, node, event, violations, distinct_rows, "
                     "feasible, score FROM __anon_trace_frame")
         con.unregister("__anon_trace_frame")
+
+
+def _column(values: list[Any]) -> Any:
+    """One trace column as an Arrow array: its own type, or text when the values mix types (NULLs aside)."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else str(v) for v in values], type=pa.string())
 
 
 def record_failure(con: duckdb.DuckDBPyConnection, policy: Any, source_label: str, records: int,

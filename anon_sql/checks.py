@@ -72,7 +72,7 @@ def summarize(con: Any, relation: exp.Expression, columns: Sequence[str],
     """One row per check of the checks relation ``relation`` with these (:func:`summary_columns`) columns."""
     from .sqlbuild import render
 
-    return summary_rows(columns, con.execute(render(summary_query(relation, columns, largest))).fetchone())
+    return summary_rows(columns, con.execute(render(summary_query(relation, columns, largest))).fetchall()[0])
 
 
 def _summary_names(columns: Sequence[str]) -> list[str]:

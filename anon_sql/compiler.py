@@ -137,7 +137,7 @@ class CompiledRelease:
         if pretty not in self._texts:
             # the statements belong to this release and are only rendered in its dialect: no defensive copies
             self._texts[pretty] = [render(s, self.dialect, pretty=pretty, copy=False) for _, s in self.statements]
-        return self._texts[pretty]
+        return list(self._texts[pretty])     # a list of its own: the texts are shared by the compiled releases
 
 
 # -- columns ------------------------------------------------------------------------------------------------------
@@ -267,6 +267,14 @@ def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
             items.append(col(c, src))
             continue
         tax = ci.taxonomies[c]
+        fallback = tax.null_parent or TOP
+        if ci.on_duckdb and all(v == fallback for v in tax.mapping(level).values()):
+            # every leaf maps to the value NULL and unknown values map to (the top): a constant, no join (issue
+            # 17.1: at the optimum of a wide search most columns are at the top, and each join cost binding and
+            # probing time for one value)
+            items.append(prerendered(("constant", tax.fingerprint(), level, c), lambda: alias(
+                exp.Cast(this=lit(fallback), to=_released_domain(_rows(tax, level), fallback)), c)))
+            continue
         m = f"m{len(joins)}"
         on = exp.EQ(this=_varchar(col(c, src)), expression=col("leaf", m))
         if ci.on_duckdb:   # the VALUES list and the ENUM domain rendered once per (taxonomy content, level, alias)
@@ -627,15 +635,31 @@ def _row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     every tuple of the source and its keys are checked distinct here: two tuples with the same hash stop the
     release with an error (a policy ``seed`` changes the hashes)."""
     quasi = list(ci.policy.quasi)
-    combos = _level_combos(ci, "__lb", "__lc", kept_only=False)
-    key = _tuple_hash(ci, [col(f"__o{i}") for i in range(len(quasi))])
-    unique = exp.EQ(this=exp.Window(this=exp.Count(this=exp.Star()), partition_by=[key.copy()]), expression=lit(1))
+    key = _tuple_hash(ci, [col(f"__o{i}", "x") for i in range(len(quasi))])
+    # the distinct (tuple hash, released values) pairs: as many as the distinct tuples when no two tuples share a
+    # hash (the released values are a function of the tuple), which the scalar check below makes sure of — one
+    # hash column carried to the join instead of the n original columns, and no per-tuple window (issue 17.1:
+    # a COUNT(*) OVER (PARTITION BY hash) cost 60% of a warm Adult release's SQL time)
+    distinct = exp.select(alias(key.copy(), ROW_KEY), *[col(q, "x") for q in quasi]).distinct().from_(
+        exp.Table(this=ident("__lb"), alias=exp.TableAlias(this=ident("x"))))
+    if base_counts.keys(ci.policy) == quasi:     # the base rows are the distinct tuples
+        tuples: exp.Expression = exp.Count(this=exp.Star())
+    else:                                         # a tuple has a base row per sensitive value
+        originals = exp.select(*[col(f"__o{i}") for i in range(len(quasi))]).distinct().from_(
+            exp.Table(this=ident("__lb")))
+        tuples = exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(
+            exp.Subquery(this=originals, alias=exp.TableAlias(this=ident("t")))))
+    hashes = exp.Count(this=exp.Distinct(expressions=[_tuple_hash(ci, [col(f"__o{i}") for i in range(len(quasi))])]))
+    unique = exp.Subquery(this=exp.select(exp.EQ(this=hashes, expression=tuples)).from_(
+        exp.Table(this=ident("__lb"))))
     message = lit("two distinct quasi-identifier combinations of the source share one 64-bit hash; "
                   "set another seed in the policy and release again")
-    checked = exp.Case(ifs=[exp.If(this=unique, true=key)], default=exp.Anonymous(this="error",
-                                                                                   expressions=[message]))
-    query = exp.select(*[col(q) for q in quasi], col(EC_ID), col(KEEP), alias(checked, ROW_KEY)).from_(
-        exp.Subquery(this=combos, alias=exp.TableAlias(this=ident("c"))))
+    checked = exp.Case(ifs=[exp.If(this=unique, true=col(ROW_KEY, "d"))],
+                       default=exp.Anonymous(this="error", expressions=[message]))
+    on = and_all(null_safe_eq(col(q, "d"), col(q, "c")) for q in quasi)
+    query = (exp.select(*[col(q, "d") for q in quasi], col(EC_ID, "c"), col(KEEP, "c"), alias(checked, ROW_KEY))
+             .from_(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("d"))))
+             .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))), on=on))
     query = query.with_("__lb", as_=_level_base(ci, names, base_counts.temp_table(names.release)), copy=False)
     return query.with_("__lc", as_=_classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
 
@@ -737,10 +761,58 @@ def checks_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     return class_stats_query(ci, names.table.copy(), keys, null_safe=True)
 
 
+_COMPILED: dict[tuple, CompiledRelease] = {}
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> bool:
+    """Built of strings, numbers, booleans and None only (tuples, lists, dicts of them): its repr is its content."""
+    if isinstance(value, _PLAIN):
+        return True
+    if isinstance(value, (tuple, list, frozenset, set)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    return False
+
+
+def _compile_key(ci: CompileInput, names: ReleaseNames) -> tuple | None:
+    """Everything a level plan's statements on DuckDB are built from, as plain values (the policy as JSON, the
+    taxonomies by content, each model's parameters); None — not cached — for an assignment plan (data frames),
+    another engine or dialect, or a model holding anything but plain parameters (a taxonomy, a table)."""
+    if not isinstance(ci.plan, LevelPlan) or not ci.on_duckdb:
+        return None
+    models = []
+    for m in ci.models:
+        params = vars(m)
+        if not _plain(params):
+            return None
+        models.append((type(m).__module__, type(m).__qualname__, repr(sorted(params.items()))))
+    taxonomies = tuple((q, t.name, t.kind, repr(t.spec), t.fingerprint()) for q, t in ci.taxonomies.items())
+    return (names.release, names.schema, names.work, ci.policy.to_json(), render(ci.relation), tuple(ci.columns),
+            tuple(ci.plan.levels.items()), taxonomies, tuple(models), ci.dialect, ci.schema,
+            ci.pseudonym_function, tuple(sorted(ci.numeric_sensitive)), ci.engine,
+            render(ci.base) if ci.base is not None else None)
+
+
 def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> CompiledRelease:
     """All statements of a release, in execution order (the assignment/noise tables of local-recoding plans are
-    created by the release runner before these)."""
+    created by the release runner before these). A level plan's release on DuckDB is compiled once per plan
+    shape (:func:`_compile_key`) and its text rendered once: a warm release of the same policy reuses both
+    (issue 17.1: building and rendering the trees cost a tenth of a small release)."""
     names = names or ReleaseNames(ci.policy.name, ci.schema, work=WORK_SCHEMA if ci.on_duckdb else None)
+    key = _compile_key(ci, names)
+    if key is not None and key in _COMPILED:
+        return _COMPILED[key]
+    compiled = _compile(ci, names)
+    if key is not None:
+        if len(_COMPILED) >= 64:
+            _COMPILED.clear()
+        _COMPILED[key] = compiled
+    return compiled
+
+
+def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
     stmts: list[tuple[str, exp.Expression]] = []
     if names.work:
         stmts.append((SCHEMA_STATEMENT, work_schema_statement(names)))

@@ -4,10 +4,11 @@ cases of bench_arx.py), warm — same process, later releases of the same policy
     python bench/bench_release_phases.py                       # q8_k5_s0 (optimal, k = 5, DM*, 8 QIs), 9 releases
     python bench/bench_release_phases.py --case q8_k5_s4_dm --repeat 5
 
-The stage functions are wrapped by timers here (bench only, the package is not changed): resolve (policy, source,
-taxonomies, base counts), the lattice build (base table and its integer coding), the search, compile (sqlglot trees),
-SQL rendering, materialize (DuckDB runs the release statements), settle / verify, catalog record. "other" is the
-rest of the wall time. The machine is shared: the load average is printed beside the figures.
+The stage functions are wrapped by timers here (bench only, the package is not changed; a stage's time excludes
+the timed stages inside it): resolve (policy, source, record count), its base counts and taxonomies, the target
+check, the source view, the lattice build (base table and its integer coding), the search, compile (sqlglot trees),
+SQL rendering, materialize (DuckDB runs the release statements), verify and its check summary, tidy, catalog record,
+commit. "other" is the rest of the wall time. The machine is shared: the load average is printed beside the figures.
 """
 from __future__ import annotations
 
@@ -32,29 +33,45 @@ from anon_sql.methods import search as search_mod       # noqa: E402
 from bench_arx import DATA, policy                      # noqa: E402
 
 release_mod = importlib.import_module("anon_sql.release")   # the module (the package exports a function of that name)
+resolve_mod = importlib.import_module("anon_sql.stages.resolve")
+verify_mod = importlib.import_module("anon_sql.stages.verify")
 TIMES: dict[str, float] = defaultdict(float)
+ACTIVE: list[str] = []
 
 
 def timed(name: str, fn: Callable) -> Callable:
+    """``fn`` timed under ``name``; time spent in an inner timed stage counts for the inner one only."""
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         t = time.perf_counter()
+        ACTIVE.append(name)
         try:
             return fn(*args, **kwargs)
         finally:
-            TIMES[name] += time.perf_counter() - t
+            ACTIVE.pop()
+            spent = time.perf_counter() - t
+            TIMES[name] += spent
+            if ACTIVE:
+                TIMES[ACTIVE[-1]] -= spent
     return wrapper
 
 
 def instrument() -> None:
-    release_mod.resolve = timed("resolve (policy, taxonomies, base counts)", release_mod.resolve)
+    release_mod.resolve = timed("resolve: policy, source, record count", release_mod.resolve)
+    DuckDBEngine.base_counts = timed("resolve: base counts (GROUP BY of the source)", DuckDBEngine.base_counts)
+    resolve_mod.resolve_taxonomies = timed("resolve: taxonomies + coverage check", resolve_mod.resolve_taxonomies)
+    release_mod.check_target = timed("target name check", release_mod.check_target)
+    release_mod.create_source_view = timed("source view", release_mod.create_source_view)
     lattice_mod.Lattice.__init__ = timed("lattice: base table + coding", lattice_mod.Lattice.__init__)
     search_mod.Optimal.search = timed("search (node evaluations)", search_mod.Optimal.search)
     release_mod.compile_release = timed("compile (sqlglot trees)", release_mod.compile_release)
     CompiledRelease.sql = timed("render SQL text", CompiledRelease.sql)
     release_mod.materialize = timed("materialize (DuckDB runs the release)", release_mod.materialize)
-    release_mod.suppression.settle = timed("settle + verify", release_mod.suppression.settle)
-    release_mod.verify = timed("settle + verify", release_mod.verify)
+    release_mod.verify = timed("verify: checks view, counts, metrics", release_mod.verify)
+    verify_mod.check_summary = timed("verify: check summary", verify_mod.check_summary)
+    release_mod.suppression.settle = timed("settle suppression", release_mod.suppression.settle)
+    release_mod.tidy = timed("tidy (drop working views)", release_mod.tidy)
     DuckDBEngine.record = timed("catalog record", DuckDBEngine.record)
+    DuckDBEngine.commit = timed("commit", DuckDBEngine.commit)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -84,9 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     total = statistics.median(r["total"] for r in runs)
     print(f"\nwarm release, {args.case}: median of {args.repeat} releases = {total * 1e3:.0f} ms\n")
     print(f"| phase | median ms | share |\n|---|---|---|")
-    for name in runs[0]:
-        if name == "total":
-            continue
+    for name in sorted({n for r in runs for n in r} - {"total"}, key=lambda n: -statistics.median(
+            r.get(n, 0.0) for r in runs)):
         med = statistics.median(r.get(name, 0.0) for r in runs)
         print(f"| {name} | {med * 1e3:.1f} | {med / total:.0%} |")
 

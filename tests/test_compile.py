@@ -83,3 +83,29 @@ def test_class_level_quasi_reads_the_typed_row_values_field():
     # a stray report key does not decide anything
     reported = AssignmentPlan(assignment, values, info={"row_values": True})
     assert class_level_quasi(CompileInput(policy, "t", ["age", "sex"], reported, {}, [])) == ["age"]
+
+
+def test_a_warm_release_reuses_its_compiled_sql_only_for_the_same_inputs(con, tmp_path):
+    """A level plan's statements are compiled once per plan shape (issue 17.1): the same policy and plan give the
+    same text, and changing what the SQL is built from — a stored taxonomy's content, the levels — gives new SQL
+    and the release that follows from it."""
+    con.execute("CREATE TABLE t AS SELECT x, s FROM (VALUES ('a'), ('b'), ('c'), ('d')) v(x), range(2) r(s)")
+    first = {"a": "ab", "b": "ab", "c": "cd", "d": "cd"}
+    anon_sql.store_taxonomy(con, anon_sql.Taxonomy("tx", pd.DataFrame({"l0": list(first), "l1": list(first.values())})))
+    pol = {"name": "warm", "source": "t", "method": "levels", "attributes": {"x": {"role": "quasi", "taxonomy": "tx"},
+           "s": {"role": "insensitive"}}, "privacy": {"k": 2}, "method_params": {"levels": {"x": 1}}}
+    a = anon_sql.release(con, pol)
+    b = anon_sql.release(con, pol, replace=True)
+    assert b.sql == a.sql and b.sql is not a.sql            # the texts are the release's own list
+    assert sorted(con.execute("SELECT x FROM warm").fetchall()) == [("ab",)] * 4 + [("cd",)] * 4
+    second = {"a": "ac", "b": "bd", "c": "ac", "d": "bd"}     # same name, new content
+    con.execute("DELETE FROM anon.taxonomy_nodes WHERE taxonomy = 'tx'")
+    con.execute("DELETE FROM anon.taxonomies WHERE name = 'tx'")
+    anon_sql.store_taxonomy(con, anon_sql.Taxonomy("tx", pd.DataFrame({"l0": list(second),
+                                                                        "l1": list(second.values())})))
+    c = anon_sql.release(con, pol, replace=True)
+    assert c.sql != a.sql
+    assert sorted(con.execute("SELECT x FROM warm").fetchall()) == [("ac",)] * 4 + [("bd",)] * 4
+    pol["method_params"]["levels"] = {"x": 0}                  # another plan: the values themselves
+    d = anon_sql.release(con, pol, replace=True)
+    assert d.sql != c.sql and {r[0] for r in con.execute("SELECT x FROM warm").fetchall()} == set("abcd")

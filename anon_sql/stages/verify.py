@@ -2,6 +2,7 @@
 failure message. Independent of the method; the built-in metrics come from :mod:`anon_sql.metrics.sizes`."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Sequence
 
@@ -74,15 +75,27 @@ def check_summary(checks: pd.DataFrame, largest: Collection[str] = ()) -> list[d
     """One row per check column of a checks frame already fetched (any engine): the SQL summary of
     :mod:`anon_sql.checks` run on a private in-memory DuckDB over the frame (``largest``: the checks whose worst
     value is the largest)."""
-    import duckdb
-
     wanted = checks_summary.summary_columns(checks.columns)
-    local = duckdb.connect()
+    local = _scratch()
+    local.register("__checks", checks[wanted])
     try:
-        local.register("__checks", checks[wanted])
         return checks_summary.summarize(local, exp.Table(this=ident("__checks")), wanted, largest)
     finally:
-        local.close()
+        local.unregister("__checks")
+
+
+_LOCAL = threading.local()
+
+
+def _scratch() -> Any:
+    """This thread's private in-memory DuckDB connection for :func:`check_summary`, opened once: opening one costs
+    tens of milliseconds, as much as the rest of a small release's verification (issue 17.1)."""
+    con = getattr(_LOCAL, "con", None)
+    if con is None:
+        import duckdb
+
+        con = _LOCAL.con = duckdb.connect()
+    return con
 
 
 def failing_classes_records(con: Any, names: ReleaseNames) -> int:
