@@ -234,12 +234,19 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     items.append(col(EC_ID, "a"))
     if flag:
         items.append(alias(exp.false(), flag))
+    if uses_tuple_map(ci):   # the class is a function of the QI tuple: join on it, no __row (no sort of every row)
+        assigned = tuple_map_table(names.release)
+        assigned.set("alias", exp.TableAlias(this=ident("a")))
+        on = and_all(null_safe_eq(exp.Cast(this=col(q, src), to=dtype(_tuple_type(plan, i))), col(f"q{i}", "a"))
+                     for i, q in enumerate(policy.quasi))
+    else:
+        assigned = exp.Table(this=names.assignment.this.copy(), db=names.assignment.args.get("db"),
+                             alias=exp.TableAlias(this=ident("a")))
+        on = exp.EQ(this=col(ROW_ID, src), expression=col(ROW_ID, "a"))
     query = (exp.select(*items)
              .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
                               alias=exp.TableAlias(this=ident(src))))
-             .join(exp.Table(this=names.assignment.this.copy(), db=names.assignment.args.get("db"),
-                             alias=exp.TableAlias(this=ident("a"))),
-                   on=exp.EQ(this=col(ROW_ID, src), expression=col(ROW_ID, "a")))
+             .join(assigned, on=on)
              .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
                              alias=exp.TableAlias(this=ident("v"))),
                    on=exp.EQ(this=col(ROW_ID if row_values else EC_ID, "a"),
@@ -253,6 +260,27 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         noise = exp.select(*noise_items).from_(names.noise.copy())
         return exp.union(query, noise, distinct=False)
     return query
+
+
+def uses_tuple_map(ci: CompileInput) -> bool:
+    """DuckDB assignment plans whose class is a function of the QI tuple (``plan.tuple_classes``): the general view
+    joins the source to a temp table QI tuple → ``ec_id`` (one row per distinct tuple, written with the plan)
+    instead of the assignment on ``__row``, whose window sorts every row of the source at each read (issue 17.3)."""
+    plan = ci.plan
+    return (ci.on_duckdb and isinstance(plan, AssignmentPlan) and plan.tuple_classes is not None
+            and not plan.row_values)
+
+
+def tuple_map_table(release_name: str) -> exp.Table:
+    """The session-temporary map QI tuple → ``ec_id`` of an assignment plan (:func:`uses_tuple_map`)."""
+    return exp.Table(this=ident(release_name + "__tuples"), db=ident("main"), catalog=ident("temp"))
+
+
+def _tuple_type(plan: AssignmentPlan, i: int) -> str:
+    """The type the i-th QI was read as for ``plan.tuple_classes`` (its column ``q<i>``): DOUBLE or VARCHAR."""
+    import pyarrow as pa
+
+    return "DOUBLE" if pa.types.is_floating(plan.tuple_classes.schema.field(f"q{i}").type) else "VARCHAR"
 
 
 def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
@@ -763,6 +791,8 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
     ]
     if row_map is not None:
         stmts.append(("drop row map", exp.Drop(tables=[row_map.copy()], kind="TABLE", exists=True)))
+    if uses_tuple_map(ci):
+        stmts.append(("drop tuple map", exp.Drop(tables=[tuple_map_table(names.release)], kind="TABLE", exists=True)))
     if base is not None:
         stmts.append(("drop base counts", base_counts.drop(base)))
     cols = _data_columns(ci)
