@@ -235,10 +235,7 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if flag:
         items.append(alias(exp.false(), flag))
     if uses_tuple_map(ci):   # the class is a function of the QI tuple: join on it, no __row (no sort of every row)
-        assigned = tuple_map_table(names.release)
-        assigned.set("alias", exp.TableAlias(this=ident("a")))
-        on = and_all(null_safe_eq(exp.Cast(this=col(q, src), to=dtype(_tuple_type(plan, i))), col(f"q{i}", "a"))
-                     for i, q in enumerate(policy.quasi))
+        assigned, on = _tuple_join(ci, names, src, "a")
     else:
         assigned = exp.Table(this=names.assignment.this.copy(), db=names.assignment.args.get("db"),
                              alias=exp.TableAlias(this=ident("a")))
@@ -276,11 +273,49 @@ def tuple_map_table(release_name: str) -> exp.Table:
     return exp.Table(this=ident(release_name + "__tuples"), db=ident("main"), catalog=ident("temp"))
 
 
-def _tuple_type(plan: AssignmentPlan, i: int) -> str:
-    """The type the i-th QI was read as for ``plan.tuple_classes`` (its column ``q<i>``): DOUBLE or VARCHAR."""
-    import pyarrow as pa
+def _tuple_casts(ci: CompileInput, source: str) -> list[exp.Expression]:
+    """The QIs of relation ``source`` cast the way ``plan.tuple_classes`` holds them (DOUBLE or VARCHAR)."""
+    from .methods.local_values import tuple_casts   # pyarrow: only for plans that carry the tuples
 
-    return "DOUBLE" if pa.types.is_floating(plan.tuple_classes.schema.field(f"q{i}").type) else "VARCHAR"
+    return tuple_casts(ci.policy, ci.plan.tuple_classes, source)
+
+
+def _tuple_join(ci: CompileInput, names: ReleaseNames, source: str, alias_name: str
+                ) -> tuple[exp.Table, exp.Expression]:
+    """The temp map QI tuple → ``ec_id`` as ``alias_name`` and the null-safe join of relation ``source`` to it."""
+    assigned = tuple_map_table(names.release)
+    assigned.set("alias", exp.TableAlias(this=ident(alias_name)))
+    on = and_all(null_safe_eq(c, col(f"q{i}", alias_name)) for i, c in enumerate(_tuple_casts(ci, source)))
+    return assigned, on
+
+
+def assignment_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """The ``__assignment`` table (``__row`` → ``ec_id``) of a plan with ``tuple_classes``, without numbering every
+    row: rows equal in every column are consecutive under the ``__source`` view's ``row_number()`` order, so the
+    source grouped by all its columns, each group's first ``__row`` a running sum of the group sizes in that order,
+    and ``generate_series`` over each group give the same pairs (the class is a function of the QI values). It
+    sorts the distinct rows, not every row (issue 17.3)."""
+    cols = list(ci.columns)
+    n, start, i = "__n", "__start", "__i"
+    grouped = exp.select(*[col(c) for c in cols], alias(exp.Count(this=exp.Star()), n)).from_(
+        ci.relation.copy()).group_by(*[col(c) for c in cols])
+    order = [exp.Ordered(this=col(c), nulls_first=True) for c in cols]
+    running = exp.Window(this=exp.Sum(this=col(n)), order=exp.Order(expressions=order),
+                         spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",
+                                             end="CURRENT ROW"))
+    started = exp.select(exp.Star(), alias(exp.Sub(this=running, expression=col(n)), start)).from_(
+        exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("d"))))
+    assigned, on = _tuple_join(ci, names, "r", "a")
+    kept = (exp.select(col(start, "r"), col(n, "r"), col(EC_ID, "a"))
+            .from_(exp.Subquery(this=started, alias=exp.TableAlias(this=ident("r"))))
+            .join(assigned, on=on)
+            .order_by(col(start, "r")))
+    series = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(1), end=col(n))])
+    repeated = exp.select(col(start), col(EC_ID), alias(series, i)).from_(
+        exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("k"))))
+    row = exp.Cast(this=exp.Add(this=col(start), expression=col(i)), to=dtype("BIGINT"))
+    return exp.select(alias(row, ROW_ID), col(EC_ID)).from_(
+        exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("x"))))
 
 
 def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
@@ -791,6 +826,9 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
     ]
     if row_map is not None:
         stmts.append(("drop row map", exp.Drop(tables=[row_map.copy()], kind="TABLE", exists=True)))
+    if uses_tuple_map(ci) and ci.plan.assignment is None:
+        stmts.append(("assignment", exp.Create(this=names.assignment.copy(), kind="TABLE", replace=True,
+                                               expression=assignment_query(ci, names))))
     if uses_tuple_map(ci):
         stmts.append(("drop tuple map", exp.Drop(tables=[tuple_map_table(names.release)], kind="TABLE", exists=True)))
     if base is not None:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import anon_sql
-from anon_sql.methods.local_values import tuple_classes
+from anon_sql.methods.local_values import assign_rows, tuple_classes
 from anon_sql.methods.mondrian import Mondrian
 from conftest import working
 
@@ -25,7 +25,7 @@ def _table(n: int = 600, seed: int = 3) -> pd.DataFrame:
     age[rng.random(n) < 0.05] = np.nan
     zip_ = rng.choice(["10115", "10117", "20095", "20097", "80331", "80333"], n).astype(object)
     zip_[rng.random(n) < 0.05] = None
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "age": age,
         "zip": zip_,
         "sex": rng.choice(["f", "m"], n),
@@ -34,6 +34,8 @@ def _table(n: int = 600, seed: int = 3) -> pd.DataFrame:
         "n": rng.integers(1, 4, n),
         "w": rng.integers(1, 4, n).astype(float),   # a DOUBLE count column: planned per source row
     })
+    # rows equal in every column (the assignment numbers them as one group), in scattered positions
+    return pd.concat([frame, frame.iloc[::3], frame.iloc[::7]]).sample(frac=1, random_state=seed)
 
 
 CASES = {
@@ -72,8 +74,9 @@ def test_tuple_join_releases_the_row_keyed_table(case, monkeypatch):
 
     def row_keyed(self, ctx):
         plan = plan_of(self, ctx)
-        seen.append(plan.tuple_classes is not None)
-        return dataclasses.replace(plan, tuple_classes=None)
+        seen.append(plan.tuple_classes is not None and plan.assignment is None)
+        # the row-level path: the assignment numbered row by row in the engine, the general view joined on __row
+        return dataclasses.replace(plan, tuple_classes=None, assignment=assign_rows(ctx, plan.tuple_classes))
 
     monkeypatch.setattr(Mondrian, "plan", row_keyed)
     old = anon_sql.release(con, _policy("by_row", privacy, count))

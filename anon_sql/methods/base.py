@@ -48,7 +48,7 @@ class AssignmentPlan:
     method's report only.
     """
 
-    assignment: pd.DataFrame
+    assignment: pd.DataFrame | None           # None with ``tuple_classes``: the compiled release writes it
     class_values: pd.DataFrame
     noise: pd.DataFrame | None = None
     info: dict[str, Any] = field(default_factory=dict)

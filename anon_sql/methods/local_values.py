@@ -339,15 +339,20 @@ def tuple_classes(combinations: pa.Table, ec: np.ndarray) -> pa.Table | None:
     return pa.table([*[grouped.column(n) for n in names], lo], names=[*names, "ec_id"])
 
 
-def assign_rows(ctx: MethodContext, data: SourceData, tuples: pa.Table) -> pd.DataFrame:
-    """Per source row, ``__row`` and the ``ec_id`` of its QI tuple (``tuples``: :func:`tuple_classes`'s; ``data``:
-    :func:`load_combinations`'s, for the source's types): a join in the engine of the ``__source`` view with the
-    distinct QI tuples, ordered by ``__row``."""
-    policy = ctx.policy
-    casts, _ = _qi_items(policy, data.types, "s")
+def tuple_casts(policy: Any, tuples: pa.Table, source: str | None = None) -> list[exp.Expression]:
+    """Each QI of the source cast the way ``tuples`` (:func:`tuple_classes`'s) holds it: DOUBLE or VARCHAR."""
+    return [exp.Cast(this=col(q, source), to=exp.DataType.build(
+                "DOUBLE" if pa.types.is_floating(tuples.schema.field(f"q{i}").type) else "VARCHAR"))
+            for i, q in enumerate(policy.quasi)]
+
+
+def assign_rows(ctx: MethodContext, tuples: pa.Table) -> pd.DataFrame:
+    """Per source row, ``__row`` and the ``ec_id`` of its QI tuple (``tuples``: :func:`tuple_classes`'s): a join in
+    the engine of the ``__source`` view with the distinct QI tuples, ordered by ``__row`` — the row-level assignment
+    (a sort of every row for the row key), for plans that need it in memory."""
     name = "__anon_row_classes"
-    names = [f"q{i}" for i in range(len(policy.quasi))]
-    on = and_all(null_safe_eq(c, col(n, "k")) for c, n in zip(casts, names))
+    names = [f"q{i}" for i in range(len(ctx.policy.quasi))]
+    on = and_all(null_safe_eq(c, col(n, "k")) for c, n in zip(tuple_casts(ctx.policy, tuples, "s"), names))
     query = (exp.select(alias(col(ROW_ID, "s"), ROW_ID), col("ec_id", "k"))
              .from_(table_ref(ctx.source_view, alias="s"))
              .join(exp.Table(this=ident(name), alias=exp.TableAlias(this=ident("k"))), on=on)
@@ -362,4 +367,4 @@ def assign_rows(ctx: MethodContext, data: SourceData, tuples: pa.Table) -> pd.Da
 
 __all__ = ["QIColumn", "SourceData", "assign_rows", "class_values", "encode", "encode_categorical",
            "encode_numeric", "lca_level", "load_combinations", "load_source", "local_values", "parse_range",
-           "segment_lca", "tuple_classes"]
+           "segment_lca", "tuple_casts", "tuple_classes"]

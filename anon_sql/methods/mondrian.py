@@ -23,8 +23,7 @@ from ..schema import choice, key
 from ..udfs.utility import ncp_categorical, ncp_numeric
 from . import register
 from .base import AssignmentPlan, Method, MethodContext
-from .local_values import (QIColumn, SourceData, assign_rows, class_values, load_combinations, segment_lca,
-                           tuple_classes)
+from .local_values import QIColumn, SourceData, class_values, load_combinations, segment_lca, tuple_classes
 from .population_points import PopulationPoints, population_points
 
 
@@ -289,11 +288,11 @@ class Mondrian(Method):
         if tuples is None:
             raise RuntimeError("mondrian: rows with the same quasi-identifier values fell into different classes; "
                                "no release was created (please report this policy)")
-        assignment = assign_rows(ctx, data, tuples)
+        # no per-row assignment here: the compiled release writes it from the tuples (compiler.assignment_query)
         info: dict[str, Any] = {"partitions": result.n_partitions, "depth": result.depth}
         if self.categorical_width != "leaves":
             info["categorical_width"] = self.categorical_width
-        return AssignmentPlan(assignment, class_values(ec, data.columns), None, info, tuple_classes=tuples)
+        return AssignmentPlan(None, class_values(ec, data.columns), None, info, tuple_classes=tuples)
 
 
 __all__ = ["WIDTHS", "Mondrian", "MondrianResult", "StatsBuilder", "all_ok", "categorical_width", "check_root",
