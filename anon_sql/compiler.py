@@ -268,9 +268,24 @@ def uses_tuple_map(ci: CompileInput) -> bool:
             and not plan.row_values)
 
 
-def tuple_map_table(release_name: str) -> exp.Table:
-    """The session-temporary map QI tuple → ``ec_id`` of an assignment plan (:func:`uses_tuple_map`)."""
-    return exp.Table(this=ident(release_name + "__tuples"), db=ident("main"), catalog=ident("temp"))
+def tuple_map_table(release_name: str, kept: bool = False) -> exp.Table:
+    """The session-temporary map QI tuple → ``ec_id`` of an assignment plan (:func:`uses_tuple_map`); ``kept``: the
+    same map restricted to the kept classes, which the release statement joins."""
+    return exp.Table(this=ident(release_name + ("__kept" if kept else "__tuples")), db=ident("main"),
+                     catalog=ident("temp"))
+
+
+def _kept_tuples_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """The QI tuples of the kept classes (the classes view's keep flag) with their ``ec_id``: the release joins the
+    source to this small table — its exact cardinality makes it the hash join's build side — instead of joining the
+    general view (every row) to the classes."""
+    tuples = tuple_map_table(names.release)
+    tuples.set("alias", exp.TableAlias(this=ident("a")))
+    return (exp.select(exp.Column(this=exp.Star(), table=ident("a"))).from_(tuples)
+            .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
+                            alias=exp.TableAlias(this=ident("c"))),
+                  on=exp.EQ(this=col(EC_ID, "a"), expression=col(EC_ID, "c")))
+            .where(col(KEEP, "c")))
 
 
 def _tuple_casts(ci: CompileInput, source: str) -> list[exp.Expression]:
@@ -280,10 +295,11 @@ def _tuple_casts(ci: CompileInput, source: str) -> list[exp.Expression]:
     return tuple_casts(ci.policy, ci.plan.tuple_classes, source)
 
 
-def _tuple_join(ci: CompileInput, names: ReleaseNames, source: str, alias_name: str
+def _tuple_join(ci: CompileInput, names: ReleaseNames, source: str, alias_name: str, kept: bool = False
                 ) -> tuple[exp.Table, exp.Expression]:
-    """The temp map QI tuple → ``ec_id`` as ``alias_name`` and the null-safe join of relation ``source`` to it."""
-    assigned = tuple_map_table(names.release)
+    """The temp map QI tuple → ``ec_id`` (``kept``: of the kept classes) as ``alias_name`` and the null-safe join
+    of relation ``source`` to it."""
+    assigned = tuple_map_table(names.release, kept)
     assigned.set("alias", exp.TableAlias(this=ident(alias_name)))
     on = and_all(null_safe_eq(c, col(f"q{i}", alias_name)) for i, c in enumerate(_tuple_casts(ci, source)))
     return assigned, on
@@ -717,6 +733,18 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         # one aggregation of the rows feeds both the classes and the row → class map (CTE shared, not rescanned)
         query = query.with_("__lb", as_=_level_base(ci, names, base), copy=False)
         return query.with_("__lc", as_=_classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
+    if uses_tuple_map(ci):   # the source joined to the kept tuples and the class values (no second general read)
+        items = [col(c, "v") if c in ci.plan.class_values.columns and c in ci.policy.quasi else col(c, "g")
+                 for c in data_cols] + [col(EC_ID, "a")]
+        kept, on = _tuple_join(ci, names, "g", "a", kept=True)
+        query = (exp.select(*items)
+                 .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                  alias=exp.TableAlias(this=ident("g"))))
+                 .join(kept, on=on)
+                 .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
+                                 alias=exp.TableAlias(this=ident("v"))),
+                       on=exp.EQ(this=col(EC_ID, "a"), expression=col(EC_ID, "v"))))
+        return _ordered_rows(ci, query, items, data_cols)
     items = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
     query = (exp.select(*items)
              .from_(exp.Table(this=names.general.this.copy(), db=names.general.args.get("db"),
@@ -820,6 +848,10 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
         stmts.append(("row map", exp.Create(this=row_map.copy(), kind="TABLE", replace=True,
                                             expression=_row_map_query(ci, names),
                                             properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
+    if uses_tuple_map(ci):
+        stmts.append(("kept tuples", exp.Create(this=tuple_map_table(names.release, kept=True), kind="TABLE",
+                                                replace=True, expression=_kept_tuples_query(ci, names),
+                                                properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
     stmts += [
         ("release table", exp.Create(this=names.table, kind="TABLE", expression=release_table_query(ci, names))),
         ("checks view", _create_view(names.checks, checks_view(ci, names), ci.dialect)),
@@ -830,7 +862,9 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
         stmts.append(("assignment", exp.Create(this=names.assignment.copy(), kind="TABLE", replace=True,
                                                expression=assignment_query(ci, names))))
     if uses_tuple_map(ci):
-        stmts.append(("drop tuple map", exp.Drop(tables=[tuple_map_table(names.release)], kind="TABLE", exists=True)))
+        stmts += [(f"drop tuple map{' (kept)' if kept else ''}",
+                   exp.Drop(tables=[tuple_map_table(names.release, kept)], kind="TABLE", exists=True))
+                  for kept in (True, False)]
     if base is not None:
         stmts.append(("drop base counts", base_counts.drop(base)))
     cols = _data_columns(ci)
