@@ -733,6 +733,8 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         # one aggregation of the rows feeds both the classes and the row → class map (CTE shared, not rescanned)
         query = query.with_("__lb", as_=_level_base(ci, names, base), copy=False)
         return query.with_("__lc", as_=_classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
+    if uses_tuple_map(ci) and _expands_tuples(ci, data_cols):
+        return _expanded_tuple_release(ci, names, data_cols)
     if uses_tuple_map(ci):   # the source joined to the kept tuples and the class values (no second general read)
         items = [col(c, "v") if c in ci.plan.class_values.columns and c in ci.policy.quasi else col(c, "g")
                  for c in data_cols] + [col(EC_ID, "a")]
@@ -773,6 +775,47 @@ def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
     out = [col(c) for c in data_cols] + [col(EC_ID)]
     repeated = exp.select(*out, alias(copies, "__i")).from_(
         exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("x"))))
+    return exp.select(*[c.copy() for c in out]).from_(
+        exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
+
+
+def _expands_tuples(ci: CompileInput, data_cols: list[str]) -> bool:
+    """A plan with ``tuple_classes`` whose released columns are all QIs / sensitive attributes (no count column):
+    written from the kept rows grouped by class and sensitive values, not sorted row by row."""
+    return not ci.policy.count_column and set(data_cols) <= set(base_counts.keys(ci.policy))
+
+
+def _expanded_tuple_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str]) -> exp.Select:
+    """The release of a plan with ``tuple_classes`` when every released column is a QI or a sensitive attribute
+    (:func:`_expands_tuples`): the source rows of the kept tuples grouped by (``ec_id``, the columns not released
+    per class) with their count, joined to the class values, sorted in the release order of
+    :func:`_ordered_rows` (``ec_id``, then the seeded hash of the non-QI columns) and each group written ``__w``
+    times (UNNEST keeps that order). Rows of a group are identical once released, so this is the table the sorted
+    rows give, but the sort is over the groups, not over every row (issue 17.3)."""
+    policy, plan = ci.policy, ci.plan
+    per_class = [c for c in data_cols if c in plan.class_values.columns and c in policy.quasi]
+    grouped_cols = [c for c in data_cols if c not in per_class]
+    kept, on = _tuple_join(ci, names, "g", "a", kept=True)
+    keys = [col(EC_ID, "a"), *[col(c, "g") for c in grouped_cols]]
+    grouped = (exp.select(*[k.copy() for k in keys], alias(exp.Count(this=exp.Star()), WEIGHT))
+               .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                alias=exp.TableAlias(this=ident("g"))))
+               .join(kept, on=on)
+               .group_by(*keys))
+    items = [col(c, "v") if c in per_class else col(c, "x") for c in data_cols] + [col(EC_ID, "x")]
+    others = [col(c, "x") for c in data_cols if c not in policy.quasi]
+    order = [col(EC_ID, "x")] + ([exp.Anonymous(this="hash", expressions=[*others, lit(policy.seed)])]
+                                 if others else [])
+    rows = (exp.select(*items, col(WEIGHT, "x"))
+            .from_(exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("x"))))
+            .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
+                            alias=exp.TableAlias(this=ident("v"))),
+                  on=exp.EQ(this=col(EC_ID, "x"), expression=col(EC_ID, "v")))
+            .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    copies = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(0), end=col(WEIGHT), is_end_exclusive=True)])
+    out = [col(c) for c in data_cols] + [col(EC_ID)]
+    repeated = exp.select(*out, alias(copies, "__i")).from_(
+        exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("k"))))
     return exp.select(*[c.copy() for c in out]).from_(
         exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
 

@@ -45,12 +45,17 @@ CASES = {
     "suppression": ({"k": 8, "max_suppression": 0.05, "l_diversity": {"kind": "distinct", "l": 3}}, None),
     "count": ({"k": 6}, "n"),
     "double count": ({"k": 6}, "w"),
+    # every released column a QI or the sensitive attribute: written from the kept rows grouped, not sorted one by one
+    "k, grouped": ({"k": 5}, None),
+    "l with suppression, grouped": ({"k": 8, "max_suppression": 0.05, "l_diversity": {"kind": "distinct", "l": 3}},
+                                    None),
+    "t, grouped": ({"k": 3, "t_closeness": 0.4}, None),
 }
 
 
-def _policy(name: str, privacy: dict, count: str | None) -> dict:
+def _policy(name: str, privacy: dict, count: str | None, grouped: bool = False) -> dict:
     attrs = {"age": {"role": "quasi"}, "zip": {"role": "quasi"}, "sex": {"role": "quasi"},
-             "disease": {"role": "sensitive"}, "note": {"role": "insensitive"}}
+             "disease": {"role": "sensitive"}, "note": {"role": "identifier" if grouped else "insensitive"}}
     for c in ("n", "w"):
         if c != count:
             attrs[c] = {"role": "identifier"}
@@ -68,7 +73,8 @@ def test_tuple_join_releases_the_row_keyed_table(case, monkeypatch):
     con.register("frame", _table())
     con.execute("CREATE TABLE t AS SELECT * FROM frame")
     con.unregister("frame")
-    new = anon_sql.release(con, _policy("by_tuple", privacy, count))
+    grouped = case.endswith("grouped")
+    new = anon_sql.release(con, _policy("by_tuple", privacy, count, grouped))
     plan_of = Mondrian.plan
     seen = []
 
@@ -79,7 +85,7 @@ def test_tuple_join_releases_the_row_keyed_table(case, monkeypatch):
         return dataclasses.replace(plan, tuple_classes=None, assignment=assign_rows(ctx, plan.tuple_classes))
 
     monkeypatch.setattr(Mondrian, "plan", row_keyed)
-    old = anon_sql.release(con, _policy("by_row", privacy, count))
+    old = anon_sql.release(con, _policy("by_row", privacy, count, grouped))
     assert seen == [True]
     a = con.execute("SELECT * FROM by_tuple").df()
     b = con.execute("SELECT * FROM by_row").df()
@@ -93,9 +99,8 @@ def test_tuple_join_releases_the_row_keyed_table(case, monkeypatch):
     # the temp map is gone, the general view joined it (its text names the map, not __row)
     temps = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
     assert not [t for t in temps if t[0].endswith("__tuples")]
-    if case == "k":
-        sql = "\n".join(new.sql)
-        assert '"by_tuple__tuples"' in sql
+    sql = "\n".join(new.sql)
+    assert '"by_tuple__tuples"' in sql and ('"__w"' in sql) == grouped   # grouped: written from counts
     if case == "double count":
         assert con.execute("SELECT sum(w) FROM by_tuple").fetchone()[0] == pytest.approx(_table()["w"].sum())
     con.close()
