@@ -234,12 +234,16 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     items.append(col(EC_ID, "a"))
     if flag:
         items.append(alias(exp.false(), flag))
+    if uses_tuple_map(ci):   # the class is a function of the QI tuple: join on it, no __row (no sort of every row)
+        assigned, on = _tuple_join(ci, names, src, "a")
+    else:
+        assigned = exp.Table(this=names.assignment.this.copy(), db=names.assignment.args.get("db"),
+                             alias=exp.TableAlias(this=ident("a")))
+        on = exp.EQ(this=col(ROW_ID, src), expression=col(ROW_ID, "a"))
     query = (exp.select(*items)
              .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
                               alias=exp.TableAlias(this=ident(src))))
-             .join(exp.Table(this=names.assignment.this.copy(), db=names.assignment.args.get("db"),
-                             alias=exp.TableAlias(this=ident("a"))),
-                   on=exp.EQ(this=col(ROW_ID, src), expression=col(ROW_ID, "a")))
+             .join(assigned, on=on)
              .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
                              alias=exp.TableAlias(this=ident("v"))),
                    on=exp.EQ(this=col(ROW_ID if row_values else EC_ID, "a"),
@@ -253,6 +257,81 @@ def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         noise = exp.select(*noise_items).from_(names.noise.copy())
         return exp.union(query, noise, distinct=False)
     return query
+
+
+def uses_tuple_map(ci: CompileInput) -> bool:
+    """DuckDB assignment plans whose class is a function of the QI tuple (``plan.tuple_classes``): the general view
+    joins the source to a temp table QI tuple → ``ec_id`` (one row per distinct tuple, written with the plan)
+    instead of the assignment on ``__row``, whose window sorts every row of the source at each read (issue 17.3)."""
+    plan = ci.plan
+    return (ci.on_duckdb and isinstance(plan, AssignmentPlan) and plan.tuple_classes is not None
+            and not plan.row_values)
+
+
+def tuple_map_table(release_name: str, kept: bool = False) -> exp.Table:
+    """The session-temporary map QI tuple → ``ec_id`` of an assignment plan (:func:`uses_tuple_map`); ``kept``: the
+    same map restricted to the kept classes, which the release statement joins."""
+    return exp.Table(this=ident(release_name + ("__kept" if kept else "__tuples")), db=ident("main"),
+                     catalog=ident("temp"))
+
+
+def _kept_tuples_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """The QI tuples of the kept classes (the classes view's keep flag) with their ``ec_id``: the release joins the
+    source to this small table — its exact cardinality makes it the hash join's build side — instead of joining the
+    general view (every row) to the classes."""
+    tuples = tuple_map_table(names.release)
+    tuples.set("alias", exp.TableAlias(this=ident("a")))
+    return (exp.select(exp.Column(this=exp.Star(), table=ident("a"))).from_(tuples)
+            .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
+                            alias=exp.TableAlias(this=ident("c"))),
+                  on=exp.EQ(this=col(EC_ID, "a"), expression=col(EC_ID, "c")))
+            .where(col(KEEP, "c")))
+
+
+def _tuple_casts(ci: CompileInput, source: str) -> list[exp.Expression]:
+    """The QIs of relation ``source`` cast the way ``plan.tuple_classes`` holds them (DOUBLE or VARCHAR)."""
+    from .methods.local_values import tuple_casts   # pyarrow: only for plans that carry the tuples
+
+    return tuple_casts(ci.policy, ci.plan.tuple_classes, source)
+
+
+def _tuple_join(ci: CompileInput, names: ReleaseNames, source: str, alias_name: str, kept: bool = False
+                ) -> tuple[exp.Table, exp.Expression]:
+    """The temp map QI tuple → ``ec_id`` (``kept``: of the kept classes) as ``alias_name`` and the null-safe join
+    of relation ``source`` to it."""
+    assigned = tuple_map_table(names.release, kept)
+    assigned.set("alias", exp.TableAlias(this=ident(alias_name)))
+    on = and_all(null_safe_eq(c, col(f"q{i}", alias_name)) for i, c in enumerate(_tuple_casts(ci, source)))
+    return assigned, on
+
+
+def assignment_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """The ``__assignment`` table (``__row`` → ``ec_id``) of a plan with ``tuple_classes``, without numbering every
+    row: rows equal in every column are consecutive under the ``__source`` view's ``row_number()`` order, so the
+    source grouped by all its columns, each group's first ``__row`` a running sum of the group sizes in that order,
+    and ``generate_series`` over each group give the same pairs (the class is a function of the QI values). It
+    sorts the distinct rows, not every row (issue 17.3)."""
+    cols = list(ci.columns)
+    n, start, i = "__n", "__start", "__i"
+    grouped = exp.select(*[col(c) for c in cols], alias(exp.Count(this=exp.Star()), n)).from_(
+        ci.relation.copy()).group_by(*[col(c) for c in cols])
+    order = [exp.Ordered(this=col(c), nulls_first=True) for c in cols]
+    running = exp.Window(this=exp.Sum(this=col(n)), order=exp.Order(expressions=order),
+                         spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",
+                                             end="CURRENT ROW"))
+    started = exp.select(exp.Star(), alias(exp.Sub(this=running, expression=col(n)), start)).from_(
+        exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("d"))))
+    assigned, on = _tuple_join(ci, names, "r", "a")
+    kept = (exp.select(col(start, "r"), col(n, "r"), col(EC_ID, "a"))
+            .from_(exp.Subquery(this=started, alias=exp.TableAlias(this=ident("r"))))
+            .join(assigned, on=on)
+            .order_by(col(start, "r")))
+    series = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(1), end=col(n))])
+    repeated = exp.select(col(start), col(EC_ID), alias(series, i)).from_(
+        exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("k"))))
+    row = exp.Cast(this=exp.Add(this=col(start), expression=col(i)), to=dtype("BIGINT"))
+    return exp.select(alias(row, ROW_ID), col(EC_ID)).from_(
+        exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("x"))))
 
 
 def _generalized_items(ci: CompileInput, cols: Sequence[str], src: str
@@ -678,6 +757,20 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         # one aggregation of the rows feeds both the classes and the row → class map (CTE shared, not rescanned)
         query = query.with_("__lb", as_=_level_base(ci, names, base), copy=False)
         return query.with_("__lc", as_=_classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
+    if uses_tuple_map(ci) and _expands_tuples(ci, data_cols):
+        return _expanded_tuple_release(ci, names, data_cols)
+    if uses_tuple_map(ci):   # the source joined to the kept tuples and the class values (no second general read)
+        items = [col(c, "v") if c in ci.plan.class_values.columns and c in ci.policy.quasi else col(c, "g")
+                 for c in data_cols] + [col(EC_ID, "a")]
+        kept, on = _tuple_join(ci, names, "g", "a", kept=True)
+        query = (exp.select(*items)
+                 .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                  alias=exp.TableAlias(this=ident("g"))))
+                 .join(kept, on=on)
+                 .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
+                                 alias=exp.TableAlias(this=ident("v"))),
+                       on=exp.EQ(this=col(EC_ID, "a"), expression=col(EC_ID, "v"))))
+        return _ordered_rows(ci, query, items, data_cols)
     items = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
     query = (exp.select(*items)
              .from_(exp.Table(this=names.general.this.copy(), db=names.general.args.get("db"),
@@ -706,6 +799,47 @@ def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
     out = [col(c) for c in data_cols] + [col(EC_ID)]
     repeated = exp.select(*out, alias(copies, "__i")).from_(
         exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("x"))))
+    return exp.select(*[c.copy() for c in out]).from_(
+        exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
+
+
+def _expands_tuples(ci: CompileInput, data_cols: list[str]) -> bool:
+    """A plan with ``tuple_classes`` whose released columns are all QIs / sensitive attributes (no count column):
+    written from the kept rows grouped by class and sensitive values, not sorted row by row."""
+    return not ci.policy.count_column and set(data_cols) <= set(base_counts.keys(ci.policy))
+
+
+def _expanded_tuple_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str]) -> exp.Select:
+    """The release of a plan with ``tuple_classes`` when every released column is a QI or a sensitive attribute
+    (:func:`_expands_tuples`): the source rows of the kept tuples grouped by (``ec_id``, the columns not released
+    per class) with their count, joined to the class values, sorted in the release order of
+    :func:`_ordered_rows` (``ec_id``, then the seeded hash of the non-QI columns) and each group written ``__w``
+    times (UNNEST keeps that order). Rows of a group are identical once released, so this is the table the sorted
+    rows give, but the sort is over the groups, not over every row (issue 17.3)."""
+    policy, plan = ci.policy, ci.plan
+    per_class = [c for c in data_cols if c in plan.class_values.columns and c in policy.quasi]
+    grouped_cols = [c for c in data_cols if c not in per_class]
+    kept, on = _tuple_join(ci, names, "g", "a", kept=True)
+    keys = [col(EC_ID, "a"), *[col(c, "g") for c in grouped_cols]]
+    grouped = (exp.select(*[k.copy() for k in keys], alias(exp.Count(this=exp.Star()), WEIGHT))
+               .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                alias=exp.TableAlias(this=ident("g"))))
+               .join(kept, on=on)
+               .group_by(*keys))
+    items = [col(c, "v") if c in per_class else col(c, "x") for c in data_cols] + [col(EC_ID, "x")]
+    others = [col(c, "x") for c in data_cols if c not in policy.quasi]
+    order = [col(EC_ID, "x")] + ([exp.Anonymous(this="hash", expressions=[*others, lit(policy.seed)])]
+                                 if others else [])
+    rows = (exp.select(*items, col(WEIGHT, "x"))
+            .from_(exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("x"))))
+            .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
+                            alias=exp.TableAlias(this=ident("v"))),
+                  on=exp.EQ(this=col(EC_ID, "x"), expression=col(EC_ID, "v")))
+            .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    copies = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(0), end=col(WEIGHT), is_end_exclusive=True)])
+    out = [col(c) for c in data_cols] + [col(EC_ID)]
+    repeated = exp.select(*out, alias(copies, "__i")).from_(
+        exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("k"))))
     return exp.select(*[c.copy() for c in out]).from_(
         exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
 
@@ -829,12 +963,23 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
         stmts.append(("row map", exp.Create(this=row_map.copy(), kind="TABLE", replace=True,
                                             expression=_row_map_query(ci, names),
                                             properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
+    if uses_tuple_map(ci):
+        stmts.append(("kept tuples", exp.Create(this=tuple_map_table(names.release, kept=True), kind="TABLE",
+                                                replace=True, expression=_kept_tuples_query(ci, names),
+                                                properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
     stmts += [
         ("release table", exp.Create(this=names.table, kind="TABLE", expression=release_table_query(ci, names))),
         ("checks view", _create_view(names.checks, checks_view(ci, names), ci.dialect)),
     ]
     if row_map is not None:
         stmts.append(("drop row map", exp.Drop(tables=[row_map.copy()], kind="TABLE", exists=True)))
+    if uses_tuple_map(ci) and ci.plan.assignment is None:
+        stmts.append(("assignment", exp.Create(this=names.assignment.copy(), kind="TABLE", replace=True,
+                                               expression=assignment_query(ci, names))))
+    if uses_tuple_map(ci):
+        stmts += [(f"drop tuple map{' (kept)' if kept else ''}",
+                   exp.Drop(tables=[tuple_map_table(names.release, kept)], kind="TABLE", exists=True))
+                  for kept in (True, False)]
     if base is not None:
         stmts.append(("drop base counts", base_counts.drop(base)))
     cols = _data_columns(ci)

@@ -9,7 +9,7 @@ import pandas as pd
 from sqlglot import exp
 
 from .. import base_counts, catalog
-from ..compiler import WORK_SCHEMA, ReleaseNames
+from ..compiler import WORK_SCHEMA, ReleaseNames, tuple_map_table
 from ..methods import AssignmentPlan
 from ..policy import Policy
 from ..source import Source, relation_exists, resolve
@@ -70,15 +70,20 @@ class DuckDBEngine(Engine):
         self.created.append(stmt.this.name)
 
     def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str]) -> None:
+        # the QI tuple → ec_id map is session-temporary (the compiled release drops it): the general view's join
+        tuples = tuple_map_table(names.release) if plan.tuple_classes is not None else None
         for table, frame in ((names.assignment, plan.assignment), (names.ec_values, plan.class_values),
-                             (names.noise, plan.noise)):
+                             (names.noise, plan.noise), (tuples, plan.tuple_classes)):
             if frame is None:
                 continue
             self._con.register("__anon_plan_frame", frame)
+            temporary = exp.Properties(expressions=[exp.TemporaryProperty()]) if table is tuples else None
             self._con.execute(render(exp.Create(this=table.copy(), kind="TABLE", replace=True,
-                                                expression=exp.select("*").from_("__anon_plan_frame"))))
+                                                expression=exp.select("*").from_("__anon_plan_frame"),
+                                                properties=temporary)))
             self._con.unregister("__anon_plan_frame")
-            self.created.append(table.name)
+            if table is not tuples:
+                self.created.append(table.name)
 
     def drop(self, name: str | exp.Table) -> None:
         self._con.execute(render(exp.Drop(tables=[_table(name)], kind="TABLE", exists=True)))

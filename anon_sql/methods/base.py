@@ -48,7 +48,7 @@ class AssignmentPlan:
     method's report only.
     """
 
-    assignment: pd.DataFrame
+    assignment: pd.DataFrame | None           # None with ``tuple_classes``: the compiled release writes it
     class_values: pd.DataFrame
     noise: pd.DataFrame | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -61,6 +61,10 @@ class AssignmentPlan:
     # interval-recoded numeric QIs: QI → [{"high": upper bound, "text": released value}] (the cut points that send
     # any value, a population's too, to its released interval; k-map / δ-presence match populations through them)
     value_intervals: dict[str, list[dict[str, Any]]] | None = None
+    # the class as a function of the QI values (Mondrian): one row per distinct QI tuple of the source, columns
+    # ``q<i>`` (the i-th QI as the method read it: numeric QIs DOUBLE, others VARCHAR) and ``ec_id`` (an Arrow
+    # table). DuckDB's general view then joins the source on the QI tuple, not on ``__row``: no sort of every row
+    tuple_classes: Any = None
 
     def details(self) -> dict[str, Any]:
         """The report for ``Release.info`` and ``Release.plan``: ``info`` and the typed fields that are set."""

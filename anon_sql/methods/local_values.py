@@ -326,22 +326,38 @@ def load_combinations(ctx: MethodContext) -> tuple[SourceData, pa.Table]:
     return data, table.select([f"q{i}" for i in range(len(policy.quasi))])
 
 
-def assign_rows(ctx: MethodContext, data: SourceData, combinations: pa.Table, ec: np.ndarray) -> pd.DataFrame:
-    """Per source row, ``__row`` and the ``ec_id`` of its QI combination (``ec`` per row of ``combinations``, a
-    function of the QI values; ``data``: :func:`load_combinations`'s, for the source's types): a join in the engine
-    of the ``__source`` view with the distinct QI tuples, ordered by ``__row``."""
-    policy = ctx.policy
-    casts, _ = _qi_items(policy, data.types, "s")
-    keys = combinations.append_column("ec_id", pa.array(np.asarray(ec, dtype=np.int64)))
+def tuple_classes(combinations: pa.Table, ec: np.ndarray) -> pa.Table | None:
+    """Each distinct QI tuple of ``combinations`` (:func:`load_combinations`'s, columns ``q<i>``) with its
+    ``ec_id`` (``ec`` per row of ``combinations``), or None when some tuple has rows in two classes (the
+    assignment is then not a function of the QI values and must stay per row)."""
+    names = [f"q{i}" for i in range(combinations.num_columns)]
+    keyed = combinations.append_column("ec_id", pa.array(np.asarray(ec, dtype=np.int64)))
+    grouped = keyed.group_by(names, use_threads=False).aggregate([("ec_id", "min"), ("ec_id", "max")])
+    lo, hi = grouped.column("ec_id_min"), grouped.column("ec_id_max")
+    if not np.array_equal(lo.to_numpy(), hi.to_numpy()):
+        return None
+    return pa.table([*[grouped.column(n) for n in names], lo], names=[*names, "ec_id"])
+
+
+def tuple_casts(policy: Any, tuples: pa.Table, source: str | None = None) -> list[exp.Expression]:
+    """Each QI of the source cast the way ``tuples`` (:func:`tuple_classes`'s) holds it: DOUBLE or VARCHAR."""
+    return [exp.Cast(this=col(q, source), to=exp.DataType.build(
+                "DOUBLE" if pa.types.is_floating(tuples.schema.field(f"q{i}").type) else "VARCHAR"))
+            for i, q in enumerate(policy.quasi)]
+
+
+def assign_rows(ctx: MethodContext, tuples: pa.Table) -> pd.DataFrame:
+    """Per source row, ``__row`` and the ``ec_id`` of its QI tuple (``tuples``: :func:`tuple_classes`'s): a join in
+    the engine of the ``__source`` view with the distinct QI tuples, ordered by ``__row`` — the row-level assignment
+    (a sort of every row for the row key), for plans that need it in memory."""
     name = "__anon_row_classes"
-    names = [f"q{i}" for i in range(len(policy.quasi))]
-    distinct = exp.select(*[col(n) for n in names], col("ec_id")).distinct().from_(ident(name))
-    on = and_all(null_safe_eq(c, col(n, "k")) for c, n in zip(casts, names))
+    names = [f"q{i}" for i in range(len(ctx.policy.quasi))]
+    on = and_all(null_safe_eq(c, col(n, "k")) for c, n in zip(tuple_casts(ctx.policy, tuples, "s"), names))
     query = (exp.select(alias(col(ROW_ID, "s"), ROW_ID), col("ec_id", "k"))
              .from_(table_ref(ctx.source_view, alias="s"))
-             .join(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("k"))), on=on)
+             .join(exp.Table(this=ident(name), alias=exp.TableAlias(this=ident("k"))), on=on)
              .order_by(col(ROW_ID, "s")))
-    ctx.con.register(name, keys)
+    ctx.con.register(name, tuples)
     try:
         out = ctx.con.sql(render(query)).to_arrow_table()
     finally:
@@ -351,4 +367,4 @@ def assign_rows(ctx: MethodContext, data: SourceData, combinations: pa.Table, ec
 
 __all__ = ["QIColumn", "SourceData", "assign_rows", "class_values", "encode", "encode_categorical",
            "encode_numeric", "lca_level", "load_combinations", "load_source", "local_values", "parse_range",
-           "segment_lca"]
+           "segment_lca", "tuple_casts", "tuple_classes"]

@@ -23,7 +23,7 @@ from ..schema import choice, key
 from ..udfs.utility import ncp_categorical, ncp_numeric
 from . import register
 from .base import AssignmentPlan, Method, MethodContext
-from .local_values import QIColumn, SourceData, assign_rows, class_values, load_combinations, segment_lca
+from .local_values import QIColumn, SourceData, class_values, load_combinations, segment_lca, tuple_classes
 from .population_points import PopulationPoints, population_points
 
 
@@ -283,11 +283,16 @@ class Mondrian(Method):
         check_root(ctx.models, stats)
         result = partition(data.columns, ctx.models, stats, ctx.progress, self.categorical_width)
         ec = result.pid + 1
-        assignment = assign_rows(ctx, data, combinations, ec)
+        # splits compare a QI's value with a cut, so all rows of one QI tuple share a partition
+        tuples = tuple_classes(combinations, ec)
+        if tuples is None:
+            raise RuntimeError("mondrian: rows with the same quasi-identifier values fell into different classes; "
+                               "no release was created (please report this policy)")
+        # no per-row assignment here: the compiled release writes it from the tuples (compiler.assignment_query)
         info: dict[str, Any] = {"partitions": result.n_partitions, "depth": result.depth}
         if self.categorical_width != "leaves":
             info["categorical_width"] = self.categorical_width
-        return AssignmentPlan(assignment, class_values(ec, data.columns), None, info)
+        return AssignmentPlan(None, class_values(ec, data.columns), None, info, tuple_classes=tuples)
 
 
 __all__ = ["WIDTHS", "Mondrian", "MondrianResult", "StatsBuilder", "all_ok", "categorical_width", "check_root",

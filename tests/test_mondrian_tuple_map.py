@@ -1,0 +1,116 @@
+"""Mondrian's general view joins the source on the QI tuple (a temp map QI tuple → ec_id, issue 17.3) instead of on
+``__row``: the released table must be the one the row-keyed join gives, row for row and in the same order. The
+oracle is the row-keyed path itself (the same plan with ``tuple_classes`` taken away), on policies that exercise
+every input of the planner: k, distinct l-diversity, t-closeness, suppression, NULLs in numeric and categorical QIs,
+insensitive columns, an integer and a DOUBLE count column."""
+from __future__ import annotations
+
+import dataclasses
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import anon_sql
+from anon_sql.methods.local_values import assign_rows, tuple_classes
+from anon_sql.methods.mondrian import Mondrian
+from conftest import working
+
+
+def _table(n: int = 600, seed: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    age = rng.integers(17, 80, n).astype(float)
+    age[rng.random(n) < 0.05] = np.nan
+    zip_ = rng.choice(["10115", "10117", "20095", "20097", "80331", "80333"], n).astype(object)
+    zip_[rng.random(n) < 0.05] = None
+    frame = pd.DataFrame({
+        "age": age,
+        "zip": zip_,
+        "sex": rng.choice(["f", "m"], n),
+        "disease": rng.choice(["flu", "cold", "hiv", "cancer", "none"], n),
+        "note": rng.choice(["a", "b", "c"], n),
+        "n": rng.integers(1, 4, n),
+        "w": rng.integers(1, 4, n).astype(float),   # a DOUBLE count column: planned per source row
+    })
+    # rows equal in every column (the assignment numbers them as one group), in scattered positions
+    return pd.concat([frame, frame.iloc[::3], frame.iloc[::7]]).sample(frac=1, random_state=seed)
+
+
+CASES = {
+    "k": ({"k": 5}, None),
+    "l": ({"k": 3, "l_diversity": {"kind": "distinct", "l": 2}}, None),
+    "t": ({"k": 3, "t_closeness": 0.4}, None),
+    "suppression": ({"k": 8, "max_suppression": 0.05, "l_diversity": {"kind": "distinct", "l": 3}}, None),
+    "count": ({"k": 6}, "n"),
+    "double count": ({"k": 6}, "w"),
+    # every released column a QI or the sensitive attribute: written from the kept rows grouped, not sorted one by one
+    "k, grouped": ({"k": 5}, None),
+    "l with suppression, grouped": ({"k": 8, "max_suppression": 0.05, "l_diversity": {"kind": "distinct", "l": 3}},
+                                    None),
+    "t, grouped": ({"k": 3, "t_closeness": 0.4}, None),
+}
+
+
+def _policy(name: str, privacy: dict, count: str | None, grouped: bool = False) -> dict:
+    attrs = {"age": {"role": "quasi"}, "zip": {"role": "quasi"}, "sex": {"role": "quasi"},
+             "disease": {"role": "sensitive"}, "note": {"role": "identifier" if grouped else "insensitive"}}
+    for c in ("n", "w"):
+        if c != count:
+            attrs[c] = {"role": "identifier"}
+    pol = {"name": name, "source": "t", "method": "mondrian", "attributes": attrs, "privacy": privacy}
+    if count:
+        pol["count_column"] = count
+    return pol
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_tuple_join_releases_the_row_keyed_table(case, monkeypatch):
+    privacy, count = CASES[case]
+    con = duckdb.connect()
+    anon_sql.install(con)
+    con.register("frame", _table())
+    con.execute("CREATE TABLE t AS SELECT * FROM frame")
+    con.unregister("frame")
+    grouped = case.endswith("grouped")
+    new = anon_sql.release(con, _policy("by_tuple", privacy, count, grouped))
+    plan_of = Mondrian.plan
+    seen = []
+
+    def row_keyed(self, ctx):
+        plan = plan_of(self, ctx)
+        seen.append(plan.tuple_classes is not None and plan.assignment is None)
+        # the row-level path: the assignment numbered row by row in the engine, the general view joined on __row
+        return dataclasses.replace(plan, tuple_classes=None, assignment=assign_rows(ctx, plan.tuple_classes))
+
+    monkeypatch.setattr(Mondrian, "plan", row_keyed)
+    old = anon_sql.release(con, _policy("by_row", privacy, count, grouped))
+    assert seen == [True]
+    a = con.execute("SELECT * FROM by_tuple").df()
+    b = con.execute("SELECT * FROM by_row").df()
+    assert len(a) > 0 and a["ec_id"].nunique() > 1
+    pd.testing.assert_frame_equal(a, b)   # same rows, same order
+    assert new.records_out == old.records_out and new.passed and old.passed
+    for part in ("assignment", "ec_values"):
+        x = con.execute(f"SELECT * FROM {working('by_tuple', part)} ORDER BY ALL").df()
+        y = con.execute(f"SELECT * FROM {working('by_row', part)} ORDER BY ALL").df()
+        pd.testing.assert_frame_equal(x, y)
+    # the temp map is gone, the general view joined it (its text names the map, not __row)
+    temps = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+    assert not [t for t in temps if t[0].endswith("__tuples")]
+    sql = "\n".join(new.sql)
+    assert '"by_tuple__tuples"' in sql and ('"__w"' in sql) == grouped   # grouped: written from counts
+    if case == "double count":
+        assert con.execute("SELECT sum(w) FROM by_tuple").fetchone()[0] == pytest.approx(_table()["w"].sum())
+    con.close()
+
+
+def test_tuple_classes_refuses_a_tuple_split_across_classes():
+    combos = pa.table({"q0": [1.0, 1.0, 2.0, None, None], "q1": ["a", "a", "b", None, None]})
+    mapped = tuple_classes(combos, np.array([1, 1, 2, 3, 3]))
+    assert mapped.num_rows == 3
+    got = {(r["q0"], r["q1"]): r["ec_id"] for r in mapped.to_pylist()}
+    assert got == {(1.0, "a"): 1, (2.0, "b"): 2, (None, None): 3}
+    assert tuple_classes(combos, np.array([1, 2, 2, 3, 3])) is None     # (1, a) in classes 1 and 2
+    assert tuple_classes(combos, np.array([1, 1, 2, 3, 4])) is None     # the NULL tuple in classes 3 and 4
