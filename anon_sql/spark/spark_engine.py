@@ -28,6 +28,9 @@ class SparkEngine(Engine):
     def __init__(self, spark: Any, catalog: Any = None, output: str | None = None, replace: bool = False):
         super().__init__()
         require_pyspark()
+        from pyspark.errors import PySparkException
+
+        self.errors = (PySparkException,)   # e.g. a population value that does not cast to the source's type
         self.spark = spark
         self.sq = SparkSQL(spark)
         self.jobs = JobCounter(spark)
