@@ -41,7 +41,7 @@ def _text(e: exp.Expression) -> exp.Expression:
 
 
 def _double(e: exp.Expression) -> exp.Expression:
-    return exp.TryCast(this=e, to=dtype("DOUBLE"))
+    return exp.TryCast(this=e, to=dtype("DOUBLE"), safe=True)   # safe: Spark renders TRY_CAST, not CAST
 
 
 def _sub(query: exp.Expression, name: str) -> exp.Expression:
@@ -137,7 +137,9 @@ def match_counts(relation: exp.Expression, keys: Sequence[str], quasi: Sequence[
     pcols = [alias(col(q), f"__p{index[q]}") for q in quasi]
     combos = (exp.select(*pcols, alias(exp.Sum(this=col(WEIGHT)), WEIGHT)).from_(pop)
               .group_by(*[col(q) for q in quasi]))
-    ctes.append(("__pc", exp.select("*", alias(exp.Window(this=exp.RowNumber()), "__pid"))
+    # an id per combination (ordered: Spark numbers rows only over an ordered window)
+    order = exp.Order(expressions=[exp.Ordered(this=col(f"__p{index[q]}"), nulls_first=True) for q in quasi])
+    ctes.append(("__pc", exp.select("*", alias(exp.Window(this=exp.RowNumber(), order=order), "__pid"))
                  .from_(_sub(combos, "pc0"))))
     for q in quasi:
         i = index[q]

@@ -182,6 +182,32 @@ def test_failed_release_leaves_nothing_and_names_the_requirement(engines):
 
 
 
+def test_a_committed_release_frees_the_caches_only_it_needed(engines):
+    """After a release, the views its own statements alone read (hoisted CTEs, the base counts) stay — the release's
+    views read them — but hold no cache; the released table keeps its cache, and a cache the user made (the
+    ``adult`` view, a cached table of their own) is left alone."""
+    con, spark = engines
+    spark.sql("CACHE TABLE user_cached AS SELECT 1 AS x")
+    adult_cached = spark.catalog.isCached("adult")
+    try:
+        pol = _policy("levels", LEVELS, max_suppression=0.05, l_diversity={"kind": "distinct", "l": 2})
+        pol["name"] = "adult_scratch"
+        rel = aspark.release(spark, pol, replace=True)
+        hoisted = [t.name for t in spark.catalog.listTables()
+                   if t.name.startswith(rel.name + "__") and "__cte" in t.name]
+        assert hoisted, "the checks view reads a shared CTE: it is hoisted as a view of its own"
+        for name in [*hoisted, rel.name + "__base"]:
+            assert spark.catalog.tableExists(name) and not spark.catalog.isCached(name), name
+        assert spark.catalog.isCached(rel.name)
+        assert spark.catalog.isCached("user_cached") and spark.catalog.isCached("adult") == adult_cached
+        # the views over them still answer: the checks view re-verifies the release
+        checks = spark.table(rel.name + "__checks")
+        assert checks.count() == checks.where("__all_ok").count() == len(rel.classes) > 0
+    finally:
+        spark.sql("UNCACHE TABLE IF EXISTS user_cached")
+        spark.catalog.dropTempView("user_cached")
+
+
 def test_suppression_settles_to_the_duckdb_fixed_point(spark):
     """A group rule that suppression itself breaks: (b, x) fails k = 2; once it is gone the group b holds 3 < 4
     records, so (b, y) must go too. Spark settles to the same fixed point as DuckDB (same rows, classes, checks)

@@ -26,6 +26,7 @@ class DuckDBEngine(Engine):
     transactional = True
     measures = True
     work_schema = WORK_SCHEMA
+    errors = (duckdb.Error,)
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
         super().__init__()

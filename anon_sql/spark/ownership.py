@@ -15,7 +15,8 @@ from ..ownership import WORKING_SUFFIXES
 from .engine import table_exists
 
 CONF_KEY = "spark.anon_sql.releases"
-SUFFIXES = (*WORKING_SUFFIXES, "__input")   # a DataFrame / path source's view is the release's too
+# a DataFrame / path source's view, and a population file's (k-map, δ-presence), are the release's too
+SUFFIXES = (*WORKING_SUFFIXES, "__input", "__population")
 
 
 def recorded(spark: Any) -> list[str]:

@@ -2,9 +2,12 @@
 as on DuckDB; the base table (lattice searches) → aggregated in Spark and searched on the driver in an in-memory
 DuckDB; the source's rows → a Spark planner registered for the method's class (Mondrian), else the rows of the
 ``__source`` view collected to the driver and planned by the method's own (DuckDB) planner over an in-memory DuckDB
-copy — the same plan as on DuckDB, bounded by driver memory (:data:`DRIVER_ROWS_LIMIT`)."""
+copy — the same plan as on DuckDB, bounded by driver memory (:data:`DRIVER_ROWS_LIMIT`). A method that plans with the
+population of k-map / δ-presence reads it on the driver as its distinct quasi-identifier combinations with their
+records, aggregated in Spark (never its rows; at most :data:`DRIVER_ROWS_LIMIT` combinations)."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, Callable
 
@@ -15,12 +18,15 @@ from .. import base_counts
 from ..errors import PolicyError
 from ..methods import Method, MethodContext, Plan
 from ..methods.mondrian import Mondrian
+from ..models import population_models
+from ..models.population import WEIGHT as POP_WEIGHT
 from ..policy import Policy
 from ..sqlbuild import alias, col, ident, record_count, render
 from . import mondrian
 from .engine import SparkSQL
 
 BASE_WEIGHT = "__anon_n"
+DRIVER_POPULATION = "__anon_population"   # the population's combinations in the driver's in-memory DuckDB
 # methods that read rows without a Spark planner collect the __source view to the driver: refuse beyond this many
 # records (an Arrow copy in the driver plus the method's numpy working set); raise it for a bigger driver
 DRIVER_ROWS_LIMIT = 5_000_000
@@ -36,17 +42,54 @@ def plan(engine: Any, method: Method, ctx: MethodContext) -> Plan:
     if method.reads == "base":
         duck, proxy = search_base(engine.sq, method, ctx.policy, ctx.source_view, ctx.models, ctx.base)
         try:
-            return method.plan(dataclasses.replace(ctx, con=duck, policy=proxy, source_view="base", base=None))
+            models = driver_population(engine.sq, duck, ctx.models)
+            return method.plan(dataclasses.replace(ctx, con=duck, policy=proxy, source_view="base", base=None,
+                                                   models=models))
         finally:
             duck.close()
     planner = PLANNERS.get(type(method))
-    if planner is not None:
+    # the Spark planners count no population: with k-map / δ-presence the method's own planner runs on the driver
+    if planner is not None and not population_models(ctx.models):
         return planner(engine.sq, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.progress)
     duck = driver_rows(engine.sq, method, ctx)
     try:
-        return method.plan(dataclasses.replace(ctx, con=duck))
+        return method.plan(dataclasses.replace(ctx, con=duck, models=driver_population(engine.sq, duck, ctx.models)))
     finally:
         duck.close()
+
+
+def driver_population(sq: SparkSQL, duck: duckdb.DuckDBPyConnection, models: list,
+                      limit: int | None = None) -> list:
+    """The models as the driver-side planner reads them: a population model's population becomes its distinct
+    quasi-identifier combinations with their records (``__pw``), aggregated in Spark and kept as the table
+    ``__anon_population`` of the planner's in-memory DuckDB ``duck`` — the same relation, counted, so the same plan.
+    Refuses a population of more than ``limit`` combinations (driver memory); models without a population as given."""
+    pop_models = population_models(models)
+    if not pop_models:
+        return list(models)
+    pop = pop_models[0].population
+    limit = DRIVER_ROWS_LIMIT if limit is None else limit
+    quasi = list(pop.quasi)
+    query = (exp.select(*[col(q) for q in quasi], alias(exp.Sum(this=col(POP_WEIGHT)), POP_WEIGHT))
+             .from_(exp.Subquery(this=pop.relation.copy(), alias=exp.TableAlias(this=ident("p"))))
+             .group_by(*[col(q) for q in quasi]).limit(limit + 1))
+    arrow = sq.run(query).toArrow()
+    if arrow.num_rows > limit:
+        raise PolicyError(f"population {pop.name!r} has more than {limit:,} distinct quasi-identifier combinations, "
+                          "which the planner reads on the Spark driver (limit: driver memory); release on DuckDB, or "
+                          "raise anon_sql.spark.planning.DRIVER_ROWS_LIMIT with a bigger spark.driver.memory")
+    duck.register("__anon_population_arrow", arrow)
+    duck.execute(render(exp.Create(this=exp.Table(this=ident(DRIVER_POPULATION)), kind="TABLE", replace=True,
+                                   expression=exp.select("*").from_("__anon_population_arrow"))))
+    duck.unregister("__anon_population_arrow")
+    counted = dataclasses.replace(pop, relation=exp.select("*").from_(exp.Table(this=ident(DRIVER_POPULATION))))
+    out = []
+    for m in models:
+        if any(m is p for p in pop_models):
+            m = copy.copy(m)
+            m.population = counted
+        out.append(m)
+    return out
 
 
 def driver_rows(sq: SparkSQL, method: Method, ctx: MethodContext,

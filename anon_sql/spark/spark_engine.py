@@ -28,6 +28,9 @@ class SparkEngine(Engine):
     def __init__(self, spark: Any, catalog: Any = None, output: str | None = None, replace: bool = False):
         super().__init__()
         require_pyspark()
+        from pyspark.errors import PySparkException
+
+        self.errors = (PySparkException,)   # e.g. a population value that does not cast to the source's type
         self.spark = spark
         self.sq = SparkSQL(spark)
         self.jobs = JobCounter(spark)
@@ -35,6 +38,7 @@ class SparkEngine(Engine):
         self.output, self.replace = output, replace
         self.flavor = "spark"
         self.sql: list[str] = []
+        self.scratch: list[str] = []   # caches only the release's own statements read (hoisted CTEs, base counts)
 
     @property
     def con(self) -> SparkSQL:
@@ -77,6 +81,7 @@ class SparkEngine(Engine):
         """The source aggregated once into a cached temporary view (one scan); the taxonomy coverage check, the
         searches and the release statement of a level plan read it instead of the source."""
         self._cache(table.name, base_counts.query(policy, relation), lazy=False)
+        self.scratch.append(table.name)
         return base_counts.reader(self.sq, policy, table)
 
     def drop_base(self, table: exp.Table) -> None:
@@ -120,6 +125,7 @@ class SparkEngine(Engine):
         query = stmt.expression.copy()
         for part, body in ctes.hoist_shared(query, name):
             self._cache(part, body, lazy=True)
+            self.scratch.append(part)
         if stmt.args.get("kind") == "TABLE" or cache:
             self._cache(name, query, lazy=False)
             return
@@ -201,6 +207,26 @@ class SparkEngine(Engine):
             if not self.spark.catalog.dropTempView(name):
                 self.spark.sql(render(exp.Drop(tables=[exp.Table(this=ident(name))], kind="TABLE", exists=True),
                                       "spark"))
+
+    def commit(self) -> None:
+        """Keep what the release created, and free the caches only its own statements needed (the hoisted CTEs, the
+        base counts): the views stay — the release's views read them, and compute them again if read — but their
+        cached rows are released. Only this release's objects are uncached; the released table keeps its cache
+        (already loaded, it no longer depends on theirs)."""
+        from pyspark.errors import AnalysisException
+
+        for name in dict.fromkeys(self.scratch):
+            if name in self.created and table_exists(self.spark, name):
+                try:
+                    self.spark.sql(render(exp.Uncache(this=exp.Table(this=ident(name)), exists=True), "spark"))
+                except AnalysisException:   # a view over a since-replaced one: nothing cached through it
+                    pass
+        self.scratch.clear()
+        super().commit()
+
+    def rollback(self) -> None:
+        self.scratch.clear()
+        super().rollback()
 
     def script(self, compiled: Any) -> list[str]:
         return list(self.sql)

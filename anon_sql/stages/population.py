@@ -15,12 +15,14 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from ..engines import DuckDBEngine, Engine
+from ..engines import Engine
 from ..errors import PolicyError, SourceError, TaxonomyError
 from ..models import population_models
 from ..models.population import WEIGHT
-from ..source import resolve as resolve_source
+from ..source import Source, resolve as resolve_source
 from ..sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, record_count, render
+
+POPULATION_SUFFIX = "__population"   # the view a population file becomes on an engine that registers one (Spark)
 
 
 def resolve_population(engine: Engine, resolved: Any) -> None:
@@ -31,30 +33,34 @@ def resolve_population(engine: Engine, resolved: Any) -> None:
         return
     policy = resolved.policy
     keys = "privacy model(s) " + ", ".join(m.name for m in models)
-    if not isinstance(engine, DuckDBEngine):
-        raise PolicyError(f"{keys} read(s) a population table, which is supported on DuckDB only; release on DuckDB")
     pops = {id(m.population): m.population for m in models}
     if len(pops) > 1:
         raise PolicyError(f"k_map and delta_presence name different populations "
                           f"({sorted(p.name for p in pops.values())}); give both the same population table")
     pop = next(iter(pops.values()))
     con = engine.con
-    relation = population_relation(con, pop.name, policy, resolved.source.types, keys)
-    check_values(con, pop.name, relation, policy, resolved.taxonomies)
+    try:   # a table or view of the engine, or a file it reads (Spark: a temporary view of the release)
+        src = engine.register_source(pop.name, policy.name + POPULATION_SUFFIX)
+    except SourceError as err:
+        raise SourceError(f"population {pop.name!r} of {keys}: {err}") from None
+    relation = population_relation(con, pop.name, policy, resolved.source.types, keys, src=src)
+    check_values(con, pop.name, relation, policy, resolved.taxonomies, errors=engine.errors)
     _check_subset(con, pop.name, relation, resolved, keys)
     pop.relation, pop.quasi = relation, list(policy.quasi)
     pop.types = {q: resolved.source.types[q] for q in policy.quasi}
 
 
 def population_relation(con: Any, name: str, policy: Any, types: dict[str, str], keys: str,
-                        quasi: list[str] | None = None) -> exp.Select:
+                        quasi: list[str] | None = None, src: Source | None = None) -> exp.Select:
     """``SELECT <QI> CAST to types[QI], <records> AS __pw FROM <population>`` after checking the population exists
     and has every quasi-identifier (``quasi``, default the policy's; the count column, when the policy has one and
-    the population too, gives the records of each row; a QI without a type in ``types`` is read as it is)."""
-    try:
-        src = resolve_source(con, name, label=name)
-    except SourceError as err:
-        raise SourceError(f"population {name!r} of {keys}: {err}") from None
+    the population too, gives the records of each row; a QI without a type in ``types`` is read as it is; ``src``:
+    the population as the engine registered it, else found on the DuckDB connection ``con``)."""
+    if src is None:
+        try:
+            src = resolve_source(con, name, label=name)
+        except SourceError as err:
+            raise SourceError(f"population {name!r} of {keys}: {err}") from None
     quasi = list(policy.quasi) if quasi is None else list(quasi)
     missing = [q for q in quasi if q not in src.columns]
     if missing:
@@ -68,16 +74,16 @@ def population_relation(con: Any, name: str, policy: Any, types: dict[str, str],
 
 
 def check_values(con: Any, name: str, relation: exp.Select, policy: Any, taxonomies: dict,
-                 quasi: list[str] | None = None) -> None:
+                 quasi: list[str] | None = None, errors: tuple[type[BaseException], ...] = (duckdb.Error,)) -> None:
     """Every population value castable to the source's type and covered by the QI's taxonomy (``quasi``: the QIs,
-    default the policy's)."""
+    default the policy's; ``errors``: what the engine raises for a value that does not cast)."""
     for q in (policy.quasi if quasi is None else quasi):
         v = exp.Cast(this=col(q), to=exp.DataType.build("VARCHAR"))
         query = (exp.select(alias(v, "v"), alias(exp.Sum(this=col(WEIGHT)), "n"))
                  .from_(exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident("p")))).group_by(v.copy()))
         try:
             values = con.execute(render(query)).df()
-        except duckdb.Error as err:   # a value that does not cast to the source's type
+        except errors as err:   # a value that does not cast to the source's type
             raise SourceError(f"population {name!r}: column {q!r} does not read as the source's type: "
                               f"{str(err).splitlines()[0]}") from None
         tax = taxonomies.get(q)

@@ -124,6 +124,7 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
         resolve_population(engine, resolved)
     except BaseException:
         discard(engine, resolved)
+        engine.cleanup()   # what the engine registered for this release (Spark: a path source's or population's view)
         raise
     resolved.numeric_sensitive = {s for s in policy.sensitive if is_numeric(src.types.get(s, ""))}
     return resolved
