@@ -395,6 +395,24 @@ def test_population_models_duckdb_equals_spark(con, spark_population, method):
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("method", ["upa", "mondrian"])
+def test_population_models_with_ranges_refused_on_spark(con, spark_population, method):
+    """Methods releasing ranges and taxonomy nodes match the population by cover joins Spark cannot plan yet
+    (docs/spark.md): a valid population is refused before any SQL runs, naming the engines and methods that work,
+    and the session is left as it was; the same policy releases on DuckDB."""
+    from anon_sql import spark as aspark
+
+    spark = spark_population
+    policy = example(method, f"mcs_{method}_pop_ranges", **POPULATION_MODELS)
+    policy["privacy"].update(POPULATION_PRIVACY.get(method, {"max_suppression": 0.1}))
+    before = {t.name for t in spark.catalog.listTables()}
+    with pytest.raises(anon_sql.PolicyError, match="verified on DuckDB only.*release on DuckDB"):
+        aspark.release(spark, policy)
+    assert {t.name for t in spark.catalog.listTables()} == before
+    assert anon_sql.release(con, policy, replace=True).passed
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize("method", ["levels", "upa"])
 @pytest.mark.parametrize("population, error", [
     ("no_such_population", "population 'no_such_population' of privacy model"),   # missing: names it
