@@ -121,10 +121,7 @@ class SparkEngine(Engine):
         for part, body in ctes.hoist_shared(query, name):
             self._cache(part, body, lazy=True)
         if stmt.args.get("kind") == "TABLE" or cache:
-            # a compiled table (the release) is cached lazily: its rows are computed and kept in memory as the
-            # verify stage's checks first read them all, one pass over the released rows instead of two; the
-            # row-keyed source of an assignment plan is cached now (its row numbers must not be recomputed)
-            self._cache(name, query, lazy=not cache)
+            self._cache(name, query, lazy=False)
             return
         tree = exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True, expression=query,
                           properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
