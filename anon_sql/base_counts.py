@@ -48,6 +48,12 @@ def drop(table: exp.Table) -> exp.Drop:
     return exp.Drop(tables=[table.copy()], kind="TABLE", exists=True)
 
 
+def total(con: Any, table: exp.Table) -> int:
+    """The records the base counts hold (the source's records: the count column's sum, else its rows)."""
+    value = con.execute(render(exp.select(exp.Sum(this=col(WEIGHT))).from_(table.copy()))).fetchall()[0][0]
+    return int(value or 0)
+
+
 _VALUE_COUNTS_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
 
 

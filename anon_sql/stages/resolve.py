@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from .. import base_counts
 from ..columns import is_numeric
 from ..compiler import CompileInput
 from ..engines import DuckDBEngine, Engine
@@ -107,8 +108,6 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     policy = effective_policy(policy, src)
     if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
         check_count_column(engine.con, src, policy.count_column)
-    records = count_records(engine.con, src, policy)
-    check_records(policy, src, records)
     method = get_method(policy.method, policy.method_params)
     counts = None
     table = None
@@ -116,8 +115,12 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
         table = engine.base_table(policy.name)
         counts = engine.base_counts(policy, src.relation, table)
         table = table if counts is not None else None
-    resolved = Resolved(policy, src, records, method, {}, [], base=table)
+    resolved = Resolved(policy, src, 0, method, {}, [], base=table)
     try:
+        # the records: summed from the base counts when resolve made them (a small table), else counted
+        resolved.records = (base_counts.total(engine.con, table) if table is not None
+                            else count_records(engine.con, src, policy))
+        check_records(policy, src, resolved.records)
         resolved.taxonomies = resolve_taxonomies(engine.con, policy, src, method.needs_taxonomies,
                                                  catalog_con=engine.catalog, value_counts=counts)
         resolved.models = build_models(policy, engine.catalog)
