@@ -802,12 +802,7 @@ def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
             .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))), on=on)
             .where(col(KEEP, "c"))
             .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
-    copies = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(0), end=col(WEIGHT), is_end_exclusive=True)])
-    out = [col(c) for c in data_cols] + [col(EC_ID)]
-    repeated = exp.select(*out, alias(copies, "__i")).from_(
-        exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("x"))))
-    return exp.select(*[c.copy() for c in out]).from_(
-        exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
+    return _each_record(kept, data_cols)
 
 
 def _expands_tuples(ci: CompileInput, data_cols: list[str]) -> bool:
@@ -843,12 +838,7 @@ def _expanded_tuple_release(ci: CompileInput, names: ReleaseNames, data_cols: li
                             alias=exp.TableAlias(this=ident("v"))),
                   on=exp.EQ(this=col(EC_ID, "x"), expression=col(EC_ID, "v")))
             .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
-    copies = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(0), end=col(WEIGHT), is_end_exclusive=True)])
-    out = [col(c) for c in data_cols] + [col(EC_ID)]
-    repeated = exp.select(*out, alias(copies, "__i")).from_(
-        exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("k"))))
-    return exp.select(*[c.copy() for c in out]).from_(
-        exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
+    return _each_record(rows, data_cols)
 
 
 def _joined_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
@@ -994,3 +984,14 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
     if ci.policy.count_column:
         cols.append(ci.policy.count_column)
     return CompiledRelease(names, stmts, cols, ci.dialect)
+
+
+def _each_record(grouped: exp.Select, data_cols: Sequence[str]) -> exp.Select:
+    """``grouped`` (released values with their records in ``__w``, in release order) as one row per record: each
+    row repeated ``__w`` times by an UNNEST of a series, the order kept."""
+    copies = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(0), end=col(WEIGHT), is_end_exclusive=True)])
+    out = [col(c) for c in data_cols] + [col(EC_ID)]
+    repeated = exp.select(*out, alias(copies, "__i")).from_(
+        exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("g"))))
+    return exp.select(*[c.copy() for c in out]).from_(
+        exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))

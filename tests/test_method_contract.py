@@ -288,23 +288,7 @@ def test_duckdb_equals_spark(con, spark, method):
     name = f"mcs_{method}"
     duck = anon_sql.release(con, example(method, name), replace=True)
     rel = aspark.release(spark, example(method, name), replace=True)
-    timing = ("seconds", "search_seconds", "base_seconds")
-    assert {k: v for k, v in rel.plan.items() if k not in timing} == {k: v for k, v in duck.plan.items()
-                                                                        if k not in timing}
-    assert (rel.records_in, rel.records_out, rel.suppressed, rel.noise) == (duck.records_in, duck.records_out,
-                                                                             duck.suppressed, duck.noise)
-    duck_rows, spark_rows = released(con, name), spark.table(name).toPandas()
-    assert list(spark_rows.columns) == list(duck_rows.columns)
-    pd.testing.assert_frame_equal(as_text(spark_rows), as_text(duck_rows))
-    assert list(rel.classes.columns) == list(duck.classes.columns) and len(rel.classes) == len(duck.classes)
-    for c in duck.classes.columns:
-        x, y = duck.classes[c], rel.classes[c]
-        if pd.api.types.is_numeric_dtype(x) and pd.api.types.is_numeric_dtype(y):
-            np.testing.assert_allclose(y.to_numpy(float), x.to_numpy(float), rtol=1e-9, atol=1e-12, err_msg=c)
-        else:
-            assert [str(v) for v in y] == [str(v) for v in x], c
-    pd.testing.assert_frame_equal(rel.checks.reset_index(drop=True), duck.checks.reset_index(drop=True),
-                                  check_dtype=False)
+    assert_same_release(con, spark, duck, rel)
     assert rel.passed and duck.passed
 
 
