@@ -9,6 +9,7 @@ import pandas as pd
 from sqlglot import exp
 
 from . import catalog
+from .catalog_read import probed_once
 from .compiler import CompileInput, compile_release
 from .engines import DuckDBEngine
 from .errors import PolicyError, SourceError, TaxonomyError
@@ -150,11 +151,12 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, to: 
         if options.get("dry_run"):
             raise PolicyError("to= writes the release to a file, dry_run=True creates none: use one or the other")
         targets(to)
-    rel = release_run(con, policy, **options)
-    if not options.get("dry_run"):
-        # the release's check program compiled and cached now (a few hundredths of a second, in this process that
-        # has the compiler loaded), so the first `anon-sql check` / anon_sql.check of it starts at once too
-        prepare_check(con, rel.name)
+    with probed_once():
+        rel = release_run(con, policy, **options)
+        if not options.get("dry_run"):
+            # the release's check program compiled and cached now (a few hundredths of a second, in this process
+            # that has the compiler loaded), so the first `anon-sql check` / anon_sql.check of it starts at once too
+            prepare_check(con, rel.name)
     if to is not None:
         rel.info["shared"] = write(con, rel.name, to)
     return rel

@@ -230,7 +230,7 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
                 [policy.name, policy.to_toml(), policy.to_json()])
     stats_cols = [c for c in rel.classes.columns if c.endswith("_value") or c.startswith("__distinct__")]
     # the verified per-class frame is already in hand: insert from it rather than re-aggregating the release
-    con.register("__anon_classes_frame", rel.classes)
+    con.register("__anon_classes_frame", _scannable(rel.classes))
     ins = exp.insert(
         exp.select(lit(rel.name), col(EC_ID), col(SIZE), _json_struct(policy.quasi), _json_struct(stats_cols))
         .from_(exp.Table(this=ident("__anon_classes_frame"))),
@@ -260,6 +260,24 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
         con.execute("INSERT INTO anon.search_trace SELECT release, step, node, event, violations, distinct_rows, "
                     "feasible, score FROM __anon_trace_frame")
         con.unregister("__anon_trace_frame")
+
+
+def _scannable(frame: pd.DataFrame) -> Any:
+    """The classes frame as DuckDB scans it fastest: an Arrow table when every column is text, categorical, boolean
+    or numeric (a third of the cost of scanning the pandas frame; issue 17.1), else the frame itself (dates, mixed
+    objects, categories of numbers: converted by DuckDB's pandas scan as before)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    simple = all(isinstance(t, pd.StringDtype) or t.kind in "biuf"
+                 or (isinstance(t, pd.CategoricalDtype) and isinstance(t.categories.dtype, pd.StringDtype))
+                 for t in frame.dtypes)
+    if not simple or not frame.columns.is_unique:
+        return frame
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return frame
 
 
 def _column(values: list[Any]) -> Any:

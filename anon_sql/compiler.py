@@ -25,6 +25,8 @@ BASE_STATEMENT = "base counts"   # the runner skips it when resolve already made
 WORK_SCHEMA = "anon_work"        # the schema of a release's working objects (DuckDB), out of the analysts' way
 SCHEMA_STATEMENT = "work schema"
 SOURCE_STATEMENT = "source view"
+# working views the release may not need: the runner skips creating one that no later statement reads
+DROPPED_VIEWS = ("generalized view", "classes view")
 # working objects kept after a release: the __source view (metrics compare with it) and the plan's tables (the
 # record of how the release was made: check reads the assignment); the other views are dropped
 KEPT_WORKING = ("source", "assignment", "ec_values", "noise", "risk")
@@ -130,7 +132,23 @@ class CompiledRelease:
     statements: list[tuple[str, exp.Expression]]   # (description, statement)
     released_columns: list[str]
     dialect: str
-    _texts: dict[bool, list[str]] = field(default_factory=dict, repr=False, compare=False)
+    _texts: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)   # renderings, unread
+
+    def unread(self, kinds: tuple[str, ...]) -> frozenset[int]:
+        """Indexes of the statements of these descriptions that create a view no later statement reads (by name,
+        in any schema); computed once per compiled release."""
+        key = ("unread", kinds)
+        if key not in self._texts:
+            found = set()
+            for i, (what, stmt) in enumerate(self.statements):
+                if what not in kinds:
+                    continue
+                name = stmt.this.name.lower()
+                if not any(t.name.lower() == name for _, later in self.statements[i + 1:]
+                           for t in later.find_all(exp.Table)):
+                    found.add(i)
+            self._texts[key] = frozenset(found)
+        return self._texts[key]
 
     def sql(self, pretty: bool = False) -> list[str]:
         """Each statement as text, rendered once (the runner executes the pretty text it also stores)."""
@@ -949,8 +967,8 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
         stmts.append((SCHEMA_STATEMENT, work_schema_statement(names)))
     stmts += [
         (SOURCE_STATEMENT, source_statement(ci, names)),
-        ("generalized view", _create_view(names.general, general_view(ci, names), ci.dialect)),
-        ("classes view", _create_view(names.classes, classes_view(ci, names), ci.dialect)),
+        (DROPPED_VIEWS[0], _create_view(names.general, general_view(ci, names), ci.dialect)),
+        (DROPPED_VIEWS[1], _create_view(names.classes, classes_view(ci, names), ci.dialect)),
     ]
     base = base_counts.temp_table(names.release) if uses_base_table(ci) else None
     if base is not None:

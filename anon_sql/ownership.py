@@ -26,6 +26,26 @@ _OBJECTS = ("SELECT table_name, 'table' FROM duckdb_tables() WHERE database_name
             "AND list_contains($n, lower(view_name))")
 
 
+# the same for two schemas at once (the current one, and the working schema): one catalog scan instead of two
+_OBJECTS_HERE_AND = (
+    "SELECT table_name, 'table', schema_name = current_schema(), schema_name = $w FROM duckdb_tables() "
+    "WHERE database_name = current_database() AND ((schema_name = current_schema() AND list_contains($n, "
+    "lower(table_name))) OR (schema_name = $w AND list_contains($wn, lower(table_name)))) "
+    "UNION ALL SELECT view_name, 'view', schema_name = current_schema(), schema_name = $w FROM duckdb_views() "
+    "WHERE NOT internal AND database_name = current_database() AND ((schema_name = current_schema() AND "
+    "list_contains($n, lower(view_name))) OR (schema_name = $w AND list_contains($wn, lower(view_name))))")
+
+
+def existing_here_and(con: duckdb.DuckDBPyConnection, names: list[str], schema: str, schema_names: list[str]
+                      ) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
+    """:func:`existing` of ``names`` in the current schema and of ``schema_names`` in ``schema``, in one query."""
+    lower, lower_there = [n.lower() for n in names], [n.lower() for n in schema_names]
+    rows = con.execute(_OBJECTS_HERE_AND, {"n": lower, "w": schema, "wn": lower_there}).fetchall()
+    here = {name.lower(): (name, kind) for name, kind, h, _ in rows if h and name.lower() in lower}
+    there = {name.lower(): (name, kind) for name, kind, _, w in rows if w and name.lower() in lower_there}
+    return here, there
+
+
 def existing(con: duckdb.DuckDBPyConnection, names: list[str], schema: str | None = None
              ) -> dict[str, tuple[str, str]]:
     """Tables and views of ``schema`` (default: the current one) whose name equals one of ``names`` ignoring case:
@@ -41,7 +61,8 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
     Raises :class:`ReleaseExistsError` when the name (or one of its working names) differs from an existing object
     only by case, belongs to an object anon_sql did not create (a user table or view: never replaced, whatever
     ``replace`` says), or is an earlier release and neither ``replace`` nor ``dry_run`` was given."""
-    found = existing(con, [name])
+    work_names = [working(name, p).name for p in WORKING]
+    found, work = existing_here_and(con, [name], WORK_SCHEMA, work_names)
     ours = catalog.recorded_release(con, name) is not None
     if name.lower() in found:
         stored, kind = found[name.lower()]
@@ -60,8 +81,7 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
     # working views are redefined (CREATE OR REPLACE VIEW: no data is lost); a working *table* of the product's
     # schema that is not this release's own (put there by hand, or of a release recorded under another case) would
     # be overwritten, so it is refused
-    work = existing(con, [working(name, p).name for p in WORKING], WORK_SCHEMA)
-    mine = {working(name, p).name for p in WORKING} if ours else set()
+    mine = set(work_names) if ours else set()
     foreign = [stored for stored, kind in work.values() if kind == "table" and stored not in mine]
     if foreign:
         raise ReleaseExistsError(
@@ -93,4 +113,4 @@ def legacy_working(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[exp.
     return [(exp.Table(this=ident(stored)), kind) for stored, kind in [*views, *tables]]
 
 
-__all__ = ["WORKING_SUFFIXES", "existing", "claim_release_name", "legacy_working"]
+__all__ = ["WORKING_SUFFIXES", "existing", "existing_here_and", "claim_release_name", "legacy_working"]

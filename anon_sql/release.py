@@ -12,6 +12,7 @@ from typing import Any, Callable
 import duckdb
 
 from . import suppression
+from .catalog_read import probed_once
 from .compiler import ReleaseNames, compile_release
 from .engines import DuckDBEngine, Engine
 from .errors import PrivacyRequirementError
@@ -33,9 +34,10 @@ def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = F
                source: Any = None, progress: Callable[[str], None] | None = None) -> Release:
     """A release on any engine: resolve, then :func:`run`."""
     t0 = time.perf_counter()
-    with engine.stage("prepare"):
-        resolved = resolve(engine, policy, source, base=True)
-    return run(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0)
+    with probed_once():    # the catalog is probed once per release, not once per stage that reads it
+        with engine.stage("prepare"):
+            resolved = resolve(engine, policy, source, base=True)
+        return run(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0)
 
 
 def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = False,
