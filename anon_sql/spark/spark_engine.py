@@ -13,7 +13,7 @@ from ..columns import EC_ID
 from ..engines.base import Engine
 from ..source import Source, is_path
 from ..sqlbuild import ident, render
-from . import ctes, ownership, planning, udfs
+from . import ctes, maps, ownership, planning, udfs
 from .engine import JobCounter, SparkSQL, require_pyspark, resolve_source, table_exists
 
 
@@ -39,6 +39,8 @@ class SparkEngine(Engine):
         self.flavor = "spark"
         self.sql: list[str] = []
         self.scratch: list[str] = []   # caches only the release's own statements read (hoisted CTEs, base counts)
+        self.release_name = "anon_release"   # set by claim_name: the prefix of the level-map views
+        self.maps: dict[tuple, str] = {}     # (leaf, value) rows of a taxonomy level → its view (maps.py)
 
     @property
     def con(self) -> SparkSQL:
@@ -53,6 +55,7 @@ class SparkEngine(Engine):
 
     def claim_name(self, name: str, replace: bool, dry_run: bool) -> bool:
         """Never a table or view this session's releases did not create (:mod:`anon_sql.spark.ownership`)."""
+        self.release_name = name
         try:
             return ownership.claim_release_name(self.spark, name, replace=replace, dry_run=dry_run)
         except BaseException:
@@ -114,8 +117,19 @@ class SparkEngine(Engine):
         return self.spark.sql(self.render(query)).toPandas()
 
     def render(self, tree: exp.Expression) -> str:
+        tree = maps.by_name(tree, self._map_view)
         tree = udfs.to_spark(tree) if self.flavor != "spark" else tree
         return render(tree, "spark", pretty=True)
+
+    def _map_view(self, rows: tuple[tuple[str, str], ...]) -> str:
+        """The temporary view of one taxonomy level map, registered once per release (:mod:`.maps`)."""
+        name = self.maps.get(rows)
+        if name is None:
+            name = maps.register(self.spark, rows, self.release_name, self.exists)
+            self.maps[rows] = name
+            self.created.append(name)
+            self.sql.append(maps.statement(name, rows))
+        return name
 
     def create(self, stmt: exp.Create, cache: bool = False, text: str | None = None) -> None:
         """A view as a temporary view, a table as ``CACHE TABLE``; every common table expression the statement reads
@@ -227,6 +241,10 @@ class SparkEngine(Engine):
     def rollback(self) -> None:
         self.scratch.clear()
         super().rollback()
+
+    def cleanup(self) -> None:
+        self.maps.clear()   # the map views go with everything else the release created
+        super().cleanup()
 
     def script(self, compiled: Any) -> list[str]:
         return list(self.sql)
