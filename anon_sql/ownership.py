@@ -19,14 +19,8 @@ from .sqlbuild import ident
 
 WORKING_SUFFIXES = tuple("__" + part for part in WORKING)
 
-_OBJECTS = ("SELECT table_name, 'table' FROM duckdb_tables() WHERE database_name = current_database() "
-            "AND schema_name = coalesce($s, current_schema()) AND list_contains($n, lower(table_name)) "
-            "UNION ALL SELECT view_name, 'view' FROM duckdb_views() WHERE NOT internal "
-            "AND database_name = current_database() AND schema_name = coalesce($s, current_schema()) "
-            "AND list_contains($n, lower(view_name))")
-
-
-# the same for two schemas at once (the current one, and the working schema): one catalog scan instead of two
+# tables and views of the current schema named in $n and of schema $w named in $wn (names lower-cased): one catalog
+# scan for both (a release's name claim asks about both)
 _OBJECTS_HERE_AND = (
     "SELECT table_name, 'table', schema_name = current_schema(), schema_name = $w FROM duckdb_tables() "
     "WHERE database_name = current_database() AND ((schema_name = current_schema() AND list_contains($n, "
@@ -36,7 +30,8 @@ _OBJECTS_HERE_AND = (
     "list_contains($n, lower(view_name))) OR (schema_name = $w AND list_contains($wn, lower(view_name))))")
 
 
-def existing_here_and(con: duckdb.DuckDBPyConnection, names: list[str], schema: str, schema_names: list[str]
+def existing_here_and(con: duckdb.DuckDBPyConnection, names: list[str], schema: str | None,
+                      schema_names: list[str]
                       ) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
     """:func:`existing` of ``names`` in the current schema and of ``schema_names`` in ``schema``, in one query."""
     lower, lower_there = [n.lower() for n in names], [n.lower() for n in schema_names]
@@ -50,8 +45,9 @@ def existing(con: duckdb.DuckDBPyConnection, names: list[str], schema: str | Non
              ) -> dict[str, tuple[str, str]]:
     """Tables and views of ``schema`` (default: the current one) whose name equals one of ``names`` ignoring case:
     lower-cased name → (name as stored, ``"table"`` | ``"view"``)."""
-    rows = con.execute(_OBJECTS, {"n": [n.lower() for n in names], "s": schema}).fetchall()
-    return {name.lower(): (name, kind) for name, kind in rows}
+    if schema is None:
+        return existing_here_and(con, names, None, [])[0]
+    return existing_here_and(con, [], schema, names)[1]
 
 
 def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bool = False,
