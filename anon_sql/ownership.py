@@ -98,10 +98,11 @@ def legacy_working(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[exp.
     and its three views that layout always kept (``__general``, ``__classes``, ``__checks``) are all there as views;
     otherwise none is (a user's object of such a name is never touched). Replacing, refreshing or dropping the
     release drops them with it; until then they stay, and ``check`` and the metrics never read them."""
-    if catalog.recorded_release(con, name) is None:
-        return []
+    # the three views first (one catalog query, and nearly always the answer: no such views), the record only then
     found = existing(con, [working(name, p).name for p in WORKING])
     if not all(found.get(working(name, p).name.lower(), ("", ""))[1] == "view" for p in _LEGACY_VIEWS):
+        return []
+    if catalog.recorded_release(con, name) is None:
         return []
     views = [found[k] for k in (working(name, p).name.lower() for p in ("checks", "classes", "general", "source"))
              if k in found and found[k][1] == "view"]
