@@ -90,6 +90,12 @@ class ReleaseNames:
     def risk(self) -> exp.Table:
         return self._t("risk")
 
+    @property
+    def rows(self) -> exp.Table:
+        """A release of repeated rows kept as the rows it repeats with their counts (``CompileInput.counted_rows``:
+        made only by an engine that keeps releases so, Spark; not one of :data:`WORKING`, which DuckDB claims)."""
+        return exp.Table(this=ident(f"{self.release}__rows"), db=ident(self.work) if self.work else None)
+
     def views(self) -> list[exp.Table]:
         """The working views, dependants first."""
         return [self._t(p) for p in ("checks", "classes", "general", "source")]
@@ -119,6 +125,10 @@ class CompileInput:
     numeric_sensitive: set[str] = field(default_factory=set)
     engine: str = "duckdb"            # what runs the SQL: Spark runs DuckDB-flavoured trees after a rewrite
     base: exp.Table | None = None     # the base counts the engine already holds (made by resolve), if any
+    # the engine keeps a release written as repeated rows as the rows with their counts (``__rows``, one per source
+    # combination: a released row may be in several), the table a view repeating them, and the checks aggregate the
+    # counts (Spark: see SparkEngine.keeps_counted_rows)
+    counted_rows: bool = False
 
     @property
     def on_duckdb(self) -> bool:
@@ -132,6 +142,7 @@ class CompiledRelease:
     statements: list[tuple[str, exp.Expression]]   # (description, statement)
     released_columns: list[str]
     dialect: str
+    counted_rows: exp.Table | None = None   # where the released rows are kept, when not in the table itself
     _texts: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)   # renderings, unread
 
     def unread(self, kinds: tuple[str, ...]) -> frozenset[int]:
@@ -904,9 +915,12 @@ def _ordered_rows(ci: CompileInput, query: exp.Select, items: list[exp.Expressio
     return wrapped.order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order_cols])
 
 
-def checks_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
-    """The independent verification: per released class, every model's value and pass flag."""
+def checks_view(ci: CompileInput, names: ReleaseNames, counted_rows: bool = False) -> exp.Select:
+    """The independent verification: per released class, every model's value and pass flag (``counted_rows``:
+    over the rows the release's table repeats, weighted by their counts)."""
     keys = [EC_ID, *ci.policy.quasi]
+    if counted_rows:
+        return class_stats_query(ci, names.rows.copy(), keys, null_safe=True, weight=col(WEIGHT))
     return class_stats_query(ci, names.table.copy(), keys, null_safe=True)
 
 
@@ -941,7 +955,7 @@ def _compile_key(ci: CompileInput, names: ReleaseNames) -> tuple | None:
     return (names.release, names.schema, names.work, ci.policy.to_json(), render(ci.relation), tuple(ci.columns),
             tuple(ci.plan.levels.items()), taxonomies, tuple(models), ci.dialect, ci.schema,
             ci.pseudonym_function, tuple(sorted(ci.numeric_sensitive)), ci.engine,
-            render(ci.base) if ci.base is not None else None)
+            render(ci.base) if ci.base is not None else None, ci.counted_rows)
 
 
 def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> CompiledRelease:
@@ -982,10 +996,19 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
         stmts.append(("kept tuples", exp.Create(this=tuple_map_table(names.release, kept=True), kind="TABLE",
                                                 replace=True, expression=_kept_tuples_query(ci, names),
                                                 properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
-    stmts += [
-        ("release table", exp.Create(this=names.table, kind="TABLE", expression=release_table_query(ci, names))),
-        ("checks view", _create_view(names.checks, checks_view(ci, names), ci.dialect)),
-    ]
+    released = release_table_query(ci, names)
+    grouped = grouped_release(released) if ci.counted_rows else None
+    if grouped is not None:   # kept as rows with their counts, the table a view repeating them
+        stmts += [
+            ("release rows", exp.Create(this=names.rows, kind="TABLE", expression=grouped[0])),
+            ("release table", _create_view(names.table, repeated_rows(names.rows, grouped[1]), ci.dialect)),
+            ("checks view", _create_view(names.checks, checks_view(ci, names, counted_rows=True), ci.dialect)),
+        ]
+    else:
+        stmts += [
+            ("release table", exp.Create(this=names.table, kind="TABLE", expression=released)),
+            ("checks view", _create_view(names.checks, checks_view(ci, names), ci.dialect)),
+        ]
     if row_map is not None:
         stmts.append(("drop row map", exp.Drop(tables=[row_map.copy()], kind="TABLE", exists=True)))
     if uses_tuple_map(ci) and ci.plan.assignment is None:
@@ -1001,7 +1024,10 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
     cols.append(EC_ID)
     if ci.policy.count_column:
         cols.append(ci.policy.count_column)
-    return CompiledRelease(names, stmts, cols, ci.dialect)
+    return CompiledRelease(names, stmts, cols, ci.dialect, names.rows if grouped is not None else None)
+
+
+_REPEATED = "anon_sql.repeated"   # meta key of a release query built by _each_record: its released columns
 
 
 def _each_record(grouped: exp.Select, data_cols: Sequence[str]) -> exp.Select:
@@ -1011,5 +1037,35 @@ def _each_record(grouped: exp.Select, data_cols: Sequence[str]) -> exp.Select:
     out = [col(c) for c in data_cols] + [col(EC_ID)]
     repeated = exp.select(*out, alias(copies, "__i")).from_(
         exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("g"))))
-    return exp.select(*[c.copy() for c in out]).from_(
+    query = exp.select(*[c.copy() for c in out]).from_(
         exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
+    query.meta[_REPEATED] = list(data_cols)
+    return query
+
+
+def grouped_release(query: exp.Expression) -> tuple[exp.Select, list[str]] | None:
+    """A release query that writes each row of a grouped query ``__w`` times (:func:`_each_record`): those
+    rows with their counts (the query's common table expressions moved onto them) and the released columns, so
+    that an engine may keep the rows once with their counts and repeat them when read (:func:`repeated_rows`);
+    None for any other query."""
+    data_cols = query.meta.get(_REPEATED)
+    if data_cols is None:
+        return None
+    repeated = _from_query(query)
+    grouped = _from_query(repeated).copy()
+    ctes = query.args.get("with_")
+    if ctes is not None:
+        grouped.set("with_", ctes.copy())
+    return grouped, list(data_cols)
+
+
+def _from_query(select: exp.Select) -> exp.Select:
+    """The query of ``select``'s FROM subquery."""
+    source = select.args.get("from_") or select.args.get("from")
+    return source.this.this
+
+
+def repeated_rows(table: exp.Table, data_cols: Sequence[str]) -> exp.Select:
+    """The released rows of a table of rows with their counts ``__w`` (:func:`grouped_release`): each
+    written ``__w`` times, in the table's order."""
+    return _each_record(exp.select(exp.Star()).from_(table.copy()), data_cols)

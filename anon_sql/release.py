@@ -50,7 +50,8 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
         exists = check_target(engine, r.policy, r.source, replace, dry_run)
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
-        options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf}
+        options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
+                   "counted_rows": engine.keeps_counted_rows}
         policy = r.policy
         engine.begin()
         try:
@@ -66,7 +67,8 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             say("verifying")
             with engine.stage("verify"):
                 v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create)
-                if v.failures and policy.privacy.max_suppression > 0 and suppression.settle(engine, names):
+                if (v.failures and policy.privacy.max_suppression > 0
+                        and suppression.settle(engine, names, compiled.counted_rows)):
                     # suppressed to a fixed point (whole-table checks move with it): verify the release as it stands
                     v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create)
                 if v.failures:
@@ -116,7 +118,7 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
         if r.base is not None:   # the release's last statement dropped the temp base counts: make them again
             engine.base_counts(policy, r.source.relation, r.base)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
-        suppression.settle(engine, compiled.names)
+        suppression.settle(engine, compiled.names, compiled.counted_rows)
         v = verify(engine.con, trial_policy, compiled, r.records, plan, r.models)
     if any(f["check"] != "max_suppression" for f in v.failures):
         return None

@@ -1,6 +1,7 @@
-"""The two ways a DuckDB level release writes its rows — from the base counts (every column a QI or sensitive) or by
-joining the source to the class map (other columns present) — against a pandas oracle, byte-for-byte determinism,
-ENUM-typed generalized columns and the temp base-count table's lifetime."""
+"""The ways a level release writes its rows — from the base counts (every column a QI or sensitive), by joining the
+source to the class map (other columns present), or as rows with their counts that a view repeats (how Spark
+keeps a release) — against a pandas oracle, byte-for-byte determinism, ENUM-typed generalized columns and the temp
+base-count table's lifetime."""
 from __future__ import annotations
 
 import duckdb
@@ -9,7 +10,16 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import anon_sql
+from anon_sql.engines import DuckDBEngine
+from anon_sql.release import release_on
 from conftest import adult_policy, data_path, load_adult
+
+
+class CountedRowsEngine(DuckDBEngine):
+    """DuckDB keeping a release of repeated rows as Spark does: rows with their counts, the table a view
+    repeating them, the checks over the counts."""
+
+    keeps_counted_rows = True
 
 ADULT_LEVELS = {"age": 4, "education": 2, "marital-status": 1, "race": 1, "sex": 0, "native-country": 1,
                 "workclass": 2, "occupation": 1}
@@ -56,9 +66,10 @@ def test_both_write_paths_release_the_oracle_rows(data, age_level, color_level, 
     c.execute("CREATE TABLE t_x AS SELECT * FROM frame")
     c.execute("CREATE TABLE t AS SELECT age, color, s FROM frame")
     expected = _oracle(frame, age_level, color_level, k)
-    for name, extra in (("from_counts", False), ("joined", True)):
+    for name, extra in (("from_counts", False), ("joined", True), ("kept_rows", False)):
         try:
-            rel = anon_sql.release(c, _policy(name, age_level, color_level, k, extra))
+            engine = CountedRowsEngine(c) if name == "kept_rows" else DuckDBEngine(c)
+            rel = release_on(engine, _policy(name, age_level, color_level, k, extra))
         except anon_sql.PrivacyRequirementError:
             assert expected.empty   # everything suppressed is refused, never released empty
             continue
@@ -136,3 +147,29 @@ def test_enum_domain_is_in_natural_leaf_order_for_a_catalog_taxonomy(adult):
     assert domain[-1] == "*"
     lows = [int(v.split("-")[0]) for v in domain[:-1]]
     assert lows == sorted(lows) and domain[:3] == ["0-4", "5-9", "10-14"]
+
+
+def test_counted_rows_repeated_by_a_view_are_the_released_table(adult):
+    """Spark's way of keeping a level release (rows with their counts ``__w``, the table a view repeating
+    each row ``__w`` times, the checks aggregating the counts), run on DuckDB: the same rows, classes, checks and
+    counts as the materialized table, through suppression to a fixed point (a group rule that suppression breaks)."""
+    pol = adult_policy(ADULT_LEVELS, max_suppression=0.05, l_diversity={"kind": "distinct", "l": 2})
+    pol["privacy"]["requirements"] = [{"quasi": ["sex"], "k": 20}]
+    rels, rows = {}, {}
+    for name, engine in (("plain", DuckDBEngine(adult)), ("kept", CountedRowsEngine(adult))):
+        rels[name] = release_on(engine, {**pol, "name": name})
+        rows[name] = adult.execute(f"SELECT * FROM {name}").df()
+    kinds = dict(adult.execute("SELECT table_name, table_type FROM information_schema.tables "
+                               "WHERE table_name IN ('plain', 'kept', 'kept__rows')").fetchall())
+    assert kinds == {"plain": "BASE TABLE", "kept": "VIEW", "kept__rows": "BASE TABLE"}
+    cols = list(rows["plain"].columns)
+    key = lambda f: f[cols].astype(str).sort_values(cols).reset_index(drop=True)  # noqa: E731
+    pd.testing.assert_frame_equal(key(rows["kept"]), key(rows["plain"]))
+    plain, kept = rels["plain"], rels["kept"]
+    assert (kept.records_out, kept.suppressed, kept.plan) == (plain.records_out, plain.suppressed, plain.plan)
+    pd.testing.assert_frame_equal(kept.classes, plain.classes)
+    pd.testing.assert_frame_equal(kept.checks, plain.checks)
+    # one row per kept source combination (a released row may be in several): fewer than the records, at least the
+    # distinct released rows, and each repeated as often as it occurs
+    n, total, least = adult.execute('SELECT count(*), sum(__w), min(__w) FROM anon_work."kept__rows"').fetchall()[0]
+    assert len(rows["plain"].drop_duplicates()) <= n < total == len(rows["plain"]) and least >= 1

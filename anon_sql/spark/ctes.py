@@ -7,24 +7,27 @@ each hoisted CTE as a lazily cached temporary view, so it is computed once, when
 from __future__ import annotations
 
 from itertools import count
-from typing import Iterator
+from typing import Callable, Iterator
 
 from sqlglot import exp
 
 from ..sqlbuild import ident
 
 
-def hoist_shared(query: exp.Expression, owner: str) -> list[tuple[str, exp.Expression]]:
+def hoist_shared(query: exp.Expression, owner: str, fresh: Callable[[str], str] = str
+                 ) -> list[tuple[str, exp.Expression]]:
     """Move every CTE of ``query`` read at least twice in its scope out of it (in place): each becomes
-    ``<owner>__cte<n>`` and its references read that name (aliased as the CTE was). Returns ``(name, query)`` in
-    creation order (a hoisted CTE after those it reads). The earlier CTEs of the same ``WITH`` that a hoisted body
-    reads go with it; a CTE that reads a CTE of an enclosing ``WITH`` stays where it is."""
+    ``<owner>__cte<n>`` (passed through ``fresh``, which may rename it away from existing objects) and its
+    references read that name (aliased as the CTE was). Returns ``(name, query)`` in creation order (a hoisted CTE
+    after those it reads). The earlier CTEs of the same ``WITH`` that a hoisted body reads go with it; a CTE that
+    reads a CTE of an enclosing ``WITH`` stays where it is."""
     out: list[tuple[str, exp.Expression]] = []
-    _hoist(query, owner, out, count(1))
+    _hoist(query, owner, out, count(1), fresh)
     return out
 
 
-def _hoist(query: exp.Expression, owner: str, out: list[tuple[str, exp.Expression]], numbers: Iterator[int]) -> None:
+def _hoist(query: exp.Expression, owner: str, out: list[tuple[str, exp.Expression]], numbers: Iterator[int],
+           fresh: Callable[[str], str]) -> None:
     for w in list(query.find_all(exp.With)):          # breadth first: enclosing WITHs before nested ones
         if w.root() is not query:
             continue                                   # inside a body hoisted (and handled) already
@@ -35,13 +38,13 @@ def _hoist(query: exp.Expression, owner: str, out: list[tuple[str, exp.Expressio
             body = cte.this
             if len(refs) < 2 or _reads(body) & outer:
                 continue
-            name = f"{owner}__cte{next(numbers)}"
+            name = fresh(f"{owner}__cte{next(numbers)}")
             deps = _deps(w, cte)
             body.pop()
             if deps:
                 own = body.args.get("with_")
                 body.set("with_", exp.With(expressions=[d.copy() for d in deps] + (own.expressions if own else [])))
-            _hoist(body, owner, out, numbers)
+            _hoist(body, owner, out, numbers, fresh)
             out.append((name, body))
             for t in refs:
                 if not t.args.get("alias"):

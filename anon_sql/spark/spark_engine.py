@@ -18,12 +18,18 @@ from .engine import JobCounter, SparkSQL, require_pyspark, resolve_source, table
 
 
 class SparkEngine(Engine):
-    """A SparkSession as a release engine: views are temporary views, the released table (and a row-keyed source)
-    ``CACHE TABLE … AS``; there is no transaction, so a refused release drops everything it created."""
+    """A SparkSession as a release engine: views are temporary views, tables (a row-keyed source, the distinct
+    rows of a release, or the release itself) ``CACHE TABLE … AS``; there is no transaction, so a refused release
+    drops everything it created."""
 
     name = "spark"
     where = " in the Spark session"
     persists = False   # every object is a temporary view of the session: nothing outlives it, nothing to tidy
+    # a release written as repeated rows is cached as the rows with their counts it repeats and the table is a view
+    # repeating them: caching every record costs about three bare GROUP BYs of the source at 10M rows (Spark's
+    # in-memory columnar cache, or a Parquet write) and reading them back is slower than repeating the counted
+    # rows again (docs/spark.md, "Performance")
+    keeps_counted_rows = True
 
     def __init__(self, spark: Any, catalog: Any = None, output: str | None = None, replace: bool = False):
         super().__init__()
@@ -137,7 +143,7 @@ class SparkEngine(Engine):
         reference again — a scan of the data per reference)."""
         name = stmt.this.name   # ``text`` (DuckDB-flavoured) is not used: the tree is rewritten for Spark
         query = stmt.expression.copy()
-        for part, body in ctes.hoist_shared(query, name):
+        for part, body in ctes.hoist_shared(query, name, self._fresh):
             self._cache(part, body, lazy=True)
             self.scratch.append(part)
         if stmt.args.get("kind") == "TABLE" or cache:
@@ -146,6 +152,16 @@ class SparkEngine(Engine):
         tree = exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True, expression=query,
                           properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
         self._run(name, tree)
+
+    def _fresh(self, name: str) -> str:
+        """``name``, or ``name`` numbered, whichever no table or view of the session has: a working object of the
+        release never replaces one it did not create (an earlier release's, still read by that release's views,
+        or the user's)."""
+        fresh, n = name, 1
+        while fresh not in self.created and table_exists(self.spark, fresh):
+            n += 1
+            fresh = f"{name}_{n}"
+        return fresh
 
     def _cache(self, name: str, query: exp.Expression, lazy: bool) -> None:
         self.drop(name)

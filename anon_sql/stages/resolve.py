@@ -118,7 +118,7 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     resolved = Resolved(policy, src, 0, method, {}, [], base=table)
     try:
         # the records: summed from the base counts when resolve made them (a small table), else counted
-        resolved.records = (base_counts.total(engine.con, table) if table is not None
+        resolved.records = (base_counts.total(counts, policy) if table is not None
                             else count_records(engine.con, src, policy))
         check_records(policy, src, resolved.records)
         resolved.taxonomies = resolve_taxonomies(engine.con, policy, src, method.needs_taxonomies,
