@@ -257,7 +257,8 @@ def test_spark_never_replaces_what_it_did_not_create(spark):
     users = spark.createDataFrame(pd.DataFrame({"x": [1, 2]}))
     pol = _policy("levels", LEVELS, max_suppression=1.0)
     pol["name"], pol["source"] = "own_rel", "own_src"
-    for name, match in (("own_rel", "not a release of anon_sql"), ("own_rel__assignment", "working objects")):
+    for name, match in (("own_rel", "not a release of anon_sql"), ("own_rel__assignment", "working objects"),
+                        ("own_rel__rows", "working objects")):
         users.createOrReplaceTempView(name)
         with pytest.raises(ReleaseExistsError, match=match):
             aspark.release(spark, pol, replace=True)
@@ -269,6 +270,13 @@ def test_spark_never_replaces_what_it_did_not_create(spark):
         aspark.release(spark, pol)
     again = aspark.release(spark, pol, replace=True)
     assert (again.records_out, again.plan) == (first.records_out, first.plan)
+    # a view of the user's named like a CTE view the release hoists: the release names its own view otherwise
+    users.createOrReplaceTempView("own_rel__checks__cte1")
+    third = aspark.release(spark, pol, replace=True)
+    assert spark.table("own_rel__checks__cte1").columns == ["x"] and spark.table("own_rel__checks__cte1").count() == 2
+    assert third.records_out == first.records_out and spark.table("own_rel").count() == first.records_out
+    assert any(t.startswith("`own_rel__checks__cte1_") or "own_rel__checks__cte1_" in t for t in third.sql)
+    spark.catalog.dropTempView("own_rel__checks__cte1")
     spark.catalog.dropTempView("own_src")
 
 
