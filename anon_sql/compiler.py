@@ -632,13 +632,6 @@ def _population_classes(ci: CompileInput, relation: exp.Expression, keys: list[s
                           "against the source only with a connection: pass con= to compile, or release")
     if isinstance(ci.plan, AssignmentPlan):
         plan = ci.plan
-        if ci.engine == "spark" and not plan.value_intervals:
-            # the per-QI cover joins of population_match grow Spark's analyzed plan past the driver's memory
-            # (docs/spark.md, "Population models"): refused before any SQL runs, rather than an out-of-memory hang
-            raise PolicyError(f"{models[0].name} with method {ci.policy.method!r} is verified on DuckDB only: its "
-                              "released ranges and taxonomy nodes are matched to the population by joins Spark "
-                              "cannot plan yet; release on DuckDB, or on Spark with a level method (levels, "
-                              "optimal, iab, exhaustive, greedy) or fixed_interval")
         quasi = list(population.quasi or ci.policy.quasi)
         layout = plan.table_check or {}
         groups = ([[a for a in g if a in quasi] for g in layout.get("columns", [])]

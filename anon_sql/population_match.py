@@ -73,16 +73,26 @@ def taxonomy_pairs(tax: Taxonomy) -> tuple[list[tuple[str, str]], list[str]]:
     return list(pairs), roots
 
 
+def _source(e: exp.Expression, name: str) -> exp.Expression:
+    """``e`` as a source of a FROM / JOIN named ``name``: a table (a CTE's name) aliased, a query as a subquery."""
+    if isinstance(e, exp.Table):
+        out = e.copy()
+        out.set("alias", exp.TableAlias(this=ident(name)))
+        return out
+    return _sub(e.copy(), name)
+
+
 def cover_pairs(released: exp.Expression, population: exp.Expression, numeric: bool, taxonomy: Taxonomy | None,
                 intervals: Sequence[Mapping[str, Any]] | None) -> exp.Expression:
     """The (r, v) pairs of one QI where released text ``r`` (distinct values of ``released``, column ``r``) covers
     population value ``v`` (distinct values of ``population``, column ``v``; ``numeric``: the QI's type is a number);
-    see the module docstring."""
+    see the module docstring. ``released`` and ``population`` are queries or tables (the names of CTEs: each branch
+    reads them, so :func:`match_counts` passes CTEs computed once)."""
     def rv() -> exp.Expression:
-        return _sub(released.copy(), "rv")
+        return _source(released, "rv")
 
     def pv() -> exp.Expression:
-        return _sub(population.copy(), "pv")
+        return _source(population, "pv")
 
     r, v = col("r", "rv"), col("v", "pv")
     out = exp.select(col("r", "rv"), col("v", "pv"))
@@ -99,7 +109,7 @@ def cover_pairs(released: exp.Expression, population: exp.Expression, numeric: b
                 return exp.Coalesce(this=_double(col("r")), expressions=[_double(exp.RegexpExtract(
                     this=col("r"), expression=lit(RANGE_PATTERN), group=lit(i)))])
             ranges = (exp.select(col("r"), alias(bound(1), "lo"), alias(bound(2), "hi"))
-                      .from_(_sub(released.copy(), "rr")))
+                      .from_(_source(released, "rr")))
             ranges = exp.select("*").from_(_sub(ranges, "rb")).where(
                 exp.Not(this=exp.Is(this=col("lo"), expression=exp.null())))
             x = _double(v.copy())
@@ -141,23 +151,30 @@ def match_counts(relation: exp.Expression, keys: Sequence[str], quasi: Sequence[
     order = exp.Order(expressions=[exp.Ordered(this=col(f"__p{index[q]}"), nulls_first=True) for q in quasi])
     ctes.append(("__pc", exp.select("*", alias(exp.Window(this=exp.RowNumber(), order=order), "__pid"))
                  .from_(_sub(combos, "pc0"))))
+    # the classes' released tuples, read from ``relation`` once: each QI's distinct released values and each column
+    # group's tuples come from it (one read per cover branch and QI grew Spark's analyzed plan past the driver's heap)
+    key_items = [alias(col(k), f"__k{j}") for j, k in enumerate(keys)]
+    key_cols = [col(f"__k{j}") for j in range(len(keys))]
+    ctes.append(("__rt", exp.select(*key_items, *[alias(_text(col(q)), f"__r{index[q]}") for q in quasi])
+                 .distinct().from_(relation.copy())))
     for q in quasi:
         i = index[q]
-        released = exp.select(alias(_text(col(q)), "r")).distinct().from_(relation.copy())
-        values = exp.select(alias(col(f"__p{i}"), "v")).distinct().from_("__pc")
-        ctes.append((f"__m{i}", cover_pairs(released, values, is_numeric(types.get(q, "")), taxonomies.get(q),
-                                            intervals.get(q))))
-    key_items = [alias(col(k), f"__k{j}") for j, k in enumerate(keys)]
+        ctes.append((f"__rv{i}", exp.select(alias(col(f"__r{i}"), "r")).distinct().from_("__rt")))
+        ctes.append((f"__pv{i}", exp.select(alias(col(f"__p{i}"), "v")).distinct().from_("__pc")))
+        ctes.append((f"__m{i}", cover_pairs(exp.Table(this=ident(f"__rv{i}")), exp.Table(this=ident(f"__pv{i}")),
+                                            is_numeric(types.get(q, "")), taxonomies.get(q), intervals.get(q))))
     for g, members in enumerate(groups):
-        tuples = (exp.select(*key_items, *[alias(_text(col(q)), f"__r{index[q]}") for q in members]).distinct()
-                  .from_(relation.copy()))
-        ctes.append((f"__t{g}", tuples))
+        tuples = "__rt"
+        if len(groups) > 1:
+            tuples = f"__t{g}"
+            ctes.append((tuples, exp.select(*[c.copy() for c in key_cols], *[col(f"__r{index[q]}") for q in members])
+                         .distinct().from_("__rt")))
         first, rest = members[0], members[1:]
         f = index[first]
         query = (exp.select(col("__pid", "pc"), *[col(f"__k{j}", "t") for j in range(len(keys))]).distinct()
                  .from_(_from("__pc", "pc"))
                  .join(_from(f"__m{f}", "m"), on=null_safe_eq(col("v", "m"), col(f"__p{f}", "pc")))
-                 .join(_from(f"__t{g}", "t"), on=null_safe_eq(col(f"__r{f}", "t"), col("r", "m"))))
+                 .join(_from(tuples, "t"), on=null_safe_eq(col(f"__r{f}", "t"), col("r", "m"))))
         for q in rest:
             i = index[q]
             query = query.join(_from(f"__m{i}", f"m{i}"), on=exp.and_(
@@ -172,8 +189,11 @@ def match_counts(relation: exp.Expression, keys: Sequence[str], quasi: Sequence[
              *[null_safe_eq(col(f"__k{j}", f"x{g}"), col(f"__k{j}", "x0")) for j in range(len(keys))]]))
     final = final.join(_from("__pc", "pc"), on=exp.EQ(this=col("__pid", "pc"), expression=col("__pid", "x0")))
     final = final.group_by(*[col(f"__k{j}", "x0") for j in range(len(keys))])
+    # the small relations every branch reads, computed once (DuckDB: MATERIALIZED; the Spark engine checkpoints
+    # them, so its analyzed plan holds each as one leaf — :mod:`anon_sql.spark.ctes`)
+    shared = {"__pc", "__rt", *[f"__rv{i}" for i in index.values()], *[f"__pv{i}" for i in index.values()]}
     for name, cte in ctes:
-        final = final.with_(name, as_=cte, copy=False)
+        final = final.with_(name, as_=cte, materialized=True if name in shared else None, copy=False)
     return final
 
 

@@ -67,8 +67,8 @@ def markdown() -> str:
                      ("`theta = { … }`", THETA), ("`p_sensitive = { … }` (or an integer: the `p`)", P_SENSITIVE),
                      ("`beta_likeness = { … }`", BETA_LIKENESS),
                      ("`delta_disclosure = { … }` (or a number: the `delta`)", DELTA_DISCLOSURE),
-                     ("`k_map = { … }` (population-based; every method on DuckDB, level methods on Spark)", K_MAP),
-                     ("`delta_presence = { … }` (population-based; every method on DuckDB, level methods on Spark)", DELTA_PRESENCE),
+                     ("`k_map = { … }` (population-based; every method, on DuckDB and on Spark)", K_MAP),
+                     ("`delta_presence = { … }` (population-based; every method, on DuckDB and on Spark)", DELTA_PRESENCE),
                      ("`[[privacy.requirements]]` (SQL: `requirements = [{…}, …]`)", REQUIREMENT)):
         out += _table(f"#### {title}", s)
     out += ["", "### `[method_params]` — keys by `method`"]

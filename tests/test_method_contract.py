@@ -360,11 +360,13 @@ def assert_same_release(con, spark, duck, rel) -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("method", ["levels", "optimal", "fixed_interval"])
+@pytest.mark.parametrize("method", ["levels", "optimal", "fixed_interval", "mondrian", "upa", "theta", "adaptive",
+                                    "slicing", "attribute_focused"])
 def test_population_models_duckdb_equals_spark(con, spark_population, method):
     """k-map and δ-presence on Spark (the population a view of the session): the same plan, rows, classes — their
     ``k_map_value`` / ``delta_presence_value`` included — and checks as on DuckDB, for a level plan, a lattice
-    search and an assignment method (fixed intervals: matched through its cut points)."""
+    search and every assignment method: fixed intervals matched through its cut points, the others' released ranges
+    and taxonomy nodes through population_match's cover joins (slicing, attribute_focused: per column group)."""
     from anon_sql import spark as aspark
 
     spark = spark_population
@@ -376,24 +378,6 @@ def test_population_models_duckdb_equals_spark(con, spark_population, method):
     assert_same_release(con, spark, duck, rel)
     assert rel.passed and rel.classes["k_map_value"].min() >= POPULATION_MODELS["k_map"]["k"]
     assert set(rel.checks["check"]) >= {"k_map", "delta_presence"}
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("method", ["upa", "mondrian"])
-def test_population_models_with_ranges_refused_on_spark(con, spark_population, method):
-    """Methods releasing ranges and taxonomy nodes match the population by cover joins Spark cannot plan yet
-    (docs/spark.md): a valid population is refused before any SQL runs, naming the engines and methods that work,
-    and the session is left as it was; the same policy releases on DuckDB."""
-    from anon_sql import spark as aspark
-
-    spark = spark_population
-    policy = example(method, f"mcs_{method}_pop_ranges", **POPULATION_MODELS)
-    policy["privacy"].update(POPULATION_PRIVACY.get(method, {"max_suppression": 0.1}))
-    before = {t.name for t in spark.catalog.listTables()}
-    with pytest.raises(anon_sql.PolicyError, match="verified on DuckDB only.*release on DuckDB"):
-        aspark.release(spark, policy)
-    assert {t.name for t in spark.catalog.listTables()} == before
-    assert anon_sql.release(con, policy, replace=True).passed
 
 
 @pytest.mark.spark

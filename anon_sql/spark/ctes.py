@@ -7,26 +7,32 @@ each hoisted CTE as a lazily cached temporary view, so it is computed once, when
 from __future__ import annotations
 
 from itertools import count
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from sqlglot import exp
 
 from ..sqlbuild import ident
 
 
-def hoist_shared(query: exp.Expression, owner: str, fresh: Callable[[str], str] = str
-                 ) -> list[tuple[str, exp.Expression]]:
-    """Move every CTE of ``query`` read at least twice in its scope out of it (in place): each becomes
-    ``<owner>__cte<n>`` (passed through ``fresh``, which may rename it away from existing objects) and its
-    references read that name (aliased as the CTE was). Returns ``(name, query)`` in creation order (a hoisted CTE
-    after those it reads). The earlier CTEs of the same ``WITH`` that a hoisted body reads go with it; a CTE that
-    reads a CTE of an enclosing ``WITH`` stays where it is."""
-    out: list[tuple[str, exp.Expression]] = []
+class Hoisted(NamedTuple):
+    """A CTE moved out of its statement: the view's name, its query, and whether it was marked ``MATERIALIZED``."""
+    name: str
+    body: exp.Expression
+    materialized: bool
+
+
+def hoist_shared(query: exp.Expression, owner: str, fresh: Callable[[str], str] = str) -> list[Hoisted]:
+    """Move every CTE of ``query`` read at least twice in its scope, or marked ``MATERIALIZED``, out of it (in
+    place): each becomes ``<owner>__cte<n>`` (passed through ``fresh``, which may rename it away from existing
+    objects) and its references read that name (aliased as the CTE was). Returns them in creation order (a hoisted
+    CTE after those it reads). The earlier CTEs of the same ``WITH`` that a hoisted body reads go with it; a CTE that
+    reads a CTE of an enclosing ``WITH`` stays where it is (its mark dropped: Spark has no ``MATERIALIZED``)."""
+    out: list[Hoisted] = []
     _hoist(query, owner, out, count(1), fresh)
     return out
 
 
-def _hoist(query: exp.Expression, owner: str, out: list[tuple[str, exp.Expression]], numbers: Iterator[int],
+def _hoist(query: exp.Expression, owner: str, out: list[Hoisted], numbers: Iterator[int],
            fresh: Callable[[str], str]) -> None:
     for w in list(query.find_all(exp.With)):          # breadth first: enclosing WITHs before nested ones
         if w.root() is not query:
@@ -36,7 +42,9 @@ def _hoist(query: exp.Expression, owner: str, out: list[tuple[str, exp.Expressio
         for cte in list(w.expressions):
             refs = _refs(scope, cte)
             body = cte.this
-            if len(refs) < 2 or _reads(body) & outer:
+            materialized = bool(cte.args.get("materialized"))
+            cte.set("materialized", None)
+            if len(refs) < (1 if materialized else 2) or _reads(body) & outer:
                 continue
             name = fresh(f"{owner}__cte{next(numbers)}")
             deps = _deps(w, cte)
@@ -45,7 +53,7 @@ def _hoist(query: exp.Expression, owner: str, out: list[tuple[str, exp.Expressio
                 own = body.args.get("with_")
                 body.set("with_", exp.With(expressions=[d.copy() for d in deps] + (own.expressions if own else [])))
             _hoist(body, owner, out, numbers, fresh)
-            out.append((name, body))
+            out.append(Hoisted(name, body, materialized))
             for t in refs:
                 if not t.args.get("alias"):
                     t.set("alias", exp.TableAlias(this=ident(cte.alias)))

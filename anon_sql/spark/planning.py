@@ -16,7 +16,8 @@ from sqlglot import exp
 
 from .. import base_counts
 from ..errors import PolicyError
-from ..methods import Method, MethodContext, Plan
+from ..methods import AssignmentPlan, Method, MethodContext, Plan
+from ..methods.local_values import assign_rows
 from ..methods.mondrian import Mondrian
 from ..models import population_models
 from ..models.population import WEIGHT as POP_WEIGHT
@@ -53,7 +54,13 @@ def plan(engine: Any, method: Method, ctx: MethodContext) -> Plan:
         return planner(engine.sq, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.progress)
     duck = driver_rows(engine.sq, method, ctx)
     try:
-        return method.plan(dataclasses.replace(ctx, con=duck, models=driver_population(engine.sq, duck, ctx.models)))
+        driver = dataclasses.replace(ctx, con=duck, models=driver_population(engine.sq, duck, ctx.models))
+        out = method.plan(driver)
+        if isinstance(out, AssignmentPlan) and out.assignment is None and out.tuple_classes is not None:
+            # a class per QI tuple (Mondrian with k-map / δ-presence): DuckDB's release joins the tuples in its own
+            # session; here the rows are on the driver already, so the per-row assignment is computed with them
+            out = dataclasses.replace(out, assignment=assign_rows(driver, out.tuple_classes))
+        return out
     finally:
         duck.close()
 

@@ -143,9 +143,12 @@ class SparkEngine(Engine):
         reference again — a scan of the data per reference)."""
         name = stmt.this.name   # ``text`` (DuckDB-flavoured) is not used: the tree is rewritten for Spark
         query = stmt.expression.copy()
-        for part, body in ctes.hoist_shared(query, name, self._fresh):
-            self._cache(part, body, lazy=True)
-            self.scratch.append(part)
+        for part in ctes.hoist_shared(query, name, self._fresh):
+            if part.materialized:
+                self._checkpoint(part.name, part.body)
+            else:
+                self._cache(part.name, part.body, lazy=True)
+                self.scratch.append(part.name)
         if stmt.args.get("kind") == "TABLE" or cache:
             self._cache(name, query, lazy=False)
             return
@@ -166,6 +169,16 @@ class SparkEngine(Engine):
     def _cache(self, name: str, query: exp.Expression, lazy: bool) -> None:
         self.drop(name)
         self._run(name, exp.Cache(this=exp.Table(this=ident(name)), expression=query, lazy=lazy))
+
+    def _checkpoint(self, name: str, query: exp.Expression) -> None:
+        """``query`` computed now into a local checkpoint, registered as the temporary view ``name``: a leaf of the
+        plans that read it (a cached view is expanded into each reading plan at analysis; see :mod:`.ctes`)."""
+        self.drop(name)
+        self.spark.sql(self.render(query)).localCheckpoint(eager=True).createOrReplaceTempView(name)
+        self.created.append(name)
+        self.sql.append(self.render(exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True,
+                                               expression=query,
+                                               properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
 
     def _run(self, name: str, tree: exp.Expression) -> None:
         text = self.render(tree)
