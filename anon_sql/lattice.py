@@ -551,10 +551,12 @@ class Lattice:
             kept, suppressed, within = np.ones(len(sizes), dtype=bool), 0.0, need == 0
             feasible = within
         else:
-            kept, suppressed = ok, need
             within = need <= self.budget + EPS
-            feasible = within and (need == 0 or self.local_checks
-                                   or self._remainder_ok(sizes, reps, g_cls, state, ok, stats.population))
+            kept = ok
+            if within and need and not self.local_checks:   # a group rule / t-closeness may fail once classes go
+                kept = self._settle(sizes, reps, g_cls, state, ok, stats.population)
+            suppressed = float(sizes[~kept].sum())
+            feasible = within and suppressed <= self.budget + EPS
         free = self._measures(node, sizes, reps, None, 0.0, rows_before)   # as if nothing were suppressed
         if suppressed:
             rows_after = int(np.count_nonzero(kept[g_cls])) if self.rows else None
@@ -569,16 +571,26 @@ class Lattice:
         return NodeEval(node, len(sizes), violations, rows_after, rows_before, need, suppressed, within, feasible,
                         scores, bounds, failures, tagging_ok)
 
-    def _remainder_ok(self, sizes: np.ndarray, reps: list[np.ndarray], g_cls: np.ndarray, state: _State,
-                      kept: np.ndarray, population: np.ndarray | None = None) -> bool:
-        """Does what is left after suppressing the failing classes pass every check (the SQL verification)?"""
-        if not kept.any():
-            return True
-        new_id = np.cumsum(kept) - 1
-        g_keep = kept[g_cls]
-        stats = self._stats(sizes[kept], new_id[g_cls[g_keep]], state.rest[g_keep], state.w[g_keep], compact=True)
-        stats.population = None if population is None else population[kept]
-        return all(passed.all() for _, passed in self._checks(stats, [r[kept] for r in reps]))
+    def _settle(self, sizes: np.ndarray, reps: list[np.ndarray], g_cls: np.ndarray, state: _State,
+                kept: np.ndarray, population: np.ndarray | None = None) -> np.ndarray:
+        """The classes kept when the failing ones are suppressed to a fixed point, as the release does
+        (:func:`anon_sql.suppression.settle`): what is left is checked again (the SQL verification) and the classes
+        failing there go too, until what is left passes or nothing is."""
+        kept = kept.copy()
+        while kept.any():
+            idx = np.flatnonzero(kept)
+            new_id = np.cumsum(kept) - 1
+            g_keep = kept[g_cls]
+            stats = self._stats(sizes[kept], new_id[g_cls[g_keep]], state.rest[g_keep], state.w[g_keep],
+                                compact=True)
+            stats.population = None if population is None else population[kept]
+            passed = np.ones(len(idx), dtype=bool)
+            for _, ok in self._checks(stats, [r[kept] for r in reps]):
+                passed &= ok
+            if passed.all():
+                break
+            kept[idx[~passed]] = False
+        return kept
 
     def _measures(self, node: tuple[int, ...], sizes: np.ndarray, reps: list[np.ndarray], kept: np.ndarray | None,
                   suppressed: float, rows: int | None) -> dict[str, float | None]:
