@@ -3,7 +3,7 @@ lattice search (target <= 5x) on Spark local[2], each beside one bare ``GROUP BY
 Parquet — same session, same Parquet file, measured in the same run — with the Spark jobs each stage launches
 (SparkContext status tracker, one job group per stage) and DuckDB's time on the same file for reference.
 
-    python bench/bench_spark.py --rows 10000000 [--methods levels optimal] [--json results.jsonl]
+    python bench/bench_spark.py --rows 10000000 [--methods levels optimal] [--repeat 2] [--warmup] [--json F]
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def bare_group_by(spark, path: Path, out: str) -> tuple[float, int]:
     return seconds, jobs
 
 
-def run(rows: int, methods: list[str], memory: str, repeat: int) -> list[Result]:
+def run(rows: int, methods: list[str], memory: str, repeat: int, warmup: bool = False) -> list[Result]:
     path = Path(__file__).resolve().parent / "data" / f"adult_{rows}.parquet"
     if not path.exists():
         generate(rows, path)
@@ -62,6 +62,9 @@ def run(rows: int, methods: list[str], memory: str, repeat: int) -> list[Result]
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         bare_group_by(spark, path, str(Path(tmp) / "warm.parquet"))   # JVM warm-up, file in the page cache
+        if warmup:   # the first release of a session pays the JVM's class loading and JIT of its code paths
+            aspark.release(spark, policy(methods[0]), source=str(path), replace=True)
+            spark.catalog.clearCache()
         for method in methods:
             pol = policy(method)
             t = time.perf_counter()
@@ -96,10 +99,12 @@ if __name__ == "__main__":
     ap.add_argument("--methods", nargs="+", default=["levels", "optimal"])
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--warmup", action="store_true",
+                    help="one release of the first method before measuring (a session that has run a release)")
     ap.add_argument("--json", default=None, help="append the records (bench/results.py format) to this file")
     args = ap.parse_args()
     load_before = load_average()
-    results = [r for n in args.rows for r in run(n, args.methods, args.driver_memory, args.repeat)]
+    results = [r for n in args.rows for r in run(n, args.methods, args.driver_memory, args.repeat, args.warmup)]
     emit(results, args.json, echo=False)
     print("| rows | method | Spark (s) | bare GROUP BY (s) | ratio | target | Spark jobs: prepare / plan / "
           "materialize / verify (total; GROUP BY) | seconds per stage | DuckDB (s) | nodes | released | load |")
@@ -112,4 +117,4 @@ if __name__ == "__main__":
               f"{x['released']:,} | {' '.join(f'{v:.1f}' for v in r.load)} |", flush=True)
     print(f"\nload average before: {load_before}, after: {load_average()}")
     print(f"command: python bench/bench_spark.py --rows {' '.join(map(str, args.rows))} "
-          f"--methods {' '.join(args.methods)} --repeat {args.repeat}")
+          f"--methods {' '.join(args.methods)} --repeat {args.repeat}{' --warmup' if args.warmup else ''}")

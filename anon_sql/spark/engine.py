@@ -3,6 +3,7 @@ temporary view, and a counter of the Spark jobs a stage launches."""
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 import sys
 import time
@@ -168,6 +169,9 @@ def resolve_source(spark: Any, source: Any, view: str) -> Source:
 
 
 # -- jobs ---------------------------------------------------------------------------------------------------------
+_GROUPS = itertools.count(1)
+
+
 @dataclass
 class JobCounter:
     """Counts the Spark jobs launched inside :meth:`stage` blocks (one job group per stage) and times them."""
@@ -179,8 +183,9 @@ class JobCounter:
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         sc = self.spark.sparkContext
-        self._n = getattr(self, "_n", 0) + 1
-        group = f"anon-sql-{name}-{id(self)}-{self._n}"
+        # a name no other stage of the session had (an id() is reused once its object is gone: a later release
+        # would count an earlier one's jobs too)
+        group = f"anon-sql-{name}-{next(_GROUPS)}"
         sc.setJobGroup(group, f"anon-sql {name}")
         start = time.perf_counter()
         try:
