@@ -301,6 +301,13 @@ def test_cli_release_on_spark_writes_the_duckdb_rows(engines, adult_parquet, tmp
     pd.testing.assert_frame_equal(_rows(written), _rows(con.execute('SELECT * FROM "adult_cli"').df()))
     bad = CliRunner().invoke(main, ["release", str(path), "--engine", "spark", "--dry-run"])
     assert bad.exit_code == 2 and "--dry-run" in bad.output
+    # an existing output without --replace: refused before anything runs, the file and the session as they were
+    before = sorted(p.name for p in out.iterdir())
+    views = {t.name for t in spark.catalog.listTables()}
+    again = CliRunner().invoke(main, ["release", str(path), "--engine", "spark", "--source-path", adult_parquet,
+                                      "--output", str(out)])
+    assert again.exit_code == 2 and "already exists" in again.output and "--replace" in again.output, again.output
+    assert sorted(p.name for p in out.iterdir()) == before and {t.name for t in spark.catalog.listTables()} == views
 
 
 # -- 1M rows ---------------------------------------------------------------------------------------------------
