@@ -31,6 +31,7 @@ DROPPED_VIEWS = ("generalized view", "classes view")
 # record of how the release was made: check reads the assignment); the other views are dropped
 KEPT_WORKING = ("source", "assignment", "ec_values", "noise", "risk")
 WORKING = ("source", "general", "classes", "checks", "assignment", "ec_values", "noise", "risk")
+COUNTED_ROWS = "rows"   # a release kept as counted rows (ReleaseNames.rows): not one of WORKING, DuckDB never makes it
 
 
 def working(release: str, part: str, schema: str | None = WORK_SCHEMA) -> exp.Table:
@@ -94,7 +95,7 @@ class ReleaseNames:
     def rows(self) -> exp.Table:
         """A release of repeated rows kept as the rows it repeats with their counts (``CompileInput.counted_rows``:
         made only by an engine that keeps releases so, Spark; not one of :data:`WORKING`, which DuckDB claims)."""
-        return exp.Table(this=ident(f"{self.release}__rows"), db=ident(self.work) if self.work else None)
+        return exp.Table(this=ident(f"{self.release}__{COUNTED_ROWS}"), db=ident(self.work) if self.work else None)
 
     def views(self) -> list[exp.Table]:
         """The working views, dependants first."""

@@ -30,7 +30,7 @@ def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, outp
     holds named taxonomies (built-in and file taxonomies need none). A failed check drops everything the release
     created and raises :class:`PrivacyRequirementError`.
     """
-    if output is not None and not replace and _local(output).exists():
+    if output is not None and not replace and _exists_here(output):
         # refused before anything runs (Spark would fail only when writing, after the whole release)
         raise ReleaseExistsError(f"output {output!r} already exists; pass replace=True (CLI: --replace) to overwrite "
                                  "it, or choose another path")
@@ -38,9 +38,9 @@ def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, outp
     return release_on(engine, policy, replace=replace, source=source, progress=progress)
 
 
-def _local(path: str) -> Path:
-    """A local output path as a Path (``file:`` URLs included); another file system's URL as a path that does not
-    exist here (Spark itself refuses to overwrite it)."""
+def _exists_here(path: str) -> bool:
+    """Whether a local output path (``file:`` URLs included) exists; another file system's URL is left to Spark,
+    which refuses to overwrite it."""
     if path.startswith("file:"):
-        return Path(path.removeprefix("file:").removeprefix("//"))
-    return Path(path) if "://" not in path else Path("/nonexistent/\0")
+        return Path(path.removeprefix("file:").removeprefix("//")).exists()
+    return "://" not in path and Path(path).exists()

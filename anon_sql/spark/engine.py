@@ -102,6 +102,12 @@ def duck_type(simple: str) -> str:
     return _TYPES.get(base, simple.upper())
 
 
+def temporary_view(name: str, query: exp.Expression) -> exp.Create:
+    """``CREATE OR REPLACE TEMPORARY VIEW name AS query``."""
+    return exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True, expression=query,
+                      properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+
+
 def table_exists(spark: Any, name: str, qualified: bool = False) -> bool:
     """Whether the session has a table or temporary view ``name`` (any characters; ``qualified``: a dotted
     ``db.table`` name is tried as such first)."""

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from sqlglot import exp
 
 from ..sqlbuild import ident, render
+from .engine import temporary_view
 
 COLUMNS = ("leaf", "value")
 SUFFIX = "__map"
@@ -51,15 +52,10 @@ def by_name(tree: exp.Expression, view: Callable[[tuple[tuple[str, str], ...]], 
     return tree.transform(swap)
 
 
-def register(spark: Any, rows: tuple[tuple[str, str], ...], release: str, exists: Callable[[str], bool]) -> str:
-    """Register ``rows`` as the temporary view ``<release>__map<n>`` (the first such name no table or view has:
-    nothing of the session is replaced) and return its name."""
-    n = 1
-    while exists(f"{release}{SUFFIX}{n}"):
-        n += 1
-    name = f"{release}{SUFFIX}{n}"
+def register(spark: Any, rows: tuple[tuple[str, str], ...], name: str) -> None:
+    """Register ``rows`` as the temporary view ``name`` (the engine's ``<release>__map<n>``, a name no table or view
+    of the session has: nothing is replaced)."""
     spark.sql(render(_query(rows), "spark")).createOrReplaceTempView(name)
-    return name
 
 
 def _query(rows: tuple[tuple[str, str], ...]) -> exp.Select:
@@ -71,9 +67,7 @@ def _query(rows: tuple[tuple[str, str], ...]) -> exp.Select:
 
 def statement(name: str, rows: tuple[tuple[str, str], ...]) -> str:
     """The view as Spark SQL, for the release's script (what it stores of the SQL run)."""
-    create = exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True, expression=_query(rows),
-                        properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
-    return render(create, "spark", pretty=True)
+    return render(temporary_view(name, _query(rows)), "spark", pretty=True)
 
 
 __all__ = ["by_name", "register", "rows_of", "statement"]

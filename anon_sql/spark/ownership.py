@@ -11,12 +11,14 @@ import json
 from typing import Any
 
 from ..errors import ReleaseExistsError
+from ..compiler import COUNTED_ROWS
 from ..ownership import WORKING_SUFFIXES
 from .engine import table_exists
 
 CONF_KEY = "spark.anon_sql.releases"
 # a DataFrame / path source's view, and a population file's (k-map, δ-presence), are the release's too
-SUFFIXES = (*WORKING_SUFFIXES, "__input", "__population", "__rows")
+CLAIMED = (*WORKING_SUFFIXES, "__" + COUNTED_ROWS)   # what a release of a name makes besides its views' inputs
+SUFFIXES = (*CLAIMED, "__input", "__population")
 
 
 def recorded(spark: Any) -> list[str]:
@@ -62,7 +64,7 @@ def claim_release_name(spark: Any, name: str, *, replace: bool = False, dry_run:
     if exists and not (replace or dry_run):
         raise ReleaseExistsError(f"release {name!r} already exists in the Spark session; pass replace=True (CLI: "
                                  "--replace) to replace it, or choose another name")
-    foreign = [name + s for s in (*WORKING_SUFFIXES, "__rows") if table_exists(spark, name + s) and not ours]
+    foreign = [name + s for s in CLAIMED if table_exists(spark, name + s) and not ours]
     if foreign:
         raise ReleaseExistsError(
             f"release {name!r} would create working objects named {foreign}, which already exist in the Spark session "

@@ -14,7 +14,7 @@ from ..engines.base import Engine
 from ..source import Source, is_path
 from ..sqlbuild import ident, render
 from . import ctes, maps, ownership, planning, udfs
-from .engine import JobCounter, SparkSQL, require_pyspark, resolve_source, table_exists
+from .engine import JobCounter, SparkSQL, require_pyspark, resolve_source, table_exists, temporary_view
 
 
 class SparkEngine(Engine):
@@ -81,10 +81,7 @@ class SparkEngine(Engine):
     def base_table(self, release: str) -> exp.Table:
         """A name no existing view has: an earlier release of the same name still reads its own base counts (a
         refused replacement must leave it whole)."""
-        name, n = release + base_counts.SUFFIX, 1
-        while table_exists(self.spark, name):
-            name, n = f"{release}{base_counts.SUFFIX}{n}", n + 1
-        return exp.Table(this=ident(name))
+        return exp.Table(this=ident(self._fresh(release + base_counts.SUFFIX)))
 
     def base_counts(self, policy: Any, relation: exp.Expression, table: exp.Table) -> Any:
         """The source aggregated once into a cached temporary view (one scan); the taxonomy coverage check, the
@@ -131,7 +128,8 @@ class SparkEngine(Engine):
         """The temporary view of one taxonomy level map, registered once per release (:mod:`.maps`)."""
         name = self.maps.get(rows)
         if name is None:
-            name = maps.register(self.spark, rows, self.release_name, self.exists)
+            name = self._fresh(f"{self.release_name}{maps.SUFFIX}{len(self.maps) + 1}")
+            maps.register(self.spark, rows, name)
             self.maps[rows] = name
             self.created.append(name)
             self.sql.append(maps.statement(name, rows))
@@ -152,9 +150,7 @@ class SparkEngine(Engine):
         if stmt.args.get("kind") == "TABLE" or cache:
             self._cache(name, query, lazy=False)
             return
-        tree = exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True, expression=query,
-                          properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
-        self._run(name, tree)
+        self._run(name, temporary_view(name, query))
 
     def _fresh(self, name: str) -> str:
         """``name``, or ``name`` numbered, whichever no table or view of the session has: a working object of the
@@ -176,9 +172,7 @@ class SparkEngine(Engine):
         self.drop(name)
         self.spark.sql(self.render(query)).localCheckpoint(eager=True).createOrReplaceTempView(name)
         self.created.append(name)
-        self.sql.append(self.render(exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True,
-                                               expression=query,
-                                               properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
+        self.sql.append(self.render(temporary_view(name, query)))
 
     def _run(self, name: str, tree: exp.Expression) -> None:
         text = self.render(tree)
