@@ -16,8 +16,6 @@ Public API (everything else is private and may change)::
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 
 from .errors import (AnonSQLError, PolicyError, PrivacyRequirementError, ReleaseExistsError, SourceError,
                      StatementError, TargetError, TaxonomyError, UnknownViewError, ViewExistsError)
@@ -27,14 +25,14 @@ __version__ = "0.1.0"
 # Every other public name is imported on first use (PEP 562), so that `import anon_sql` — and the CLI, which must
 # start at once — does not load pandas, scikit-learn or scipy before a command needs them.
 _LAZY = {
-    "install": ".catalog", "load_taxonomy": ".catalog", "store_taxonomy": ".catalog",
-    "Attribute": ".policy", "Policy": ".policy", "Privacy": ".policy", "Requirement": ".policy",
-    "Release": ".result", "release": ".api",      # api.release: the runner, plus the shareable file (to=)
+    "install": ".catalog.store", "load_taxonomy": ".catalog.store", "store_taxonomy": ".catalog.store",
+    "Attribute": ".policy.model", "Policy": ".policy.model", "Privacy": ".policy.model", "Requirement": ".policy.model",
+    "Release": ".runner.result", "release": ".api",      # api.release: the runner, plus the shareable file (to=)
     "check": ".api", "compile": ".api", "export": ".api", "load_taxonomy_file": ".api",
-    "Taxonomy": ".taxonomy",
-    "assess": ".assessment", "Assessment": ".assessment",
-    "execute": ".statements",          # SQL scripts with the anonymized-view statements
-    "refresh": ".views",
+    "Taxonomy": ".data.taxonomy",
+    "assess": ".assessment.measures", "Assessment": ".assessment.measures",
+    "execute": ".statements.script",          # SQL scripts with the anonymized-view statements
+    "refresh": ".statements.views",
     "leakage": ".analytics.leakage", "compare_leakage": ".analytics.leakage",
     "feature_relevance": ".analytics.relevance", "identity_vulnerability": ".analytics.vulnerability",
 }
@@ -61,15 +59,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY) | {"metrics"})
-
-
-class _Package(types.ModuleType):
-    """Importing the submodule ``anon_sql.release`` must not replace the public function ``anon_sql.release``."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and name in _LAZY:
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

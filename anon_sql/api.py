@@ -1,4 +1,4 @@
-"""Public entry points beside :func:`anon_sql.release`: compile, check, export, taxonomy loading."""
+"""Public entry points beside :func:`anon_sql.runner.run`: compile, check, export, taxonomy loading."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,23 +8,23 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from . import catalog
-from .catalog_read import probed_once
-from .compiler import CompileInput, compile_release
+from .catalog import store as catalog
+from .catalog.read import probed_once
+from .compiler.views import CompileInput, compile_release
 from .engines import DuckDBEngine
 from .errors import PolicyError, SourceError, TaxonomyError
 from .methods import LevelPlan, get_method
 from .models import build_models
-from .policy import Policy, coerce_policy
-from .release import run
-from .source import is_path, resolve as resolve_source, table_relation
-from .sqlbuild import col, render
-from .stages.resolve import discard, resolve
-from .taxonomies import load as builtin_taxonomy
-from .taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv, needs_values
+from .policy.model import Policy, coerce_policy
+from .runner.run import run
+from .data.source import is_path, resolve as resolve_source, table_relation
+from .common.sqlbuild import col, render
+from .runner.resolve import discard, resolve
+from .data.builtin_taxonomies import load as builtin_taxonomy
+from .data.taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv, needs_values
 
 if TYPE_CHECKING:
-    from .result import Release
+    from .runner.result import Release
 
 DIALECTS = ("duckdb", "spark", "postgres", "trino", "sqlite")
 
@@ -92,16 +92,16 @@ class _Ctx:
 def check(con: duckdb.DuckDBPyConnection, release_name: str) -> pd.DataFrame:
     """Re-verify a recorded release, tamper-evidently: every model compiled afresh from the policy stored in
     ``anon.releases`` and run over the released table, plus reconciliation with the recorded counts (see
-    :mod:`anon_sql.audit`). One row per check with ``passed``; :class:`SourceError` for an unknown release."""
-    from .audit import recheck
+    :mod:`anon_sql.audit.recheck`). One row per check with ``passed``; :class:`SourceError` for an unknown release."""
+    from .audit.recheck import recheck
 
     return recheck(con, release_name)
 
 
 def export(con: duckdb.DuckDBPyConnection, release_name: str, to: str | Path) -> list[str]:
     """Write a recorded release's shareable form — the released table, its class table and a metadata row, nothing
-    else — to a new ``.duckdb`` file (readable by DuckDB 1.x) or ``.parquet`` files; see :mod:`anon_sql.share`."""
-    from .share import write
+    else — to a new ``.duckdb`` file (readable by DuckDB 1.x) or ``.parquet`` files; see :mod:`anon_sql.publish.share`."""
+    from .publish.share import write
 
     return write(con, release_name, to)
 
@@ -139,13 +139,13 @@ def _claim_taxonomy_name(con: duckdb.DuckDBPyConnection, name: str, replace: boo
 
 def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, to: str | Path | None = None,
             **options: Any) -> "Release":
-    """``anon_sql.release``: plan, compile, materialize and verify a release in one transaction (``options``:
-    replace, dry_run, source, progress — see :func:`anon_sql.release.release`). With ``to``, the release's shareable
-    form (:mod:`anon_sql.share`) is also written to that new ``.duckdb`` / ``.parquet`` path, checked before any work
+    """``anon_sql.runner.run``: plan, compile, materialize and verify a release in one transaction (``options``:
+    replace, dry_run, source, progress — see :func:`anon_sql.runner.run.release`). With ``to``, the release's shareable
+    form (:mod:`anon_sql.publish.share`) is also written to that new ``.duckdb`` / ``.parquet`` path, checked before any work
     is done; ``Release.info["shared"]`` lists the files."""
-    from .audit import prepare_check
-    from .release import release as release_run
-    from .share import targets, write
+    from .audit.recheck import prepare_check
+    from .runner.run import release as release_run
+    from .publish.share import targets, write
 
     if to is not None:
         if options.get("dry_run"):

@@ -8,7 +8,7 @@ Cases are ARX's driver configurations (../shared/tools/arx/ArxBench.java): ``q8`
 education, native-country, workclass, occupation; ``q9`` = q8 + salary-class; ``l2`` = q8 without occupation + salary-class
 with occupation sensitive (distinct 2-diversity); ``_s4`` = 4 % suppression limit; metric DM* (our ``dm_star``), or
 with ``_dm`` ARX's non-monotone DM (our ``discernibility``). ARX: the fastest ``anonymize()`` and
-``anonymize()`` + output materialization; ours: the fastest warm ``anon_sql.release`` (search + SQL release +
+``anonymize()`` + output materialization; ours: the fastest warm ``anon_sql.runner.run`` (search + SQL release +
 verification, Adult already loaded, taxonomies cached) and the search alone. The machine is shared: the load
 average is printed, every figure is a best of N, and the ratios are what compare. Needs Java 17; bench only.
 """

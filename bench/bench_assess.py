@@ -25,7 +25,7 @@ from bench_release import QIS  # noqa: E402
 from generate import generate  # noqa: E402
 from results import Result, emit  # noqa: E402
 
-from anon_sql.sqlbuild import col, render  # noqa: E402
+from anon_sql.common.sqlbuild import col, render  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
 

@@ -24,7 +24,7 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import anon_sql                                                      # noqa: E402
 from bench_arx import Q8                                             # noqa: E402
-from anon_sql.lattice import Lattice                                 # noqa: E402
+from anon_sql.methods.lattice import Lattice                                 # noqa: E402
 from anon_sql.methods import get_method                              # noqa: E402
 from bench_search import DATA, context, policy, resample              # noqa: E402
 

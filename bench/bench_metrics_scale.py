@@ -117,8 +117,8 @@ def main() -> None:
         print(f"| {family} | {', '.join(names)} | {s:.3f} | {sql:.3f} ({stmts}) | {s / bare:.1f}x | {src} |",
               flush=True)
     # the same families with the taxonomies stored in the catalog (anon-sql taxonomy load), the production path
-    from anon_sql import catalog
-    from anon_sql.taxonomies import load as builtin
+    from anon_sql.catalog import store as catalog
+    from anon_sql.data.builtin_taxonomies import load as builtin
 
     for q in QIS:
         catalog.store_taxonomy(con, builtin(f"adult_{q}"))

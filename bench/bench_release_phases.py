@@ -1,4 +1,4 @@
-"""Where a warm release goes (issue 17.1): the stages of ``anon_sql.release`` timed one by one on Adult (the ARX
+"""Where a warm release goes (issue 17.1): the stages of ``anon_sql.runner.run`` timed one by one on Adult (the ARX
 cases of bench_arx.py), warm — same process, later releases of the same policy — with the median of N.
 
     python bench/bench_release_phases.py                       # q8_k5_s0 (optimal, k = 5, DM*, 8 QIs), 9 releases
@@ -26,15 +26,15 @@ import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import anon_sql                                        # noqa: E402
-from anon_sql import lattice as lattice_mod             # noqa: E402
-from anon_sql.compiler import CompiledRelease          # noqa: E402
+from anon_sql.methods import lattice as lattice_mod             # noqa: E402
+from anon_sql.compiler.views import CompiledRelease          # noqa: E402
 from anon_sql.engines import DuckDBEngine               # noqa: E402
 from anon_sql.methods import search as search_mod       # noqa: E402
 from bench_arx import DATA, policy                      # noqa: E402
 
 release_mod = importlib.import_module("anon_sql.release")   # the module (the package exports a function of that name)
-resolve_mod = importlib.import_module("anon_sql.stages.resolve")
-verify_mod = importlib.import_module("anon_sql.stages.verify")
+resolve_mod = importlib.import_module("anon_sql.runner.resolve")
+verify_mod = importlib.import_module("anon_sql.runner.verify")
 TIMES: dict[str, float] = defaultdict(float)
 ACTIVE: list[str] = []
 

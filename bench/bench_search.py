@@ -24,11 +24,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import anon_sql
-from anon_sql.compiler import CompileInput, ReleaseNames, compile_release, source_statement, work_schema_statement
-from anon_sql.lattice import Lattice
+from anon_sql.compiler.views import (CompileInput, ReleaseNames, compile_release, source_statement,
+        work_schema_statement)
+from anon_sql.methods.lattice import Lattice
 from anon_sql.methods import LevelPlan, MethodContext, get_method
-from anon_sql.stages.resolve import resolve
-from anon_sql.sqlbuild import col, render
+from anon_sql.runner.resolve import resolve
+from anon_sql.common.sqlbuild import col, render
 from sqlglot import exp
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"

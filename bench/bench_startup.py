@@ -73,7 +73,7 @@ def main() -> None:
             "anon-sql check adult_demo (compiled, ANON_SQL_CACHE=off)": (check, compiled),
             **({f"anon-sql check adult_demo (code of {args.before})": (
                 [sys.executable, "-c", f"import sys; sys.path.insert(0, {args.before!r}); "
-                 "from anon_sql.cli import main; main()", *check[3:]], compiled)} if args.before else {}),
+                 "from anon_sql.cli.main import main; main()", *check[3:]], compiled)} if args.before else {}),
             "anon-sql sql --help": ([*CLI, "sql", "--help"], cached),
             "anon-sql analyze --help": ([*CLI, "analyze", "--help"], cached),
             "anon-sql run --help": ([*CLI, "run", "--help"], cached),

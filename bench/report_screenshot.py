@@ -13,9 +13,9 @@ from pathlib import Path
 
 import duckdb
 
-from anon_sql.demo import demo_policy, run_demo
-from anon_sql.report import render
-from anon_sql.report_run import build
+from anon_sql.cli.demo import demo_policy, run_demo
+from anon_sql.report.build import render
+from anon_sql.publish.report import build
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 @pytest.fixture(scope="session", autouse=True)
 def check_cache(tmp_path_factory):
-    """The check programs' cache (anon_sql.check_program) of this test session, never the user's ~/.cache (the
+    """The check programs' cache (anon_sql.audit.program) of this test session, never the user's ~/.cache (the
     CLI's subprocesses inherit it)."""
     import os
 
@@ -35,8 +35,8 @@ def check_cache(tmp_path_factory):
 
 def working(release: str, part: str) -> str:
     """A release's working object as SQL (``"anon_work"."<release>__<part>"``), named by the product's one helper."""
-    from anon_sql.compiler import working as working_table
-    from anon_sql.sqlbuild import render
+    from anon_sql.compiler.views import working as working_table
+    from anon_sql.common.sqlbuild import render
 
     return render(working_table(release, part))
 
@@ -69,7 +69,7 @@ def load_seed000(c: duckdb.DuckDBPyConnection, table: str = "t1") -> None:
     c.execute(f"CREATE TABLE {table} AS SELECT * FROM read_csv(?)", [str(data_path("examples", "seed000_table1.csv"))])
 
 
-# θ noise example (seed 004, tests/test_theta.py): at k = 4, μ = 0.6 and the sorted order, class 1 {Flu, Flu, HIV,
+# θ noise example (seed 004, tests/methods/test_theta.py): at k = 4, μ = 0.6 and the sorted order, class 1 {Flu, Flu, HIV,
 # Cancer} (σ² 0.6875 < 0.75) cannot reach θ by a swap without the later class {Flu, HIV, Cancer, Asthma} falling
 # below it, so the θ method adds exactly one noise record (Asthma) to class 1.
 THETA_NOISE_ROWS = ("CREATE TABLE {table} AS SELECT * FROM (VALUES (20, 'Flu'), (21, 'Flu'), (22, 'HIV'), "
@@ -149,7 +149,7 @@ def load_classes(c: duckdb.DuckDBPyConnection, classes: dict[str, str], table: s
 def seed_db(tmp_path):
     """A database file with seed 000 as table t1 and its levels release r000 (zip 1, age 1); returns (db path,
     policy TOML path, tmp_path)."""
-    from anon_sql.policy import Policy
+    from anon_sql.policy.model import Policy
 
     policy = seed000_policy(method_params={"levels": {"zip": 1, "age": 1}})
     db = str(tmp_path / "s.duckdb")

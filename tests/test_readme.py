@@ -13,7 +13,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from anon_sql.cli import main
+from anon_sql.cli.main import main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 FENCE = re.compile(r"(?P<before>[^\n]*)\n```(?P<lang>\w+)\n(?P<body>.*?)\n```", re.S)

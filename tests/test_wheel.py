@@ -1,4 +1,4 @@
-"""The installed product works from a wheel alone: sql/, anon_sql/udfs/, taxonomies/ and the demo data are packaged."""
+"""The installed product works from a wheel alone: sql/, udfs/, taxonomies/ and the demo data are packaged."""
 from __future__ import annotations
 
 import site

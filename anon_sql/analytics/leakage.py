@@ -8,10 +8,10 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from anon_sql.columns import is_numeric
-from anon_sql.errors import PolicyError, SourceError
-from anon_sql.source import accepts_sources
-from anon_sql.sqlbuild import alias, col, lit, render, table as table_ref
+from ..common.columns import is_numeric
+from ..errors import PolicyError, SourceError
+from ..data.source import accepts_sources
+from ..common.sqlbuild import alias, col, lit, render, table as table_ref
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     """Column name → DuckDB type of a table or view; SourceError listing the known tables when it does not exist."""

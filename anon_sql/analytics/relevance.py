@@ -11,11 +11,11 @@ from scipy import stats
 from sklearn.metrics import normalized_mutual_info_score
 from sqlglot import exp
 
-from anon_sql.analytics.leakage import resolve_columns, table_columns
-from anon_sql.columns import is_numeric
-from anon_sql.errors import PolicyError, SourceError
-from anon_sql.source import accepts_sources
-from anon_sql.sqlbuild import alias, col, lit, render, table as table_ref
+from .leakage import resolve_columns, table_columns
+from ..common.columns import is_numeric
+from ..errors import PolicyError, SourceError
+from ..data.source import accepts_sources
+from ..common.sqlbuild import alias, col, lit, render, table as table_ref
 
 
 def fetch_encoded(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, str], names: Sequence[str],

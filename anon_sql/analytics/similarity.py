@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 from sklearn.neighbors import NearestNeighbors
 
-from anon_sql.errors import PolicyError
-from anon_sql.taxonomy import Taxonomy
+from ..errors import PolicyError
+from ..data.taxonomy import Taxonomy
 
 ONE_HOT_MAX = 64      # a taxonomy level with more distinct values is encoded as one ordinal (taxonomy order) feature
 NEIGHBOURS = 16       # neighbours fetched per tuple in the first batch

@@ -1,5 +1,5 @@
 """The engines a release runs on, behind one interface (:class:`~anon_sql.engines.base.Engine`): DuckDB here,
-Spark in :mod:`anon_sql.spark.engine`."""
+Spark in :mod:`anon_sql.engines.spark.session`."""
 from __future__ import annotations
 
 from .base import Engine

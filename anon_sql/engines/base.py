@@ -1,6 +1,6 @@
 """The engine interface: everything the runner asks of the system that holds the data and runs the SQL.
 
-The runner (:mod:`anon_sql.release`), the compiler and the methods never know which engine runs them; what differs
+The runner (:mod:`anon_sql.runner.run`), the compiler and the methods never know which engine runs them; what differs
 between DuckDB and Spark — transactions, how a table is materialized, where a plan's frames go, which connection a
 method plans on, what is recorded — is a method of the engine.
 """
@@ -13,11 +13,11 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 from sqlglot import exp
 
-from ..columns import EC_ID
-from ..compiler import CompiledRelease, ReleaseNames
+from ..common.columns import EC_ID
+from ..compiler.views import CompiledRelease, ReleaseNames
 from ..methods import AssignmentPlan, Method, MethodContext, Plan
-from ..policy import Policy
-from ..source import Source
+from ..policy.model import Policy
+from ..data.source import Source
 
 
 class Engine(ABC):
@@ -52,7 +52,7 @@ class Engine(ABC):
         return self.con.execute(self.render(query)).df()
 
     def render(self, tree: exp.Expression) -> str:
-        from ..sqlbuild import render
+        from ..common.sqlbuild import render
 
         return render(tree)
 
@@ -63,7 +63,7 @@ class Engine(ABC):
     def claim_name(self, name: str, replace: bool, dry_run: bool) -> bool:
         """May a release named ``name`` be created? True when a table of that name exists and is replaced inside the
         release; refuses an existing name without ``replace``. Engines with a catalog of their releases refine this
-        (DuckDB: never a table anon_sql did not create, see :mod:`anon_sql.ownership`)."""
+        (DuckDB: never a table anon_sql did not create, see :mod:`anon_sql.catalog.ownership`)."""
         from ..errors import ReleaseExistsError
 
         exists = self.exists(name)
@@ -87,7 +87,7 @@ class Engine(ABC):
 
     def base_table(self, release: str) -> exp.Table:
         """Where this engine keeps a release's base counts (see :meth:`base_counts`)."""
-        from .. import base_counts
+        from ..data import base_counts
 
         return base_counts.temp_table(release)
 
@@ -133,7 +133,7 @@ class Engine(ABC):
 
     def delete_classes(self, table: exp.Table, failing: exp.Expression) -> int:
         """Delete from the released ``table`` the rows of the classes whose ``ec_id`` the query ``failing``
-        selects (suppression to a fixed point, :func:`anon_sql.suppression.settle`); non-zero when it deleted
+        selects (suppression to a fixed point, :func:`anon_sql.runner.suppression.settle`); non-zero when it deleted
         anything."""
         stmt = exp.Delete(this=table.copy(), where=exp.Where(this=exp.In(this=exp.column(EC_ID, quoted=True),
                                                                           query=exp.Subquery(this=failing.copy()))))

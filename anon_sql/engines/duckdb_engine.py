@@ -8,12 +8,13 @@ import duckdb
 import pandas as pd
 from sqlglot import exp
 
-from .. import base_counts, catalog
-from ..compiler import WORK_SCHEMA, ReleaseNames, tuple_map_table
+from ..data import base_counts
+from ..catalog import store as catalog
+from ..compiler.views import WORK_SCHEMA, ReleaseNames, tuple_map_table
 from ..methods import AssignmentPlan
-from ..policy import Policy
-from ..source import Source, relation_exists, resolve
-from ..sqlbuild import render
+from ..policy.model import Policy
+from ..data.source import Source, relation_exists, resolve
+from ..common.sqlbuild import render
 from .base import Engine
 
 
@@ -44,7 +45,7 @@ class DuckDBEngine(Engine):
         return relation_exists(self._con, name)
 
     def claim_name(self, name: str, replace: bool, dry_run: bool) -> bool:
-        from ..ownership import claim_release_name   # never a user's table, whatever replace says
+        from ..catalog.ownership import claim_release_name   # never a user's table, whatever replace says
 
         return claim_release_name(self._con, name, replace=replace, dry_run=dry_run)
 
@@ -62,7 +63,7 @@ class DuckDBEngine(Engine):
         ids = [a for a in policy.attributes.values() if a.role == "identifier" and a.action == "pseudonymize"]
         if not ids:
             return None
-        from .. import pseudonym
+        from ..data import pseudonym
 
         return pseudonym.register(self._con, pseudonym.load_key(ids[0].options.get("key_file")))
 

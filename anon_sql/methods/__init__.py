@@ -1,6 +1,6 @@
 """Anonymization methods, looked up by the policy's ``method`` name.
 
-Each method class declares its ``[method_params]`` keys in ``parameters`` (anon_sql.schema ``key(...)``
+Each method class declares its ``[method_params]`` keys in ``parameters`` (anon_sql.policy.keys ``key(...)``
 declarations); :func:`method_parameters` collects them for the policy schema and the generated docs.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 from ..errors import PolicyError
-from ..schema import Key, closest, register_method_catalog
+from ..policy.keys import Key, closest, register_method_catalog
 from .base import AssignmentPlan, LevelPlan, Method, MethodContext, Plan
 from .levels import FixedLevels
 

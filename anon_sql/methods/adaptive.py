@@ -4,7 +4,7 @@ Steps (the paper's Algorithms 1–2 are images missing from its text; this is th
 1. identity vulnerability IV of every QI: given in the policy, reused from ``anon.identity_vulnerability``, or
    computed with a seeded random forest (:mod:`anon_sql.analytics.vulnerability`) and stored there;
 2. classes of k cosine-similar users (:mod:`anon_sql.analytics.similarity`);
-3. Simpson diversity D and evenness E of each class's sensitive values (``anon_sql/udfs/kernels.py``); a class is diverse when
+3. Simpson diversity D and evenness E of each class's sensitive values (``udfs/kernels.py``); a class is diverse when
    D >= T_d and E >= T_e;
 4. per class and QI a taxonomy level: the lowest level at which the class shares one value ("lower level"), raised by
    ``boost`` levels (capped at the top) for the QIs with IV at or above the median when the class is not diverse;
@@ -20,16 +20,16 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from .. import catalog
+from ..catalog import store as catalog
 from ..errors import PolicyError
 from ..models import KAnonymity, PrivacyModel, SimpsonDiversity
 from ..models.base import find
-from ..sqlbuild import alias, col, render, table as table_ref
+from ..common.sqlbuild import alias, col, render, table as table_ref
 from ..udfs import kernels
-from ..schema import MapOf, any_of, choice, integer, key, number
+from ..policy.keys import MapOf, any_of, choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
-from ..columns import is_numeric
+from ..common.columns import is_numeric
 from .local_values import QIColumn, encode_categorical, lca_level
 
 DIVERSITY, EVENNESS, BOOST = 1.75, 0.75, 1      # paper defaults T_d, T_e and one level up
@@ -124,7 +124,7 @@ def released_values(columns: Sequence[QIColumn], cls: np.ndarray, levels: np.nda
 
 
 def simpson(sensitive: np.ndarray, cls: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Simpson diversity D and evenness E of the sensitive codes of each class (the kernels of anon_sql/udfs/kernels.py)."""
+    """Simpson diversity D and evenness E of the sensitive codes of each class (the kernels of udfs/kernels.py)."""
     seg = kernels.group_counts(sensitive, cls, n_classes)
     return kernels.simpson_diversity_segments(*seg), kernels.simpson_evenness_segments(*seg)
 

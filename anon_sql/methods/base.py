@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 
 from ..errors import PolicyError
-from ..schema import Key, section
+from ..policy.keys import Key, section
 
 if TYPE_CHECKING:
     import pandas as pd

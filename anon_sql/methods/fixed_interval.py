@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..errors import PolicyError
 from ..models import KAnonymity, find, group_rules
-from ..schema import choice, integer, key, number
+from ..policy.keys import choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, format_numbers, load_source
@@ -194,7 +194,7 @@ def published_intervals(table: list[dict]) -> list[dict[str, Any]]:
 @dataclass
 class IntervalPopulation:
     """The population of k-map / δ-presence in a fixed-interval plan's terms: per distinct combination its interval
-    code per numeric QI (the cut points of :func:`anon_sql.population_match.interval_case`; −1 = NULL), its leaf
+    code per numeric QI (the cut points of :func:`anon_sql.compiler.population.interval_case`; −1 = NULL), its leaf
     rank per categorical QI (−1: a value the column does not know) and its records."""
 
     interval_codes: np.ndarray

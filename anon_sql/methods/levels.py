@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import PolicyError
-from ..schema import MapOf, integer, key
+from ..policy.keys import MapOf, integer, key
 from .base import LevelPlan, Method, MethodContext
 
 

@@ -16,11 +16,11 @@ import pandas as pd
 import pyarrow as pa
 from sqlglot import exp
 
-from ..columns import is_integer, is_numeric
+from ..common.columns import is_integer, is_numeric
 from ..errors import TaxonomyError
-from ..source import describe
-from ..sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render, table as table_ref
-from ..taxonomy import TOP, Taxonomy
+from ..data.source import describe
+from ..common.sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render, table as table_ref
+from ..data.taxonomy import TOP, Taxonomy
 from .base import ROW_ID, MethodContext
 
 _NULL = "\x00NULL"   # label of the NULL pseudo-leaf inside the encoding (released as SQL NULL)

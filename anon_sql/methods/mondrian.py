@@ -18,8 +18,8 @@ import numpy as np
 
 from ..errors import PrivacyRequirementError
 from ..models import ClassStats, PrivacyModel, SensitiveCounts
-from ..progress import Progress
-from ..schema import choice, key
+from ..common.progress import Progress
+from ..policy.keys import choice, key
 from ..udfs.utility import ncp_categorical, ncp_numeric
 from . import register
 from .base import AssignmentPlan, Method, MethodContext

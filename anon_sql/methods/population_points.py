@@ -3,7 +3,7 @@
 match any set of classes — so that a partitioner can refuse a split whose halves fail the population models.
 
 A class is matched as its released values describe it (:mod:`methods.local_values`, and the SQL of
-:mod:`anon_sql.population_match` that verifies the release): on a numeric QI the box [min, max] of its values
+:mod:`anon_sql.compiler.population` that verifies the release): on a numeric QI the box [min, max] of its values
 (all-NULL: only NULL; NULL mixed with values: ``*``, anything), on a categorical QI the leaves under its lowest
 common ancestor (contiguous leaf ranks in the taxonomy's depth-first order; the top covers everything, values the
 taxonomy does not know and NULL included). Counting is vectorized: the points are sorted once per QI, each class
@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from ..models import population_models
 from ..models.population import WEIGHT
-from ..sqlbuild import alias, col, dtype, ident, render
+from ..common.sqlbuild import alias, col, dtype, ident, render
 from .local_values import QIColumn
 
 _CHUNK = 4_000_000   # points tested at once (memory bound of the expanded slices)

@@ -1,6 +1,6 @@
 """Full-domain lattice searches: ``iab`` (seed 000, Algorithm 1), ``exhaustive``, ``greedy`` and ``optimal``.
 
-Every method evaluates nodes through :class:`anon_sql.lattice.Lattice` (counts, never rows) and returns a
+Every method evaluates nodes through :class:`anon_sql.methods.lattice.Lattice` (counts, never rows) and returns a
 :class:`LevelPlan` listing every quasi-identifier, with the search statistics and trace in ``info``.
 Ties between equally good nodes: fewest total levels, then the smallest level vector in policy order (spec/00).
 """
@@ -14,20 +14,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import PolicyError, PrivacyRequirementError
-from ..objectives import OBJECTIVES, measure_key
-from ..progress import Progress
-from ..schema import Boolean, Choice, integer, key
+from ..policy.objectives import OBJECTIVES, measure_key
+from ..common.progress import Progress
+from ..policy.keys import Boolean, Choice, integer, key
 from . import register
 from .base import LevelPlan, Method, MethodContext
 
 if TYPE_CHECKING:   # the lattice (numpy, pyarrow) loads when a search runs: validating a policy must not pay for it
-    from ..lattice import Lattice, NodeEval
+    from .lattice import Lattice, NodeEval
 
 _PROGRESS_EVERY = 500
 
 
 def _objective(default: str):
-    return key("objective", Choice(lambda: OBJECTIVES), "what the search optimizes (anon_sql.objectives.OBJECTIVES)",
+    return key("objective", Choice(lambda: OBJECTIVES), "what the search optimizes (anon_sql.policy.objectives.OBJECTIVES)",
                default)
 
 
@@ -76,7 +76,7 @@ class _LatticeSearch(Method):
         """Build the lattice (one GROUP BY over the source view), then search it."""
         t0 = time.perf_counter()
         ctx.progress(f"{self.name}: building the base table of distinct combinations")
-        from ..lattice import Lattice
+        from .lattice import Lattice
 
         lattice = Lattice.from_context(ctx, rows=self.rows or self.objective == "distinct_rows",
                                        measures=[self.measure])

@@ -24,9 +24,9 @@ from ..errors import PolicyError, PrivacyRequirementError
 from ..models import ClassStats, KAnonymity, SensitiveCounts
 from ..models.base import PrivacyModel, find
 from ..models.slicing import PAIR, SlicingGuide, SlicingLDiversity
-from ..sqlbuild import alias, col, lit, render, table as table_ref
+from ..common.sqlbuild import alias, col, lit, render, table as table_ref
 from ..udfs.slicing import slicing_max_p
-from ..schema import Boolean, ListOf, Text, any_of, choice, integer, key
+from ..policy.keys import Boolean, ListOf, Text, any_of, choice, integer, key
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, load_source

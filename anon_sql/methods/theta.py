@@ -19,7 +19,7 @@
 4. Generalize each final class locally (:mod:`local_values`), so moved records are covered.
 
 Swaps are bookkept on the class × value count matrix (whole records move; which record of a value moves is drawn
-with the policy's seed). σ² and θ come from ``anon_sql/udfs/kernels.py``, the kernel behind ``anon_theta_variance``.
+with the policy's seed). σ² and θ come from ``udfs/kernels.py``, the kernel behind ``anon_theta_variance``.
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from ..errors import PolicyError, PrivacyRequirementError
 from ..models import KAnonymity, PrivacyModel
 from ..models.base import find
 from ..models.theta import ThetaCapacity, ThetaFeasible, ThetaSensitivity
-from ..progress import Progress
-from ..schema import Text, choice, integer, key
+from ..common.progress import Progress
+from ..policy.keys import Text, choice, integer, key
 from ..udfs import kernels
 from ..udfs.utility import discernibility
 from . import register
@@ -467,7 +467,7 @@ def max_excess(k: int, mu: float, n_values: int) -> int | None:
     the shapes are too many to enumerate (thousands of sensitive values).
 
     Over the best shapes: one value r − d + 1 times, d − 1 + j singletons (j noise records), which put the
-    duplicates on rank 1 (tests/test_theta.py checks this against every shape for 14 values). Classes of
+    duplicates on rank 1 (tests/methods/test_theta.py checks this against every shape for 14 values). Classes of
     r records with θ(r) above (n − 1)²/4, the largest variance of ranks 1..n (Popoviciu), cannot pass."""
     v = n_values
     r_max = k

@@ -27,7 +27,7 @@ from sklearn.preprocessing import StandardScaler
 from ..errors import PolicyError
 from ..models import KAnonymity, PrivacyModel, find, group_rules
 from ..udfs.utility import ncp_categorical, ncp_numeric
-from ..schema import ListOf, Text, any_of, choice, integer, key, number
+from ..policy.keys import ListOf, Text, any_of, choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, class_values, load_source

@@ -21,8 +21,8 @@ import pandas as pd
 from sqlglot import exp
 
 from ..errors import PolicyError
-from ..sqlbuild import alias, col, render
-from ..columns import is_numeric
+from ..common.sqlbuild import alias, col, render
+from ..common.columns import is_numeric
 from .data import ReleaseData, varchar
 from .features import assignment_rows, encode_original, encode_released, generalize
 

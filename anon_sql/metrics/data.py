@@ -21,14 +21,14 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..columns import is_numeric
-from ..compiler import EC_ID, ReleaseNames
+from ..common.columns import is_numeric
+from ..compiler.views import EC_ID, ReleaseNames
 from ..errors import SourceError
 from ..models import ClassStats, SensitiveCounts
-from ..policy import Policy
-from ..source import Source, relation_exists, resolve
-from ..sqlbuild import alias, and_all, col, ident, lit, record_count, render
-from ..taxonomy import Taxonomy
+from ..policy.model import Policy
+from ..data.source import Source, relation_exists, resolve
+from ..common.sqlbuild import alias, and_all, col, ident, lit, record_count, render
+from ..data.taxonomy import Taxonomy
 from .coverage import covering_pairs
 from .values import Cover, Domain, cover, domain, taxonomy_domain
 
@@ -114,7 +114,7 @@ class ReleaseData:
     @classmethod
     def from_catalog(cls, con, name: str, params: dict[str, Any] | None = None) -> "ReleaseData":
         """Read the release's catalog row (policy, plan, counts); source and taxonomies are resolved when needed."""
-        from ..catalog import is_installed
+        from ..catalog.store import is_installed
 
         if not is_installed(con):    # a probe, not a failing query: a caller's open transaction stays usable
             raise SourceError("this database has no anon catalog, so no release to measure; create one with "
@@ -136,7 +136,7 @@ class ReleaseData:
     @classmethod
     def live(cls, con, rel, taxonomies: dict[str, Taxonomy], src: Source,
              params: dict[str, Any] | None = None) -> "ReleaseData":
-        """From a :class:`~anon_sql.release.Release` whose table exists in the open transaction (dry runs too)."""
+        """From a :class:`~anon_sql.runner.run.Release` whose table exists in the open transaction (dry runs too)."""
         return cls(con, rel.name, rel.policy, dict(rel.plan), taxonomies, src, rel.records_in, rel.suppressed, rel.noise,
                    params)
 
@@ -181,7 +181,7 @@ class ReleaseData:
     def taxonomies(self) -> dict[str, Taxonomy]:
         """The policy's taxonomies; inline builders read :attr:`value_counts`, named ones nothing (the release was
         checked against the source when it was made; a released value no taxonomy explains still fails in cover())."""
-        from ..taxonomy_lookup import resolve_taxonomies
+        from ..catalog.taxonomy_lookup import resolve_taxonomies
 
         return resolve_taxonomies(self.con, self.policy, self.source, False, catalog_con=self.con,
                                   value_counts=lambda q: self.value_counts[q], check=False)

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..compiler import EC_ID
+from ..compiler.views import EC_ID
 from ..methods.base import ROW_ID
-from ..sqlbuild import alias, col, render, table
-from ..taxonomy import TOP
+from ..common.sqlbuild import alias, col, render, table
+from ..data.taxonomy import TOP
 from .data import ReleaseData, varchar
 from .values import cover
 

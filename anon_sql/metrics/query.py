@@ -15,7 +15,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..errors import PolicyError
-from ..sqlbuild import col, lit
+from ..common.sqlbuild import col, lit
 from .data import ReleaseData, varchar
 from .registry import register
 from .values import Domain

@@ -7,9 +7,9 @@ import pandas as pd
 
 from ..errors import PolicyError
 from ..models import (DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, SimpsonDiversity, TCloseness,
-                      ThetaSensitivity)
+        ThetaSensitivity)
 from ..udfs import kernels
-from ..columns import is_numeric
+from ..common.columns import is_numeric
 from .data import ReleaseData
 from . import sizes
 from .registry import register
@@ -156,7 +156,7 @@ def leakage_table(d: ReleaseData) -> pd.DataFrame:
     if "leakage" in d.cache:
         return d.cache["leakage"]
     from ..analytics.leakage import compare_leakage
-    from ..source import is_path, relation_exists
+    from ..data.source import is_path, relation_exists
 
     before = d.source.label
     if is_path(before) or not relation_exists(d.con, before):

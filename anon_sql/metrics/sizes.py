@@ -1,5 +1,5 @@
 """Metrics of the class-size distribution alone: one definition each, read by the release's built-in metrics
-(:mod:`anon_sql.stages.verify`) and by the registered metrics of :mod:`.risk` / :mod:`.utility`.
+(:mod:`anon_sql.runner.verify`) and by the registered metrics of :mod:`.risk` / :mod:`.utility`.
 
 ``sizes`` holds the record count of every released class (noise records included); ``empty`` is what a ratio gives
 when its denominator is zero (the registry reports NaN, a release's built-in row 0)."""

@@ -97,7 +97,7 @@ def iv_weights(d: ReleaseData) -> np.ndarray:
 
 def _forest_iv(d: ReleaseData) -> np.ndarray:
     from ..analytics.vulnerability import identity_vulnerability
-    from ..source import is_path, relation_exists
+    from ..data.source import is_path, relation_exists
 
     table = d.source.label
     if is_path(table) or not relation_exists(d.con, table):

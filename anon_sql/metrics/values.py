@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import AnonSQLError
-from ..taxonomy import TOP, Taxonomy
+from ..data.taxonomy import TOP, Taxonomy
 from ..udfs.utility import ncp_categorical, ncp_numeric
 
 

@@ -1,6 +1,6 @@
 """Privacy models: one class per model, one module per family (k and ``<S, k>`` rules, l-diversity, t-closeness,
 Simpson, θ, p-sensitivity, the distribution models, slicing), built from a policy's ``[privacy]`` table (its keys,
-types and ranges are declared and checked in anon_sql/schema.py). The contract is models/base.py."""
+types and ranges are declared and checked in anon_sql/policy/keys.py). The contract is models/base.py."""
 from __future__ import annotations
 
 import math

@@ -1,7 +1,7 @@
 """Models on a class's sensitive distribution against the table's: α-k-anonymity, β-likeness (basic and enhanced)
 and δ-disclosure privacy (docs/assess.md cites the formulas).
 
-The numpy tests are the kernels of anon_sql/udfs/risk_kernels.py over the classes' sparse counts; the SQL tests are per-class
+The numpy tests are the kernels of udfs/risk_kernels.py over the classes' sparse counts; the SQL tests are per-class
 aggregates over the (class, value) rows with the value's table share ``q`` (``class_aggregates``), computed in the
 same per-attribute aggregate as t-closeness (compiler.class_stats_query) — or, for α, a macro over the sorted counts.
 """
@@ -12,7 +12,7 @@ import math
 import numpy as np
 from sqlglot import exp
 
-from ..sqlbuild import func, lit
+from ..common.sqlbuild import func, lit
 from ..udfs import risk_kernels as rk
 from .base import EPS, MACRO_SCHEMA, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 

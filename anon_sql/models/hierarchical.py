@@ -2,7 +2,7 @@
 values) over the taxonomy given to the sensitive attribute (``[attributes.X] role = "sensitive", taxonomy = ...``).
 
 EMD = Σ over internal nodes N of (level(N) / H) · min(pos(N), neg(N)), pos / neg the summed positive / negative
-"extra" (Σ_{leaves below} p − q) of N's children. numpy: anon_sql/udfs/risk_kernels.t_hierarchical_segments over the
+"extra" (Σ_{leaves below} p − q) of N's children. numpy: udfs/risk_kernels.t_hierarchical_segments over the
 classes' sparse counts; SQL: :meth:`HierarchicalTCloseness.distance_ctes`, the same sum over (class, level, node) rows, beside the other
 t-closeness distances in the classes and checks views.
 """
@@ -15,8 +15,8 @@ import numpy as np
 from sqlglot import exp
 
 from ..errors import PolicyError, TaxonomyError
-from ..sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
-from ..taxonomy import Taxonomy
+from ..common.sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
+from ..data.taxonomy import Taxonomy
 from ..udfs import risk_kernels as rk
 from .base import ClassColumns, ClassStats, SQLCheck
 from .t_closeness import TCloseness
@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 def resolve_taxonomy(spec: Any, attribute: str, con=None) -> Taxonomy:
     """A sensitive attribute's taxonomy: a Taxonomy, an ARX hierarchy file, a catalog or built-in name, or an inline
     ``{ kind = "mapping", mapping = {...} }``."""
-    from .. import catalog, taxonomies
-    from ..source import is_path
-    from ..taxonomy import build, from_arx_csv
+    from ..catalog import store as catalog
+    from ..data import builtin_taxonomies as taxonomies
+    from ..data.source import is_path
+    from ..data.taxonomy import build, from_arx_csv
 
     if isinstance(spec, Taxonomy):
         return spec

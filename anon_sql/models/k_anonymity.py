@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 from sqlglot import exp
 
-from ..sqlbuild import lit
+from ..common.sqlbuild import lit
 from .base import ClassColumns, ClassStats, PrivacyModel, SQLCheck
 
 

@@ -1,12 +1,12 @@
 """l-diversity: distinct, entropy and recursive (c, l) (spec 03). The numpy tests call the segmented kernels of
-anon_sql/udfs/kernels.py over the classes' sparse counts; the SQL tests call the same formulas as macros
-(anon_sql/sql/macros.sql), cross-tested in tests/test_kernels.py. (l-diverse slicing: models/slicing.py.)"""
+udfs/kernels.py over the classes' sparse counts; the SQL tests call the same formulas as macros
+(sql/macros.sql), cross-tested in tests/udfs/test_kernels.py. (l-diverse slicing: models/slicing.py.)"""
 from __future__ import annotations
 
 import numpy as np
 from sqlglot import exp
 
-from ..sqlbuild import lit
+from ..common.sqlbuild import lit
 from ..udfs import kernels
 from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck, macro
 

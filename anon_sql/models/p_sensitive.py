@@ -21,7 +21,7 @@ import numpy as np
 from sqlglot import exp
 
 from ..errors import PolicyError
-from ..sqlbuild import alias, col, func, ident, lit, render, values_table
+from ..common.sqlbuild import alias, col, func, ident, lit, render, values_table
 from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 
 def _sort_key(c: str) -> tuple:
@@ -65,7 +65,7 @@ def load_categories(spec: Any, attribute: str, con=None) -> tuple[dict[str, str]
         if con is None:
             raise PolicyError(f"privacy.p_sensitive.categories names table {spec!r}: reading it needs a database "
                               "connection (pass con=), or give a CSV path / inline table")
-        from ..source import relation_exists, table_relation
+        from ..data.source import relation_exists, table_relation
 
         if not relation_exists(con, spec):
             raise PolicyError(f"privacy.p_sensitive.categories: table {spec!r} does not exist; "
@@ -169,7 +169,7 @@ class PSensitivity(PrivacyModel):
     def _category_relation(self) -> exp.Expression:
         """(value, category) rows as text: the named table, or inline VALUES."""
         if self.table is not None:
-            from ..source import table_relation
+            from ..data.source import table_relation
 
             name, value_col = self.table
             text = exp.DataType.build("VARCHAR")

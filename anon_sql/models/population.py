@@ -8,7 +8,7 @@ A population record *matches* a class when the class's released values cover its
 level plans, the population generalized with the plan's levels falls in the class. numpy: :attr:`ClassStats.population`
 (filled by the lattice from the population's base counts, by the local-recoding partitioners from
 ``methods/population_points.py``); SQL: the compiler joins each class's matches as ``__population``
-(compiler.class_stats_query; assignment plans through :mod:`anon_sql.population_match`).
+(compiler.class_stats_query; assignment plans through :mod:`anon_sql.compiler.population`).
 Merging classes adds their population counts, so a k-map pass survives any merge (monotone, also with
 suppression); δ of a merged class is a weighted mean of the parts' δ, so "every class passes" survives
 generalization (monotone without suppression) but a passing class merged with a failing one may fail (not with
@@ -22,7 +22,7 @@ import numpy as np
 from sqlglot import exp
 
 from ..errors import PolicyError
-from ..sqlbuild import lit
+from ..common.sqlbuild import lit
 from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 
 WEIGHT = "__pw"   # the population relation's column: records each of its rows stands for

@@ -1,12 +1,12 @@
-"""Simpson diversity and evenness (spec 06): the numpy tests call the segmented kernels of anon_sql/udfs/kernels.py,
-the SQL tests the same formulas as macros (cross-tested in tests/test_kernels.py)."""
+"""Simpson diversity and evenness (spec 06): the numpy tests call the segmented kernels of udfs/kernels.py,
+the SQL tests the same formulas as macros (cross-tested in tests/udfs/test_kernels.py)."""
 from __future__ import annotations
 
 import numpy as np
 
 from sqlglot import exp
 
-from ..sqlbuild import lit
+from ..common.sqlbuild import lit
 from ..udfs import kernels
 from .base import EPS, ClassColumns, ClassStats, SQLCheck, macro
 from .l_diversity import SensitiveModel

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from sqlglot import exp
 
-from ..sqlbuild import col, lit
+from ..common.sqlbuild import col, lit
 from .base import ClassColumns, ClassStats, PrivacyModel, SQLCheck, WORST_LARGEST, macro
 from .slicing_sql import verify
 
@@ -26,7 +26,7 @@ class SlicingGuide(PrivacyModel):
     shares over t's matching buckets, so every p(t, s) is then <= 1/l (with C_c = {S}: a bucket's top S share).
     Its numpy statistics: ``stats.sensitive[PAIR]``, codes ``x · n_sensitive + s``. Its SQL (``attribute`` = S,
     ``companions`` = C_c − {S}) reads each class's rows as a list of {x, s, w} and calls the macros
-    ``anon.slicing_guide_share`` / ``anon.slicing_guide_ok`` (cross-tested in tests/test_slicing.py)."""
+    ``anon.slicing_guide_share`` / ``anon.slicing_guide_ok`` (cross-tested in tests/methods/test_slicing.py)."""
 
     name = "slicing_guide"
     monotone = False

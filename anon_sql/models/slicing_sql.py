@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from sqlglot import exp
 
-from ..sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, render
+from ..common.sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, render
 
 VARCHAR = exp.DataType.build("VARCHAR")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from sqlglot import exp
 
-from ..sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
+from ..common.sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
 from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, SQLCheck, per_class_sum
 from .l_diversity import SensitiveModel
 

@@ -1,15 +1,15 @@
 """θ-sensitivity (spec/05): the σ² of a class's frequency-rank weights reaches μ · (m² − 1) / 12, and the two
 internal split constraints the θ method's ordering Mondrian partitions under (θ-feasible, θ-capacity).
 
-The numpy test calls the segmented kernels of anon_sql/udfs/kernels.py; the SQL test the same formulas as macros
-(cross-tested in tests/test_kernels.py).
+The numpy test calls the segmented kernels of udfs/kernels.py; the SQL test the same formulas as macros
+(cross-tested in tests/udfs/test_kernels.py).
 """
 from __future__ import annotations
 
 import numpy as np
 from sqlglot import exp
 
-from ..sqlbuild import lit
+from ..common.sqlbuild import lit
 from ..udfs import kernels
 from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck, macro
 from .l_diversity import SensitiveModel

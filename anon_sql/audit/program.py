@@ -1,0 +1,266 @@
+"""A recorded release's re-verification as a *program*: the SQL texts :mod:`anon_sql.audit.recheck` compiles from the
+stored policy (the models' per-class summary, the released records) and the numbers the catalog checks compare
+with. This module runs a program, and keeps programs in a local cache so that ``anon-sql check`` of a release
+compiled before runs without importing sqlglot, numpy or the compiler (it starts at once; bench/bench_startup.py).
+
+Why the cache keeps the check tamper-evident: it never lives in the database file, and an entry is named by a
+digest of everything its program is compiled from — the release name, the policy and plan recorded in
+``anon.releases``, the released table's columns and types, this package's code and sqlglot's version. Editing the
+table's rows changes none of them (the same SQL, rerun over the edited rows); editing its columns, the stored policy
+or plan, or upgrading the code names another entry, compiled afresh. So a cached program is exactly what recompiling
+would give; the cache is trusted like the installed code (same user, a 0700 folder). Programs that read the
+database beyond the policy (population tables, catalog taxonomies, whole-table checks) are not cached.
+
+The SQL calls the ``anon.*`` macros, which live in the database file, and plain functions (``ln``, ``least``, ...)
+that a macro of the file's ``main`` schema can shadow (DuckDB resolves ``main`` before the built-ins). So before a
+program runs, :func:`guard_macros` compares the file's ``anon`` macros (name, kind, parameters, definition as
+``duckdb_functions()`` shows them) with the ones this package's sql/macros.sql gives in a throwaway in-memory
+database (computed once per code and DuckDB version, cached beside the programs), and looks for any other macro of
+the file named like a built-in function: a macro missing, added, redefined or shadowing fails the check (exit 3),
+named, before any of it runs.
+
+``ANON_SQL_CACHE``: the folder (default ``$XDG_CACHE_HOME/anon_sql`` or ``~/.cache/anon_sql``); ``off``: no cache.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..catalog.read import recorded_release, table_columns
+from ..compiler.checks_summary import summary_rows
+from ..errors import PrivacyRequirementError
+from ..sql import macro_statements
+
+FORMAT = 1
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def run(con: Any, program: dict[str, Any], row: dict[str, Any], columns: Sequence[str],
+        table_rows: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The check rows of ``program`` over its table (``columns``: the table's columns; ``row``: the recorded counts
+    ``records_in``, ``suppressed``, ``noise``, ``classes``): the models per check, then ``table_rows`` (whole-table
+    checks run by the caller), then the catalog checks."""
+    summary = con.execute(program["summary"]).fetchone()          # its first column: the number of classes
+    classes = int(summary[0])
+    released = int(con.execute(program["records"]).fetchall()[0][0] or 0)
+    return [*summary_rows(program["summary_columns"], summary), *table_rows,
+            *catalog_rows(row, released, columns, program["expected_columns"], program["max_suppression"], classes)]
+
+
+def catalog_rows(row: dict[str, Any], released: int, columns: Sequence[str], expected: Sequence[str],
+                 max_suppression: float, classes: int) -> list[dict[str, Any]]:
+    """The table against the numbers recorded at release time: records reconcile, suppression within budget, the
+    same number of classes, and exactly the columns the policy releases (no identifier added back)."""
+    records_in, noise = int(row["records_in"]), int(row["noise"] or 0)
+    suppressed = records_in - (released - noise)
+    gap = records_in - (released - noise + int(row["suppressed"]))
+    budget = max_suppression * records_in
+    odd = sorted(set(columns) ^ set(expected))
+    return [
+        {"check": "reconciliation", "classes": classes, "failing_classes": 0, "failing_records": abs(gap),
+         "worst_value": float(gap), "passed": gap == 0},
+        {"check": "max_suppression", "classes": classes, "failing_classes": 0,
+         "failing_records": max(0, int(suppressed - budget)), "worst_value": float(suppressed),
+         "passed": suppressed <= budget + 1e-9},
+        {"check": "classes", "classes": classes, "failing_classes": abs(classes - int(row["classes"] or 0)),
+         "failing_records": 0, "worst_value": float(classes), "passed": classes == int(row["classes"] or 0)},
+        {"check": "columns", "classes": classes, "failing_classes": 0, "failing_records": 0,
+         "worst_value": float(len(odd)), "passed": not odd},
+    ]
+
+
+def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
+    """The check rows of recorded release ``name`` from its cached program, or None when there is none (not a
+    recorded release, table missing, not compiled before on this machine, or the cache is off): then
+    :func:`anon_sql.audit.recheck.recheck_rows` compiles it (and caches it)."""
+    row = recorded_release(con, name)
+    described = table_columns(con, name) if row is not None else []
+    if row is None or not described:
+        return None
+    try:
+        program = load(key(name, row, described))
+    except (TypeError, ValueError):      # an unreadable stored policy: compiling says what is wrong with it
+        return None
+    if program is None:
+        return None
+    guard_macros(con)
+    return run(con, program, row, [c for c, _ in described])
+
+
+# the file's anon macros, as DuckDB shows them (its normalized definition text), in the current database
+_ANON_MACROS = ("SELECT function_name, function_type, parameters, macro_definition FROM duckdb_functions() "
+                "WHERE database_name = current_database() AND schema_name = 'anon' "
+                "AND function_type IN ('macro', 'table_macro') ORDER BY ALL")
+# the file's other macros that shadow a built-in function (the SQL and the anon macros call built-ins unqualified)
+_SHADOWING = ("SELECT DISTINCT schema_name || '.' || function_name FROM duckdb_functions() "
+              "WHERE database_name = current_database() AND NOT internal AND schema_name <> 'anon' "
+              "AND function_name IN (SELECT function_name FROM duckdb_functions() WHERE database_name = 'system') "
+              "ORDER BY 1")
+
+
+def guard_macros(con: Any) -> None:
+    """Refuse (:class:`PrivacyRequirementError`, exit 3) to run a check over a database whose ``anon`` macros are
+    not exactly this package's, or that holds a macro shadowing a built-in function: either could make a failing
+    check pass. Reads only."""
+    found = _by_name(con.execute(_ANON_MACROS).fetchall())
+    expected = expected_macros()
+    differ = sorted(n for n in set(found) | set(expected) if found.get(n) != expected.get(n))
+    shadowing = [r[0] for r in con.execute(_SHADOWING).fetchall()]
+    if not differ and not shadowing:
+        return
+    what = []
+    if differ:
+        missing = [n for n in differ if n not in found]
+        added = [n for n in differ if n not in expected]
+        changed = [n for n in differ if n in found and n in expected]
+        what += [f"{label} {', '.join('anon.' + n for n in names)}" for label, names in
+                 (("missing", missing), ("not this package's", added), ("redefined", changed)) if names]
+    if shadowing:
+        what.append(f"shadowing a built-in function {', '.join(shadowing)}")
+    raise PrivacyRequirementError(
+        "the check cannot be trusted: this database's SQL macros are not the ones anon_sql installs ("
+        + "; ".join(what) + "), and they could make a failing check pass. If you changed them on purpose, drop the "
+        "shadowing macros and reinstall the anon macros (anon_sql.install(con), or re-run `anon-sql release`), "
+        "then check again")
+
+
+def expected_macros() -> dict[str, list]:
+    """This package's ``anon`` macros as :data:`_ANON_MACROS` reads them, from sql/macros.sql run in a throwaway
+    in-memory database; cached per code and DuckDB version (its text depends on both)."""
+    import duckdb
+
+    digest = hashlib.sha256(f"{code_version()}:{duckdb.__version__}".encode()).hexdigest()
+    folder = cache_dir()
+    path = folder / "macros" / f"{digest}.json" if folder is not None else None
+    if path is not None:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
+    scratch = duckdb.connect()
+    try:
+        scratch.execute("CREATE SCHEMA anon")
+        for stmt in macro_statements():
+            scratch.execute(stmt)
+        expected = _by_name(scratch.execute(_ANON_MACROS).fetchall())
+    finally:
+        scratch.close()
+    if path is not None:
+        _write(path, expected)
+    return expected
+
+
+def _by_name(rows: Sequence[Sequence[Any]]) -> dict[str, list]:
+    """Macro rows by name (a macro may have overloads), as JSON-comparable lists."""
+    found: dict[str, list] = {}
+    for name, *rest in rows:
+        found.setdefault(name, []).append(json.loads(json.dumps(rest, default=str)))
+    return found
+
+
+def key(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) -> str:
+    """The digest naming a program: everything it is compiled from (see the module's docstring)."""
+    facts = {"format": FORMAT, "code": code_version(), "release": name, "policy": row["policy_json"],
+             "plan": row["plan"], "columns": [list(c) for c in described], "files": _files(row["policy_json"])}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """This package's code (every file's path, size and modification time) and sqlglot's version: any change of
+    what compiles a program names new cache entries. Read once per process (a check needs it for the program's key
+    and for the expected macros)."""
+    files = sorted(p for p in _PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.sha256(_sqlglot_version().encode())
+    for p in files:
+        st = p.stat()
+        digest.update(f"{p.relative_to(_PACKAGE)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+def _files(policy_json: str) -> list[list]:
+    """Every file the policy names (a taxonomy CSV, a category table's CSV, the source), by path, size and
+    modification time: a program compiled from a file's content is not reused once the file changed."""
+    found, stack = [], [json.loads(policy_json)]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack += list(value.values())
+        elif isinstance(value, list):
+            stack += value
+        elif isinstance(value, str) and len(value) < 4096 and os.path.isfile(value):
+            st = os.stat(value)
+            found.append([os.path.abspath(value), st.st_size, st.st_mtime_ns])
+    return sorted(found)
+
+
+def _sqlglot_version() -> str:
+    """sqlglot's installed version, told from its files without importing sqlglot or ``importlib.metadata`` (each
+    costs start-up time): the text of ``sqlglot/_version.py``, else the package file's size and modification time."""
+    from importlib.util import find_spec
+
+    spec = find_spec("sqlglot")
+    if spec is None or not spec.origin:       # pragma: no cover - sqlglot is a dependency
+        return "unknown"
+    try:
+        return Path(spec.origin).with_name("_version.py").read_text(encoding="utf-8")
+    except OSError:
+        st = os.stat(spec.origin)
+        return f"{spec.origin}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def cache_dir() -> Path | None:
+    """The programs' folder, or None when ``ANON_SQL_CACHE=off``."""
+    configured = os.environ.get("ANON_SQL_CACHE")
+    if configured == "off":
+        return None
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "anon_sql"
+
+
+def load(digest: str) -> dict[str, Any] | None:
+    """The cached program of ``digest``, or None (absent, unreadable, or of another format: compiled again)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        program = json.loads((folder / "checks" / f"{digest}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    wanted = {"format", "summary", "summary_columns", "records", "expected_columns", "max_suppression"}
+    return program if isinstance(program, dict) and wanted <= set(program) and program["format"] == FORMAT else None
+
+
+def store(digest: str, program: dict[str, Any]) -> None:
+    """Keep ``program`` under ``digest`` (written atomically; a folder that cannot be written is no error: the
+    next check compiles again)."""
+    folder = cache_dir()
+    if folder is not None:
+        _write(folder / "checks" / f"{digest}.json", {**program, "format": FORMAT})
+
+
+def _write(path: Path, value: Any) -> None:
+    """``value`` as JSON at ``path``, atomically, its folder made 0700; a folder that cannot be written is no
+    error (computed again next time)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+
+
+__all__ = ["FORMAT", "cache_dir", "cached_rows", "catalog_rows", "code_version", "expected_macros", "guard_macros",
+           "key", "load", "run", "store"]

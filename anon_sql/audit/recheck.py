@@ -1,0 +1,301 @@
+"""Tamper-evident re-verification of a recorded release (``anon-sql check``, :func:`anon_sql.check`).
+
+Nothing in the database file is trusted but the released table and the policy that ``anon.releases`` recorded for
+it: every privacy model is compiled afresh from that policy and run as SQL over the table (the release's own
+``__checks`` / ``__classes`` views are never read, so rewriting them changes nothing), the record and class counts
+are reconciled with the numbers recorded at release time, and the table's columns must be the ones the policy
+releases. Reads only: it works on a read-only connection and on a reopened file without ``anon_sql.install``.
+
+A shared file (written by ``--to`` / ``export``: no catalog, the released table beside its ``<release>__metadata``
+row) is checked the same way from the policy and counts of that row; its models run on a private in-memory
+connection that attaches the file read-only, so the file is never written.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+from sqlglot import exp
+
+from ..catalog import store as catalog
+from . import program as check_program
+from ..catalog.read import table_columns
+from ..compiler.checks_summary import summary_columns, summary_query
+from ..common.columns import EC_ID
+from ..compiler.views import CompileInput, ReleaseNames, class_stats_query, released_columns
+from ..errors import PolicyError, SourceError, TaxonomyError
+from ..methods import LevelPlan
+from ..models import PrivacyModel, build_models, largest_is_worst, population_models
+from ..policy.model import Policy
+from ..data.source import describe, file_relation, is_path, relation_exists, table_relation
+from ..common.sqlbuild import ident, lit, record_count, render
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_SHARED = "__anon_shared"
+
+
+def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
+    """The catalog row of release ``name``; :class:`SourceError` when no such release exists in this database."""
+    row = catalog.recorded_release(con, name)
+    if row is None:
+        known = catalog.released_names(con)
+        raise SourceError(f"{name!r} is not a release recorded in this database (anon.releases lists "
+                          f"{known if known else 'no release'}); give the name of a release, e.g. the policy's name")
+    if not relation_exists(con, name):
+        raise SourceError(f"release {name!r} is recorded in anon.releases but its table is missing from this "
+                          "database; release it again")
+    return row
+
+
+def metadata_table(name: str) -> exp.Table:
+    """The one-row metadata table of a shared release file (see :mod:`anon_sql.publish.share`)."""
+    return exp.Table(this=ident(name + "__metadata"))
+
+
+def is_shared(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Is ``name`` a release of a shared file here (its metadata table beside it, not recorded in a catalog)?"""
+    return (catalog.recorded_release(con, name) is None and relation_exists(con, name)
+            and relation_exists(con, metadata_table(name)))
+
+
+def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
+    """:func:`recheck_rows` as a DataFrame."""
+    import pandas as pd
+
+    return pd.DataFrame(recheck_rows(con, name))
+
+
+def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
+    """One row per check (``check``, ``classes``, ``failing_classes``, ``failing_records``, ``worst_value``,
+    ``passed``): every model of the stored policy over the released table, then reconciliation, suppression,
+    class count and released columns against the catalog (a shared file: against its metadata row). Needs no
+    pandas (``anon-sql check`` starts at once); a program compiled before comes from the local cache
+    (:mod:`anon_sql.audit.program`), one compiled here is cached when it read nothing but the policy."""
+    cached = check_program.cached_rows(con, name)
+    if cached is not None:
+        return cached
+    if is_shared(con, name):
+        return _recheck_shared(con, name)
+    row = recorded(con, name)        # an unknown release is named as such before the macros are compared
+    check_program.guard_macros(con)
+    program, columns, table_rows = _recorded_program(con, name, row, table_checks=True)
+    return check_program.run(con, program, row, columns, table_rows)
+
+
+def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Compile the check program of recorded release ``name`` and cache it, when it can be cached (after
+    ``anon-sql release`` and ``anon_sql.runner.run``: the first check of the release starts at once too). Nothing at
+    all with ``ANON_SQL_CACHE=off``: there is nowhere to keep it."""
+    if check_program.cache_dir() is None:
+        return
+    _recorded_program(con, name, recorded(con, name), table_checks=False, only_cacheable=True)
+
+
+def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, Any], table_checks: bool,
+                      only_cacheable: bool = False
+                      ) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]] | None:
+    """The check program of recorded release ``name`` (``row``: its catalog row, :func:`recorded`) compiled from
+    its stored policy (cached when it read nothing but the policy), the table's columns, and
+    (``table_checks``) the whole-table checks' rows. None when ``only_cacheable`` and the program could not be
+    cached."""
+    policy = Policy.from_dict(json.loads(row["policy_json"]))
+    plan = json.loads(row["plan"] or "{}")
+    names = ReleaseNames(name)
+    reads = _Reads(con)
+    models = build_models(policy, reads)
+    cacheable = not (reads.used or population_models(models) or any(m.whole_table for m in models))
+    if only_cacheable and not cacheable:
+        return None
+    level_plan, taxonomies = LevelPlan({}), {}
+    if population_models(models):   # k-map / δ-presence: the population as it is now, matched to the release
+        level_plan, taxonomies = _population_plan(con, policy, plan, names.table, models)
+    described = table_columns(con, name) or [tuple(r[:2]) for r in describe(con, names.table)]
+    columns = [c for c, _ in described]
+    program = _program(con, names.table, policy, plan, models, level_plan, taxonomies, columns)
+    layout = plan.get("slicing_check")
+    table_rows = [_table_check(con, policy, names, m, layout) for m in models
+                  if m.whole_table and layout and table_checks]
+    if cacheable and not reads.used:     # (a model might read through the connection only when compiled)
+        check_program.store(check_program.key(name, row, described), program)
+    return program, columns, table_rows
+
+
+class _Reads:
+    """A connection that notes whether anything was read through it (a model built from a table of the database:
+    its check program depends on more than the policy, so it is not cached)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con, self.used = con, False
+
+    def __getattr__(self, attr: str) -> Any:
+        self.used = True
+        return getattr(self.con, attr)
+
+
+def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
+    """:func:`recheck_rows` of a shared file: the policy and counts of its metadata row; the models compiled afresh
+    and run on an in-memory connection (macros and UDFs installed there) over the file attached read-only."""
+    cursor = con.execute(render(exp.select("*").from_(metadata_table(name))))
+    fields, records = [d[0] for d in cursor.description], cursor.fetchall()
+    if len(records) != 1 or not {"policy", "plan", "records_in", "suppressed", "noise", "classes"} <= set(fields):
+        raise SourceError(f"{render(metadata_table(name))} is not the one-row metadata table anon_sql writes "
+                          "with a shared release; check the file that `--to` / `export` wrote")
+    row = dict(zip(fields, records[0]))
+    row["release"] = name
+    try:
+        policy = Policy.from_dict(json.loads(row["policy"]))
+    except (ValueError, TypeError) as err:
+        raise SourceError(f"the metadata of shared release {name!r} holds no readable policy ({err})") from None
+    plan = json.loads(row["plan"] or "{}")
+    private = duckdb.connect()
+    try:
+        catalog.install(private)
+        table = _shared_table(con, private, name)
+        models = build_models(policy, private)
+        columns = [r[0] for r in describe(private, table)]
+        level_plan, taxonomies = LevelPlan({}), {}
+        population = population_models(models)
+        # a shared plan keeps scalars only: without the bucket groups (slicing) or the interval bounds (fixed
+        # intervals) the population cannot be matched to the released values
+        matchable = not (plan.get("row_values") or plan.get("interval_recoded"))
+        if population and matchable and _copy_population(con, private, policy, plan, population[0].population.name):
+            try:
+                level_plan, taxonomies = _population_plan(private, policy, plan, table, models, catalog_con=con)
+            except (PolicyError, TaxonomyError):   # taxonomies the shared file cannot name: not recomputable
+                models = [m for m in models if not m.needs_population]
+        else:
+            models = [m for m in models if not m.needs_population]
+        program = _program(private, table, policy, plan, models, level_plan, taxonomies, columns)
+        # whole-table checks need data a shared file never holds, and population checks a population that this
+        # database does not hold: not recomputable counts as failed
+        unverifiable = [m.name for m in models if m.whole_table]
+        if population and not any(m.needs_population for m in models):
+            unverifiable += [m.name for m in population]
+        return check_program.run(private, program, row, columns, [
+            {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
+             "passed": False} for check in unverifiable])
+    finally:
+        private.close()
+
+
+def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str) -> exp.Table:
+    """The released table of ``con``'s file as seen from ``private``: the file attached read-only (else, e.g. an
+    in-memory ``con``, a copy of the table's rows)."""
+    path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0][0]
+    if path:
+        try:
+            private.execute(render(exp.Attach(this=exp.Alias(this=lit(path), alias=ident(_SHARED)),
+                                              expressions=[exp.AttachOption(this=exp.var("READ_ONLY"))])))
+            return exp.Table(this=ident(name), db=ident("main"), catalog=ident(_SHARED))
+        except duckdb.Error:
+            pass
+    private.register(_SHARED, con.sql(render(exp.select("*").from_(exp.Table(this=ident(name))))).to_arrow_table())
+    return exp.Table(this=ident(_SHARED))
+
+
+def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models: list, level_plan: LevelPlan,
+             taxonomies: dict[str, Any], columns: list[str]) -> dict[str, Any]:
+    """The check program of ``table`` (see :mod:`anon_sql.audit.program`): the models per class summarized per
+    check in one SQL aggregate (:mod:`anon_sql.compiler.checks_summary`), the released records, and what the catalog checks compare
+    with — the columns the policy releases and the suppression budget."""
+    ci = CompileInput(policy, table.copy(), columns, level_plan, taxonomies, models)
+    view = class_stats_query(ci, table.copy(), [EC_ID, *policy.quasi], null_safe=True).subquery("__checks")
+    described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
+    wanted = summary_columns(d[0] for d in described)
+    expected = [c for c in released_columns(policy, list(policy.attributes)) if c != policy.count_column]
+    expected += [c for c in (plan.get("noise_flag"), EC_ID, policy.count_column) if c]
+    return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted, largest_is_worst(models))),
+            "summary_columns": wanted,
+            "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
+            "expected_columns": expected, "max_suppression": policy.privacy.max_suppression}
+
+
+def _population_quasi(policy: Policy, plan: dict[str, Any]) -> list[str]:
+    """The QIs a population is matched on: the policy's, or for a bucket plan (slicing, whose released policy lists
+    none) the attributes of its column groups but the sensitive one."""
+    layout = plan.get("slicing_check") or {}
+    if plan.get("row_values") and layout.get("columns"):
+        return [a for g in layout["columns"] for a in g if a != layout.get("sensitive")]
+    return list(policy.quasi)
+
+
+def _copy_population(con, private, policy: Policy, plan: dict[str, Any], name: str) -> bool:
+    """A shared file's check: the population's QI columns, when ``con`` can read the population (a table or view
+    of this database, or a file), copied to ``private`` under the same name; False when it cannot."""
+    from ..data.source import resolve as resolve_source
+
+    try:
+        src = resolve_source(con, name, label=name)
+    except SourceError:
+        return False
+    wanted = [c for c in [*_population_quasi(policy, plan), policy.count_column] if c and c in src.columns]
+    query = exp.select(*[exp.column(c, quoted=True) for c in wanted]).from_(src.relation.copy())
+    private.register(name, con.sql(render(query)).to_arrow_table())
+    return True
+
+
+def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table, models: list,
+                     catalog_con=None) -> tuple[Any, dict[str, Any]]:
+    """The plan the population is matched through, the policy's taxonomies, and the population models' relation.
+    A level plan: the recorded levels; QIs at level 0 read as the released table's types, generalized ones as text
+    (the level maps join on text). An assignment plan: its recorded layout (bucket groups, fixed intervals); QIs read
+    as the population's own types (the released values are text)."""
+    from ..methods import AssignmentPlan
+    from ..runner.population import check_values, population_relation
+    from ..catalog.taxonomy_lookup import resolve_taxonomies
+
+    quasi = _population_quasi(policy, plan)
+    inline = [q for q in policy.quasi if isinstance(policy.attributes[q].taxonomy, dict)]
+    if inline:
+        raise PolicyError(f"re-verifying k_map / delta_presence needs the release's taxonomies; {inline} had inline "
+                          "taxonomies built from the source's values, which the catalog does not keep")
+    taxonomies = resolve_taxonomies(con, policy, None, False, catalog_con=catalog_con or con, check=False)
+    pop = population_models(models)[0].population
+    keys = "privacy model(s) " + ", ".join(m.name for m in population_models(models))
+    if plan.get("kind") == "assignment":
+        match_plan: Any = AssignmentPlan(None, None, row_values=bool(plan.get("row_values")),   # type: ignore[arg-type]
+                                         table_check=plan.get("slicing_check"),
+                                         value_intervals=plan.get("value_intervals"))
+        pop.relation = population_relation(con, pop.name, policy, {}, keys, quasi)
+        pop.quasi = quasi
+        pop.types = {r[0]: r[1] for r in describe(con, pop.relation.subquery("__p")) if r[0] in quasi}
+    else:
+        levels = {q: int(plan.get(q, 0)) for q in policy.quasi}
+        described = describe(con, table)
+        types = {r[0]: (r[1] if levels.get(r[0], 0) == 0 else "VARCHAR") for r in described}
+        pop.relation = population_relation(con, pop.name, policy, types, keys)
+        match_plan = LevelPlan(levels)
+    check_values(con, pop.name, pop.relation, policy, taxonomies, quasi)
+    return match_plan, taxonomies
+
+
+def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, layout: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """A model's whole-table check (slicing's l-diversity), with the source rows read afresh through the stored
+    policy (not the release's ``__source`` view); not recomputable (the source is gone) counts as failed."""
+    from ..compiler.views import source_view
+    from ..methods import AssignmentPlan
+    import pandas as pd
+
+    src = policy.source
+    if not (Path(src).exists() if is_path(src) else relation_exists(con, src)):
+        return {"check": model.name, "classes": 0, "failing_classes": 0, "failing_records": 0,
+                "worst_value": None, "passed": False}
+    relation = file_relation(src) if is_path(src) else table_relation(src)
+    cols = [r[0] for r in describe(con, relation)]
+    # the row key orders by every source column, as at release time; identifiers are not needed for the check
+    d = policy.to_dict()
+    for spec_ in d["attributes"].values():
+        if spec_["role"] == "identifier":
+            spec_["action"] = "drop"
+    ci = CompileInput(Policy.from_dict(d), relation, cols, AssignmentPlan(pd.DataFrame(), pd.DataFrame()), {}, [])
+    source = exp.Subquery(this=source_view(ci, names), alias=exp.TableAlias(this=ident("__s")))
+    assignment = names.assignment if relation_exists(con, names.assignment) else None
+    return model.table_check(con, names.table, source, None, layout, policy.count_column, assignment)
+
+
+__all__ = ["recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table"]

@@ -1,0 +1,113 @@
+"""What anon_sql may create or replace in a user's database: only what it recorded as its own.
+
+A release creates a table named after the policy (in the current schema) and working objects in the product's own
+schema ``anon_work`` (``<release>__source``, ``__assignment``, … see :func:`anon_sql.compiler.views.working`); objects of
+the user's schema named like working objects are never touched. DuckDB matches names case-insensitively, so ``Rel``
+and ``rel`` are the same name. Before a release runs, :func:`claim_release_name` makes sure none of these names
+belongs to something anon_sql did not create: a release recorded in ``anon.releases`` may be replaced (when asked),
+any other table is refused — never dropped. Working views are redefined (they hold no data).
+"""
+from __future__ import annotations
+
+import duckdb
+from sqlglot import exp
+
+from . import store as catalog
+from .names import WORK_SCHEMA, WORKING, working
+from ..errors import ReleaseExistsError
+from ..common.sqlbuild import ident
+
+WORKING_SUFFIXES = tuple("__" + part for part in WORKING)
+
+# tables and views of the current schema named in $n and of schema $w named in $wn (names lower-cased): one catalog
+# scan for both (a release's name claim asks about both)
+_OBJECTS_HERE_AND = (
+    "SELECT table_name, 'table', schema_name = current_schema(), schema_name = $w FROM duckdb_tables() "
+    "WHERE database_name = current_database() AND ((schema_name = current_schema() AND list_contains($n, "
+    "lower(table_name))) OR (schema_name = $w AND list_contains($wn, lower(table_name)))) "
+    "UNION ALL SELECT view_name, 'view', schema_name = current_schema(), schema_name = $w FROM duckdb_views() "
+    "WHERE NOT internal AND database_name = current_database() AND ((schema_name = current_schema() AND "
+    "list_contains($n, lower(view_name))) OR (schema_name = $w AND list_contains($wn, lower(view_name))))")
+
+
+def existing_here_and(con: duckdb.DuckDBPyConnection, names: list[str], schema: str | None,
+                      schema_names: list[str]
+                      ) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
+    """:func:`existing` of ``names`` in the current schema and of ``schema_names`` in ``schema``, in one query."""
+    lower, lower_there = [n.lower() for n in names], [n.lower() for n in schema_names]
+    rows = con.execute(_OBJECTS_HERE_AND, {"n": lower, "w": schema, "wn": lower_there}).fetchall()
+    here = {name.lower(): (name, kind) for name, kind, h, _ in rows if h and name.lower() in lower}
+    there = {name.lower(): (name, kind) for name, kind, _, w in rows if w and name.lower() in lower_there}
+    return here, there
+
+
+def existing(con: duckdb.DuckDBPyConnection, names: list[str], schema: str | None = None
+             ) -> dict[str, tuple[str, str]]:
+    """Tables and views of ``schema`` (default: the current one) whose name equals one of ``names`` ignoring case:
+    lower-cased name → (name as stored, ``"table"`` | ``"view"``)."""
+    if schema is None:
+        return existing_here_and(con, names, None, [])[0]
+    return existing_here_and(con, [], schema, names)[1]
+
+
+def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bool = False,
+                       dry_run: bool = False) -> bool:
+    """May a release named ``name`` be created here? True when it replaces an earlier release of that name.
+
+    Raises :class:`ReleaseExistsError` when the name (or one of its working names) differs from an existing object
+    only by case, belongs to an object anon_sql did not create (a user table or view: never replaced, whatever
+    ``replace`` says), or is an earlier release and neither ``replace`` nor ``dry_run`` was given."""
+    work_names = [working(name, p).name for p in WORKING]
+    found, work = existing_here_and(con, [name], WORK_SCHEMA, work_names)
+    ours = catalog.recorded_release(con, name) is not None
+    if name.lower() in found:
+        stored, kind = found[name.lower()]
+        if stored != name:
+            raise ReleaseExistsError(
+                f"release name {name!r} differs only by case from the existing {kind} {stored!r}; DuckDB treats "
+                "them as one name: choose a release name that no table or view of the database has")
+        if not ours:
+            raise ReleaseExistsError(
+                f"a {kind} named {name!r} already exists and is not a release of anon_sql (anon.releases does not "
+                "list it); anon_sql never drops what it did not create: choose another release name")
+        if not (replace or dry_run):
+            raise ReleaseExistsError(
+                f"release {name!r} already exists; pass replace=True (CLI: --replace) to replace it atomically, "
+                "or choose another name")
+    # working views are redefined (CREATE OR REPLACE VIEW: no data is lost); a working *table* of the product's
+    # schema that is not this release's own (put there by hand, or of a release recorded under another case) would
+    # be overwritten, so it is refused
+    mine = set(work_names) if ours else set()
+    foreign = [stored for stored, kind in work.values() if kind == "table" and stored not in mine]
+    if foreign:
+        raise ReleaseExistsError(
+            f"release {name!r} would create working objects {sorted(foreign)} in schema {WORK_SCHEMA!r}, which "
+            "already exist and were not created by an anon_sql release of that name; anon_sql never replaces them: "
+            "choose another release name")
+    return name.lower() in found
+
+
+# the working views every release of the layout before the anon_work schema left beside its table
+_LEGACY_VIEWS = ("general", "classes", "checks")
+
+
+def legacy_working(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[exp.Table, str]]:
+    """The working objects that an anon_sql from before the ``anon_work`` schema (issue 13.4) left beside recorded
+    release ``name`` in the user's schema (``"<name>__source"``, ``__assignment``, …): (table, ``"table"`` |
+    ``"view"``), dependants first. They are the product's only when the release is recorded in ``anon.releases``
+    and its three views that layout always kept (``__general``, ``__classes``, ``__checks``) are all there as views;
+    otherwise none is (a user's object of such a name is never touched). Replacing, refreshing or dropping the
+    release drops them with it; until then they stay, and ``check`` and the metrics never read them."""
+    # the three views first (one catalog query, and nearly always the answer: no such views), the record only then
+    found = existing(con, [working(name, p).name for p in WORKING])
+    if not all(found.get(working(name, p).name.lower(), ("", ""))[1] == "view" for p in _LEGACY_VIEWS):
+        return []
+    if catalog.recorded_release(con, name) is None:
+        return []
+    views = [found[k] for k in (working(name, p).name.lower() for p in ("checks", "classes", "general", "source"))
+             if k in found and found[k][1] == "view"]
+    tables = [v for v in found.values() if v[1] == "table"]
+    return [(exp.Table(this=ident(stored)), kind) for stored, kind in [*views, *tables]]
+
+
+__all__ = ["WORKING_SUFFIXES", "existing", "existing_here_and", "claim_release_name", "legacy_working"]

@@ -1,0 +1,63 @@
+"""The catalog reads that need nothing but a DuckDB connection: whether the ``anon`` catalog is installed, and the
+recorded row of a release. :mod:`anon_sql.catalog.store` re-exports them; ``anon-sql check`` reads them before (and, with
+its program cached, instead of) importing sqlglot, numpy and the compiler. Constant SQL, values as parameters."""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Any, Iterator
+
+# the connections (by id) whose catalog a probe found installed during the current release: nothing in a release
+# drops the catalog (a failed release removes one it installed only after it returns), so one probe is enough
+_INSTALLED: contextvars.ContextVar[set[int] | None] = contextvars.ContextVar("anon_sql_installed", default=None)
+
+
+@contextlib.contextmanager
+def probed_once() -> Iterator[None]:
+    """Within the block (one release), :func:`is_installed` remembers a connection whose catalog it found: the
+    release asked it five times (issue 17.1). A "not installed" answer is never remembered."""
+    if _INSTALLED.get() is not None:    # nested: the outer block's memory holds
+        yield
+        return
+    token = _INSTALLED.set(set())
+    try:
+        yield
+    finally:
+        _INSTALLED.reset(token)
+
+
+def is_installed(con: Any) -> bool:
+    """Does the database hold the anon catalog? (duckdb_tables(): a third of information_schema's cost)"""
+    known = _INSTALLED.get()
+    if known is not None and id(con) in known:
+        return True
+    rows = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'anon' AND table_name = 'releases'"
+    ).fetchall()
+    if rows[0][0] and known is not None:
+        known.add(id(con))
+    return bool(rows[0][0])
+
+
+def recorded_release(con: Any, name: str) -> dict | None:
+    """The ``anon.releases`` row of release ``name`` with status ``released`` (the latest), or None: what anon_sql
+    itself created under that name. Reads only (works on a read-only connection)."""
+    if not is_installed(con):
+        return None
+    cur = con.execute("SELECT * FROM anon.releases WHERE release = ? AND status = 'released' "
+                      "ORDER BY created_at DESC LIMIT 1", [name])
+    row = cur.fetchone()
+    if row is None:
+        return None
+    return dict(zip([d[0] for d in cur.description], row))
+
+
+def table_columns(con: Any, name: str) -> list[tuple[str, str]]:
+    """(name, type) of each column of table ``name`` in the current schema of the current database, in order;
+    empty when there is no such table."""
+    return [tuple(r) for r in con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = current_schema() AND table_name = ? ORDER BY column_index", [name]).fetchall()]
+
+
+__all__ = ["is_installed", "probed_once", "recorded_release", "table_columns"]

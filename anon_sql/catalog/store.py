@@ -1,0 +1,332 @@
+"""The ``anon`` catalog schema: DDL and macros from the packaged sql/ folder, UDF registration, catalog reads."""
+from __future__ import annotations
+
+import contextlib
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+import duckdb
+from sqlglot import exp
+
+from .read import is_installed, recorded_release  # noqa: F401  (re-exported: catalog reads)
+from ..common.columns import EC_ID, SIZE
+from ..common.sqlbuild import col, dtype, ident, lit, render
+from ..data.taxonomy import Taxonomy
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCHEMA = "anon"
+
+
+def _sql_file(name: str) -> str:
+    return resources.files("anon_sql.sql").joinpath(name).read_text(encoding="utf-8")
+
+
+def install(con: duckdb.DuckDBPyConnection) -> None:
+    """Create schema ``anon`` (catalog tables + SQL macros) and register the Python UDFs. Idempotent."""
+    con.execute(_sql_file("catalog.sql"))
+    from ..udfs import duckdb_udfs
+
+    duckdb_udfs.install_macros(con)
+    duckdb_udfs.register(con)
+
+
+def upgrade(con: duckdb.DuckDBPyConnection) -> None:
+    """Run the idempotent catalog DDL again: adds the tables introduced after this database's catalog was made."""
+    con.execute(_sql_file("catalog.sql"))
+
+
+@contextlib.contextmanager
+def undone_on_failure(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Fail closed about the catalog too: when the body fails in a database that had no ``anon`` schema, the
+    catalog it installed is removed again — unless it recorded something (a refused release's log row, work of a
+    script's earlier statements), which stays."""
+    had = _schema_exists(con, SCHEMA)
+    try:
+        yield
+    except BaseException as err:
+        if not had and not (isinstance(err, SystemExit) and not err.code):
+            with contextlib.suppress(duckdb.Error):
+                _remove_if_empty(con)
+        raise
+
+
+def _schema_exists(con: duckdb.DuckDBPyConnection, schema: str) -> bool:
+    q = (exp.select(exp.Count(this=exp.Star())).from_("duckdb_schemas()")
+         .where(exp.and_(exp.EQ(this=col("schema_name"), expression=lit(schema)),
+                         exp.EQ(this=col("database_name"), expression=exp.func("current_database")))))
+    return bool(con.execute(render(q)).fetchall()[0][0])
+
+
+def _remove_if_empty(con: duckdb.DuckDBPyConnection) -> None:
+    """DROP SCHEMA anon CASCADE when none of its tables holds a row."""
+    q = (exp.select(col("table_name")).from_("duckdb_tables()")
+         .where(exp.and_(exp.EQ(this=col("schema_name"), expression=lit(SCHEMA)),
+                         exp.EQ(this=col("database_name"), expression=exp.func("current_database")))))
+    for (table,) in con.execute(render(q)).fetchall():
+        probe = exp.select(lit(1)).from_(exp.Table(this=ident(table), db=ident(SCHEMA))).limit(1)
+        if con.execute(render(probe)).fetchall():
+            return
+    con.execute(render(exp.Drop(tables=[exp.Table(db=ident(SCHEMA))], kind="SCHEMA", exists=True, cascade=True)))
+
+
+def ensure_installed(con: duckdb.DuckDBPyConnection) -> None:
+    if not is_installed(con):
+        install(con)
+    else:
+        from ..udfs import duckdb_udfs
+
+        duckdb_udfs.register(con)
+
+
+def store_taxonomy(con: duckdb.DuckDBPyConnection, tax: Taxonomy, replace: bool = True) -> None:
+    """Write a taxonomy to ``anon.taxonomies`` / ``anon.taxonomy_nodes`` (replacing one of the same name)."""
+    ensure_installed(con)
+    frame = tax.to_frame()
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if replace:
+            con.execute("DELETE FROM anon.taxonomy_nodes WHERE taxonomy = ?", [tax.name])
+            con.execute("DELETE FROM anon.taxonomies WHERE name = ?", [tax.name])
+        con.execute(
+            "INSERT INTO anon.taxonomies (name, kind, height, leaves, spec) VALUES (?, ?, ?, ?, ?)",
+            [tax.name, tax.kind, tax.height, len(tax.leaves), json.dumps(tax.spec)],
+        )
+        con.register("__anon_tax_frame", frame)
+        con.execute("INSERT INTO anon.taxonomy_nodes SELECT taxonomy, leaf, level, value FROM __anon_tax_frame")
+        con.unregister("__anon_tax_frame")
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def load_taxonomy(con: duckdb.DuckDBPyConnection, name: str) -> Taxonomy | None:
+    """Read a stored taxonomy by name (None when absent)."""
+    if not is_installed(con):
+        return None
+    meta = con.execute("SELECT kind, spec FROM anon.taxonomies WHERE name = ?", [name]).fetchall()
+    if not meta:
+        return None
+    long = con.execute(
+        "SELECT leaf, level, value FROM anon.taxonomy_nodes WHERE taxonomy = ? ORDER BY level, leaf", [name]
+    ).df()
+    return Taxonomy.from_frame(name, long, kind=meta[0][0], spec=json.loads(meta[0][1] or "{}"))
+
+
+def load_taxonomies(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> dict[str, Taxonomy]:
+    """The stored taxonomies among ``names`` (absent ones left out): two queries however many are asked for."""
+    wanted = sorted(set(names))
+    if not wanted or not is_installed(con):
+        return {}
+    meta = con.execute("SELECT name, kind, spec FROM anon.taxonomies WHERE list_contains(?, name)",
+                       [wanted]).fetchall()
+    if not meta:
+        return {}
+    # one row per leaf with its values level by level (the wide form of Taxonomy.from_frame, pivoted in SQL)
+    rows = con.execute("SELECT taxonomy, list(value ORDER BY level) FROM anon.taxonomy_nodes "
+                       "WHERE list_contains(?, taxonomy) GROUP BY taxonomy, leaf ORDER BY taxonomy, leaf",
+                       [[m[0] for m in meta]]).fetchall()
+    wide: dict[str, list[list[str]]] = {}
+    for taxonomy, path in rows:      # one step per taxonomy leaf (catalog metadata), not per data row
+        wide.setdefault(taxonomy, []).append(path)
+    return {name: _built(name, kind, spec or "{}", tuple(map(tuple, wide[name]))).copy()
+            for name, kind, spec in meta if name in wide}
+
+
+@lru_cache(maxsize=128)
+def _built(name: str, kind: str, spec: str, paths: tuple[tuple[str, ...], ...]) -> Taxonomy:
+    """A stored taxonomy built and validated once per content (name, kind, spec and every leaf's path)."""
+    import pandas as pd
+    return Taxonomy(name, pd.DataFrame([list(p) for p in paths]), kind=kind, spec=json.loads(spec))
+
+
+def taxonomy_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    if not is_installed(con):
+        return []
+    return [r[0] for r in con.execute("SELECT name FROM anon.taxonomies ORDER BY name").fetchall()]
+
+
+def store_vulnerability(con: duckdb.DuckDBPyConnection, source: str, target: str, iv: pd.DataFrame,
+                        transaction: bool = True) -> None:
+    """Replace the stored identity vulnerability of (source, target, QI set) by ``iv`` (an identity_vulnerability
+    result) in ``anon.identity_vulnerability``; ``transaction=False`` when the caller already holds one."""
+    import pandas as pd
+    con.execute(_sql_file("catalog.sql"))       # idempotent: creates the table in catalogs installed before it existed
+    quasi = json.dumps(sorted(iv["attribute"].astype(str)))
+    a = iv.attrs
+    rows = [[source, target, quasi, str(r.attribute), float(r.iv), float(r.importance), float(r.importance_std),
+             None if pd.isna(r.relative) else float(r.relative), a.get("oob_score"), a.get("seed"),
+             a.get("n_estimators")] for r in iv.itertuples(index=False)]
+    if transaction:
+        con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM anon.identity_vulnerability WHERE source = ? AND target = ? AND quasi = ?",
+                    [source, target, quasi])
+        con.executemany("INSERT INTO anon.identity_vulnerability (source, target, quasi, attribute, iv, importance, "
+                        "importance_std, relative, oob_score, seed, n_estimators) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if transaction:
+            con.execute("COMMIT")
+    except Exception:
+        if transaction:
+            con.execute("ROLLBACK")
+        raise
+
+
+def load_vulnerability(con: duckdb.DuckDBPyConnection, source: str, target: str,
+                       quasi: list[str]) -> pd.DataFrame | None:
+    """The stored identity vulnerability of (source, target, QI set), or None."""
+    exists = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'anon' "
+                         "AND table_name = 'identity_vulnerability'").fetchall()[0][0]
+    if not exists:
+        return None
+    df = con.execute("SELECT * FROM anon.identity_vulnerability WHERE source = ? AND target = ? AND quasi = ? "
+                     "ORDER BY attribute", [source, target, json.dumps(sorted(map(str, quasi)))]).df()
+    return df if len(df) else None
+
+
+def released_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Names of the releases recorded as ``released`` in this database, sorted."""
+    if not is_installed(con):
+        return []
+    return [r[0] for r in con.execute("SELECT DISTINCT release FROM anon.releases WHERE status = 'released' "
+                                      "ORDER BY 1").fetchall()]
+
+
+def releases(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    ensure_installed(con)
+    return con.execute("SELECT * FROM anon.releases ORDER BY created_at").df()
+
+
+# -- recording a release (every anon.* write of a release lives here) ---------------------------------------------
+METRIC_DIRECTIONS = {"k": "higher", "records_at_risk": "lower", "prosecutor_risk_max": "lower",
+                     "prosecutor_risk_avg": "lower", "suppressed_fraction": "lower", "cavg": "lower",
+                     "discernibility": "lower", "avg_class_size": "lower", "classes": "higher"}
+
+
+def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
+                   trace: list[dict[str, Any]] | None = None, ec_stats: pd.DataFrame | None = None) -> None:
+    """``rel``: an :class:`anon_sql.runner.result.Release` (not imported: the result sits above the catalog). Rows in anon.releases / anon.policies / anon.equivalence_classes / anon.metrics / anon.search_trace for a
+    verified release (inside the release's transaction; a release of the same name is replaced); ``trace``: a
+    search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields)."""
+    policy = rel.policy
+    con.execute("DELETE FROM anon.equivalence_classes WHERE release = ?", [rel.name])
+    con.execute("DELETE FROM anon.metrics WHERE release = ?", [rel.name])
+    con.execute("DELETE FROM anon.releases WHERE release = ?", [rel.name])
+    con.execute(
+        "INSERT INTO anon.releases (release, policy, method, source, records_in, records_out, suppressed, noise, "
+        "k_achieved, classes, status, message, plan, policy_json, generated_sql) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?)",
+        [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
+         rel.noise, int(rel.metrics["k"]), len(rel.classes), json.dumps(rel.plan, default=str), policy.to_json(),
+         ";\n".join(rel.sql) + ";"],
+    )
+    con.execute("DELETE FROM anon.policies WHERE name = ?", [policy.name])
+    con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
+                [policy.name, policy.to_toml(), policy.to_json()])
+    stats_cols = [c for c in rel.classes.columns if c.endswith("_value") or c.startswith("__distinct__")]
+    # the verified per-class frame is already in hand: insert from it rather than re-aggregating the release
+    con.register("__anon_classes_frame", _scannable(rel.classes))
+    ins = exp.insert(
+        exp.select(lit(rel.name), col(EC_ID), col(SIZE), _json_struct(policy.quasi), _json_struct(stats_cols))
+        .from_(exp.Table(this=ident("__anon_classes_frame"))),
+        exp.Table(this=ident("equivalence_classes"), db=ident(SCHEMA)),
+        columns=["release", "ec_id", "size", "qi_values", "stats"],
+    )
+    con.execute(render(ins))
+    con.unregister("__anon_classes_frame")
+    if ec_stats is not None and len(ec_stats):
+        _merge_ec_stats(con, rel.name, ec_stats)
+    directions = {**rel.info.get("metric_directions", {}), **METRIC_DIRECTIONS}
+    rows = [[rel.name, k, float(v), directions.get(k, "info")] for k, v in rel.metrics.items()]
+    if rows:   # one statement (executemany runs one per row)
+        con.execute("INSERT INTO anon.metrics VALUES " + ", ".join(["(?, ?, ?, ?)"] * len(rows)),
+                    [v for row in rows for v in row])
+    con.execute("DELETE FROM anon.search_trace WHERE release = ?", [rel.name])
+    if trace:
+        import pyarrow as pa
+
+        # an Arrow table of the columns (a pandas frame cost twice as much to build and register; issue 17.1)
+        frame = pa.table({
+            "release": [rel.name] * len(trace), "step": [int(t.get("step", i)) for i, t in enumerate(trace)],
+            "node": [json.dumps(t.get("node"), default=str) for t in trace],
+            **{c: _column([t.get(c) for t in trace]) for c in ("event", "violations", "distinct_rows", "feasible",
+                                                               "score")}})
+        con.register("__anon_trace_frame", frame)
+        con.execute("INSERT INTO anon.search_trace SELECT release, step, node, event, violations, distinct_rows, "
+                    "feasible, score FROM __anon_trace_frame")
+        con.unregister("__anon_trace_frame")
+
+
+def _scannable(frame: pd.DataFrame) -> Any:
+    """The classes frame as DuckDB scans it fastest: an Arrow table when every column is text, categorical, boolean
+    or numeric (a third of the cost of scanning the pandas frame; issue 17.1), else the frame itself (dates, mixed
+    objects, categories of numbers: converted by DuckDB's pandas scan as before)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    simple = all(isinstance(t, pd.StringDtype) or t.kind in "biuf"
+                 or (isinstance(t, pd.CategoricalDtype) and isinstance(t.categories.dtype, pd.StringDtype))
+                 for t in frame.dtypes)
+    if not simple or not frame.columns.is_unique:
+        return frame
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return frame
+
+
+def _column(values: list[Any]) -> Any:
+    """One trace column as an Arrow array: its own type, or text when the values mix types (NULLs aside)."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+
+
+def record_failure(con: duckdb.DuckDBPyConnection, policy: Any, source_label: str, records: int,
+                   message: str) -> None:
+    """A ``failed`` row in anon.releases (after the release's rollback); best effort: never masks the failure."""
+    try:
+        con.execute(
+            "INSERT INTO anon.releases (release, policy, method, source, records_in, status, message, policy_json) "
+            "VALUES (?, ?, ?, ?, ?, 'failed', ?, ?)",
+            [policy.name, policy.name, policy.method, source_label, records, message, policy.to_json()])
+    except duckdb.Error:
+        pass
+
+
+def _json_struct(columns: list[str], table_alias: str | None = None) -> exp.Expression:
+    fields = [exp.PropertyEQ(this=exp.Literal.string(c), expression=col(c, table_alias)) for c in columns]
+    if not fields:   # an empty struct literal `{}` parses only from DuckDB 2.0 on
+        return exp.Cast(this=lit("{}"), to=dtype("JSON"))
+    return exp.Anonymous(this="to_json", expressions=[exp.Struct(expressions=fields)])
+
+
+def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.DataFrame) -> None:
+    """Merge a method's own per-class statistics (``plan.ec_stats``: ec_id + flat columns, e.g. adaptive's
+    Simpson D/E and levels) into the JSON ``stats`` of ``anon.equivalence_classes``."""
+    con.register("__anon_ec_stats", frame)
+    merged = exp.Anonymous(this="json_merge_patch", expressions=[
+        col("stats", "e"), _json_struct([c for c in frame.columns if c != EC_ID], "x")])
+    on = exp.and_(exp.EQ(this=col(EC_ID, "e"), expression=col(EC_ID, "x")),
+                  exp.EQ(this=col("release", "e"), expression=lit(release)))
+    upd = exp.Update(this=exp.Table(this=ident("equivalence_classes"), db=ident(SCHEMA),
+                                    alias=exp.TableAlias(this=ident("e"))),
+                     expressions=[exp.EQ(this=col("stats"),
+                                         expression=exp.Cast(this=merged, to=dtype("VARCHAR")))],
+                     from_=exp.From(this=exp.Table(this=ident("__anon_ec_stats"),
+                                                   alias=exp.TableAlias(this=ident("x")))),
+                     where=exp.Where(this=on))
+    con.execute(render(upd))
+    con.unregister("__anon_ec_stats")
+
+
+__all__ = ["install", "store_taxonomy", "load_taxonomy", "taxonomy_names", "releases", "recorded_release",
+           "released_names", "store_vulnerability", "load_vulnerability", "record_release", "record_failure", "lit"]

@@ -1,0 +1,4 @@
+"""``python -m anon_sql.cli``: the ``anon-sql`` command."""
+from .main import main
+
+main()

@@ -1,0 +1,84 @@
+"""``anon-sql demo``: the one-command tour — load built-in data, release it under a policy, print the evidence."""
+from __future__ import annotations
+
+from importlib import resources
+from typing import Callable
+
+import duckdb
+from sqlglot import exp
+
+from ..catalog import store as catalog
+from ..methods import REGISTRY, load_all
+from ..policy.model import Policy
+from ..runner.run import release
+from ..data.source import file_relation
+from ..errors import ReleaseExistsError
+from ..catalog.ownership import claim_release_name, existing
+from ..common.sqlbuild import ident, lit, render
+from ..common.wording import counted
+
+
+def demo_policy() -> Policy:
+    """The built-in demo policy (anon_sql/examples/adult_demo.toml)."""
+    text = resources.files("anon_sql.examples").joinpath("adult_demo.toml").read_text(encoding="utf-8")
+    return Policy.from_toml(text)
+
+
+DEMO_MARK = "anon_sql demo data: `anon-sql demo` may replace this table"
+
+
+def load_demo_data(con: duckdb.DuckDBPyConnection, table: str = "adult_sample") -> None:
+    """Create ``table`` from the packaged 3,000-row Adult sample, marked by a table comment as the demo's own; a table
+    of that name the demo did not create is never replaced (:class:`ReleaseExistsError`)."""
+    _refuse_foreign(con, table)
+    path = resources.files("anon_sql.examples").joinpath("adult_sample.csv")
+    name = exp.Table(this=ident(table))
+    with resources.as_file(path) as real:
+        query = exp.select("*").from_(file_relation(str(real)))
+        con.execute(render(exp.Create(this=name, kind="TABLE", replace=True, expression=query)))
+    con.execute(render(exp.Comment(this=name.copy(), kind="TABLE", expression=lit(DEMO_MARK))))
+
+
+def _refuse_foreign(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    found = existing(con, [table]).get(table.lower())
+    if found is None:
+        return
+    comment = con.execute("SELECT comment FROM duckdb_tables() WHERE database_name = current_database() AND "
+                          "schema_name = current_schema() AND table_name = ?", [found[0]]).fetchall()
+    if found[0] != table or not comment or comment[0][0] != DEMO_MARK:
+        raise ReleaseExistsError(
+            f"this database already has a {found[1]} named {found[0]!r} that the demo did not create; the demo never "
+            "overwrites your tables: run it on another --db file, or without --db (in memory)")
+
+
+def run_demo(con: duckdb.DuckDBPyConnection, echo: Callable[[str], None] = print) -> None:
+    """Run the tour on ``con`` and print each step."""
+    policy = demo_policy()
+    load_all()
+    if policy.method not in REGISTRY:
+        policy = policy.replace(method="levels")
+    try:   # before anything is written: the demo replaces only its own release
+        claim_release_name(con, policy.name, replace=True)
+    except ReleaseExistsError as err:
+        raise ReleaseExistsError(f"{err} (the demo's release is named {policy.name!r}: run the demo on another --db "
+                                 "file, or without --db)") from None
+    load_demo_data(con, policy.source)
+    catalog.install(con)
+    n = con.execute("SELECT count(*) FROM adult_sample").fetchall()[0][0]
+    echo(f"== source: adult_sample ({counted(n, 'record')}, built-in sample of UCI Adult)")
+    echo(f"== policy: {policy.name} — method {policy.method}, quasi-identifiers {policy.quasi}, "
+         f"sensitive {policy.sensitive}, k = {policy.privacy.k}, l = {policy.privacy.l_diversity}, "
+         f"max_suppression = {policy.privacy.max_suppression}")
+    rel = release(con, policy, replace=True)
+    echo(f"== plan: {rel.plan}")
+    echo(f"== release {rel.name}: {rel.records_in} in, {rel.records_out} released, {rel.suppressed} suppressed, "
+         f"{counted(len(rel.classes), 'equivalence class')}")
+    head = con.execute(render(exp.select("*").from_(exp.Table(this=ident(rel.name))).limit(8))).df()
+    echo(head.to_string(index=False))
+    echo("== checks (SQL over the released table):")
+    echo(rel.checks.to_string(index=False))
+    echo("== metrics:")
+    for k, v in rel.metrics.items():
+        echo(f"  {k:22s} {v:.6g}")
+    verdict = "VERIFIED" if rel.passed else "NOT VERIFIED"
+    echo(f"== {verdict}: query it with plain SQL, e.g. SELECT * FROM {rel.name} WHERE ec_id = 1")

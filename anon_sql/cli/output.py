@@ -1,0 +1,208 @@
+"""What every CLI command shares for its output: ``--json`` (a machine-readable result on stdout, one mechanism for
+all commands) and the progress line on stderr that the methods' real progress drives.
+
+A command adopts ``--json`` with the :func:`json_option` decorator and hands over its result by returning it or
+with :func:`set_result` (before a ``sys.exit``, e.g. a failed check: the JSON is still written). In JSON mode the
+human-readable text goes to stderr, so stdout holds exactly one JSON document."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import numbers
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence, TextIO
+
+import click
+
+_RESULT = "anon_sql.runner.result"
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON data from results: DataFrames as records, Releases as their report, numpy scalars, NaN → null."""
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):               # a pandas DataFrame
+        return jsonable(json.loads(value.to_json(orient="records", default_handler=str)))
+    if type(value).__name__ == "Release" and hasattr(value, "checks"):
+        from ..report.build import from_release
+
+        return jsonable(from_release(value))
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):                       # numpy scalar
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def rows_text(rows: Sequence[dict[str, Any]] | Sequence[Sequence[Any]], columns: Sequence[str] | None = None,
+              elided_at: int | None = None) -> str:
+    """Rows as an aligned text table — numbers right-aligned, as pandas prints them, but without importing pandas
+    (``anon-sql check`` must start at once). The one table printer of the CLI: ``check`` passes dicts with the same
+    keys; ``run`` / ``shell`` pass a query's ``columns`` and rows as tuples in that order, with ``elided_at``: the
+    row index where a long result's middle was left out (a ``...`` line there)."""
+    keys = [str(c) for c in columns] if columns is not None else list(rows[0]) if rows else []
+    if not keys:
+        return "(no rows)"
+    values = [list(r.values()) if isinstance(r, dict) else list(r) for r in rows]
+    cells = [[_cell(v) for v in r] for r in values]
+    numeric = [all(_number(r[i]) or r[i] is None for r in values) for i in range(len(keys))]
+    if elided_at is not None:
+        cells.insert(elided_at, ["..."] * len(keys))
+    widths = [max([len(k), *(len(c[i]) for c in cells)]) for i, k in enumerate(keys)]
+    line = lambda values: " ".join(v.rjust(w) if n else v.ljust(w)  # noqa: E731
+                                   for v, w, n in zip(values, widths, numeric)).rstrip()
+    return "\n".join([line(keys), *(line(c) for c in cells)])
+
+
+def _number(value: Any) -> bool:
+    """A number (numpy scalars included), not a bool."""
+    return isinstance(value, numbers.Number) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+
+
+def _cell(value: Any) -> str:
+    """One table cell: floats with up to 6 significant digits, NULL as None, arrays as lists."""
+    if type(value).__name__ == "ndarray":            # a LIST value of a query result
+        value = value.tolist()
+    if isinstance(value, float):
+        return "NaN" if value != value else f"{value:.6g}"
+    return str(value)
+
+
+def set_result(value: Any) -> None:
+    """The command's machine-readable result (written by ``--json``; ignored otherwise)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[_RESULT] = value
+
+
+def write_json(value: Any, target: str = "-") -> None:
+    """One JSON document to stdout (``-``) or a file."""
+    text = json.dumps(jsonable(value), indent=2, allow_nan=False)
+    if target == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(target).write_text(text + "\n", encoding="utf-8")
+
+
+def json_option(fn: Callable) -> Callable:
+    """Add ``--json [FILE]`` to a click command: the result as JSON on stdout (or FILE; ``-`` is stdout)."""
+    @click.option("--json", "json_target", default=None, is_flag=False, flag_value="-", metavar="[FILE|-]",
+                  help="Write the result as JSON to stdout (or FILE); messages go to stderr.")
+    @functools.wraps(fn)
+    def wrapper(*args: Any, json_target: str | None = None, **kwargs: Any) -> Any:
+        if json_target is None:
+            return fn(*args, **kwargs)
+        ctx = click.get_current_context()
+        real_stdout = sys.stdout
+        try:
+            quiet = contextlib.redirect_stdout(sys.stderr) if json_target == "-" else contextlib.nullcontext()
+            with quiet:                     # stdout carries the JSON alone; a FILE target leaves stdout as it is
+                returned = fn(*args, **kwargs)
+            if returned is not None:
+                ctx.meta.setdefault(_RESULT, returned)
+        finally:
+            if _RESULT in ctx.meta:
+                with contextlib.redirect_stdout(real_stdout):
+                    write_json(ctx.meta[_RESULT], json_target)
+        return None
+    return wrapper
+
+
+class ProgressLine:
+    """The progress callback of a long command: ``label [stage i/n] message  done/total unit  ETA``, on stderr.
+
+    Stages are the runner's ("planning", ...); messages with counts (:class:`anon_sql.common.progress.Progress`) add
+    ``done/total`` and, when the total is known, an ETA from the rate so far. On a terminal the line is redrawn in
+    place; otherwise a line is printed per stage, per step of a short count (total <= 100, e.g. sweep runs)
+    and at most one per second for the rest — held back during the first ``HOLD`` seconds, so that a command that
+    fails early (bad input) prints its error alone: :meth:`fail` erases the line / drops what was held."""
+
+    HOLD = 2.0
+
+    def __init__(self, label: str, stages: Sequence[str] = (), stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.stages, self.clock = label, tuple(stages), clock
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.stage, self.t0, self.last = 0, clock(), -math.inf
+        self.series: tuple[str, float, int] | None = None      # (unit, time, done) where the counting started
+        self.width = 0
+        self.held: list[str] = []
+
+    def line(self, message: str) -> str:
+        now = self.clock()
+        head = self.label
+        if self.stages:
+            head += f" [{self.stage}/{len(self.stages)} {self.stages[max(self.stage - 1, 0)]}]"
+        text = f"{head} {message}" if message not in self.stages else head
+        done, total, unit = (getattr(message, "done", None), getattr(message, "total", None),
+                             getattr(message, "unit", ""))
+        if done is not None:
+            if self.series is None or self.series[0] != unit or done < self.series[2]:
+                self.series = (unit, now, done)
+            if total:
+                text += f"  {done}/{total} {unit} ({100 * done / total:.0f}%)"
+                _, t_start, d_start = self.series
+                if done > d_start and now > t_start:
+                    eta = (now - t_start) / (done - d_start) * (total - done)
+                    text += f"  ETA {eta:.0f}s"
+            else:
+                text += f"  {done} {unit}"
+        return text + f"  {now - self.t0:.1f}s"
+
+    def __call__(self, message: str) -> None:
+        if message in self.stages:
+            self.stage = self.stages.index(message) + 1
+        text = self.line(message)
+        now = self.clock()
+        if now - self.t0 < self.HOLD:
+            if message in self.stages or now - self.last >= 1.0 or 0 < (getattr(message, "total", 0) or 0) <= 100:
+                self.held.append(text)        # the newest state is what a terminal shows
+                self.last = now
+            return
+        self._release()
+        if self.tty:
+            pad = max(0, self.width - len(text))
+            self.stream.write("\r" + text + " " * pad)
+            self.width = len(text)
+        elif message in self.stages or now - self.last >= 1.0 or 0 < (getattr(message, "total", 0) or 0) <= 100:
+            self.stream.write(text + "\n")
+            self.last = now
+        self.stream.flush()
+
+    def _release(self) -> None:
+        """Write what was held back (a terminal: its newest line only)."""
+        if not self.held:
+            return
+        if self.tty:
+            self.stream.write("\r" + self.held[-1])
+            self.width = len(self.held[-1])
+        else:
+            self.stream.write("".join(line + "\n" for line in self.held))
+        self.held.clear()
+
+    def close(self) -> None:
+        """The command succeeded: write what was held back, end the terminal line."""
+        self._release()
+        if self.tty and self.width:
+            self.stream.write("\n")
+        self.stream.flush()
+
+    def fail(self) -> None:
+        """The command failed: drop what was held back and erase the terminal line, so the error stands alone
+        (lines already written after ``HOLD`` seconds of work stay: they tell how far it got)."""
+        self.held.clear()
+        if self.tty and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.width = 0
+        self.stream.flush()

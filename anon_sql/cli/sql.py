@@ -1,0 +1,170 @@
+"""``anon-sql run SCRIPT.sql`` and ``anon-sql shell``: SQL scripts and an interactive prompt that accept DuckDB SQL
+and the anonymized-view statements (:mod:`anon_sql.statements.script`); results of queries print as tables."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, TextIO
+
+import click
+
+from .errors import cli_errors, database
+from .output import json_option, rows_text, set_result
+from ..common.wording import counted
+from ..errors import AnonSQLError
+
+if TYPE_CHECKING:                # imported where used: `anon-sql run --help` loads no pandas or duckdb
+    import duckdb
+    import pandas as pd
+
+MAX_ROWS = 40
+HISTORY = "~/.anon_sql_history"
+HELP = """Statements end with ';' and may span lines. Besides DuckDB SQL:
+  CREATE [OR REPLACE] ANONYMIZED VIEW name WITH (k = 5, ...) AS SELECT quasi(col, taxonomy => 't'), ... FROM source;
+  REFRESH ANONYMIZED VIEW name [KEEP PLAN];    DROP ANONYMIZED VIEW [IF EXISTS] name;
+  SHOW ANONYMIZED VIEWS;    EXPLAIN ANONYMIZED VIEW name;    CHECK ANONYMIZED VIEW name;
+  EXPORT ANONYMIZED VIEW name TO 'file.parquet';
+.help  this text        .quit / .exit (or Ctrl-D)  leave"""
+
+
+def format_frame(frame: pd.DataFrame, max_rows: int = MAX_ROWS) -> str:
+    """A result as a plain table (:func:`anon_sql.cli.output.rows_text`) with a row count; the first and last
+    ``max_rows // 2`` rows of a longer one."""
+    n = len(frame)
+    if frame.columns.empty:
+        return f"({counted(n, 'row')})"
+    half = max_rows // 2
+    shown = frame if n <= max_rows else frame.iloc[list(range(half)) + list(range(n - half, n))]
+    rows = list(shown.itertuples(index=False, name=None))
+    text = rows_text(rows, list(frame.columns), elided_at=half if n > max_rows else None)
+    return f"{text}\n({counted(n, 'row')})"
+
+
+def echo_result(result) -> None:
+    """Print one statement's result: its message, then its rows."""
+    if result.message:
+        click.echo(result.message)
+    if result.frame is not None:
+        click.echo(format_frame(result.frame))
+
+
+def shown_and_recorded(con: duckdb.DuckDBPyConnection | None = None) -> Callable[[Any], None]:
+    """A statement-result callback that prints each result and keeps them all as the command's ``--json`` result
+    (one entry per statement that ran: kind, message, rows). With ``con``, the check program of each view created
+    or refreshed is compiled and cached, so that its first ``anon-sql check`` starts at once."""
+    results: list[dict] = []
+
+    def show(result) -> None:
+        echo_result(result)
+        if con is not None and result.kind in ("create", "refresh") and result.value is not None:
+            from ..audit.recheck import prepare_check
+
+            prepare_check(con, result.value.name)
+        results.append({"kind": result.kind, "message": result.message, "rows": result.frame})
+        set_result(results)
+    return show
+
+
+@click.command("run")
+@click.argument("script", type=click.File("r", encoding="utf-8"))
+@click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
+@json_option
+def run_cmd(script: TextIO, db: str | None) -> None:
+    """Run a SQL script (or - for stdin): DuckDB SQL and anonymized-view statements; stop at the first failure."""
+    from ..statements.script import execute
+
+    text = script.read()
+    with cli_errors(), database(db) as con:
+        execute(con, text, on_result=shown_and_recorded(con))
+
+
+@click.command("shell")
+@click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
+@click.option("--history", default=None,
+              help=f"History file (default: $ANON_SQL_HISTORY, else {HISTORY}).")
+@json_option
+def shell_cmd(db: str | None, history: str | None) -> None:
+    """Interactive SQL prompt with history; accepts DuckDB SQL and the anonymized-view statements.
+
+    With input piped in (not a terminal) it runs like `anon-sql run -`: no prompt, stop at the first failure.
+    With --json, the results of the session's statements (kind, message, rows) are written as JSON at the end."""
+    import duckdb
+
+    with cli_errors():
+        con = duckdb.connect(db or ":memory:")
+    interactive = sys.stdin.isatty()
+    if interactive:
+        _with_history(history)
+        click.echo(f"anon-sql shell on {db or 'an in-memory database'}; .help for help, .quit to leave")
+    sys.exit(_loop(con, interactive))
+
+
+def _with_history(path: str | None) -> None:
+    """Line editing and a persistent history through the standard library's readline (where it exists)."""
+    try:
+        import atexit
+        import readline
+    except ImportError:    # pragma: no cover - Windows without pyreadline
+        return
+    file = Path(os.path.expanduser(path or os.environ.get("ANON_SQL_HISTORY") or HISTORY))
+    try:
+        readline.read_history_file(file)
+    except OSError:
+        pass
+    readline.set_history_length(1000)
+    atexit.register(_save_history, readline, file)
+
+
+def _save_history(readline, file: Path) -> None:
+    try:
+        readline.write_history_file(file)
+    except OSError as err:
+        click.echo(f"warning: cannot write the shell history to {file}: {err}", err=True)
+
+
+def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
+    """Read statements until EOF or .quit; returns the exit code."""
+    from ..statements.script import Session, is_complete
+
+    session = Session(con)
+    show = shown_and_recorded(con)
+
+    lines: list[str] = []
+    while True:
+        try:
+            line = input(("anon> " if not lines else "  ...> ") if interactive else "")
+        except EOFError:
+            line = None
+        except KeyboardInterrupt:
+            click.echo("^C")
+            lines = []
+            continue
+        if line is None and not any(x.strip() for x in lines):
+            if interactive:
+                click.echo("")
+            return 0
+        if line is not None and not lines and line.strip().startswith("."):
+            command = line.strip().split()[0]
+            if command in (".quit", ".exit"):
+                return 0
+            click.echo(HELP if command == ".help" else f"unknown command {command}; .help lists what there is",
+                       err=command != ".help")
+            continue
+        if line is not None:
+            lines.append(line)
+            if not is_complete("\n".join(lines)):
+                continue
+        text, lines = "\n".join(lines), []
+        try:
+            session.run_script(text, on_result=show)
+        except AnonSQLError as err:
+            click.echo(f"error: {err}", err=True)
+            if not interactive:
+                return err.exit_code
+        except KeyboardInterrupt:    # the statement rolled back (each runs in a transaction); the session goes on
+            click.echo("interrupted", err=True)
+            if not interactive:
+                return 1
+        if line is None:
+            return 0

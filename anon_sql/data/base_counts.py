@@ -1,0 +1,126 @@
+"""The source aggregated once: distinct (quasi-identifier, sensitive) combinations with their record counts.
+
+Level plans generalize these counts, never the rows, and taxonomy coverage reads per-column counts from them, so a
+DuckDB level release scans the source once for planning and once to write the released rows.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from sqlglot import exp
+
+from ..common.sqlbuild import alias, col, dtype, ident, record_count, render
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+WEIGHT = "__w"
+SUFFIX = "__base"
+
+
+def keys(policy: Any) -> list[str]:
+    """Grouping columns: the quasi-identifiers, then the sensitive attributes that are not also quasi."""
+    return [*policy.quasi, *[s for s in policy.sensitive if s not in policy.quasi]]
+
+
+def query(policy: Any, relation: exp.Expression) -> exp.Select:
+    """``SELECT keys, SUM(weight) AS __w FROM relation GROUP BY keys``."""
+    cols = [col(c) for c in keys(policy)]
+    total = record_count(policy.count_column)
+    return (exp.select(*cols, alias(total, WEIGHT))
+            .from_(relation.copy()).group_by(*[c.copy() for c in cols]))
+
+
+def temp_table(release_name: str) -> exp.Table:
+    """The session-temporary table that holds a release's base counts (``temp.main."<release>__base"``)."""
+    return exp.Table(this=ident(release_name + SUFFIX), db=ident("main"), catalog=ident("temp"))
+
+
+def create(policy: Any, relation: exp.Expression, table: exp.Table) -> exp.Create:
+    """``CREATE OR REPLACE TEMP TABLE table AS <query>`` (DuckDB)."""
+    return exp.Create(this=table.copy(), kind="TABLE", replace=True, expression=query(policy, relation),
+                      properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+
+
+def drop(table: exp.Table) -> exp.Drop:
+    """``DROP TABLE IF EXISTS table``."""
+    return exp.Drop(tables=[table.copy()], kind="TABLE", exists=True)
+
+
+def total(counts: Callable[[str], pd.DataFrame], policy: Any) -> int:
+    """The records the base counts hold (the source's records: the count column's sum, else its rows): the sum of
+    the first quasi-identifier's value counts, which partition the records — read by the one value-count query the
+    taxonomy coverage check makes anyway (``counts``: a :func:`reader`), not by a query of its own."""
+    return int(counts(policy.quasi[0])["n"].sum())
+
+
+_VALUE_COUNTS_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def _all_value_counts_sql(table: exp.Table, columns: list[str]) -> str:
+    """One aggregation with a grouping set per column (a single pass over the base table, one shuffle on Spark),
+    rendered once per (table, columns): a warm release of the same policy reuses the text."""
+    key = (render(table), tuple(columns))
+    text = _VALUE_COUNTS_SQL.get(key)
+    if text is None:
+        texts = [alias(exp.Cast(this=col(c), to=dtype("VARCHAR")), f"__v{i}") for i, c in enumerate(columns)]
+        inner = exp.select(*texts, col(WEIGHT)).from_(table.copy())
+        n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
+        sets = exp.GroupingSets(expressions=[exp.Paren(this=col(f"__v{i}")) for i in range(len(columns))])
+        items = ([col(f"__v{i}") for i in range(len(columns))]
+                 + [alias(exp.Grouping(expressions=[col(f"__v{i}")]), f"__g{i}") for i in range(len(columns))]
+                 + [alias(n, "n")])
+        q = exp.select(*items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("t"))))
+        q.set("group", exp.Group(expressions=[sets]))
+        text = render(q)
+        if len(_VALUE_COUNTS_SQL) >= 256:
+            _VALUE_COUNTS_SQL.clear()
+        _VALUE_COUNTS_SQL[key] = text
+    return text
+
+
+def all_value_counts(con: Any, table: exp.Table, columns: list[str]) -> dict[str, pd.DataFrame]:
+    """:func:`value_counts` of several key columns in one aggregation (``GROUPING SETS``, one per column)."""
+    if not columns:
+        return {}
+    import numpy as np
+    import pandas as pd
+
+    # numpy arrays, not a DataFrame to slice eight times: pandas' overhead on these few hundred rows cost as much
+    # as the aggregation (issue 17.1)
+    result = con.execute(_all_value_counts_sql(table, columns))
+    if hasattr(result, "fetchnumpy"):
+        arrays = result.fetchnumpy()
+    else:                                   # Spark's result: a frame
+        frame = result.df()
+        arrays = {c: frame[c].to_numpy(dtype=object) if c.startswith("__v") else frame[c].to_numpy()
+                  for c in frame.columns}
+    n = np.asarray(arrays["n"])
+    out = {}
+    for i, column in enumerate(columns):   # each grouping set's rows: those grouped by that column alone
+        rows = np.asarray(arrays[f"__g{i}"]).astype(int) == 0
+        values = np.ma.getdata(arrays[f"__v{i}"]).astype(object)
+        values[np.ma.getmaskarray(arrays[f"__v{i}"])] = np.nan      # NULL, as a fetched frame has it
+        out[column] = pd.DataFrame({"v": values[rows], "n": n[rows]})
+    return out
+
+
+def value_counts(con: Any, table: exp.Table, column: str) -> pd.DataFrame:
+    """Per-value record counts of one key column (as text, like the taxonomy leaves), read from the base table."""
+    v = exp.Cast(this=col(column), to=dtype("VARCHAR"))
+    n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
+    q = (exp.select(alias(v, "v"), alias(n, "n"))
+         .from_(table.copy()).group_by(v.copy()))
+    return con.execute(render(q)).df()
+
+
+def reader(con: Any, policy: Any, table: exp.Table) -> Callable[[str], pd.DataFrame]:
+    """Per-column value counts read from the base table: every quasi-identifier's in one query, on first use."""
+    known: dict[str, Any] = {}
+
+    def counts(column: str) -> pd.DataFrame:
+        if not known and column in policy.quasi:
+            known.update(all_value_counts(con, table, list(policy.quasi)))
+        return known[column] if column in known else value_counts(con, table, column)
+    return counts

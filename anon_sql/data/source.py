@@ -1,0 +1,261 @@
+"""Resolve a policy's source to a relation: a table or view of the database, a .csv/.parquet path, or a Python object
+the user holds (pandas / Polars DataFrame, pyarrow Table / Dataset, DuckDB relation), registered on the connection.
+
+Optional libraries (pandas, polars, pyarrow) are recognised by their type's module and name, never imported here:
+the CLI imports this module and must start fast."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+import duckdb
+from sqlglot import exp
+
+from ..errors import SourceError
+from ..common.sqlbuild import col, ident, lit, render
+
+FILE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
+ACCEPTED = ("a table or view name, a .csv/.tsv/.parquet path (str or pathlib.Path), a pandas or Polars DataFrame "
+            "(or Polars LazyFrame), a pyarrow Table / RecordBatch / Dataset, or a DuckDB relation")
+INPUT_NAME = "__anon_input"   # where an object source is registered when the caller names no place
+
+# (module prefix, class name) of every in-memory source DuckDB can scan, by kind
+_OBJECT_TYPES = {
+    "pandas": {("pandas", "DataFrame")},
+    "polars": {("polars", "DataFrame"), ("polars", "LazyFrame")},
+    "pyarrow": {("pyarrow", "Table"), ("pyarrow", "RecordBatch"), ("pyarrow", "Dataset")},
+    "relation": {("duckdb", "DuckDBPyRelation"), ("_duckdb", "DuckDBPyRelation")},   # module name differs by version
+}
+_ONE_SHOT = {("pyarrow", "RecordBatchReader")}
+
+
+@dataclass
+class Source:
+    """A readable relation: the sqlglot expression to select from, and its columns with DuckDB types."""
+
+    label: str
+    relation: exp.Expression
+    columns: list[str]
+    types: dict[str, str]
+
+    def select_all(self) -> exp.Select:
+        return exp.select("*").from_(self.relation.copy())
+
+
+def is_path(source: str) -> bool:
+    return Path(source).suffix.lower() in FILE_SUFFIXES or "/" in source
+
+
+def file_relation(path: str) -> exp.Expression:
+    """``read_csv(path, auto_detect = true)`` / ``read_parquet(path)`` as a table-valued function."""
+    suffix = Path(path).suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        call = exp.Anonymous(this="read_parquet", expressions=[lit(path)])
+    else:
+        call = exp.Anonymous(this="read_csv", expressions=[
+            lit(path), exp.EQ(this=exp.column("auto_detect"), expression=exp.true())])
+    return exp.Table(this=call)
+
+
+def table_relation(name: str) -> exp.Table:
+    """A (possibly schema-qualified, dot-separated) table name as a quoted table reference."""
+    parts = name.split(".") if "." in name and not Path(name).suffix else [name]
+    if len(parts) == 2:
+        return exp.Table(this=ident(parts[1]), db=ident(parts[0]))
+    return exp.Table(this=ident(name))
+
+
+_TABLE = "SELECT count(*) FROM duckdb_tables() WHERE table_name = $t AND ($s IS NULL OR schema_name = $s)"
+_VIEW = ("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND view_name = $t "
+         "AND ($s IS NULL OR schema_name = $s)")
+
+
+def relation_exists(con: duckdb.DuckDBPyConnection, name: str | exp.Table) -> bool:
+    """Is ``name`` (or ``schema.name``, or a table reference) a table or view? Tables first, views only when it is
+    none: duckdb_tables() and the non-internal duckdb_views() hold the rows of information_schema.tables, and a
+    table answers at half its cost (it is asked on every metrics call)."""
+    if isinstance(name, exp.Table):
+        schema, tbl = name.db or None, name.name
+    else:
+        parts = name.split(".", 1) if "." in name else [None, name]
+        schema, tbl = parts if len(parts) == 2 else (None, parts[0])
+    args = {"t": tbl, "s": schema}
+    return bool(con.execute(_TABLE, args).fetchall()[0][0] or con.execute(_VIEW, args).fetchall()[0][0])
+
+
+def _type_names(obj: Any) -> set[tuple[str, str]]:
+    """(top-level module, class name) of the object's type and its bases."""
+    return {(c.__module__.split(".")[0], c.__name__) for c in type(obj).__mro__}
+
+
+def object_kind(obj: Any) -> str | None:
+    """'pandas', 'polars', 'pyarrow' or 'relation' for an in-memory source DuckDB can scan, else None."""
+    names = _type_names(obj)
+    return next((kind for kind, types in _OBJECT_TYPES.items() if names & types), None)
+
+
+def _type_label(obj: Any) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def register(con: duckdb.DuckDBPyConnection, obj: Any, name: str = INPUT_NAME) -> str:
+    """Register an in-memory source on the connection as the temporary view ``name`` and return ``name``.
+
+    DuckDB scans the object in place (no copy through Python rows). A DuckDB relation of another connection cannot
+    be scanned across connections: it is read once into an Arrow table (by DuckDB) and that is registered.
+    Anything else, or a one-shot stream, is a :class:`SourceError` naming the type and what is accepted."""
+    kind = object_kind(obj)
+    if kind is None:
+        if _type_names(obj) & _ONE_SHOT:
+            raise SourceError(f"source of type {_type_label(obj)} can be read only once, and a release reads its "
+                              "source several times: pass reader.read_all() (a pyarrow Table) instead")
+        raise SourceError(f"source of type {_type_label(obj)} is not supported; pass {ACCEPTED}")
+    if ("pyarrow", "RecordBatch") in _type_names(obj):    # DuckDB < 2.0 scans tables, not single batches
+        import pyarrow as pa
+
+        obj = pa.Table.from_batches([obj])
+    try:
+        con.register(name, obj)
+        describe(con, exp.Table(this=ident(name)))
+    except duckdb.Error as err:
+        if kind != "relation":
+            unregister(con, name)
+            raise SourceError(f"cannot read the {kind} source: {err}") from None
+        try:   # a relation of another connection (or database): DuckDB reads it into Arrow, once
+            table = obj.to_arrow_table() if hasattr(obj, "to_arrow_table") else obj.arrow()
+        except duckdb.Error as err2:
+            unregister(con, name)
+            raise SourceError(f"cannot read the DuckDB relation passed as source (is its connection closed?): "
+                              f"{err2}") from None
+        con.register(name, table)
+    return name
+
+
+def unregister(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop what :func:`register` or :func:`temporary_table` created under ``name`` (no error when gone)."""
+    with contextlib.suppress(duckdb.Error):
+        con.unregister(name)
+    temp = exp.Table(this=ident(name), db=ident("main"), catalog=ident("temp"))
+    con.execute(render(exp.Drop(tables=[temp], kind="VIEW", exists=True)))
+
+
+_scratch = itertools.count(1)
+
+
+@contextlib.contextmanager
+def temporary_table(con: duckdb.DuckDBPyConnection, source: Any) -> Iterator[str]:
+    """A table name for any source, valid inside the ``with``: a table/view name as given; a path or a Python object
+    as a temporary view of a fresh name, dropped on exit."""
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if (isinstance(source, str) and not is_path(source)) or isinstance(source, exp.Table):
+        yield source   # a name, or a table reference (a release's working view)
+        return
+    name = f"{INPUT_NAME}_{next(_scratch)}"
+    if isinstance(source, str):
+        if not Path(source).exists():
+            raise SourceError(f"source file {source!r} does not exist")
+        view = exp.Create(this=exp.Table(this=ident(name)), kind="VIEW", replace=True,
+                          properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
+                          expression=exp.select("*").from_(file_relation(source)))
+        con.execute(render(view))
+    else:
+        register(con, source, name)
+    try:
+        yield name
+    finally:
+        unregister(con, name)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def accepts_sources(fn: F) -> F:
+    """Let ``fn(con, table, ...)``, written for a table name, take any source (path, DataFrame, Arrow, relation)."""
+    @functools.wraps(fn)
+    def wrapper(con, table=None, *args, **kwargs):
+        with temporary_table(con, table) as name:
+            return fn(con, name, *args, **kwargs)
+    return wrapper  # type: ignore[return-value]
+
+
+def describe(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> list[tuple]:
+    """DuckDB's DESCRIBE of a relation: one (name, type, ...) row per column."""
+    return con.execute(render(exp.Describe(this=exp.select("*").from_(relation.copy())))).fetchall()
+
+
+def resolve(con: duckdb.DuckDBPyConnection, source: Any, label: str | None = None) -> Source:
+    """Find the source and read its columns; raise :class:`SourceError` naming what exists when it is not found.
+
+    ``source``: see :data:`ACCEPTED`. A Python object is registered on the connection as the temporary view
+    ``label`` (default :data:`INPUT_NAME`); it stays registered, since the release's views read it."""
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if isinstance(source, exp.Table):      # a reference the product made (a release's working view)
+        relation = source.copy()
+        label = render(source)
+    elif not isinstance(source, str):
+        name = register(con, source, label or INPUT_NAME)
+        relation: exp.Expression = exp.Table(this=ident(name))
+        label = name
+    elif not source.strip():
+        raise SourceError(f"source is an empty name; pass {ACCEPTED}")
+    elif is_path(source):
+        if not Path(source).exists():
+            raise SourceError(f"source file {source!r} does not exist")
+        relation = file_relation(source)
+        label = source
+    else:
+        if not relation_exists(con, source):
+            tables = [r[0] for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema <> 'anon' ORDER BY 1"
+            ).fetchall()]
+            raise SourceError(
+                f"source {source!r} is not a table or view of the database (found: {tables[:20]}); "
+                "load it first, or give a .csv/.parquet path"
+            )
+        relation = table_relation(source)
+        label = source
+    try:
+        described = describe(con, relation)
+    except duckdb.Error as err:
+        raise SourceError(f"cannot read source {label!r}: {err}") from None
+    columns = [r[0] for r in described]
+    types = {r[0]: r[1] for r in described}
+    return Source(label, relation, columns, types)
+
+
+_INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "UHUGEINT")
+
+
+def check_count_column(con: duckdb.DuckDBPyConnection, src: Source, column: str) -> None:
+    """A count column says how many records each row stands for: a whole number >= 1 on every row. NULL, zero,
+    negative or fractional counts (or a non-numeric column) are refused with the number of offending rows and the
+    smallest value (a row standing for no record would still release its values)."""
+    kind = src.types.get(column, "").upper()
+    numeric = kind in _INTEGER or kind.startswith(("DECIMAL", "DOUBLE", "FLOAT", "REAL"))
+    if not numeric:
+        raise SourceError(f"count_column {column!r} of {src.label!r} has type {kind or 'unknown'}: it must hold whole "
+                          f"numbers of records (an integer column); cast it, e.g. CAST({column} AS BIGINT) in a view")
+    c = col(column)
+    bad = {
+        "NULL": exp.Is(this=c.copy(), expression=exp.null()),
+        "zero": exp.EQ(this=c.copy(), expression=lit(0)),
+        "negative": exp.LT(this=c.copy(), expression=lit(0)),
+        "fractional": exp.NEQ(this=c.copy(), expression=exp.Floor(this=c.copy())),
+    }
+    items = [exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=cond)) for cond in bad.values()]
+    items.append(exp.Min(this=c.copy()))
+    counts = con.execute(render(exp.select(*items).from_(src.relation.copy()))).fetchall()[0]
+    found = [f"{n} {what}" for what, n in zip(bad, counts[:len(bad)]) if n]
+    if found:
+        raise SourceError(f"count_column {column!r} of {src.label!r} must hold a whole number >= 1 of records on "
+                          f"every row, but {', '.join(found)} row(s) do not (smallest value: {counts[len(bad)]}); fix "
+                          f"those rows, or release a view that filters them (e.g. WHERE {column} >= 1)")

@@ -1,0 +1,636 @@
+"""The policy schema: every key of every policy section, its type, range, default and meaning — declared once.
+
+Everything that reads a policy checks it here (``Policy(...)``, ``Policy.from_dict`` / ``from_toml`` / ``from_sql``,
+the SQL form's ``WITH (...)`` options and role functions), and the reference tables of docs/policy.md are generated
+from it (anon_sql/policy/docs.py: ``python -m anon_sql.schema_docs --write docs/policy.md``; a test fails when the
+file differs), so what is documented is exactly what is accepted.
+
+An unknown key is a :class:`PolicyError` naming the key and its section, with the closest known key (difflib):
+``unknown key `l_diversty` in [privacy]: did you mean `l_diversity`?``. Types are strict: a bool is not an integer,
+text is never coerced to a number (``l = "2"`` is refused).
+
+Adding a key is one declaration:
+
+* a privacy model: one ``key(...)`` in :data:`PRIVACY`, e.g. ``key("beta_likeness", table(BETA_LIKENESS), "...")``
+  with its table's keys in ``BETA_LIKENESS = section("privacy.beta_likeness", key("beta", number(gt=0), "..."), ...)``
+  (a model of a sensitive attribute is then in :data:`SENSITIVE_MODELS` by itself); a new choice of an existing key
+  is one more name in its ``choice(...)`` (e.g. ``"hierarchical"`` in :data:`T_DISTANCES`);
+* a method parameter: one ``key(...)`` in the method class's ``parameters`` tuple (anon_sql/methods/*.py); the
+  registry collects them (:func:`anon_sql.methods.method_parameters`);
+* a search objective: its name in ``anon_sql.policy.objectives.OBJECTIVES`` (the ``objective`` choice reads that table);
+* a metric parameter: one ``key(...)`` in :data:`METRICS`;
+* an attribute option: one ``key(...)`` in its role's section of :data:`ATTRIBUTE` (e.g. a sensitive attribute's
+  ``taxonomy`` for hierarchical t-closeness); an inline taxonomy kind: one section in :data:`TAXONOMY`.
+
+Then run ``python -m anon_sql.policy.docs --write docs/policy.md``.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from ..errors import PolicyError
+
+REQUIRED = object()   # default of a key that must be given
+
+
+# -- value types ---------------------------------------------------------------------------------------------------
+class ValueType:
+    """A value's type and range: :meth:`check` raises a PolicyError naming ``path``; :meth:`describe` is for humans."""
+
+    def check(self, value: Any, path: str) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def accepts(self, value: Any) -> bool:
+        try:
+            self.check(value, "")
+        except PolicyError:
+            return False
+        return True
+
+    def fail(self, value: Any, path: str) -> PolicyError:
+        return PolicyError(f"{path} must be {self.describe()}, got {value!r}{_kind_of(value)}")
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return " (a boolean)"
+    if isinstance(value, str):
+        return " (text)"
+    return ""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and not (isinstance(v, float) and math.isnan(v))
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
+@dataclass(frozen=True)
+class Number(ValueType):
+    """A number (integer if ``integer``) within optional bounds; ``ge``/``gt``/``le``/``lt`` as in the maths."""
+
+    integer: bool = False
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+    def check(self, value: Any, path: str) -> None:
+        ok = _is_int(value) if self.integer else _is_number(value)
+        if ok and not math.isinf(value):
+            ok = ((self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
+                  and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt))
+        if not ok:
+            raise self.fail(value, path)
+
+    def describe(self) -> str:
+        what = "an integer" if self.integer else "a number"
+        low = (self.ge, "[") if self.ge is not None else (self.gt, "(") if self.gt is not None else None
+        high = (self.le, "]") if self.le is not None else (self.lt, ")") if self.lt is not None else None
+        if low and high:
+            return f"{what} in {low[1]}{_fmt(low[0])}, {_fmt(high[0])}{high[1]}"
+        if low:
+            return f"{what} {'>=' if low[1] == '[' else '>'} {_fmt(low[0])}"
+        if high:
+            return f"{what} {'<=' if high[1] == ']' else '<'} {_fmt(high[0])}"
+        return what
+
+
+def integer(**bounds: float) -> Number:
+    return Number(integer=True, **bounds)
+
+
+def number(**bounds: float) -> Number:
+    return Number(**bounds)
+
+
+@dataclass(frozen=True)
+class Text(ValueType):
+    """Non-empty text (any text if ``empty``)."""
+
+    empty: bool = False
+    what: str = "text"
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, str) or (not self.empty and not value.strip()):
+            raise self.fail(value, path)
+
+    def describe(self) -> str:
+        return self.what if self.empty else f"non-empty {self.what}"
+
+
+@dataclass(frozen=True)
+class Choice(ValueType):
+    """One of a fixed list of names (or of a list computed on use, for registries that grow)."""
+
+    names: tuple[str, ...] | Callable[[], Iterable[str]]
+    noun: str = ""    # "method": the error reads "unknown method 'x'" (else "<path> must be one of ...")
+
+    def options(self) -> list[str]:
+        return list(self.names() if callable(self.names) else self.names)
+
+    def check(self, value: Any, path: str) -> None:
+        options = self.options()
+        if not isinstance(value, str) or value not in options:
+            close = closest(value, options) if isinstance(value, str) else None
+            if self.noun:
+                hint = f": did you mean {close!r}?" if close else ""
+                raise PolicyError(f"unknown {self.noun} {value!r}{hint} ({path} is one of {', '.join(options)})")
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise PolicyError(f"{path} must be one of {options}, got {value!r}{hint}")
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(f"`{n}`" for n in self.options())
+
+
+def choice(*names: str) -> Choice:
+    return Choice(tuple(names))
+
+
+@dataclass(frozen=True)
+class Boolean(ValueType):
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, bool):
+            raise self.fail(value, path)
+
+    def describe(self) -> str:
+        return "true or false"
+
+
+@dataclass(frozen=True)
+class Scalar(ValueType):
+    """Any text, number or boolean (a data value)."""
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, (str, int, float)):
+            raise self.fail(value, path)
+
+    def describe(self) -> str:
+        return "a value (text, number or boolean)"
+
+
+@dataclass(frozen=True)
+class AnyTable(ValueType):
+    """A table checked elsewhere (``[method_params]``: against the chosen method's own section)."""
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, Mapping):
+            raise self.fail(value, path)
+
+    def describe(self) -> str:
+        return "a table"
+
+
+@dataclass(frozen=True)
+class ListOf(ValueType):
+    item: ValueType
+    min_len: int = 0
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, (list, tuple)) or len(value) < self.min_len:
+            raise self.fail(value, path)
+        for i, v in enumerate(value):
+            self.item.check(v, f"{path}[{i}]")
+
+    def describe(self) -> str:
+        size = {0: "a list", 1: "a non-empty list"}.get(self.min_len, f"a list of at least {self.min_len}")
+        return f"{size}, each {self.item.describe()}"
+
+
+@dataclass(frozen=True)
+class MapOf(ValueType):
+    """A table whose keys are free (attribute names, categories, leaves); every value of ``value`` type."""
+
+    value: ValueType
+    what: str = "name"
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, Mapping):
+            raise self.fail(value, path)
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise PolicyError(f"{path}: key {k!r} must be text")
+            self.value.check(v, f"{path}.{k}")
+
+    def describe(self) -> str:
+        return f"a table {{ {self.what} = {self.value.describe()} }}"
+
+
+@dataclass(frozen=True)
+class AnyOf(ValueType):
+    """The first of several types that accepts the value; the error lists them all."""
+
+    types: tuple[ValueType, ...]
+
+    def check(self, value: Any, path: str) -> None:
+        for t in self.types:
+            # a table that has the right shape reports its own (more precise) error
+            if isinstance(t, (Table, Tagged)) and isinstance(value, Mapping):
+                t.check(value, path)
+                return
+            if t.accepts(value):
+                return
+        raise self.fail(value, path)
+
+    def describe(self) -> str:
+        return " or ".join(t.describe() for t in self.types)
+
+
+def any_of(*types: ValueType) -> AnyOf:
+    return AnyOf(tuple(types))
+
+
+# -- sections: tables with known keys --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Key:
+    """One key of a section: its name, type, default (``REQUIRED`` when it must be given) and meaning."""
+
+    name: str
+    type: ValueType
+    doc: str
+    default: Any = None
+
+
+def key(name: str, type_: ValueType, doc: str, default: Any = None) -> Key:
+    return Key(name, type_, doc, default)
+
+
+@dataclass
+class Section:
+    """A table of known keys; ``title`` names it in messages and docs (``[privacy]``, ``[attributes.<column>]``)."""
+
+    title: str
+    keys: dict[str, Key]
+    doc: str = ""
+    rules: list[Callable[[Mapping[str, Any], str], None]] = field(default_factory=list)
+
+    def add(self, *keys: Key) -> "Section":
+        """Declare more keys (for code that extends the product; docs pick them up)."""
+        for k in keys:
+            self.keys[k.name] = k
+        return self
+
+    def check(self, d: Any, path: str | None = None, where: str | None = None) -> None:
+        """Refuse unknown keys (with the closest known one), missing required keys, and values of the wrong type.
+        ``path`` prefixes value names in messages (``privacy.k``); ``where`` names the section (default: title)."""
+        where = where or self.title
+        if not isinstance(d, Mapping):
+            raise PolicyError(f"{where} must be a table of keys ({', '.join(self.keys)}), got {d!r}")
+        for name in d:
+            if name not in self.keys:
+                raise unknown_key(name, where, self.keys)
+        for k in self.keys.values():
+            if k.default is REQUIRED and d.get(k.name) is None:
+                raise PolicyError(f"{where} needs `{k.name}` ({k.type.describe()}): {k.doc}")
+        for name, value in d.items():
+            if value is not None:
+                self.keys[name].type.check(value, f"{path}.{name}" if path else name)
+        for rule in self.rules:
+            rule(d, path or where)
+
+
+def section(title: str, *keys: Key, doc: str = "", rules: Iterable[Callable] = ()) -> Section:
+    return Section(title, {k.name: k for k in keys}, doc, list(rules))
+
+
+def closest(name: Any, known: Iterable[str]) -> str | None:
+    """The known name closest to ``name`` (difflib), if any is close enough to be a likely typo."""
+    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def unknown_key(name: Any, where: str, known: Iterable[str]) -> PolicyError:
+    """The error for an unknown key: names it and its section, suggests the closest known key."""
+    known = list(known)
+    close = closest(name, known)
+    hint = f": did you mean `{close}`?" if close else f"; known keys: {', '.join(known) or 'none'}"
+    return PolicyError(f"unknown key `{name}` in {where}{hint}")
+
+
+@dataclass(frozen=True)
+class Table(ValueType):
+    """A nested table checked against a section (an inline table such as ``theta = { mu = 0.6 }``)."""
+
+    section: Section
+    label: str = ""   # how docs name it ("see [privacy]"); default: its keys
+
+    def check(self, value: Any, path: str) -> None:
+        self.section.check(value, path, f"[{path}]" if path else None)
+
+    def describe(self) -> str:
+        return self.label or "a table { " + ", ".join(f"{k} = …" for k in self.section.keys) + " }"
+
+
+def table(s: Section, label: str = "") -> Table:
+    return Table(s, label)
+
+
+@dataclass(frozen=True)
+class Tagged(ValueType):
+    """A table whose ``tag`` key (``kind``, ``role``) chooses the section its other keys are checked against."""
+
+    tag: str
+    variants: dict[str, Section]
+    default: str | None = None
+    noun: str = "table"
+
+    def variant(self, value: Mapping, path: str) -> Section:
+        name = value.get(self.tag, self.default)
+        if name is None:
+            raise PolicyError(f"{path} needs `{self.tag}`: one of {list(self.variants)}")
+        Choice(tuple(self.variants)).check(name, f"{path}.{self.tag}")
+        return self.variants[name]
+
+    def check(self, value: Any, path: str, where: str | None = None) -> None:
+        if not isinstance(value, Mapping):
+            raise self.fail(value, path)
+        every = dict.fromkeys(k for s in self.variants.values() for k in s.keys)
+        for name in value:      # a key of no variant (a misspelled tag, too) is named before the variant is chosen
+            if name not in every:
+                raise unknown_key(name, where or f"[{path}]", every)
+        chosen = self.variant(value, path)
+        for name in value:
+            if name not in chosen.keys:
+                tag = value.get(self.tag, self.default)
+                owners = [n for n, s in self.variants.items() if name in s.keys]
+                raise PolicyError(f"{where or f'[{path}]'}: `{name}` does not apply to {self.tag} = {tag!r}, only to "
+                                  f"{self.tag} = {' | '.join(repr(o) for o in owners)}")
+        chosen.check(value, path, where or f"[{path}] ({self.tag} = {value.get(self.tag, self.default)!r})")
+
+    def describe(self) -> str:
+        return f"a {self.noun} with `{self.tag}` = " + " | ".join(f"`{n}`" for n in self.variants)
+
+
+# -- the policy's sections -------------------------------------------------------------------------------------------
+ROLES = ("identifier", "quasi", "sensitive", "insensitive")
+IDENTIFIER_ACTIONS = ("drop", "pseudonymize")
+L_KINDS = ("distinct", "entropy", "recursive", "slicing")
+T_DISTANCES = ("equal", "ordered", "hierarchical")
+TAXONOMY_KINDS = ("file", "interval", "mask", "date", "top", "mapping")
+
+
+def _one_of_keys(*names: str) -> Callable[[Mapping[str, Any], str], None]:
+    def rule(d: Mapping[str, Any], where: str) -> None:
+        given = [n for n in names if d.get(n) is not None]
+        if len(given) != 1:
+            raise PolicyError(f"{where} needs exactly one of {', '.join(f'`{n}`' for n in names)}"
+                              + (f" (got {', '.join(given)})" if given else ""))
+    return rule
+
+
+def _at_least_one_key(*names: str) -> Callable[[Mapping[str, Any], str], None]:
+    def rule(d: Mapping[str, Any], where: str) -> None:
+        if all(d.get(n) is None for n in names):
+            raise PolicyError(f"{where} needs at least one of {', '.join(f'`{n}`' for n in names)}")
+    return rule
+
+
+def _taxonomy_kind(kind: str, *keys: Key, doc: str = "", rules: Iterable[Callable] = ()) -> Section:
+    return section(f"taxonomy kind = \"{kind}\"", key("kind", choice(kind), "the builder", REQUIRED), *keys,
+                   doc=doc, rules=rules)
+
+
+_TOP_KEY = key("top", Boolean(), "add a `*` level above the last one when it is not already `*`", True)
+TAXONOMY = Tagged("kind", {
+    "interval": _taxonomy_kind(
+        "interval",
+        key("widths", ListOf(number(gt=0), 1), "one bin width per level (bins aligned at 0), e.g. [5, 10, 20]"),
+        key("bounds", ListOf(ListOf(number(), 2), 1),
+            "cut points per level, last exclusive, e.g. [[20, 35, 45, 65, 86], [20, 45, 86]]"),
+        _TOP_KEY, doc="numeric intervals: integer data `[20-24]`, other data `[20.5, 25.5)`",
+        rules=[_one_of_keys("widths", "bounds")]),
+    "mask": _taxonomy_kind("mask", key("levels", integer(ge=1), "characters masked at the top level "
+                                       "(default: the longest value's length)"),
+                           doc="level L replaces the last L characters by `*` (52003 → 5200* → …)"),
+    "date": _taxonomy_kind("date", doc="day → month → year → `*`"),
+    "top": _taxonomy_kind("top", doc="each value, then `*`"),
+    "mapping": _taxonomy_kind("mapping", key("mapping", MapOf(ListOf(Scalar()), "leaf"),
+                                             "leaf → [level1, level2, …], e.g. { Low = [\"Yes\"], No = [\"Any\"] }",
+                                             REQUIRED), _TOP_KEY, doc="an explicit tree"),
+    "file": _taxonomy_kind("file", key("path", Text(what="path"), "an ARX hierarchy CSV (`value;level1;…;*`)",
+                                       REQUIRED), doc="an ARX CSV file"),
+}, noun="inline taxonomy")
+
+_ROLE = key("role", choice(*ROLES), "the column's role", REQUIRED)
+ATTRIBUTE = Tagged("role", {
+    "identifier": section("[attributes.<column>] role = \"identifier\"", _ROLE,
+                          key("action", choice(*IDENTIFIER_ACTIONS),
+                              "`drop` the column, or `pseudonymize` it (HMAC-SHA256 keyed by `$ANON_SQL_KEY` or "
+                              "`key_file`; the key is never stored)", "drop"),
+                          key("key_file", Text(what="path"), "file holding the pseudonym key (with `pseudonymize`)"),
+                          doc="a direct identifier: never released as it is"),
+    "quasi": section("[attributes.<column>] role = \"quasi\"", _ROLE,
+                     key("taxonomy", any_of(Text(what="name or path"), TAXONOMY),
+                         "a catalog name (`anon-sql taxonomy load`), a built-in (`adult_age`, …), a path to an ARX "
+                         "CSV, or an inline taxonomy (below); full-domain methods need one"),
+                     key("iv", number(ge=0), "identity-vulnerability weight of this QI for the IV-weighted metrics"),
+                     doc="a quasi-identifier: generalized until every model holds"),
+    "sensitive": section("[attributes.<column>] role = \"sensitive\"", _ROLE,
+                         key("taxonomy", any_of(Text(what="name or path"), TAXONOMY),
+                             "the value hierarchy of hierarchical t-closeness (`distance = \"hierarchical\"`), "
+                             "given as for a quasi-identifier"),
+                         doc="released unchanged; the sensitive-attribute models protect it"),
+    "insensitive": section("[attributes.<column>] role = \"insensitive\"", _ROLE, doc="released unchanged"),
+}, noun="table")
+
+L_DIVERSITY = Tagged("kind", {
+    "distinct": section("privacy.l_diversity kind = \"distinct\"", key("kind", choice("distinct"), "", "distinct"),
+                        key("l", integer(ge=1), "distinct sensitive values per class", REQUIRED),
+                        doc="#distinct sensitive values >= l"),
+    "entropy": section("privacy.l_diversity kind = \"entropy\"", key("kind", choice("entropy"), "", REQUIRED),
+                       key("l", number(ge=1), "exp(entropy) per class", REQUIRED), doc="exp(−Σ p ln p) >= l"),
+    "recursive": section("privacy.l_diversity kind = \"recursive\"", key("kind", choice("recursive"), "", REQUIRED),
+                         key("c", number(gt=0), "the constant c", REQUIRED),
+                         key("l", integer(ge=1), "the rank l", REQUIRED), doc="r1 < c (r_l + r_{l+1} + …)"),
+    "slicing": section("privacy.l_diversity kind = \"slicing\"", key("kind", choice("slicing"), "", REQUIRED),
+                       key("l", number(ge=1), "bucket diversity (method `slicing` / `attribute_focused`)", REQUIRED),
+                       doc="l-diverse slicing: no sensitive value has probability > 1/l in a bucket"),
+}, default="distinct", noun="table")
+
+T_CLOSENESS = section("privacy.t_closeness",
+                      key("t", number(gt=0, le=1), "the largest distance allowed", REQUIRED),
+                      key("distance", choice(*T_DISTANCES), "ground distance: equal ½Σ|p−q|, ordered (for "
+                          "ordinal values), or hierarchical over the sensitive attribute's taxonomy (Li et al. 2007: "
+                          "Σ_N (level(N)/H)·min(pos, neg); a value outside the taxonomy fails)", "equal"))
+SIMPSON = section("privacy.simpson", key("diversity", number(ge=1), "D = 1/Σp² >= diversity"),
+                  key("evenness", number(ge=0, le=1), "E = D/#distinct >= evenness"),
+                  rules=[_at_least_one_key("diversity", "evenness")])
+THETA = section("privacy.theta", key("mu", number(gt=0, le=1), "σ² of the frequency-rank weights >= μ (m²−1)/12 "
+                                     "(the paper uses 0.5–0.9)", REQUIRED))
+P_SENSITIVE = section("privacy.p_sensitive",
+                      key("p", integer(ge=1), "distinct sensitive values (and categories with `plus`) per class",
+                          REQUIRED),
+                      key("categories", any_of(Text(what="path or table name"),
+                                               MapOf(any_of(ListOf(Scalar()), Scalar()), "category")),
+                          "category of each value: a CSV path (columns category,<value>), a table, or inline "
+                          "{ category = [values] }"),
+                      key("plus", Boolean(), "p+-sensitivity: also >= p distinct categories", False),
+                      key("alpha", number(ge=0), "(p, α)-sensitivity: category weights of a class sum to >= α"),
+                      key("weights", MapOf(number(), "category"), "weight per category (default (i−1)/(n−1))"))
+BETA_LIKENESS = section("privacy.beta_likeness",
+                        key("beta", number(gt=0), "(p − q)/q <= β for each value with p > q (q: its share of the "
+                            "table)", REQUIRED),
+                        key("kind", choice("basic", "enhanced"), "enhanced: <= min(β, −ln q)", "basic"))
+DELTA_DISCLOSURE = section("privacy.delta_disclosure",
+                           key("delta", number(gt=0), "|log(p/q)| < δ for each value in the class", REQUIRED),
+                           key("log", choice("e", "2"), "the logarithm's base (`\"2\"` as ARX)", "e"))
+def _delta_range(d: Mapping[str, Any], where: str) -> None:
+    lo, hi = d.get("delta_min", 0.0), d.get("delta_max", 1.0)
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
+        raise PolicyError(f"{where}: delta_min = {lo} is larger than delta_max = {hi}; no class can have "
+                          "delta_min <= δ <= delta_max: give delta_min <= delta_max")
+
+
+_POPULATION = key("population", Text(what="table, view or .csv/.parquet path"),
+                  "the population the source was sampled from: a table, view or file with (at least) every "
+                  "quasi-identifier column; the source must be a subset of it", REQUIRED)
+K_MAP = section("privacy.k_map",
+                key("k", integer(ge=1), "every released class matches >= k records of the population (records "
+                    "its released values cover; docs/assess.md)", REQUIRED), _POPULATION)
+DELTA_PRESENCE = section("privacy.delta_presence",
+                         key("delta_min", number(ge=0, le=1), "smallest δ = |class| / |population records matching "
+                             "it| allowed",
+                             0.0),
+                         key("delta_max", number(ge=0, le=1), "largest δ allowed", REQUIRED), _POPULATION,
+                         rules=[_delta_range])
+REQUIREMENT = section("[[privacy.requirements]]",
+                      key("quasi", ListOf(Text(), 1), "the quasi-identifier subset S", REQUIRED),
+                      key("k", integer(ge=1), "every group over S has >= k records", REQUIRED))
+
+PRIVACY = section(
+    "[privacy]",
+    key("k", integer(ge=1), "k-anonymity: every class has >= k records (without it, k = 1)"),
+    key("max_suppression", number(ge=0, le=1), "fraction of records that may be suppressed (removed, counted)", 0.0),
+    key("l_diversity", L_DIVERSITY, "l-diversity of each sensitive attribute"),
+    key("t_closeness", any_of(number(gt=0, le=1), table(T_CLOSENESS)),
+        "t-closeness: EMD between a class's and the table's sensitive distribution <= t"),
+    key("simpson", table(SIMPSON), "Simpson diversity D and evenness E per class"),
+    key("theta", table(THETA), "θ-sensitivity (seed 004)"),
+    key("p_sensitive", any_of(integer(ge=1), table(P_SENSITIVE)), "p-sensitive, p+-sensitive, (p, α)-sensitive "
+        "k-anonymity (an integer is { p = … })"),
+    key("alpha", number(gt=0, le=1), "(α, k)-anonymity (Wong et al. 2006): largest share of one sensitive value "
+        "in a class <= α"),
+    key("beta_likeness", table(BETA_LIKENESS), "β-likeness (Cao & Karras 2012)"),
+    key("delta_disclosure", any_of(number(gt=0), table(DELTA_DISCLOSURE)), "δ-disclosure privacy (Brickell & "
+        "Shmatikov 2008; a number is { delta = … })"),
+    key("k_map", table(K_MAP), "k-map (Sweeney 2002; ARX's KMap with a population table): each class matches "
+        ">= k population records"),
+    key("delta_presence", table(DELTA_PRESENCE), "δ-presence (Nergiz, Atzori & Clifton 2007): "
+        "delta_min <= |class| / |population records matching it| <= delta_max"),
+    key("requirements", ListOf(table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)"),
+)
+
+
+METRICS = section(
+    "[metrics]",
+    key("compute", any_of(choice("all", "default"), ListOf(Text())),
+        "metrics measured inside the release transaction and stored in `anon.metrics`: names, `\"all\"` or "
+        "`\"default\"`"),
+    key("risk_threshold", number(gt=0), "class size under which records count as at risk (default k)"),
+    key("reid_quasi", ListOf(Text()), "the QI subset an attacker knows, for `reid_probability` (default: all)"),
+    key("weights", MapOf(number(ge=0), "qi"), "per-QI weights of the weighted NCP"),
+    key("iv", any_of(choice("uniform", "forest"), MapOf(number(ge=0), "qi")),
+        "identity-vulnerability weights per QI, or how to get them (default: forest with a sensitive attribute)"),
+    key("iv_trees", integer(ge=1), "trees of the IV random forest", 20),
+    key("queries", integer(ge=1), "COUNT(*) queries of the `query_error` workload", 1000),
+    key("query_dims", ListOf(integer(ge=1), 1), "QIs per query (default [1, 2, 3] up to |QI|)"),
+    key("query_selectivity", ListOf(number(gt=0, le=1), 1), "selectivities of the workload"),
+    key("query_seed", integer(), "seed of the workload (default: the policy's seed)"),
+    key("recursive_l", integer(ge=1), "l of the recursive (c, l) summary (default: the policy's, else 2)"),
+    key("t_distance", choice(*T_DISTANCES), "ground distance of the t-closeness summary"),
+    key("silhouette_sample", integer(ge=1), "records sampled for the silhouette", 10_000),
+)
+
+
+#: the [privacy] keys whose models protect a sensitive attribute (a policy with one of them needs role = "sensitive")
+SENSITIVE_MODELS = tuple(k for k in PRIVACY.keys if k not in ("k", "max_suppression", "requirements", "k_map",
+                                                              "delta_presence"))
+#: the [privacy] keys whose models compare each class with a population table
+POPULATION_MODELS = ("k_map", "delta_presence")
+
+
+# The methods are a layer above the policy: anon_sql.methods registers its catalog here when it is imported. The
+# policy package never imports it by name (that would be a cycle: methods read these keys); the first lookup loads the
+# registry the way a plugin entry point is loaded, by its module name.
+_METHOD_CATALOG: dict[str, Callable[..., Any]] = {}
+METHODS_MODULE = "anon_sql.methods"
+
+
+def register_method_catalog(names: Callable[[], list[str]], parameters: Callable[[str], tuple]) -> None:
+    """Called by :mod:`anon_sql.methods`: how to list method names and read a method's ``[method_params]`` keys."""
+    _METHOD_CATALOG.update(names=names, parameters=parameters)
+
+
+def _method_catalog(what: str) -> Callable[..., Any]:
+    if what not in _METHOD_CATALOG:
+        importlib.import_module(METHODS_MODULE)   # registers the catalog (see register_method_catalog)
+    return _METHOD_CATALOG[what]
+
+
+def method_names() -> list[str]:
+    """Every method name (the methods' registry, loaded on first use)."""
+    return _method_catalog("names")()
+
+
+def method_parameters(name: str) -> tuple:
+    """The ``[method_params]`` keys of a method (its class's ``parameters``)."""
+    return _method_catalog("parameters")(name)
+
+
+TOP = section(
+    "the policy (top level)",
+    key("name", Text(), "the release table to create (any characters; quoted by sqlglot)", REQUIRED),
+    key("source", Text(), "table or view of the database, or a `.csv` / `.parquet` path (from Python, "
+        "`release(..., source=X)` also takes a pandas / Polars DataFrame, a pyarrow Table or Dataset, or a DuckDB "
+        "relation in its place: see the README)", REQUIRED),
+    key("method", Choice(method_names, "method"), "the anonymization method", "levels"),
+    key("seed", integer(), "seed of every random step", 0),
+    key("count_column", Text(), "each row stands for n records (a whole number >= 1 on every row, checked against "
+        "the data); class sizes are SUM(n)"),
+    key("default_role", choice(*ROLES), "role of columns the policy does not list (else listing them is an error)"),
+    key("attributes", MapOf(ATTRIBUTE, "column"), "`[attributes.<column>]`: one table per column (below)", {}),
+    key("privacy", table(PRIVACY, "a table (`[privacy]` below)"), "the privacy models", {}),
+    key("method_params", AnyTable(), "`[method_params]`: parameters of the chosen method (below)", {}),
+    key("metrics", table(METRICS, "a table (`[metrics]` below)"), "metrics measured with the release", {}),
+)
+# method_params is checked against the chosen method's own section (check_method_params), not the MapOf above
+
+#: WITH (...) options of the SQL form: top-level keys except those the statement itself gives, then [privacy] keys
+SQL_TOP_LEVEL = tuple(k for k in TOP.keys if k not in ("name", "source", "attributes", "privacy"))
+
+
+def method_params_section(method: str) -> Section:
+    """The ``[method_params]`` section of a method (its class's ``parameters``)."""
+    return section(f"[method_params] of method {method!r}", *method_parameters(method))
+
+
+def check_policy_dict(d: Any) -> None:
+    """Check a whole policy dict (the shape of ``Policy.to_dict``) against the schema; raise the first error."""
+    TOP.check(d)
+    method = d.get("method") or "levels"
+    method_params_section(method).check(d.get("method_params") or {}, "method_params")
+
+
+def check_sql_option(name: str) -> str:
+    """Where a ``WITH (...)`` option of the SQL form goes: ``"top"`` or ``"privacy"``; anything else is refused."""
+    if name in SQL_TOP_LEVEL:
+        return "top"
+    if name in PRIVACY.keys:
+        return "privacy"
+    if name in ("name", "source", "attributes"):
+        raise PolicyError(f"`{name}` is not a WITH option: the statement gives it (CREATE ANONYMIZED VIEW name "
+                          "... AS SELECT quasi(col), ... FROM source)")
+    raise unknown_key(name, "the WITH (...) options", [*SQL_TOP_LEVEL, *PRIVACY.keys])

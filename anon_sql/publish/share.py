@@ -1,0 +1,184 @@
+"""The shareable artifact of a release: the only thing anon_sql writes that may leave the data owner.
+
+The working database is private by nature (it holds the raw source and the release's working objects). What may be
+shared is what :func:`write` puts into a *new* file, and nothing else:
+
+* ``<release>`` — the released table, without θ's noise marks (the noise records stay, unmarked);
+* ``<release>__classes`` — one row per class: ``ec_id``, ``size``, released QI values and class statistics (JSON);
+* ``<release>__metadata`` — one row: counts, policy, plan, checks (re-run just before writing) and metrics.
+
+No raw value, no source row order, no record → class mapping, no per-class method internals. A ``.duckdb`` target is
+written in storage format ``STORAGE_VERSION`` so that every DuckDB 1.x client opens it; a ``.parquet`` target
+becomes three files (``X.parquet``, ``X.classes.parquet``, ``X.metadata.parquet``). Only a release recorded in
+``anon.releases`` can be written, only while it passes its checks, and never over an existing file.
+Used by ``anon-sql release --to``, ``anon-sql export`` and :func:`anon_sql.export`.
+"""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+from sqlglot import exp
+
+from ..audit import recheck as audit
+from ..compiler.views import EC_ID
+from ..errors import PrivacyRequirementError, TargetError
+from ..data.source import describe
+from ..common.sqlbuild import col, ident, lit, render
+
+STORAGE_VERSION = "v1.0.0"     # storage format 64: DuckDB 1.0 and every later release read it
+SUFFIXES = (".duckdb", ".parquet")
+_ALIAS = "__anon_share"
+
+
+def targets(path: str | Path) -> list[Path]:
+    """The files a write to ``path`` creates, checked: a supported suffix, an existing folder, no file in the way.
+    Raises :class:`TargetError` naming the path and the fix; call it before any work that the write concludes."""
+    p = Path(path)
+    if p.suffix.lower() not in SUFFIXES:
+        raise TargetError(f"share target {str(p)!r}: use a path ending in .duckdb (one DuckDB file) or .parquet "
+                          "(three Parquet files)")
+    if not p.parent.is_dir():
+        raise TargetError(f"share target {str(p)!r}: folder {str(p.parent)!r} does not exist; create it first")
+    files = [p]
+    if p.suffix.lower() == ".parquet":
+        files += [p.with_name(p.stem + ".classes.parquet"), p.with_name(p.stem + ".metadata.parquet")]
+    taken = [str(f) for f in files if f.exists() or Path(str(f) + ".wal").exists()]
+    if taken:
+        raise TargetError(f"share target {str(p)!r}: {', '.join(taken)} already exists; anon_sql writes new files "
+                          "and never overwrites one: remove it or choose another path")
+    return files
+
+
+def write(con: duckdb.DuckDBPyConnection, release_name: str, path: str | Path) -> list[str]:
+    """Write the shareable form of recorded release ``release_name`` to ``path`` (new ``.duckdb`` or ``.parquet``);
+    returns the files written. :class:`SourceError` for a name that is not a recorded release,
+    :class:`PrivacyRequirementError` when the release no longer passes its checks (nothing is written)."""
+    files = targets(path)
+    row = audit.recorded(con, release_name)
+    checks = audit.recheck(con, release_name)
+    if not checks["passed"].all():
+        failed = checks.loc[~checks["passed"], "check"].tolist()
+        raise PrivacyRequirementError(f"release {release_name!r} fails its checks {failed} (has it been edited "
+                                      f"since it was released?); nothing was written to {str(path)!r}: "
+                                      "release it again")
+    queries = [_released_query(con, row), _classes_query(release_name)]
+    metadata = _metadata(con, row, checks)
+    if files[0].suffix.lower() == ".duckdb":
+        _write_duckdb(con, files[0], release_name, queries, metadata)
+    else:
+        _write_parquet(con, files, queries, metadata)
+    return [str(f) for f in files]
+
+
+def _released_query(con, row: dict[str, Any]) -> exp.Select:
+    """Every column of the released table but θ's noise mark, in the table's order."""
+    flag = json.loads(row["plan"] or "{}").get("noise_flag")
+    table = exp.Table(this=ident(row["release"]))
+    cols = [r[0] for r in describe(con, table)]
+    return exp.select(*[col(c) for c in cols if c != flag]).from_(table)
+
+
+def _classes_query(release_name: str) -> exp.Select:
+    return (exp.select(col(EC_ID), col("size"), col("qi_values"), col("stats"))
+            .from_(exp.Table(this=ident("equivalence_classes"), db=ident("anon")))
+            .where(exp.EQ(this=col("release"), expression=lit(release_name)))
+            .order_by(col(EC_ID)))
+
+
+def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
+    """The one metadata row: counts, policy (identifier options such as key files, and θ's noise column, left out),
+    plan (scalars only: per-class arrays, interval bounds and noise marks left out), checks and metrics as JSON."""
+    from .. import __version__
+
+    policy = json.loads(row["policy_json"])
+    for spec in policy.get("attributes", {}).values():
+        if spec.get("role") == "identifier":
+            for key in [k for k in spec if k not in ("role", "action")]:
+                spec.pop(key)
+    policy.get("method_params", {}).pop("noise_flag", None)   # the column the file does not have
+    plan = {k: v for k, v in json.loads(row["plan"] or "{}").items()
+            if k != "noise_flag" and (v is None or isinstance(v, (bool, int, float, str)))}
+    metrics = con.execute("SELECT metric, value, direction FROM anon.metrics WHERE release = ? ORDER BY metric",
+                          [row["release"]]).df()
+    checks = checks.astype(object).where(checks.notna(), None)
+    return pd.DataFrame([{
+        "release": row["release"], "method": row["method"], "records_in": int(row["records_in"]),
+        "records_out": int(row["records_out"]), "suppressed": int(row["suppressed"]),
+        "noise": int(row["noise"] or 0), "classes": int(row["classes"]), "k_achieved": int(row["k_achieved"]),
+        "released_at": str(row["created_at"]), "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "anon_sql_version": __version__, "policy": json.dumps(policy, sort_keys=True),
+        "plan": json.dumps(plan, sort_keys=True, default=str),
+        "checks": json.dumps(checks.to_dict("records"), default=_plain),
+        "metrics": json.dumps(metrics.to_dict("records"), default=_plain),
+    }])
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _partial(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial-{os.getpid()}")
+
+
+def _publish(partial: Path, path: Path) -> None:
+    """Move a finished file into place without replacing anything that appeared meanwhile."""
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        raise TargetError(f"share target {str(path)!r} appeared while writing; nothing was replaced") from None
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadata: pd.DataFrame) -> None:
+    partial = _partial(path)
+    attach = exp.Attach(this=exp.Alias(this=lit(str(partial)), alias=ident(_ALIAS)), expressions=[
+        exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=lit(STORAGE_VERSION)),
+        exp.AttachOption(this=exp.var("READ_WRITE"))])   # explicit: a read-only connection attaches read-only
+    con.execute(render(attach))
+    frame = "__anon_share_metadata"
+    try:
+        for table, query in ((name, queries[0]), (name + "__classes", queries[1])):
+            con.execute(render(exp.Create(this=exp.Table(this=ident(table), db=ident(_ALIAS)), kind="TABLE",
+                                          expression=query)))
+        con.register(frame, metadata)
+        con.execute(render(exp.Create(this=exp.Table(this=audit.metadata_table(name).this, db=ident(_ALIAS)),
+                                      kind="TABLE", expression=exp.select("*").from_(exp.Table(this=ident(frame))))))
+    except BaseException:
+        con.execute(render(exp.Detach(this=ident(_ALIAS))))
+        for f in (partial, Path(str(partial) + ".wal")):
+            f.unlink(missing_ok=True)
+        raise
+    finally:
+        con.unregister(frame)
+    con.execute(render(exp.Detach(this=ident(_ALIAS))))
+    _publish(partial, path)
+
+
+def _write_parquet(con, files: list[Path], queries: list[exp.Select], metadata: pd.DataFrame) -> None:
+    frame = "__anon_share_metadata"
+    con.register(frame, metadata)
+    partials = [_partial(f) for f in files]
+    try:
+        for query, partial in zip([*queries, exp.select("*").from_(exp.Table(this=ident(frame)))], partials):
+            con.execute(render(exp.Copy(this=exp.Subquery(this=query), kind=False, files=[lit(str(partial))],
+                                        params=[exp.CopyParameter(this=exp.var("FORMAT"),
+                                                                  expression=exp.var("parquet"))])))
+    except BaseException:
+        for p in partials:
+            p.unlink(missing_ok=True)
+        raise
+    finally:
+        con.unregister(frame)
+    for partial, f in zip(partials, files):
+        _publish(partial, f)
+
+
+__all__ = ["STORAGE_VERSION", "targets", "write"]

@@ -1,0 +1,139 @@
+"""Resolve: a policy against its source → one typed record, :class:`Resolved`, that every later stage reads.
+
+The effective policy (``default_role`` applied), the source's columns and types, the record count, the method, the
+taxonomies (checked to cover every value of the data) and the privacy models are worked out here once; planning,
+compiling, materializing and verifying never go back to the raw policy for them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from ..data import base_counts
+from ..common.columns import is_numeric
+from ..compiler.views import CompileInput
+from ..engines import DuckDBEngine, Engine
+from ..errors import PolicyError, SourceError
+from ..methods import Method, Plan, get_method
+from ..models import PrivacyModel, build_models
+from ..policy.model import Attribute, Policy, coerce_policy
+from ..data.source import Source, check_count_column
+from ..common.sqlbuild import record_count, render
+from ..data.taxonomy import Taxonomy
+from ..catalog.taxonomy_lookup import resolve_taxonomies
+from .population import resolve_population
+
+
+@dataclass
+class Resolved:
+    """A policy resolved against its source: what the plan, compile, materialize and verify stages read."""
+
+    policy: Policy                            # the effective policy: every source column has a role
+    source: Source                            # relation, columns and engine types
+    records: int                              # records of the source (the count column's sum, else rows)
+    method: Method
+    taxonomies: dict[str, Taxonomy]           # quasi-identifier → taxonomy (those that have one)
+    models: list[PrivacyModel]
+    numeric_sensitive: set[str] = field(default_factory=set)   # sensitive attributes with a numeric type
+    base: exp.Table | None = None             # the temp base-count table resolve made (level plans), or None
+
+    def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
+        """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
+        return CompileInput(policy or self.policy, self.source.relation, self.source.columns, plan, self.taxonomies,
+                            self.models, numeric_sensitive=self.numeric_sensitive, base=self.base, **options)
+
+
+def effective_policy(policy: Policy, src: Source) -> Policy:
+    """Check attributes against the source's columns and apply ``default_role`` to the unmentioned ones."""
+    unknown = [a for a in policy.attributes if a not in src.columns]
+    if unknown:
+        raise PolicyError(f"the policy names column(s) {unknown} that source {src.label!r} does not have; "
+                          f"its columns are {src.columns}")
+    if policy.count_column and policy.count_column not in src.columns:
+        raise PolicyError(f"count_column {policy.count_column!r} is not a column of {src.label!r} ({src.columns})")
+    others = [c for c in src.columns if c not in policy.attributes and c != policy.count_column]
+    if others and not policy.default_role:
+        raise PolicyError(
+            f"column(s) {others} of {src.label!r} are not in the policy: give each a role, or set "
+            "default_role (e.g. default_role = \"insensitive\" releases them unchanged)"
+        )
+    if not policy.quasi:
+        raise PolicyError("the policy has no quasi-identifier (role = \"quasi\"): nothing to anonymize")
+    if not others:
+        return policy
+    # the policy's own attributes first, in its order (ties between plans follow it), then the defaulted ones
+    attrs = dict(policy.attributes)
+    attrs.update({c: Attribute(c, policy.default_role) for c in others})
+    d = policy.to_dict()
+    d["attributes"] = {c: a.to_dict() for c, a in attrs.items()}
+    return Policy.from_dict(d)
+
+
+def count_records(con: Any, src: Source, policy: Policy) -> int:
+    """Records of the source: the count column's sum, else its rows (``con``: DuckDB or the Spark wrapper)."""
+    q = exp.select(record_count(policy.count_column)).from_(src.relation.copy())
+    value = con.execute(render(q)).fetchall()[0][0]
+    return int(value or 0)
+
+
+def check_records(policy: Policy, src: Source, records: int) -> None:
+    """Refuse an empty source, a missing k, or a k larger than the number of records."""
+    if records == 0:
+        raise SourceError(f"source {src.label!r} is empty: there is nothing to release")
+    k = policy.privacy.k
+    if k is None:
+        raise PolicyError("privacy.k is required (the minimum class size, e.g. k = 5)")
+    if k > records:
+        raise PolicyError(f"privacy.k = {k} is larger than the {records} records of {src.label!r}; "
+                          "no release can have classes that large")
+
+
+def as_engine(engine: Engine | Any) -> Engine:
+    """An engine as given, or a DuckDB connection as a :class:`~anon_sql.engines.DuckDBEngine`."""
+    return engine if isinstance(engine, Engine) else DuckDBEngine(engine)
+
+
+def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = None, base: bool = False) -> Resolved:
+    """Resolve a policy against an engine's data (a DuckDB connection is taken as its engine; ``source`` overrides
+    the policy's).
+
+    ``base``: for a level method, aggregate the source once into the release's temp base-count table
+    (:mod:`anon_sql.data.base_counts`, engines that keep one) and check taxonomy coverage from it; :func:`discard` drops
+    it."""
+    engine = as_engine(engine)
+    policy = coerce_policy(policy)
+    src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
+    policy = effective_policy(policy, src)
+    if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
+        check_count_column(engine.con, src, policy.count_column)
+    method = get_method(policy.method, policy.method_params)
+    counts = None
+    table = None
+    if base and method.plan_kind == "levels":
+        table = engine.base_table(policy.name)
+        counts = engine.base_counts(policy, src.relation, table)
+        table = table if counts is not None else None
+    resolved = Resolved(policy, src, 0, method, {}, [], base=table)
+    try:
+        # the records: summed from the base counts when resolve made them (a small table), else counted
+        resolved.records = (base_counts.total(counts, policy) if table is not None
+                            else count_records(engine.con, src, policy))
+        check_records(policy, src, resolved.records)
+        resolved.taxonomies = resolve_taxonomies(engine.con, policy, src, method.needs_taxonomies,
+                                                 catalog_con=engine.catalog, value_counts=counts)
+        resolved.models = build_models(policy, engine.catalog)
+        resolve_population(engine, resolved)
+    except BaseException:
+        discard(engine, resolved)
+        engine.cleanup()   # what the engine registered for this release (Spark: a path source's or population's view)
+        raise
+    resolved.numeric_sensitive = {s for s in policy.sensitive if is_numeric(src.types.get(s, ""))}
+    return resolved
+
+
+def discard(engine: Engine | Any, resolved: Resolved) -> None:
+    """Drop what :func:`resolve` created (the temp base counts); a no-op when it made nothing."""
+    if resolved.base is not None:
+        as_engine(engine).drop_base(resolved.base)

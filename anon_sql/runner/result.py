@@ -1,0 +1,58 @@
+"""The outcome of a release (:class:`Release`): the table's name, its policy, the SQL that made it, its plan,
+classes, checks and metrics."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..policy.model import Policy
+from ..common.wording import counted
+
+
+@dataclass
+class Release:
+    """The outcome of a release: the table's name, the SQL that made it, its classes, checks and metrics."""
+
+    name: str
+    policy: Policy
+    sql: list[str]
+    plan: dict[str, Any]
+    classes: pd.DataFrame
+    checks: pd.DataFrame
+    metrics: dict[str, float]
+    records_in: int
+    records_out: int
+    suppressed: int
+    noise: int = 0
+    materialized: bool = True
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def table(self) -> str:
+        return self.name
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks["passed"].all()) if len(self.checks) else True
+
+    def summary(self) -> str:
+        lines = [
+            f"release {self.name!r} ({self.policy.method}): {counted(self.records_in, 'record')} in, "
+            f"{self.records_out} released, {self.suppressed} suppressed, {self.noise} noise, "
+            f"{counted(len(self.classes), 'class')}",
+            f"plan: {json.dumps(self.plan, default=str)}",
+        ]
+        return "\n".join(lines)
+
+    def report(self, format: str = "text") -> str:
+        """A report of plan, checks and metrics: plain text, or ``"html"`` / ``"json"`` (anon_sql.report.build)."""
+        if format != "text":
+            from ..report.build import from_release, render
+
+            return render(from_release(self), format)
+        parts = [self.summary(), "", "checks:", self.checks.to_string(index=False), "", "metrics:"]
+        parts += [f"  {k}: {v:.6g}" if isinstance(v, float) else f"  {k}: {v}" for k, v in self.metrics.items()]
+        return "\n".join(parts)

@@ -1,0 +1,125 @@
+"""Run a release: resolve → plan → compile → materialize → verify → record, on one engine.
+
+On DuckDB everything after resolve is one transaction; on Spark a refused release drops what it created. Either way a
+failed check leaves nothing half-written and the source untouched, and raises :class:`PrivacyRequirementError`.
+Each stage is a module of :mod:`anon_sql.stages` (record: :mod:`anon_sql.catalog.store`); this module only orders them.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import duckdb
+
+from . import suppression
+from ..catalog.read import probed_once
+from ..compiler.views import ReleaseNames, compile_release
+from ..engines import DuckDBEngine, Engine
+from ..errors import PrivacyRequirementError
+from ..policy.model import Policy
+from .result import Release
+from .materialize import check_target, create_source_view, materialize, tidy
+from .plan import make_context, placeholder, plan_dict, released_policy
+from .resolve import Resolved, discard, resolve
+from .verify import failing_classes_records, failure_message, verify
+
+
+def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, replace: bool = False,
+            dry_run: bool = False, source: Any = None, progress: Callable[[str], None] | None = None) -> Release:
+    """Plan, compile, materialize and verify a release on a DuckDB connection, in one transaction."""
+    return release_on(DuckDBEngine(con), policy, replace=replace, dry_run=dry_run, source=source, progress=progress)
+
+
+def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = False, dry_run: bool = False,
+               source: Any = None, progress: Callable[[str], None] | None = None) -> Release:
+    """A release on any engine: resolve, then :func:`run`."""
+    t0 = time.perf_counter()
+    with probed_once():    # the catalog is probed once per release, not once per stage that reads it
+        with engine.stage("prepare"):
+            resolved = resolve(engine, policy, source, base=True)
+        return run(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0)
+
+
+def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = False,
+        progress: Callable[[str], None] | None = None, t0: float | None = None) -> Release:
+    """The stages after resolve; what resolve made (the temp base counts) is dropped whatever happens."""
+    say = progress or (lambda message: None)
+    t0 = time.perf_counter() if t0 is None else t0
+    try:
+        names = ReleaseNames(r.policy.name, work=engine.work_schema)
+        exists = check_target(engine, r.policy, r.source, replace, dry_run)
+        udf = engine.pseudonym_function(r.policy)
+        engine.prepare(r.models)
+        options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
+                   "counted_rows": engine.keeps_counted_rows}
+        policy = r.policy
+        engine.begin()
+        try:
+            with engine.stage("plan"):
+                create_source_view(engine, r.compile_input(placeholder(r), **options), names)
+                say("planning")
+                plan = engine.plan(r.method, make_context(r, engine.con, names.source_relation(), say))
+            policy = released_policy(r.policy, plan)
+            compiled = compile_release(r.compile_input(plan, policy, **options), names)
+            say("materializing")
+            with engine.stage("materialize"):
+                materialize(engine, compiled, plan, policy, replace=exists, base_made=r.base is not None)
+            say("verifying")
+            with engine.stage("verify"):
+                v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create)
+                if (v.failures and policy.privacy.max_suppression > 0
+                        and suppression.settle(engine, names, compiled.counted_rows)):
+                    # suppressed to a fixed point (whole-table checks move with it): verify the release as it stands
+                    v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create)
+                if v.failures:
+                    if engine.transactional or policy.privacy.max_suppression > 0:   # Spark: no trial release
+                        need = _needed_suppression(engine, r, plan, policy, v, options)
+                        message = failure_message(policy, plan, v, r.records, need, method=r.method)
+                    else:   # no transaction to hide a trial release in (Spark, nothing may be suppressed): a lower
+                            # bound, no advice
+                        need = failing_classes_records(engine.con, names)
+                        message = failure_message(policy, plan, v, r.records, need, at_least=True,
+                                                  method=r.method)
+                    raise PrivacyRequirementError(message)
+            rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
+                          v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
+                          info={"seconds": time.perf_counter() - t0, **plan.details()})
+            if policy.metrics.get("compute") and engine.measures:   # measured inside the transaction
+                from ..metrics import attach
+
+                attach(engine.con, rel, r.taxonomies, r.source)
+            if dry_run:
+                engine.rollback()
+                return rel
+            tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source))
+            engine.record(rel, plan, r.source.label)
+            engine.commit()
+            rel.info.update(engine.info())
+            return rel
+        except BaseException as err:
+            engine.rollback()
+            if isinstance(err, PrivacyRequirementError) and not dry_run:
+                engine.record_failure(policy, r.source.label, r.records, str(err))
+            raise
+    finally:
+        discard(engine, r)
+
+
+def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, options: dict) -> float | None:
+    """Records this plan must suppress to meet every requirement: the fixed point of :func:`suppression.settle`.
+    With suppression allowed it has just run; otherwise it is run on a trial release (suppression on) inside the
+    transaction the refusal rolls back. None when suppression cannot help (a whole-table check still fails)."""
+    if getattr(plan, "table_check", None):
+        return None   # slicing advises its own budget (its suppression is the method's)
+    if policy.privacy.max_suppression <= 0:
+        trial_policy = policy.replace(privacy={"max_suppression": 1.0})
+        names = ReleaseNames(policy.name, work=engine.work_schema)
+        compiled = compile_release(r.compile_input(plan, trial_policy, **options), names)
+        if r.base is not None:   # the release's last statement dropped the temp base counts: make them again
+            engine.base_counts(policy, r.source.relation, r.base)
+        materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
+        suppression.settle(engine, compiled.names, compiled.counted_rows)
+        v = verify(engine.con, trial_policy, compiled, r.records, plan, r.models)
+    if any(f["check"] != "max_suppression" for f in v.failures):
+        return None
+    return float(v.suppressed)

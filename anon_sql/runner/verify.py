@@ -1,0 +1,163 @@
+"""Verify: the privacy checks as SQL over the materialized release, reconciliation of the record counts, and the
+failure message. Independent of the method; the built-in metrics come from :mod:`anon_sql.metrics.sizes`."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Collection, Sequence
+
+import pandas as pd
+from sqlglot import exp
+
+from ..compiler import checks_summary
+from . import suppression
+from ..compiler.views import EC_ID, SIZE, CompiledRelease, ReleaseNames
+from ..methods import AssignmentPlan, Plan
+from ..metrics import sizes
+from ..models import PrivacyModel, largest_is_worst
+from ..policy.model import Policy
+from ..common.sqlbuild import col, ident, record_count, render
+from ..common.wording import counted
+
+
+@dataclass
+class Verification:
+    """What the checks found: one row per check, the released classes, the failed checks, the record counts."""
+
+    checks: pd.DataFrame          # check, classes, failing_classes, failing_records, worst_value, passed
+    classes: pd.DataFrame         # one row per released class: ec_id, size, released QI values, per-model values
+    failures: list[dict[str, Any]]
+    records_out: int              # released records (noise included)
+    suppressed: int
+    noise: int
+    metrics: dict[str, float]
+
+
+def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan,
+           models: Sequence[PrivacyModel] = (), create: Callable[[exp.Create], None] | None = None) -> Verification:
+    """Run the checks view over the materialized release, each model's whole-table check, and reconcile the record
+    counts (``con``: DuckDB, or anything with the same ``execute(sql).df() / .fetchall()``; ``create``: the engine's
+    way to keep a table a check writes — slicing's per-row risks)."""
+    names = compiled.names
+    # sorted here, not in SQL: one row per class (ec_id is unique), and on Spark an ORDER BY is two more jobs
+    checks = con.execute(render(exp.select("*").from_(names.checks.copy()))).df()
+    checks = checks.sort_values(EC_ID, kind="stable", ignore_index=True)
+    weight = record_count(policy.count_column)
+    released = int(con.execute(render(exp.select(weight).from_(names.table.copy()))).fetchall()[0][0] or 0)
+    noise = 0
+    if isinstance(plan, AssignmentPlan) and plan.noise is not None and len(plan.noise):
+        released_noise = plan.noise[plan.noise[EC_ID].isin(checks[EC_ID])]   # noise of suppressed classes is gone
+        noise = (int(len(released_noise)) if policy.count_column not in released_noise
+                 else int(released_noise[policy.count_column].sum()))
+    suppressed = records - (released - noise)
+    summary = check_summary(checks, largest_is_worst(models))
+    layout = plan.table_check if isinstance(plan, AssignmentPlan) else None
+    # whole-table requirements (slicing's l-diversity): SQL over the release, per model
+    for model in (m for m in models if m.whole_table):
+        row = model.table_check(con, names.table, names.source, names.risk, layout, policy.count_column,
+                                names.assignment, create=create)
+        if row is not None:
+            summary.append(row)
+    failures = [row for row in summary if not row["passed"]]
+    budget = policy.privacy.max_suppression * records
+    if suppressed > budget + 1e-9:
+        failures.append({"check": "max_suppression", "failing_records": suppressed})
+    summary.append({"check": "reconciliation", "classes": len(checks), "failing_classes": 0,
+                    "failing_records": 0, "worst_value": float(records - released + noise - suppressed),
+                    "passed": records == released - noise + suppressed})
+    summary.append({"check": "max_suppression", "classes": len(checks), "failing_classes": 0,
+                    "failing_records": max(0, int(suppressed - budget)), "worst_value": float(suppressed),
+                    "passed": suppressed <= budget + 1e-9})
+    class_sizes = checks[SIZE].to_numpy() if len(checks) else []
+    metrics = sizes.builtin(class_sizes, records, released, suppressed, policy.privacy.k or 1)
+    classes = checks.drop(columns=[c for c in checks.columns if c.startswith(("__counts__", "__values__"))])
+    return Verification(pd.DataFrame(summary), classes, failures, released, suppressed, noise, metrics)
+
+
+def check_summary(checks: pd.DataFrame, largest: Collection[str] = ()) -> list[dict[str, Any]]:
+    """One row per check column of a checks frame already fetched (any engine): the SQL summary of
+    :mod:`anon_sql.compiler.checks_summary` run on a private in-memory DuckDB over the frame (``largest``: the checks whose worst
+    value is the largest)."""
+    wanted = checks_summary.summary_columns(checks.columns)
+    local = _scratch()
+    local.register("__checks", checks[wanted])
+    try:
+        return checks_summary.summarize(local, exp.Table(this=ident("__checks")), wanted, largest)
+    finally:
+        local.unregister("__checks")
+
+
+_LOCAL = threading.local()
+
+
+def _scratch() -> Any:
+    """This thread's private in-memory DuckDB connection for :func:`check_summary`, opened once: opening one costs
+    tens of milliseconds, as much as the rest of a small release's verification (issue 17.1)."""
+    con = getattr(_LOCAL, "con", None)
+    if con is None:
+        import duckdb
+
+        con = _LOCAL.con = duckdb.connect()
+    return con
+
+
+def failing_classes_records(con: Any, names: ReleaseNames) -> int:
+    """Records in the classes that fail before any suppression (``__classes``): a lower bound of what suppression
+    needs (for an engine that cannot settle suppression to a fixed point, e.g. Spark)."""
+    pre = con.execute(render(exp.select(col(SIZE), col("__all_ok")).from_(names.classes.copy()))).df()
+    return int(pre.loc[~pre["__all_ok"].astype(bool), SIZE].sum())
+
+
+def failure_message(policy: Policy, plan: Plan, result: Verification, records: int, need: float | None,
+                    at_least: bool = False, method: Any = None) -> str:
+    """Say which requirement failed, for how many classes/records, and the budget that would satisfy it (the
+    suppression the same plan needs to meet every requirement, rounded up), or that no budget would.
+    ``at_least``: ``need`` is only a lower bound (no fixed point was computed): say so, advise nothing.
+    ``method``: the planning method (says when it formed its classes without the population models)."""
+    parts = []
+    for f in result.failures:
+        if f["check"] == "max_suppression":
+            parts.append(f"suppression of {counted(f['failing_records'], 'record')} exceeds max_suppression = "
+                         f"{policy.privacy.max_suppression}")
+        elif f["check"] == "slicing_l_diversity":
+            parts.append(f"slicing l-diversity fails: max p(t, s) = {f['worst_value']:.4g} for "
+                         f"{counted(f['failing_records'], 'record')}")
+        else:
+            parts.append(f"{f['check']} fails for {counted(f['failing_classes'], 'class')} "
+                         f"({counted(f['failing_records'], 'record')})")
+    population = [k for k in ("k_map", "delta_presence") if getattr(policy.privacy, k, None) is not None]
+    if (population and method is not None and method.plan_kind == "assignment"
+            and not getattr(method, "plans_population", False)):
+        are, them = ("is", "it") if len(population) == 1 else ("are", "them")
+        parts.append(f"method {policy.method!r} forms its classes without the population, so "
+                     f"{' and '.join(population)} {are} verified on its release only and the classes that fail {them} "
+                     f"must be suppressed (max_suppression); methods mondrian, upa, fixed_interval and the level "
+                     f"searches plan with {them}")
+    unchanged = unchanged_quasi(policy, plan)
+    if unchanged:
+        parts.append(f"method {policy.method!r} released quasi-identifier(s) {unchanged} unchanged "
+                     f"({plan.info.get('selection', 'not generalized')} selection), and every check groups by "
+                     "every declared quasi-identifier: generalize them (e.g. method_params.quasi = \"policy\") or "
+                     "declare them insensitive if they are not quasi-identifiers")
+    budget = suppression.advised_budget(need, records) if need is not None else None
+    if at_least and need:
+        hint = (f"; at this plan at least {need:g} of {records} records fail before suppression "
+                f"(max_suppression >= {need / records:.4g}; group rules and t-closeness may need more)")
+    elif budget is not None:
+        hint = (f"; meeting every requirement at this plan needs suppression of {need:g} of {records} records: "
+                f"allow it with max_suppression = {budget:g} (or more), or generalize further / choose a search method")
+    elif need is not None and need >= records:
+        hint = ("; at this plan every record would have to be suppressed, so no max_suppression helps: generalize "
+                "further or relax the requirements")
+    elif need is None:
+        hint = "; suppressing records cannot meet it at this plan: generalize further or relax the requirements"
+    else:
+        hint = ""
+    return f"release {policy.name!r} not created: " + "; ".join(parts) + hint
+
+
+def unchanged_quasi(policy: Policy, plan: Plan) -> list[str]:
+    """Declared QIs an assignment plan released as they are (not in its class values; bucket plans excepted)."""
+    if not isinstance(plan, AssignmentPlan) or plan.row_values:
+        return []
+    return [q for q in policy.quasi if q not in plan.class_values.columns]

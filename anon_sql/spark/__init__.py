@@ -1,9 +1,0 @@
-"""Apache Spark engine: the same policies, compiled to Spark SQL and run on a SparkSession (``pip install
-'anon-sql[spark]'``). ``release(spark, policy)`` mirrors :func:`anon_sql.release`; ``local_session()`` starts a
-local session configured for it."""
-from __future__ import annotations
-
-from .adapter import release
-from .engine import SparkSQL, local_session
-
-__all__ = ["release", "local_session", "SparkSQL"]

@@ -1,0 +1,342 @@
+"""SQL scripts that mix ordinary DuckDB SQL with the anonymized-view statements; split, parse and run them.
+
+Statements of a script are split with DuckDB's own tokenizer (so semicolons inside strings, quoted names, dollar
+quotes and comments never split), run one at a time, and stop at the first failure with a
+:class:`~anon_sql.errors.StatementError` naming the statement's number, line and column. Ordinary statements go to
+DuckDB unchanged; these go to :mod:`anon_sql.statements.views` (and :mod:`anon_sql.api`)::
+
+    CREATE [OR REPLACE] ANONYMIZED VIEW name WITH (...) AS SELECT quasi(...), ... FROM source
+    REFRESH ANONYMIZED VIEW name [KEEP PLAN]
+    DROP ANONYMIZED VIEW [IF EXISTS] name
+    SHOW ANONYMIZED VIEWS
+    EXPLAIN ANONYMIZED VIEW name
+    CHECK ANONYMIZED VIEW name
+    EXPORT ANONYMIZED VIEW name TO 'file'
+
+Every statement leaves the database as it was when it fails: DuckDB runs a plain statement atomically, the
+anonymized-view statements run in their own transactions, and a transaction the script opened (BEGIN) is rolled back.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import duckdb
+import pandas as pd
+import sqlglot
+
+from ..catalog import store as catalog
+from ..errors import AnonSQLError, PolicyError, PrivacyRequirementError, StatementError
+from ..common.wording import counted
+
+KINDS = ("create", "refresh", "drop", "show", "explain", "check", "export")
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token of the script: DuckDB's kind (keyword, identifier, string_const, numeric_const, operator, comment),
+    its source text and its character offset in the script."""
+
+    kind: str
+    text: str
+    offset: int
+
+    def word(self) -> str | None:
+        """The upper-cased bare word (a keyword or an unquoted name), None for anything else."""
+        if self.kind in ("keyword", "identifier") and not self.text.startswith('"'):
+            return self.text.upper()
+        return None
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of a script: its number (from 1), text (no final semicolon), offset, line and column."""
+
+    number: int
+    text: str
+    offset: int
+    line: int
+    column: int
+    tokens: tuple[Token, ...]
+
+
+@dataclass
+class Result:
+    """What a statement produced: rows (``frame``) and/or a message; ``kind`` is ``"sql"`` or one of KINDS."""
+
+    statement: Statement
+    kind: str
+    frame: pd.DataFrame | None = None
+    message: str = ""
+    value: object = field(default=None, repr=False)   # the Release of CREATE / REFRESH
+
+
+def _line_col(script: str, offset: int) -> tuple[int, int]:
+    line = script.count("\n", 0, offset) + 1
+    return line, offset - (script.rfind("\n", 0, offset) + 1) + 1
+
+
+def split(script: str) -> list[Statement]:
+    """The statements of ``script`` in order (empty ones and comment-only ones left out)."""
+    raw = script.encode("utf-8")
+    chars = [0] * (len(raw) + 1)   # byte offset (DuckDB's tokenizer) → character offset
+    pos = 0
+    for i, ch in enumerate(script):
+        for _ in range(len(ch.encode("utf-8"))):
+            chars[pos] = i
+            pos += 1
+    chars[pos] = len(script)
+    found = duckdb.tokenize(script)
+    starts = [chars[p] for p, _ in found] + [len(script)]
+    groups: list[list[Token]] = [[]]
+    for (_, kind), start, end in zip(found, starts, starts[1:]):
+        text = script[start:end].rstrip()
+        kind = str(kind).rsplit(".", 1)[-1]
+        if kind == "operator" and text == ";":
+            groups.append([])
+        elif kind != "comment":
+            groups[-1].append(Token(kind, text, start))
+    out = []
+    for tokens in (g for g in groups if g):
+        first, last = tokens[0], tokens[-1]
+        line, column = _line_col(script, first.offset)
+        text = script[first.offset: last.offset + len(last.text)]
+        out.append(Statement(len(out) + 1, text, first.offset, line, column, tuple(tokens)))
+    return out
+
+
+# -- the anonymized-view statements ------------------------------------------------------------------------------
+@dataclass
+class Command:
+    """A parsed anonymized-view statement."""
+
+    kind: str
+    name: str | None = None
+    replace: bool = False
+    keep_plan: bool = False
+    if_exists: bool = False
+    target: str | None = None
+    quoted: bool = False      # the name was written "quoted" (matched exactly, not case-insensitively)
+
+
+class _Syntax(Exception):
+    def __init__(self, message: str, token: Token | None):
+        super().__init__(message)
+        self.token = token
+
+
+def _value(token: Token) -> str:
+    """The value of a name or string token, unquoted by sqlglot's tokenizer."""
+    return sqlglot.tokenize(token.text, read="duckdb")[0].text
+
+
+def classify(stmt: Statement) -> str:
+    """``"sql"`` for an ordinary statement, else the anonymized-view statement's kind."""
+    words = [t.word() for t in stmt.tokens[:5]]
+    if words[:1] == ["CREATE"]:
+        at = 3 if words[1:3] == ["OR", "REPLACE"] else 1
+        return "create" if words[at: at + 2] == ["ANONYMIZED", "VIEW"] else "sql"
+    if words[:2] == ["SHOW", "ANONYMIZED"]:
+        return "show"
+    if len(words) >= 3 and words[1:3] == ["ANONYMIZED", "VIEW"] and words[0] in (
+            "REFRESH", "DROP", "EXPLAIN", "CHECK", "EXPORT"):
+        return words[0].lower()
+    return "sql"
+
+
+def parse(stmt: Statement) -> Command:
+    """Parse an anonymized-view statement other than CREATE (whose body is the policy grammar of policy_sql)."""
+    kind = classify(stmt)
+    toks = list(stmt.tokens)
+    if kind == "create":
+        return Command("create", replace=[t.word() for t in toks[1:3]] == ["OR", "REPLACE"])
+    if kind == "show":
+        if len(toks) != 3 or toks[2].word() != "VIEWS":
+            raise _Syntax("write SHOW ANONYMIZED VIEWS", toks[2] if len(toks) > 2 else toks[-1])
+        return Command("show")
+    rest = toks[3:]
+    cmd = Command(kind)
+    usage = {"refresh": "REFRESH ANONYMIZED VIEW name [KEEP PLAN]", "drop": "DROP ANONYMIZED VIEW [IF EXISTS] name",
+             "explain": "EXPLAIN ANONYMIZED VIEW name", "check": "CHECK ANONYMIZED VIEW name",
+             "export": "EXPORT ANONYMIZED VIEW name TO 'file.parquet' | 'file.duckdb'"}[kind]
+    if kind == "drop" and [t.word() for t in rest[:2]] == ["IF", "EXISTS"]:
+        cmd.if_exists, rest = True, rest[2:]
+    if not rest or rest[0].kind not in ("identifier", "keyword"):
+        raise _Syntax(f"a view name is expected here; write {usage}", rest[0] if rest else toks[-1])
+    cmd.name, cmd.quoted, rest = _value(rest[0]), rest[0].text.startswith('"'), rest[1:]
+    if kind == "refresh" and [t.word() for t in rest] == ["KEEP", "PLAN"]:
+        cmd.keep_plan, rest = True, []
+    if kind == "export":
+        if len(rest) != 2 or rest[0].word() != "TO" or rest[1].kind != "string_const":
+            raise _Syntax(f"write {usage}", rest[0] if rest else toks[-1])
+        cmd.target, rest = _value(rest[1]), []
+    if rest:
+        raise _Syntax(f"unexpected {rest[0].text!r}; write {usage}", rest[0])
+    return cmd
+
+
+def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) -> Result:
+    from .. import api
+    from . import views
+    from ..policy.model import Policy
+
+    if cmd.name is not None and not cmd.quoted:
+        cmd.name = views.canonical_name(con, cmd.name)
+    if cmd.kind == "create":
+        rel = views.create(con, Policy.from_sql(stmt.text), replace=cmd.replace)
+        return Result(stmt, "create", message=_release_line(rel), value=rel)
+    if cmd.kind == "refresh":
+        rel = views.refresh(con, cmd.name, keep_plan=cmd.keep_plan)
+        return Result(stmt, "refresh", message=_release_line(rel), value=rel)
+    if cmd.kind == "drop":
+        dropped = views.drop(con, cmd.name, if_exists=cmd.if_exists)
+        return Result(stmt, "drop", message=f"dropped anonymized view {cmd.name}" if dropped
+                      else f"no anonymized view {cmd.name}: nothing dropped")
+    if cmd.kind == "show":
+        return Result(stmt, "show", frame=views.show(con))
+    if cmd.kind == "explain":
+        text, checks = views.explain(con, cmd.name)
+        return Result(stmt, "explain", frame=None, message=text, value=checks)
+    if cmd.kind in ("check", "export"):
+        views.require(con, cmd.name)
+    if cmd.kind == "check":
+        frame = api.check(con, cmd.name)
+        if not frame["passed"].all():
+            failed = frame.loc[~frame["passed"], "check"].tolist()
+            raise PrivacyRequirementError(f"anonymized view {cmd.name!r} fails its checks {failed}:\n"
+                                          + frame.to_string(index=False))
+        return Result(stmt, "check", frame=frame, message="all checks passed")
+    paths = api.export(con, cmd.name, cmd.target)
+    return Result(stmt, "export", message="\n".join(f"wrote {p}" for p in paths))
+
+
+def _release_line(rel) -> str:
+    v = rel.info.get("version", {})
+    line = (f"anonymized view {rel.name} version {v.get('version')} ({v.get('action')}): {counted(rel.records_in, 'record')} in, "
+            f"{rel.records_out} released, {rel.suppressed} suppressed, {counted(len(rel.classes), 'class')}; "
+            f"plan {rel.plan}")
+    if v.get("rows_removed") is not None and v.get("action") != "create":
+        line += (f"\nchanged since the previous version: {counted(v['rows_added'], 'row')} added, {v['rows_removed']} removed; "
+                 f"classes {v['classes_added']} added, {v['classes_removed']} removed, {v['classes_resized']} resized"
+                 + ("; the plan changed" if v.get("plan_changed") else ""))
+    return line
+
+
+# -- ordinary statements -----------------------------------------------------------------------------------------
+_CHANGES = ("INSERT", "UPDATE", "DELETE", "COPY", "CREATE")
+
+
+def _run_sql(con: duckdb.DuckDBPyConnection, stmt: Statement) -> Result:
+    [parsed] = con.extract_statements(stmt.text)
+    con.execute(parsed)
+    columns = [d[0] for d in con.description or []]
+    frame = con.df() if columns else None
+    kind = str(parsed.type).rsplit(".", 1)[-1]
+    if frame is not None and columns == ["Count"] and kind in _CHANGES:
+        return Result(stmt, "sql", message=counted(int(frame['Count'].sum()) if len(frame) else 0, "row"))
+    if frame is not None and columns == ["Success"] and frame.empty:
+        return Result(stmt, "sql")
+    return Result(stmt, "sql", frame=frame)
+
+
+_DUCKDB_POSITION = re.compile(r"\nLINE (\d+): (.*)\n( *)\^")
+
+
+def _where(stmt: Statement, message: str, script: str) -> str:
+    """Add the script's line and column to a DuckDB error that marks a position in the statement."""
+    m = _DUCKDB_POSITION.search(message)
+    if not m or m.group(2).startswith("..."):
+        return message
+    line_in, caret = int(m.group(1)), len(m.group(3)) - len(f"LINE {m.group(1)}: ")
+    lines = stmt.text.split("\n")
+    if line_in > len(lines) or lines[line_in - 1] != m.group(2):
+        return message
+    offset = stmt.offset + sum(len(x) + 1 for x in lines[: line_in - 1]) + caret
+    line, column = _line_col(script, offset)
+    return f"{message}\n(at line {line}, column {column} of the script)"
+
+
+class Session:
+    """Runs statements on one connection, tracking a transaction the script itself opened."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+        self.in_transaction = False
+
+    def run(self, stmt: Statement, script: str) -> Result:
+        """Run one statement; on failure raise :class:`StatementError` (the database as before the statement)."""
+        try:
+            kind = classify(stmt)
+            if kind == "sql":
+                result = _run_sql(self.con, stmt)
+                self._track(stmt)
+                return result
+            if self.in_transaction:
+                raise PolicyError(f"{kind.upper()} ANONYMIZED VIEW runs in its own transaction: COMMIT or ROLLBACK "
+                                  "the transaction this script opened first")
+            cmd = parse(stmt)
+            with catalog.undone_on_failure(self.con):    # a failing statement leaves no catalog behind either
+                catalog.ensure_installed(self.con)
+                return _run_command(self.con, stmt, cmd)
+        except _Syntax as err:
+            token = err.token or stmt.tokens[0]
+            line, column = _line_col(script, token.offset)
+            raise StatementError(f"{err} (at {token.text!r}, line {line}, column {column})", number=stmt.number,
+                                 line=stmt.line, column=stmt.column, exit_code=2) from None
+        except AnonSQLError as err:
+            self._abort()
+            # every library error a statement raises is about its input (3: a privacy requirement is not met)
+            raise StatementError(str(err), number=stmt.number, line=stmt.line, column=stmt.column,
+                                 exit_code=3 if err.exit_code == 3 else 2) from err
+        except duckdb.Error as err:
+            rolled = self._abort()
+            code = 1 if isinstance(err, (duckdb.InternalException, duckdb.FatalException)) else 2
+            message = _where(stmt, str(err), script) + (
+                "\n(the transaction the script opened was rolled back)" if rolled else "")
+            raise StatementError(message, number=stmt.number, line=stmt.line, column=stmt.column,
+                                 exit_code=code) from err
+
+    def run_script(self, sql: str, on_result: Callable[[Result], None] | None = None) -> list[Result]:
+        """Run every statement of ``sql`` in order (see :func:`execute`)."""
+        results = []
+        for stmt in split(sql):
+            result = self.run(stmt, sql)
+            if on_result is not None:
+                on_result(result)
+            results.append(result)
+        return results
+
+    def _track(self, stmt: Statement) -> None:
+        word = stmt.tokens[0].word()
+        if word in ("BEGIN", "START"):
+            self.in_transaction = True
+        elif word in ("COMMIT", "END", "ROLLBACK", "ABORT"):
+            self.in_transaction = False
+
+    def _abort(self) -> bool:
+        if not self.in_transaction:
+            return False
+        self.in_transaction = False
+        try:
+            self.con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        return True
+
+
+def execute(con: duckdb.DuckDBPyConnection, sql: str,
+            on_result: Callable[[Result], None] | None = None) -> list[Result]:
+    """Run a script of DuckDB SQL and anonymized-view statements on ``con``, in order; stop at the first failure
+    (:class:`StatementError`: number, line, column, and the cause's exit code). ``on_result`` sees each result as
+    it comes (the CLI prints with it)."""
+    return Session(con).run_script(sql, on_result)
+
+
+def is_complete(text: str) -> bool:
+    """Does ``text`` end with a finished statement (a semicolon outside strings and comments)? For the shell."""
+    tokens = [(p, k) for p, k in duckdb.tokenize(text) if str(k).rsplit(".", 1)[-1] != "comment"]
+    if not tokens:
+        return False
+    pos, kind = tokens[-1]
+    return str(kind).rsplit(".", 1)[-1] == "operator" and text.encode("utf-8")[pos:pos + 1] == b";"
