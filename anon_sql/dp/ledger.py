@@ -55,11 +55,13 @@ class Budget:
 
     @property
     def epsilon_left(self) -> float:
-        return max(0.0, self.epsilon - self.spent_epsilon)
+        left = self.epsilon - self.spent_epsilon
+        return left if left > _SLACK else 0.0
 
     @property
     def delta_left(self) -> float:
-        return max(0.0, self.delta - self.spent_delta)
+        left = self.delta - self.spent_delta
+        return left if left > _SLACK * self.delta else 0.0
 
 
 def ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
