@@ -108,3 +108,13 @@ def test_hostile_option_values(budgeted, epsilon, bounds):
     else:
         assert isinstance(epsilon, (int, float)) and epsilon > 0 and bounds[0] <= bounds[1]
         assert len(answer) == 1
+
+
+def test_quoted_and_hostile_names_stay_names(dcon):
+    dcon.execute('CREATE TABLE "we""ird" AS SELECT u AS "p id", \'x\' AS "g; DROP TABLE visits" FROM range(500) a(u)')
+    create_budget(dcon, '"we""ird"', epsilon=10, delta=1e-4, privacy_unit="p id")
+    answer = dp_query(dcon, 'SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 5, delta = 1e-5) '
+                            '"g; DROP TABLE visits", COUNT(DISTINCT "p id") AS people FROM "we""ird" '
+                            'GROUP BY "g; DROP TABLE visits"')
+    assert answer["g; DROP TABLE visits"].tolist() == ["x"] and 450 < answer.loc[0, "people"] < 550
+    assert dcon.execute("SELECT count(*) FROM visits").fetchone()[0] > 0
