@@ -1,0 +1,205 @@
+"""Privacy budgets per table and the ledger of every DP answer, as tables of the catalog schema `anon`.
+
+anon.privacy_budgets  one row per budget ever created (a dropped budget keeps its row, with dropped_at set);
+                      spent_epsilon / spent_delta / queries are updated in the transaction that records each answer
+anon.privacy_ledger   one row per answer: budget, query text, ε, δ, time
+Sequential composition: a table's spent ε (and δ) is the sum over its answers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import duckdb
+import pandas as pd
+import sqlglot
+from sqlglot import exp
+
+from anon_sql.errors import PolicyError, PrivacyRequirementError, SourceError
+
+__all__ = ["Budget", "ensure_ledger", "create_budget", "show_budgets", "drop_budget", "active_budget",
+           "resolve_table", "record_spend", "remaining"]
+
+# Constant DDL (no user text in it); values always go through parameters or sqlglot literals.
+_DDL = (
+    "CREATE SCHEMA IF NOT EXISTS anon",
+    "CREATE SEQUENCE IF NOT EXISTS anon.privacy_budget_ids",
+    """CREATE TABLE IF NOT EXISTS anon.privacy_budgets (
+        budget_id BIGINT PRIMARY KEY DEFAULT nextval('anon.privacy_budget_ids'),
+        table_name VARCHAR NOT NULL, privacy_unit VARCHAR NOT NULL, units BIGINT NOT NULL,
+        epsilon DOUBLE NOT NULL, delta DOUBLE NOT NULL,
+        spent_epsilon DOUBLE NOT NULL DEFAULT 0, spent_delta DOUBLE NOT NULL DEFAULT 0,
+        queries BIGINT NOT NULL DEFAULT 0,
+        created_at TIMESTAMP NOT NULL DEFAULT current_timestamp, dropped_at TIMESTAMP)""",
+    """CREATE TABLE IF NOT EXISTS anon.privacy_ledger (
+        budget_id BIGINT NOT NULL, table_name VARCHAR NOT NULL, query_text VARCHAR NOT NULL,
+        epsilon DOUBLE NOT NULL, delta DOUBLE NOT NULL, groups_released BIGINT,
+        spent_at TIMESTAMP NOT NULL DEFAULT current_timestamp)""",
+)
+
+# Slack for comparing float sums of ε against the total (a budget of 1.0 spent as 10 × 0.1 must not be refused).
+_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class Budget:
+    budget_id: int
+    table_name: str
+    privacy_unit: str
+    units: int
+    epsilon: float
+    delta: float
+    spent_epsilon: float
+    spent_delta: float
+    queries: int
+
+    @property
+    def epsilon_left(self) -> float:
+        left = self.epsilon - self.spent_epsilon
+        return left if left > _SLACK else 0.0
+
+    @property
+    def delta_left(self) -> float:
+        left = self.delta - self.spent_delta
+        return left if left > _SLACK * self.delta else 0.0
+
+
+def ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the schema, sequence and both tables if missing (idempotent)."""
+    for statement in _DDL:
+        con.execute(statement)
+
+
+def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tuple[exp.Table, str]:
+    """The table as a sqlglot node and its canonical name ("schema.table" as DuckDB spells it); SourceError if absent."""
+    node = table if isinstance(table, exp.Table) else _parse_table(table)
+    schema = node.db or None
+    rows = con.execute(
+        "SELECT table_schema, table_name FROM information_schema.tables WHERE lower(table_name) = lower(?) "
+        "AND (? IS NULL OR lower(table_schema) = lower(?)) AND table_catalog = current_database() "
+        "ORDER BY table_schema = current_schema() DESC, table_schema",
+        [node.name, schema, schema]).fetchall()
+    if not rows:
+        raise SourceError(f"table {node.sql(dialect='duckdb')} not found: create it first or check the name")
+    schema_name, table_name = rows[0]
+    return exp.table_(table_name, db=schema_name, quoted=True), f"{schema_name}.{table_name}"
+
+
+def _parse_table(text: str) -> exp.Table:
+    if not isinstance(text, str) or not text.strip():
+        raise PolicyError(f"table {text!r}: expected a table name such as visits or main.visits")
+    try:
+        node = sqlglot.parse_one(text, into=exp.Table, read="duckdb")
+    except sqlglot.errors.ParseError:
+        raise PolicyError(f"table {text!r}: expected a table name such as visits or main.visits") from None
+    if not isinstance(node, exp.Table) or not node.name:
+        raise PolicyError(f"table {text!r}: expected a table name such as visits or main.visits")
+    return node
+
+
+def _column_names(con: duckdb.DuckDBPyConnection, table: exp.Table) -> dict[str, str]:
+    query = exp.select("*").from_(table).limit(0)
+    names = [d[0] for d in con.execute(query.sql(dialect="duckdb")).description]
+    return {name.lower(): name for name in names}
+
+
+def _number(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PolicyError(f"{name} = {value!r}: expected a finite number")
+    return float(value)
+
+
+def _row_to_budget(row) -> Budget:
+    return Budget(*row)
+
+
+_BUDGET_COLUMNS = ("budget_id, table_name, privacy_unit, units, epsilon, delta, spent_epsilon, spent_delta, queries")
+
+
+def active_budget(con: duckdb.DuckDBPyConnection, table_name: str) -> Budget | None:
+    """The table's budget that is not dropped (None when there is none); table_name is canonical."""
+    ensure_ledger(con)
+    row = con.execute(f"SELECT {_BUDGET_COLUMNS} FROM anon.privacy_budgets "  # constant column list only
+                      "WHERE table_name = ? AND dropped_at IS NULL", [table_name]).fetchone()
+    return None if row is None else _row_to_budget(row)
+
+
+def create_budget(con: duckdb.DuckDBPyConnection, table: str, *, epsilon: float, delta: float,
+                  privacy_unit: str) -> Budget:
+    """Give a table a total (ε, δ) for DP queries about its units. δ must be in (0, 1/number of units)."""
+    ensure_ledger(con)
+    epsilon = _number("epsilon", epsilon)
+    delta = _number("delta", delta)
+    if epsilon <= 0:
+        raise PolicyError(f"epsilon = {epsilon!r}: a privacy budget needs epsilon > 0 (e.g. epsilon = 1.0)")
+    node, name = resolve_table(con, table)
+    if not isinstance(privacy_unit, str) or not privacy_unit:
+        raise PolicyError("privacy_unit: name the column that identifies a person, e.g. privacy_unit = 'patient_id'")
+    columns = _column_names(con, node)
+    if privacy_unit.lower() not in columns:
+        raise PolicyError(f"privacy_unit = {privacy_unit!r}: no such column in {name} "
+                          f"(columns: {', '.join(columns.values())})")
+    unit = columns[privacy_unit.lower()]
+    count = exp.select(exp.Count(this=exp.Distinct(expressions=[exp.column(unit, quoted=True)]))).from_(node)
+    units = con.execute(count.sql(dialect="duckdb")).fetchone()[0]
+    if units == 0:
+        raise PolicyError(f"{name} has no rows with a {unit}: a budget needs at least one unit")
+    if not (0 < delta < 1 / units):
+        raise PolicyError(f"delta = {delta!r}: must be in (0, 1/units) = (0, {1 / units:.3g}) for the {units} units "
+                          f"of {name}; e.g. delta = {_suggest_delta(units):g}")
+    if active_budget(con, name) is not None:
+        raise PolicyError(f"{name} already has a privacy budget: DROP PRIVACY BUDGET ON {name} first "
+                          "(its history stays in anon.privacy_ledger)")
+    con.execute("INSERT INTO anon.privacy_budgets (table_name, privacy_unit, units, epsilon, delta) "
+                "VALUES (?, ?, ?, ?, ?)", [name, unit, units, epsilon, delta])
+    return active_budget(con, name)
+
+
+def _suggest_delta(units: int) -> float:
+    return 10.0 ** math.floor(math.log10(1 / units) - 1)
+
+
+def show_budgets(con: duckdb.DuckDBPyConnection, include_dropped: bool = False) -> pd.DataFrame:
+    """table, unit, ε and δ total, spent and left, number of queries (dropped budgets too when asked)."""
+    ensure_ledger(con)
+    return con.execute(
+        "SELECT table_name, privacy_unit, units, epsilon, spent_epsilon, "
+        "greatest(epsilon - spent_epsilon, 0) AS epsilon_left, delta, spent_delta, "
+        "greatest(delta - spent_delta, 0) AS delta_left, queries, created_at, dropped_at "
+        "FROM anon.privacy_budgets WHERE ? OR dropped_at IS NULL ORDER BY budget_id", [include_dropped]).df()
+
+
+def drop_budget(con: duckdb.DuckDBPyConnection, table: str) -> Budget:
+    """Mark the table's budget dropped (its rows and ledger stay); PrivacyRequirementError when it has none."""
+    ensure_ledger(con)
+    _, name = resolve_table(con, table)
+    budget = active_budget(con, name)
+    if budget is None:
+        raise PrivacyRequirementError(f"{name} has no privacy budget to drop (SHOW PRIVACY BUDGETS lists them)")
+    con.execute("UPDATE anon.privacy_budgets SET dropped_at = current_timestamp WHERE budget_id = ?",
+                [budget.budget_id])
+    return budget
+
+
+def remaining(budget: Budget) -> str:
+    return (f"{budget.epsilon_left:.6g} of epsilon = {budget.epsilon:g} and {budget.delta_left:.3g} of "
+            f"delta = {budget.delta:g} left after {budget.queries} queries")
+
+
+def check_affordable(budget: Budget, epsilon: float, delta: float) -> None:
+    """PrivacyRequirementError (exit 3) when (ε, δ) would overspend the budget; says what is left."""
+    if budget.spent_epsilon + epsilon > budget.epsilon + _SLACK or budget.spent_delta + delta > budget.delta + _SLACK:
+        raise PrivacyRequirementError(
+            f"this query needs epsilon = {epsilon:g}, delta = {delta:g} but {budget.table_name} has "
+            f"{remaining(budget)}: ask for less, or DROP and CREATE a new PRIVACY BUDGET (a new budget does not "
+            "undo what was already released)")
+
+
+def record_spend(con: duckdb.DuckDBPyConnection, budget: Budget, query_text: str, epsilon: float, delta: float,
+                 groups_released: int) -> None:
+    """Charge the budget and log the answer; call inside the transaction that computed the answer."""
+    con.execute("UPDATE anon.privacy_budgets SET spent_epsilon = spent_epsilon + ?, spent_delta = spent_delta + ?, "
+                "queries = queries + 1 WHERE budget_id = ?", [epsilon, delta, budget.budget_id])
+    con.execute("INSERT INTO anon.privacy_ledger (budget_id, table_name, query_text, epsilon, delta, "
+                "groups_released) VALUES (?, ?, ?, ?, ?, ?)",
+                [budget.budget_id, budget.table_name, query_text, epsilon, delta, groups_released])

@@ -1,0 +1,267 @@
+"""Answering DP statements: bound each unit's contribution in SQL, aggregate per group in SQL, then select groups,
+add noise (OpenDP) and charge the table's budget in the same transaction that records the answer.
+
+Entry points: `is_dp_statement(text)`, `run_dp_statement(con, text) -> DataFrame`, `dp_query(con, text)`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import secrets
+
+import duckdb
+import pandas as pd
+from sqlglot import exp
+
+from anon_sql.dp import ledger, mechanisms
+from anon_sql.dp.query import Aggregate, BudgetStatement, DPQuery, is_dp_statement, parse_dp_select, parse_statement
+from anon_sql.errors import AnonSQLError, PolicyError, PrivacyRequirementError
+
+__all__ = ["is_dp_statement", "run_dp_statement", "dp_query", "build_sql", "plan_budget"]
+
+_UNIT, _ROWS, _UNITS = "__dp_unit", "__dp_rows", "__dp_units"
+
+
+def _group(i: int) -> str:
+    return f"__dp_g{i}"
+
+
+def _col(name: str) -> exp.Column:
+    return exp.column(name, quoted=True)
+
+
+def _num(value: float) -> exp.Expression:
+    return exp.convert(int(value) if float(value).is_integer() else float(value))
+
+
+def _clamp(node: exp.Expression, low: float, high: float) -> exp.Expression:
+    return exp.Greatest(this=exp.Least(this=node, expressions=[_num(high)]), expressions=[_num(low)])
+
+
+def _sum(node: exp.Expression) -> exp.Expression:
+    return exp.Coalesce(this=exp.Sum(this=node), expressions=[exp.convert(0)])
+
+
+def _statistics(q: DPQuery) -> list[tuple[str, str, Aggregate]]:
+    """One named per-group statistic per noised quantity: (column name, noise kind, aggregate)."""
+    stats = []
+    for i, a in enumerate(q.aggregates):
+        if a.kind in ("count", "count_column"):
+            stats.append((f"__dp_c{i}", "count", a))
+        elif a.kind == "count_distinct":
+            stats.append((_UNITS if q.group_by else f"__dp_c{i}", "units", a))
+        elif a.kind == "sum":
+            stats.append((f"__dp_s{i}", "sum", a))
+        else:
+            stats += [(f"__dp_s{i}", "avg_sum", a), (f"__dp_n{i}", "avg_count", a)]
+    return stats
+
+
+def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
+    """Row-level work as one query: per (unit, group) totals, at most max_groups_contributed groups per unit (the
+    smallest hash(unit, group, salt)), per-unit values clamped, then one row per group."""
+    groups = [exp.alias_(g.copy(), _group(i), quoted=True) for i, g in enumerate(q.group_by)]
+    base = exp.select(exp.alias_(_col(unit), _UNIT, quoted=True), *groups).from_(table.copy())
+    condition = exp.Not(this=exp.Is(this=_col(unit), expression=exp.Null()))
+    if q.where is not None:
+        condition = exp.and_(exp.paren(q.where.copy()), condition)
+    base = base.where(condition)
+    keys = [_col(_UNIT)] + [_col(_group(i)) for i in range(len(q.group_by))]
+    pair = exp.select(*[k.copy() for k in keys], exp.alias_(exp.Count(this=exp.Star()), _ROWS, quoted=True))
+    for i, a in enumerate(q.aggregates):
+        if a.argument is None or a.kind == "count_distinct":
+            continue
+        value = f"__dp_v{i}"
+        base = base.select(exp.alias_(a.argument.copy(), value, quoted=True))
+        agg = {"count_column": exp.Count, "sum": exp.Sum, "avg": exp.Avg}[a.kind]
+        pair = pair.select(exp.alias_(agg(this=_col(value)), f"__dp_p{i}", quoted=True))
+    pair = pair.from_(exp.alias_(exp.paren(base), "__dp_rows_in", table=True)).group_by(*keys)
+    if q.group_by:
+        order = exp.Anonymous(this="hash", expressions=[k.copy() for k in keys] + [exp.convert(salt)])
+        rank = exp.Window(this=exp.RowNumber(), partition_by=[_col(_UNIT)], order=exp.Order(
+            expressions=[exp.Ordered(this=order)]))
+        pair = pair.qualify(exp.LTE(this=rank, expression=exp.convert(q.max_groups_contributed)))
+    final = exp.select(*[_col(_group(i)) for i in range(len(q.group_by))],
+                       exp.alias_(exp.Count(this=exp.Star()), _UNITS, quoted=True))
+    for name, kind, a in _statistics(q):
+        i = q.aggregates.index(a)
+        if kind == "units":
+            if name != _UNITS:
+                final = final.select(exp.alias_(exp.Count(this=exp.Star()), name, quoted=True))
+            continue
+        if kind == "count":
+            per_unit = _col(_ROWS) if a.kind == "count" else _col(f"__dp_p{i}")
+            cap = a.bounds[1] if a.bounds else q.max_rows_contributed
+            stat = _sum(exp.Least(this=per_unit, expressions=[_num(cap)]))
+        elif kind == "sum":
+            stat = _sum(_clamp(exp.Coalesce(this=_col(f"__dp_p{i}"), expressions=[exp.convert(0)]), *a.bounds))
+        elif kind == "avg_sum":
+            middle = (a.bounds[0] + a.bounds[1]) / 2
+            stat = _sum(exp.Sub(this=_clamp(_col(f"__dp_p{i}"), *a.bounds), expression=_num(middle)))
+        else:
+            stat = exp.Count(this=_col(f"__dp_p{i}"))
+        final = final.select(exp.alias_(stat, name, quoted=True))
+    final = final.from_(exp.alias_(exp.paren(pair), "__dp_pairs", table=True))
+    if q.group_by:
+        final = final.group_by(*[_col(_group(i)) for i in range(len(q.group_by))])
+    return final
+
+
+def _sensitivity(q: DPQuery, kind: str, a: Aggregate) -> float:
+    """L1 change of the whole per-group vector when one unit is added: groups per unit × per-group bound."""
+    groups = q.max_groups_contributed if q.group_by else 1
+    if kind == "count":
+        return groups * (a.bounds[1] if a.bounds else q.max_rows_contributed)
+    if kind in ("units", "avg_count"):
+        return groups
+    if kind == "sum":
+        return groups * max(abs(a.bounds[0]), abs(a.bounds[1]))
+    return groups * (a.bounds[1] - a.bounds[0]) / 2
+
+
+def plan_budget(q: DPQuery) -> tuple[float, float, list[tuple[str, float]]]:
+    """(ε, δ) charged and ε per noised part: ε is split equally between partition selection (when grouping) and
+    every noised statistic; δ all goes to partition selection (nothing is charged for δ without GROUP BY)."""
+    parts = (["selection"] if q.group_by else []) + [name for name, kind, _ in _statistics(q) if kind != "units"
+                                                        or not q.group_by]
+    share = q.epsilon / len(parts) if parts else q.epsilon
+    delta = q.delta if q.group_by else 0.0
+    return q.epsilon, delta, [(p, share) for p in parts]
+
+
+def _check_against_budget(q: DPQuery, budget: ledger.Budget) -> None:
+    if q.privacy_unit_column is not None and q.privacy_unit_column.lower() != budget.privacy_unit.lower():
+        raise PolicyError(f"option privacy_unit_column = {q.privacy_unit_column!r}, but the budget of "
+                          f"{budget.table_name} protects {budget.privacy_unit!r}: drop the option or use that column")
+    if q.group_by:
+        if q.delta is None or not (0 < q.delta < 1 / budget.units):
+            raise PolicyError(f"option delta = {q.delta!r}: a GROUP BY query needs delta in (0, 1/units) = "
+                              f"(0, {1 / budget.units:.3g}) for the {budget.units} units of {budget.table_name} "
+                              "(it pays for partition selection), e.g. delta = 1e-7")
+    elif q.delta is not None and not (0 <= q.delta < 1 / budget.units):
+        raise PolicyError(f"option delta = {q.delta!r}: must be in (0, 1/units) = (0, {1 / budget.units:.3g})")
+    for a in q.aggregates:
+        if a.kind == "count_distinct" and a.argument.name.lower() != budget.privacy_unit.lower():
+            raise PolicyError(f"COUNT(DISTINCT {a.argument.name}) is not supported: only COUNT(DISTINCT "
+                              f"{budget.privacy_unit}) (the privacy unit, counting people) is")
+
+
+def _key(values) -> str:
+    return json.dumps([None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in values])
+
+
+def _noise(q: DPQuery, frame: pd.DataFrame, shares: dict[str, float]) -> tuple[pd.DataFrame, float, float]:
+    """Partition selection, then noise on every statistic of the kept groups; returns the answer and the (ε, δ)
+    that OpenDP's privacy maps report (checked against the charge)."""
+    alpha = None if q.intervals is None else 1 - q.intervals
+    spent_epsilon = spent_delta = 0.0
+    group_cols = [_group(i) for i in range(len(q.group_by))]
+    if q.group_by:
+        keys = [_key(row) for row in frame[group_cols].itertuples(index=False, name=None)]
+        units = dict(zip(keys, frame[_UNITS].astype("int64")))
+        selected = mechanisms.select_partitions(units, q.max_groups_contributed, shares["selection"], q.delta)
+        spent_epsilon += selected.epsilon
+        spent_delta += selected.delta
+        keep = [k in selected.counts for k in keys]
+        frame = frame.loc[keep].reset_index(drop=True)
+        kept_keys = [k for k, kept in zip(keys, keep) if kept]
+        noisy = {_UNITS: (pd.Series([selected.counts[k] for k in kept_keys], dtype="int64"),
+                          selected.scale, "count")}
+    else:
+        noisy = {}
+    for name, kind, a in _statistics(q):
+        if name in noisy:
+            continue
+        sensitivity = _sensitivity(q, kind, a)
+        if kind in ("count", "units", "avg_count"):
+            result = mechanisms.noisy_counts(frame[name].astype("int64").tolist(), int(sensitivity), shares[name])
+            noisy[name] = (pd.Series(result.values, dtype="int64"), result.scale, "count")
+        else:
+            result = mechanisms.noisy_sums(frame[name].astype("float64").tolist(), sensitivity, shares[name])
+            noisy[name] = (pd.Series(result.values, dtype="float64"), result.scale, "sum")
+        spent_epsilon += result.epsilon
+    out = pd.DataFrame(index=frame.index)
+    for output in q.outputs:
+        if output[0] == "group":
+            out[output[2]] = frame[_group(output[1])]
+            continue
+        a = output[1]
+        stats = [(name, kind) for name, kind, b in _statistics(q) if b is a]
+        if a.kind == "avg":
+            low, high = a.bounds
+            middle = (low + high) / 2
+            (s, s_scale, _), (n, n_scale, _) = noisy[stats[0][0]], noisy[stats[1][0]]
+            out[a.alias] = (middle + s / n.clip(lower=1)).clip(low, high)
+            if alpha is not None:
+                # both noises inside their (1 − α/2) half-widths ⇒ the bounded mean is inside (union bound)
+                sa, na = mechanisms.sum_accuracy(s_scale, alpha / 2), mechanisms.count_accuracy(n_scale, alpha / 2)
+                corners = [(s + ds) / (n + dn) for ds in (-sa, sa) for dn in (-na, na)]
+                lows = pd.concat(corners, axis=1).min(axis=1) + middle
+                highs = pd.concat(corners, axis=1).max(axis=1) + middle
+                unknown = n - na <= 0
+                out[f"{a.alias}_low"] = lows.where(~unknown, low).clip(low, high)
+                out[f"{a.alias}_high"] = highs.where(~unknown, high).clip(low, high)
+            continue
+        values, scale, family = noisy[stats[0][0]]
+        out[a.alias] = values
+        if alpha is not None:
+            width = (mechanisms.count_accuracy if family == "count" else mechanisms.sum_accuracy)(scale, alpha)
+            out[f"{a.alias}_low"] = values - width
+            out[f"{a.alias}_high"] = values + width
+    return out, spent_epsilon, spent_delta
+
+
+def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFrame:
+    """Answer one `SELECT WITH DIFFERENTIAL_PRIVACY ...` and charge its table's budget; the answer is recorded in
+    anon.privacy_ledger in the same transaction. Not reproducible: OpenDP's noise takes no seed."""
+    q = text if isinstance(text, DPQuery) else parse_dp_select(text)
+    ledger.ensure_ledger(con)
+    table, name = ledger.resolve_table(con, q.table)
+    epsilon, delta, parts = plan_budget(q)
+    try:
+        con.begin()
+    except duckdb.TransactionException:
+        raise PolicyError("a DP query runs in its own transaction: COMMIT or ROLLBACK the open one first") from None
+    try:
+        budget = ledger.active_budget(con, name)
+        if budget is None:
+            raise PrivacyRequirementError(f"{name} has no privacy budget: CREATE PRIVACY BUDGET ON {name} WITH "
+                                          "(epsilon = 1.0, delta = 1e-7, privacy_unit = '<column>') first")
+        _check_against_budget(q, budget)
+        ledger.check_affordable(budget, epsilon, delta)
+        sql = build_sql(q, table, budget.privacy_unit, secrets.randbits(62)).sql(dialect="duckdb")
+        try:
+            frame = con.execute(sql).df()
+        except (duckdb.BinderException, duckdb.ConversionException, duckdb.ParserException,
+                duckdb.CatalogException) as error:
+            raise PolicyError(f"the DP query does not fit {name}: {str(error).splitlines()[0]}") from None
+        answer, spent_epsilon, spent_delta = _noise(q, frame, dict(parts))
+        if spent_epsilon > epsilon * (1 + 1e-9) or spent_delta > delta * (1 + 1e-9):
+            raise AnonSQLError(f"internal accounting error: OpenDP reports ({spent_epsilon}, {spent_delta}) for a "
+                               f"charge of ({epsilon}, {delta}); nothing was released")
+        ledger.record_spend(con, budget, q.text, epsilon, delta, len(answer))
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+    return answer
+
+
+def run_dp_statement(con: duckdb.DuckDBPyConnection, text: str) -> pd.DataFrame:
+    """Run one DP statement (CREATE / SHOW / DROP PRIVACY BUDGET, SELECT WITH DIFFERENTIAL_PRIVACY); a DataFrame
+    for every one of them."""
+    statement = parse_statement(text)
+    if isinstance(statement, DPQuery):
+        return dp_query(con, statement)
+    assert isinstance(statement, BudgetStatement)
+    if statement.action == "show":
+        return ledger.show_budgets(con)
+    if statement.action == "drop":
+        budget = ledger.drop_budget(con, statement.table)
+        return pd.DataFrame([{"table_name": budget.table_name, "dropped": True, "epsilon_spent": budget.spent_epsilon,
+                              "queries": budget.queries}])
+    options = statement.options
+    budget = ledger.create_budget(con, statement.table, epsilon=options["epsilon"], delta=options["delta"],
+                                  privacy_unit=options["privacy_unit"])
+    return pd.DataFrame([{"table_name": budget.table_name, "privacy_unit": budget.privacy_unit, "units": budget.units,
+                          "epsilon": budget.epsilon, "delta": budget.delta}])
