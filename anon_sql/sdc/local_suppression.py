@@ -235,4 +235,4 @@ def kanonymity_with_wildcards_sql(source: str | exp.Table, quasi: Sequence[str],
 def is_kanonymous_with_wildcards(con, source: str | exp.Table, quasi: Sequence[str], k: int) -> bool:
     """Run the verifier: True when no record matches fewer than k records."""
     q = exp.select(exp.func("COUNT", exp.Star())).from_(kanonymity_with_wildcards_sql(source, quasi, k).subquery("v"))
-    return con.execute(render(q)).fetchone()[0] == 0
+    return con.execute(render(q)).fetchall()[0][0] == 0

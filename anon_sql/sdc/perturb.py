@@ -209,7 +209,7 @@ def perturb(con, table_name: str | exp.Table, column_specs: Mapping[str, Mapping
     _store_sql(con, f"{work}_n", fill("SELECT rowid AS __r, * FROM __w", names={"__r": ROW}, tables={"__w": work}))
     _drop(con, work)
     work = f"{work}_n"
-    n = con.execute(render(fill("SELECT COUNT(*) FROM __w", tables={"__w": work}))).fetchone()[0]
+    n = con.execute(render(fill("SELECT COUNT(*) FROM __w", tables={"__w": work}))).fetchall()[0][0]
 
     replaced: dict[str, str] = {}  # column → temp table (ROW, column) holding its new values
     result = Perturbation(output=output, rows=int(n))
@@ -269,7 +269,7 @@ def _perturb_unit(con, work: str, target: str, unit: str, columns: list[str], sp
                                      values={"__t": threshold, "__rep": replacement}))
         coded = con.execute(render(fill(
             "SELECT COUNT(*) FROM __w WHERE __x > __t" if op == ">" else "SELECT COUNT(*) FROM __w WHERE __x < __t",
-            names={"__x": column}, tables={"__w": work}, values={"__t": threshold}))).fetchone()[0]
+            names={"__x": column}, tables={"__w": work}, values={"__t": threshold}))).fetchall()[0][0]
         info.update(threshold=threshold, replacement=replacement, coded=int(coded))
         return info
     if kind == "pram":
