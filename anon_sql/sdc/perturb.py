@@ -342,8 +342,8 @@ def _perturb_unit(con, work: str, target: str, unit: str, columns: list[str], sp
 
 def swap_partners(x: np.ndarray, window: float, rng: np.random.Generator) -> np.ndarray:
     """Rank swapping, vectorised: partner[i] is the index whose value record i receives. Ranks (ties broken by
-    position) are cut into consecutive blocks of w + 1 ranks, w = ⌊window % · n⌋, starting at a random offset; inside a
-    block records are paired at random and each pair swaps. So every swap is between ranks at most w apart and each
+    position) are cut into consecutive blocks of w + 1 ranks (rounded down to even), w = ⌊window % · n⌋, starting at a
+    random offset; inside a block records are paired at random and each pair swaps. So every swap is between ranks at most w apart and each
     record is swapped at most once (sdcMicro picks partners one record at a time; this draws them block-wise)."""
     n = x.size
     partner = np.arange(n)
@@ -351,7 +351,7 @@ def swap_partners(x: np.ndarray, window: float, rng: np.random.Generator) -> np.
     if n < 2 or w < 1:
         return partner
     order = np.argsort(x, kind="stable")
-    size = w + 1
+    size = max(2, (w + 1) // 2 * 2)  # an even block pairs everyone (ranks in a block differ by at most w)
     offset = int(rng.integers(0, size))
     block = (np.arange(n) + offset) // size
     shuffled = np.lexsort((rng.random(n), block))  # positions, grouped by block, random within a block
