@@ -1,0 +1,1 @@
+"""Statistical disclosure control: perturbation, masking, risk (sdcMicro and PostgreSQL Anonymizer's toolbox)."""
