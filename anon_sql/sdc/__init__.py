@@ -3,5 +3,7 @@ household risk). Standalone functions over a DuckDB connection; the policy and C
 from __future__ import annotations
 
 from .masking import fake_mapping, fake_select, install_masking, mask_expression, shuffle_select
+from .suda import SudaResult, suda2
 
-__all__ = ["fake_mapping", "fake_select", "install_masking", "mask_expression", "shuffle_select"]
+__all__ = ["SudaResult", "fake_mapping", "fake_select", "install_masking", "mask_expression", "shuffle_select",
+           "suda2"]
