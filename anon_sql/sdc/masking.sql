@@ -22,7 +22,8 @@ CREATE OR REPLACE MACRO anon.partial_email(email) AS
         WHEN email IS NULL THEN NULL
         WHEN strpos(CAST(email AS VARCHAR), '@') = 0 THEN '******'
         ELSE left(split_part(CAST(email AS VARCHAR), '@', 1), 1) || '******@******'
-             || regexp_extract(CAST(email AS VARCHAR), '@.*(\.[^.@]*)$', 1)
+             || CASE WHEN strpos(split_part(CAST(email AS VARCHAR), '@', -1), '.') > 0
+                     THEN '.' || split_part(CAST(email AS VARCHAR), '.', -1) ELSE '' END
     END;
 
 -- a constant that hides the value and its length
