@@ -1,0 +1,263 @@
+"""Masking functions: the persisted ``anon.*`` macros (masking.sql) and the sqlglot builders a policy's
+``mask = { function = ... }`` compiles to — macro calls, a seeded shuffle, and Faker values joined in SQL."""
+from __future__ import annotations
+
+import difflib
+import hashlib
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping
+
+import duckdb
+import pandas as pd
+from sqlglot import exp
+
+from anon_sql.errors import PolicyError
+
+from ._sql import call, col, ident, lit, render, table
+
+SCHEMA = "anon"
+MACROS = ("partial", "partial_email", "redact", "hash", "noise", "dnoise")
+TABLE_MASKS = ("shuffle", "fake")          # need the whole column, not one value: shuffle_select / fake_select
+_POS = "__anon_pos"
+
+
+def masking_sql() -> str:
+    """The text of masking.sql (shipped inside the package)."""
+    return resources.files(__package__).joinpath("masking.sql").read_text(encoding="utf-8")
+
+
+def install_masking(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Create schema ``anon`` if missing and (re)create the masking macros in it, in one transaction; idempotent.
+    Returns the macro names. The macros live in the database file and work in any DuckDB client without Python."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(masking_sql())
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    return [f"{SCHEMA}.{m}" for m in MACROS]
+
+
+def _int_param(spec: Mapping[str, Any], key: str, function: str, default: int | None = None) -> int:
+    value = spec.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PolicyError(f"mask {function!r}: {key} must be a whole number >= 0, got {value!r} "
+                          f"(e.g. mask = {{ function = \"partial\", keep_start = 2, pad = \"XXXX\", keep_end = 2 }})")
+    return value
+
+
+def _ratio(spec: Mapping[str, Any]) -> float:
+    value = spec.get("ratio")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise PolicyError(f"mask 'noise': ratio must be a number in [0, 1] (the largest relative change), got "
+                          f"{value!r} (e.g. mask = {{ function = \"noise\", ratio = 0.1 }})")
+    return float(value)
+
+
+@lru_cache(maxsize=256)
+def _interval_ok(text: str) -> bool:
+    try:
+        duckdb.connect().execute("SELECT CAST(? AS INTERVAL)", [text]).fetchall()
+    except duckdb.Error:
+        return False
+    return True
+
+
+def _interval(spec: Mapping[str, Any]) -> exp.Expression:
+    value = spec.get("interval")
+    if not isinstance(value, str) or not _interval_ok(value):
+        raise PolicyError(f"mask 'dnoise': interval must be a DuckDB interval text such as \"10 days\" or "
+                          f"\"6 hours\", got {value!r}")
+    return exp.Cast(this=lit(value), to=exp.DataType.build("INTERVAL"))
+
+
+def mask_expression(column: str | exp.Expression, spec: Mapping[str, Any], seed: int | None = None,
+                    key: exp.Expression | None = None, column_type: str | None = None) -> exp.Expression:
+    """The sqlglot expression that masks one column with an ``anon.*`` macro, per ``spec`` (a policy's ``mask`` table).
+
+    ``noise`` / ``dnoise`` with a ``seed`` use the seeded overload keyed by ``key`` (an expression identifying the
+    row, e.g. a primary key; default: the column's own value, so equal values get equal noise). Without a seed they
+    draw from DuckDB's random(). ``column_type="DATE"`` casts dnoise's TIMESTAMP back to DATE. ``shuffle`` and
+    ``fake`` permute or replace the whole column: build them with :func:`shuffle_select` / :func:`fake_select`."""
+    function = spec.get("function")
+    x = col(column) if isinstance(column, str) else column.copy()
+    if function in TABLE_MASKS:
+        raise PolicyError(f"mask {function!r} works on the whole table, not one value: build it with "
+                          f"anon_sql.sdc.{function}_select(...)")
+    if function == "partial":
+        pad = spec.get("pad")
+        if not isinstance(pad, str):
+            raise PolicyError(f"mask 'partial': pad must be a string such as \"XXXX\", got {pad!r}")
+        return call("partial", x, lit(_int_param(spec, "keep_start", function)), lit(pad),
+                    lit(_int_param(spec, "keep_end", function)), schema=SCHEMA)
+    if function == "partial_email":
+        return call("partial_email", x, schema=SCHEMA)
+    if function == "redact":
+        replacement = spec.get("replacement")
+        if replacement is None:
+            return call("redact", x, schema=SCHEMA)
+        return call("redact", x, lit(str(replacement)), schema=SCHEMA)
+    if function == "hash":
+        salt = spec.get("salt")
+        if not isinstance(salt, str) or not salt:
+            raise PolicyError("mask 'hash': give a secret salt (mask = { function = \"hash\", salt = \"...\" }); "
+                              "an unsalted hash of a small domain is reversed by hashing every candidate")
+        return call("hash", x, lit(salt), schema=SCHEMA)
+    if function in ("noise", "dnoise"):
+        amount = lit(_ratio(spec)) if function == "noise" else _interval(spec)
+        args = [x, amount]
+        if seed is not None:
+            args += [lit(int(seed)), key.copy() if key is not None else x.copy()]
+        out = call(function, *args, schema=SCHEMA)
+        if function == "dnoise" and column_type and column_type.upper() == "DATE":
+            out = exp.Cast(this=out, to=exp.DataType.build("DATE"))
+        return out
+    raise PolicyError(f"unknown mask function {function!r}: use one of {', '.join(MACROS + TABLE_MASKS)}")
+
+
+def _draw(seed: int, key: exp.Expression) -> exp.Expression:
+    """md5_number(seed || chr(31) || key): a stable 128-bit draw per row (md5 is the same in every DuckDB version)."""
+    text = exp.DPipe(this=exp.DPipe(this=lit(str(int(seed))), expression=call("chr", lit(31))),
+                     expression=exp.Coalesce(this=exp.Cast(this=key, to=exp.DataType.build("VARCHAR")),
+                                             expressions=[lit("")]))
+    return call("md5_number", text)
+
+
+def _row_key(key_columns: list[str] | None) -> exp.Expression:
+    if not key_columns:
+        return exp.column("rowid")         # base tables only; pass key_columns for a view
+    parts = [exp.Cast(this=col(c), to=exp.DataType.build("VARCHAR")) for c in key_columns]
+    return call("concat_ws", lit("\x1f"), *parts) if len(parts) > 1 else parts[0]
+
+
+def shuffle_select(source: str | exp.Table, column: str, seed: int,
+                   key_columns: list[str] | None = None) -> exp.Select:
+    """``SELECT`` every column of ``source`` with ``column`` permuted among the rows (a uniform permutation seeded by
+    ``seed``): rows in key order are paired with the column's values ranked by md5(seed, key). ``key_columns``
+    identify a row (default: rowid, which only base tables have); the same seed and keys give the same release."""
+    k = _row_key(key_columns)
+    pos = lambda order: exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=order))  # noqa: E731
+    rows = exp.select(exp.Star(), exp.alias_(pos([exp.Ordered(this=k.copy())]), ident(_POS))).from_(table(source))
+    values = exp.select(col(column), exp.alias_(pos([exp.Ordered(this=_draw(seed, k.copy())),
+                                                     exp.Ordered(this=k.copy())]), ident(_POS))) \
+        .from_(table(source))
+    star = exp.Star(except_=[col(_POS)], replace=[exp.alias_(col(column, "p"), ident(column))])
+    return exp.select(exp.Column(this=star, table=ident("s"))) \
+        .from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("s")))) \
+        .join(exp.Subquery(this=values, alias=exp.TableAlias(this=ident("p"))), using=[ident(_POS)])
+
+
+# ---------------------------------------------------------------------------------------------------------------- fake
+
+@lru_cache(maxsize=32)
+def _faker(locale: str):
+    try:
+        from faker import Faker
+    except ImportError:  # pragma: no cover - faker is a declared dependency of the fake mask
+        raise PolicyError("mask 'fake' needs the faker package: pip install faker") from None
+    try:
+        return Faker(locale)
+    except AttributeError:
+        from faker.config import AVAILABLE_LOCALES
+        close = difflib.get_close_matches(locale, AVAILABLE_LOCALES, n=5, cutoff=0.5)
+        raise PolicyError(f"mask 'fake': unknown Faker locale {locale!r}"
+                          + (f"; close: {', '.join(close)}" if close else "; e.g. en_US, fr_FR, de_DE")) from None
+
+
+def faker_providers(locale: str = "en_US") -> list[str]:
+    """The provider (method) names a Faker of that locale offers."""
+    gen = _faker(locale).factories[0]
+    return sorted({m for p in gen.providers for m in dir(p)
+                   if not m.startswith("_") and callable(getattr(p, m, None))})
+
+
+def _provider(locale: str, provider: str):
+    names = faker_providers(locale)
+    if not isinstance(provider, str) or provider not in names:
+        close = difflib.get_close_matches(str(provider), names, n=6, cutoff=0.5)
+        raise PolicyError(f"mask 'fake': unknown Faker provider {provider!r} for locale {locale!r}; "
+                          + (f"close providers: {', '.join(close)}" if close
+                             else "e.g. first_name, last_name, name, email, phone_number, address, city"))
+    return _faker(locale), provider
+
+
+def _seed_of(seed: int, value: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{int(seed)}\x1f{value}".encode()).digest()[:8], "big")
+
+
+def fake_values(values: list[str], provider: str, locale: str = "en_US", seed: int = 0) -> list[str]:
+    """One fake value per source value, seeded by sha256(seed, value): the same value always gets the same fake."""
+    fake, name = _provider(locale, provider)
+    out = []
+    for v in values:                 # Faker has no batch API: one call per distinct value
+        fake.seed_instance(_seed_of(seed, v))
+        try:
+            out.append(str(getattr(fake, name)()))
+        except TypeError as e:
+            raise PolicyError(f"mask 'fake': provider {provider!r} needs arguments ({e}); pick a provider that "
+                              "takes none, e.g. first_name") from None
+    return out
+
+
+def fake_pool(n: int, provider: str, locale: str = "en_US", seed: int = 0) -> list[str]:
+    """``n`` fake values from one Faker stream seeded by ``seed``."""
+    return fake_values([f"#pool{i}" for i in range(n)], provider, locale, seed)
+
+
+def fake_mapping(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column: str, spec: Mapping[str, Any],
+                 seed: int, mapping_table: str) -> pd.DataFrame:
+    """Generate the fake values for ``column`` and store them in TEMP table ``mapping_table``; returns the mapping.
+
+    ``consistent = true`` (the default): one row (source, fake) per DISTINCT non-NULL source value, the fake seeded by
+    (seed, value) — the same person keeps the same fake name everywhere, in every release with that seed.
+    ``consistent = false``: a pool (slot, fake) of as many fakes as there are distinct values; rows draw a slot."""
+    provider, locale = spec.get("provider"), spec.get("locale", "en_US")
+    _provider(locale, provider)                                   # refuse a bad provider before reading anything
+    distinct = exp.select(exp.alias_(exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR")), ident("source"))) \
+        .distinct().from_(table(source)).where(exp.Not(this=exp.Is(this=col(column), expression=exp.null())))
+    values = [r[0] for r in con.execute(render(distinct.order_by(exp.column("source")))).fetchall()]
+    if spec.get("consistent", True):
+        frame = pd.DataFrame({"source": values, "fake": fake_values(values, provider, locale, seed)})
+    else:
+        frame = pd.DataFrame({"slot": range(len(values)), "fake": fake_pool(len(values), provider, locale, seed)})
+    view = "__anon_fake_frame"
+    con.register(view, frame)
+    try:
+        con.execute(render(exp.Create(this=exp.Table(this=ident(mapping_table)), kind="TABLE", replace=True,
+                                      properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
+                                      expression=exp.select("*").from_(table(view)))))
+    finally:
+        con.unregister(view)
+    return frame
+
+
+def fake_select(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column: str, spec: Mapping[str, Any],
+                seed: int, key_columns: list[str] | None = None, mapping_table: str | None = None) -> exp.Select:
+    """``SELECT`` every column of ``source`` with ``column`` replaced by Faker values (``spec``: provider, locale,
+    consistent), joined in SQL from the mapping :func:`fake_mapping` builds (NULL stays NULL)."""
+    mapping_table = mapping_table or f"__anon_fake_{column}"
+    frame = fake_mapping(con, source, column, spec, seed, mapping_table)
+    m = table(mapping_table, alias="m")
+    if spec.get("consistent", True):
+        on = exp.EQ(this=exp.Cast(this=col(column, "s"), to=exp.DataType.build("VARCHAR")),
+                    expression=col("source", "m"))
+    else:
+        n = max(len(frame), 1)
+        k = _row_key([f"{c}" for c in key_columns] if key_columns else None)
+        if isinstance(k, exp.Column) and k.name == "rowid":
+            k = exp.column("rowid", table="s")
+        else:
+            for c in k.find_all(exp.Column):
+                c.set("table", ident("s"))
+        slot = exp.Mod(this=_draw(seed, k), expression=lit(n))
+        on = exp.and_(exp.EQ(this=exp.Cast(this=slot, to=exp.DataType.build("BIGINT")), expression=col("slot", "m")),
+                      exp.Not(this=exp.Is(this=col(column, "s"), expression=exp.null())))
+    star = exp.Star(replace=[exp.alias_(col("fake", "m"), ident(column))])
+    return exp.select(exp.Column(this=star, table=ident("s"))).from_(table(source, alias="s")) \
+        .join(m, on=on, join_type="left")
+
+
+__all__ = ["MACROS", "SCHEMA", "TABLE_MASKS", "fake_mapping", "fake_pool", "fake_select", "fake_values",
+           "faker_providers", "install_masking", "mask_expression", "masking_sql", "shuffle_select"]
