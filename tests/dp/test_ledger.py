@@ -1,6 +1,8 @@
 """Budgets and the ledger: creation rules, exhaustion, refusals with what is left, persistence across a reopen."""
 from __future__ import annotations
 
+from dp_fixtures import db_path, dcon  # noqa: F401  (fixtures)
+
 import duckdb
 import pytest
 

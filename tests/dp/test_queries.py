@@ -1,6 +1,8 @@
 """DP SELECT: the issue's example end to end, refusals naming what is supported (exit 2), hostile input."""
 from __future__ import annotations
 
+from dp_fixtures import db_path, dcon  # noqa: F401  (fixtures)
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
