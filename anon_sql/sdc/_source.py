@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from anon_sql.errors import PolicyError, SourceError
 
-from ._sql import col, render, table, table_label
+from .sqlparts import col, render, table, table_label
 
 
 def columns_of(con: duckdb.DuckDBPyConnection, source: str | exp.Table) -> dict[str, str]:

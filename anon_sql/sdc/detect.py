@@ -14,7 +14,7 @@ from sqlglot import exp
 from anon_sql.errors import PolicyError
 
 from ._source import columns_of
-from ._sql import call, col, ident, lit, render, table
+from .sqlparts import call, col, ident, lit, render, table
 
 # ---------------------------------------------------------------------------------------------------- name hints
 # (role, what, confidence, words): a word of 5+ letters matches inside the compacted name, a shorter one only as a

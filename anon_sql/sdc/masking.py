@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from anon_sql.errors import PolicyError
 
-from ._sql import call, col, ident, lit, render, table
+from .sqlparts import call, col, ident, lit, render, table
 
 SCHEMA = "anon"
 MACROS = ("partial", "partial_email", "redact", "hash", "noise", "dnoise")

@@ -17,7 +17,7 @@ from sqlglot import exp
 from anon_sql.errors import PolicyError, SourceError
 
 from ._source import check_columns
-from ._sql import DIALECT, col, ident, lit, render, table, table_label
+from .sqlparts import DIALECT, col, ident, lit, render, table, table_label
 
 _F, _FW, _R, _HR = "__anon_f", "__anon_fw", "__anon_r", "__anon_hr"
 NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",

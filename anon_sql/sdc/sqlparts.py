@@ -1,4 +1,4 @@
-"""SQL of the sdc modules as sqlglot trees: constant templates whose placeholder names become quoted identifiers,
+"""SQL of the sdc modules as sqlglot trees (the quoting builders of anon_sql.common.sqlbuild): constant templates whose placeholder names become quoted identifiers,
 tables and literals — no policy text is ever pasted into SQL."""
 from __future__ import annotations
 
@@ -7,19 +7,15 @@ from typing import Any, Mapping
 import sqlglot
 from sqlglot import exp
 
+from ..common.sqlbuild import col, func, ident, lit, render, table
+
 DIALECT = "duckdb"
+call = func   # a (schema-qualified) function or macro call
 
 
-def ident(name: str) -> exp.Identifier:
-    """A column name as a quoted identifier (any character, quotes included, is safe)."""
-    return exp.to_identifier(str(name), quoted=True)
-
-
-def table(name: str | exp.Table) -> exp.Table:
-    """A table: a str is one quoted name (pass an ``exp.Table`` for a schema-qualified one)."""
-    if isinstance(name, exp.Table):
-        return name.copy()
-    return exp.Table(this=ident(name))
+def table_label(name: str | exp.Table) -> str:
+    """A table's name for messages."""
+    return name.sql(dialect=DIALECT) if isinstance(name, exp.Table) else repr(str(name))
 
 
 def literal(value: Any) -> exp.Expression:
@@ -54,9 +50,6 @@ def fill(template: str, *, names: Mapping[str, str] | None = None, tables: Mappi
 
     return tree.transform(swap)
 
-
-def render(tree: exp.Expression) -> str:
-    return tree.sql(dialect=DIALECT)
 
 
 def run(con, tree: exp.Expression):

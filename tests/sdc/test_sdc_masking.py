@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from anon_sql.errors import PolicyError
 from anon_sql.sdc import masking
-from anon_sql.sdc._sql import render
+from anon_sql.sdc.sqlparts import render
 
 
 @pytest.fixture(scope="module")
