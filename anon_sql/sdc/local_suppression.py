@@ -20,7 +20,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
-from .sqlparts import fill, ident, render, run, table
+from .sqlparts import fill, ident, render, run, store_frame, table
 
 SUPPRESSED = -1  # the code of a suppressed (NULL) cell
 
@@ -183,12 +183,7 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
         frame = pd.DataFrame({**{c: codes[:, j] for j, c in enumerate(code_names)},
                               **{f"__anon_blank_{j}": flags[:, j] for j in range(len(quasi))}})
         frame = frame[flags.any(axis=1)]
-        view = f"__anon_sdc_blank_{abs(hash(output)) % 10**9}"
-        con.register(view, frame)
-        try:
-            run(con, fill("CREATE OR REPLACE TEMP TABLE __m AS SELECT * FROM __v", tables={"__m": mapping, "__v": view}))
-        finally:
-            con.unregister(view)
+        store_frame(con, mapping, frame)
         projections = []
         for c in columns:
             if c in quasi:

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from ..errors import PolicyError
 from . import microaggregation, pram
-from .sqlparts import fill, ident, render, run, table
+from .sqlparts import fill, ident, render, run, store_frame, table
 
 KINDS: dict[str, dict[str, Any]] = {
     # kind: required keys, optional keys with defaults, whether the column must be numeric
@@ -166,15 +166,6 @@ def _fetch(con, work, columns: list[str], complete: bool = True) -> tuple[np.nda
     return rows, X
 
 
-def _store(con, name: str, frame: pd.DataFrame) -> None:
-    view = f"__anon_sdc_frame_{abs(hash(name)) % 10**9}"
-    con.register(view, frame)
-    try:
-        run(con, fill("CREATE OR REPLACE TEMP TABLE __t AS SELECT * FROM __v", tables={"__t": name, "__v": view}))
-    finally:
-        con.unregister(view)
-
-
 def _store_sql(con, name: str, query: exp.Expression) -> None:
     run(con, exp.Create(this=table(name), kind="TABLE", replace=True, expression=query,
                         properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
@@ -282,7 +273,7 @@ def _perturb_unit(con, work: str, target: str, unit: str, columns: list[str], sp
         counts = np.asarray(counts["__n"], dtype=float)
         P = pram.transition_matrix(counts.size, float(spec["retain"]))
         M = pram.invariant_matrix(P, counts) if spec["invariant"] and counts.size else P
-        _store(con, matrix, pd.DataFrame(pram.matrix_rows(M)))
+        store_frame(con, matrix, pd.DataFrame(pram.matrix_rows(M)))
         _store_sql(con, target, pram.pram_sql(work, column, cats, matrix, seed, ROW))
         values = con.execute(render(fill("SELECT __value FROM __c ORDER BY __code", tables={"__c": cats}))
                              ).fetchall()
@@ -303,7 +294,7 @@ def _perturb_unit(con, work: str, target: str, unit: str, columns: list[str], sp
         values, grouping = microaggregation.mdav(X, spec["k"])
         values = values.reshape(X.shape[0], -1)
         frame = pd.DataFrame({ROW: complete_rows, **{c: values[:, i] for i, c in enumerate(columns)}})
-        _store(con, target, frame)
+        store_frame(con, target, frame)
         info.update(k=spec["k"], method="mdav", groups=grouping.groups, sse=grouping.sse, sst=grouping.sst,
                     information_loss=grouping.information_loss)
         return info
@@ -322,7 +313,7 @@ def _perturb_unit(con, work: str, target: str, unit: str, columns: list[str], sp
             noise = rng.standard_normal(X.shape) * (scale * sd)
         values = X + noise  # NULL (NaN) stays NULL
         frame = pd.DataFrame({ROW: rows, **{c: values[:, i] for i, c in enumerate(columns)}})
-        _store(con, target, frame)
+        store_frame(con, target, frame)
         info.update(scale=scale, correlated=spec["correlated"])
         return info
     if kind == "swap":
@@ -331,7 +322,7 @@ def _perturb_unit(con, work: str, target: str, unit: str, columns: list[str], sp
         partner = swap_partners(X[:, 0], float(spec["window"]), rng)
         pairs = f"{target}_pairs"
         created.append(pairs)
-        _store(con, pairs, pd.DataFrame({"receiver": rows, "giver": rows[partner]}))
+        store_frame(con, pairs, pd.DataFrame({"receiver": rows, "giver": rows[partner]}))
         _store_sql(con, target, fill("""
             SELECT p.receiver AS __row, w.__x FROM __p AS p JOIN __w AS w ON w.__row = p.giver
         """, names={"__row": ROW, "__x": column}, tables={"__p": pairs, "__w": work}))

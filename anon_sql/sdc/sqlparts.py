@@ -55,3 +55,14 @@ def fill(template: str, *, names: Mapping[str, str] | None = None, tables: Mappi
 def run(con, tree: exp.Expression):
     """Execute one tree on a DuckDB connection."""
     return con.execute(render(tree))
+
+
+def store_frame(con, name: str | exp.Table, frame) -> None:
+    """Write a pandas frame to the temporary table ``name`` (the frame is registered under a scratch view name
+    for the one statement, then unregistered)."""
+    view = f"__anon_sdc_frame_{abs(hash(str(name))) % 10**9}"
+    con.register(view, frame)
+    try:
+        run(con, fill("CREATE OR REPLACE TEMP TABLE __t AS SELECT * FROM __v", tables={"__t": name, "__v": view}))
+    finally:
+        con.unregister(view)
