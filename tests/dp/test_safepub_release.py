@@ -124,3 +124,17 @@ def test_policy_round_trips_with_the_key():
     p = anon_sql.Policy.from_dict(_policy())
     assert p.privacy.differential_privacy == {"epsilon": 2.0, "delta": 1e-5}
     assert anon_sql.Policy.from_toml(p.to_toml()).privacy.differential_privacy["delta"] == 1e-5
+
+
+def test_the_shared_file_leaves_the_seed_out_and_still_checks(con, tmp_path):
+    import json
+
+    anon_sql.release(con, _policy())
+    target = tmp_path / "adult_dp.duckdb"
+    anon_sql.export(con, "adult_dp", str(target))
+    shared = duckdb.connect(str(target), read_only=True)
+    policy = json.loads(shared.execute("SELECT policy FROM adult_dp__metadata").fetchall()[0][0])
+    shared.close()
+    assert "seed" not in policy and policy["privacy"]["differential_privacy"]["epsilon"] == 2.0
+    assert str(SEED) not in target.read_bytes().decode("latin-1")
+    assert anon_sql.check(duckdb.connect(str(target), read_only=True), "adult_dp")["passed"].all()
