@@ -11,6 +11,7 @@ Public API (everything else is private and may change)::
     anon_sql.export(con, release_name, path)      # the shareable file of a recorded release
     anon_sql.assess(con, table, quasi=[...])      # risk measures of an existing table (nothing written)
     anon_sql.execute(con, sql_text)               # a SQL script: DuckDB SQL + CREATE/REFRESH/... ANONYMIZED VIEW
+                                                  # + CREATE/SHOW/DROP PRIVACY BUDGET, SELECT WITH DIFFERENTIAL_PRIVACY
     anon_sql.refresh(con, name, keep_plan=False)  # re-run a release's stored policy on the current source
     anon_sql.create_budget(con, table, epsilon=1.0, delta=1e-7, privacy_unit="person_id")   # DP (docs/dp.md)
     anon_sql.dp_query(con, "SELECT WITH DIFFERENTIAL_PRIVACY ...")  # -> DataFrame; show_budgets, drop_budget

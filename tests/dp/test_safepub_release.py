@@ -18,7 +18,7 @@ from anon_sql.runner.sampling import sampled_relation
 from anon_sql.common.sqlbuild import render, table
 from sqlglot import exp
 
-LEVELS = {"age": 2, "sex": 0, "race": 0, "marital-status": 1, "education": 1}
+LEVELS = {"age": 3, "sex": 0, "race": 0, "marital-status": 1, "education": 2}
 SEED = 8675309
 
 
@@ -64,6 +64,7 @@ def test_release_suppresses_every_class_below_k_and_records_the_parameters(con):
     general = pd.DataFrame({q: sample[q].astype(str).map(_taxonomy_map(q, lvl)) for q, lvl in LEVELS.items()})
     counts = general.value_counts()
     kept = counts[counts >= 62]
+    assert len(kept) >= 3 and (counts < 62).sum() >= 3       # both sides of k are exercised
     assert rel.records_out == int(kept.sum()) and len(rel.classes) == len(kept)
     assert rel.records_in == 3000 and rel.suppressed == 3000 - int(kept.sum())
     assert rel.suppressed == recorded["dp_unsampled"] + int(counts[counts < 62].sum())
@@ -91,6 +92,7 @@ def test_same_seed_same_release_other_seed_other_sample(con):
     a = anon_sql.release(con, _policy("a"))
     b = anon_sql.release(con, _policy("b"))
     c = anon_sql.release(con, _policy("c", seed=SEED + 1))
+    assert a.records_out > 0
     assert a.info["differential_privacy"] == b.info["differential_privacy"]
     assert con.execute("SELECT * FROM a EXCEPT ALL SELECT * FROM b").fetchall() == []
     assert a.info["differential_privacy"]["dp_sampled"] != c.info["differential_privacy"]["dp_sampled"] or (
@@ -138,3 +140,14 @@ def test_the_shared_file_leaves_the_seed_out_and_still_checks(con, tmp_path):
     assert "seed" not in policy and policy["privacy"]["differential_privacy"]["epsilon"] == 2.0
     assert str(SEED) not in target.read_bytes().decode("latin-1")
     assert anon_sql.check(duckdb.connect(str(target), read_only=True), "adult_dp")["passed"].all()
+
+
+def test_a_larger_k_given_is_kept_and_the_sql_form_releases_the_same(con):
+    rel = anon_sql.release(con, {**_policy("bigger"), "privacy": {
+        "k": 170, "differential_privacy": {"epsilon": 2.0, "delta": 1e-5}}})
+    assert rel.policy.privacy.k == 170 and len(rel.classes) and rel.classes["__size"].min() >= 170
+    sql = anon_sql.Policy.from_dict(_policy("via_sql")).to_sql()
+    assert "differential_privacy = {'epsilon': 2.0, 'delta': 1e-05}" in sql
+    [result] = anon_sql.execute(con, sql)
+    direct = anon_sql.release(con, _policy("direct"))
+    assert result.value.records_out == direct.records_out and result.value.suppressed == direct.suppressed
