@@ -11,7 +11,10 @@ Public API (everything else is private and may change)::
     anon_sql.export(con, release_name, path)      # the shareable file of a recorded release
     anon_sql.assess(con, table, quasi=[...])      # risk measures of an existing table (nothing written)
     anon_sql.execute(con, sql_text)               # a SQL script: DuckDB SQL + CREATE/REFRESH/... ANONYMIZED VIEW
+                                                  # + CREATE/SHOW/DROP PRIVACY BUDGET, SELECT WITH DIFFERENTIAL_PRIVACY
     anon_sql.refresh(con, name, keep_plan=False)  # re-run a release's stored policy on the current source
+    anon_sql.create_budget(con, table, epsilon=1.0, delta=1e-7, privacy_unit="person_id")   # DP (docs/dp.md)
+    anon_sql.dp_query(con, "SELECT WITH DIFFERENTIAL_PRIVACY ...")  # -> DataFrame; show_budgets, drop_budget
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ _LAZY = {
     "assess": ".assessment.measures", "Assessment": ".assessment.measures",
     "execute": ".statements.script",          # SQL scripts with the anonymized-view statements
     "refresh": ".statements.views",
+    "create_budget": ".dp", "show_budgets": ".dp", "drop_budget": ".dp", "dp_query": ".dp",   # differential privacy
     "leakage": ".analytics.leakage", "compare_leakage": ".analytics.leakage",
     "feature_relevance": ".analytics.relevance", "identity_vulnerability": ".analytics.vulnerability",
 }
@@ -42,6 +46,7 @@ __all__ = [
     "export", "assess", "Assessment", "Taxonomy", "load_taxonomy", "store_taxonomy", "load_taxonomy_file",
     "AnonSQLError", "PolicyError", "PrivacyRequirementError", "ReleaseExistsError", "SourceError", "TaxonomyError",
     "execute", "refresh", "StatementError", "TargetError", "UnknownViewError", "ViewExistsError",
+    "create_budget", "show_budgets", "drop_budget", "dp_query",
 ]
 
 

@@ -41,6 +41,9 @@ def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.Du
     if dialect not in DIALECTS:
         raise PolicyError(f"dialect {dialect!r} is not one of {', '.join(DIALECTS)}")
     policy = coerce_policy(policy)
+    if policy.privacy.differential_privacy is not None and (con is None or dialect != "duckdb" or source is not None):
+        raise PolicyError("a SafePub policy (privacy.differential_privacy) compiles only for dialect 'duckdb' with a "
+                          "connection to its source (con=..., no source=): its sample is drawn with DuckDB's hash")
     if con is not None:
         r = resolve(con, policy, source, base=True)
         try:

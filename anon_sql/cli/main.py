@@ -25,10 +25,10 @@ LAZY_COMMANDS = {
                                                     "population uniqueness."),
     "report": ("anon_sql.cli.report", "report", "Print (and optionally write as HTML / JSON) the metrics report of "
                                                 "a release."),
-    "run": ("anon_sql.cli.sql", "run_cmd", "Run a SQL script (or - for stdin): DuckDB SQL and anonymized-view "
-                                           "statements; stop at the first failure."),
-    "shell": ("anon_sql.cli.sql", "shell_cmd", "Interactive SQL prompt with history; accepts DuckDB SQL and the "
-                                               "anonymized-view statements."),
+    "run": ("anon_sql.cli.sql", "run_cmd", "Run a SQL script (or - for stdin): DuckDB SQL, anonymized-view and "
+                                           "DP statements; stop at the first failure."),
+    "shell": ("anon_sql.cli.sql", "shell_cmd", "Interactive SQL prompt with history; accepts DuckDB SQL, the "
+                                               "anonymized-view and the DP statements."),
     "sweep": ("anon_sql.cli.report", "sweep", "Dry-run a policy once per parameter value and tabulate the metrics "
                                               "(nothing is created)."),
 }

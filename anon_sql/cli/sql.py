@@ -1,5 +1,5 @@
-"""``anon-sql run SCRIPT.sql`` and ``anon-sql shell``: SQL scripts and an interactive prompt that accept DuckDB SQL
-and the anonymized-view statements (:mod:`anon_sql.statements.script`); results of queries print as tables."""
+"""``anon-sql run SCRIPT.sql`` and ``anon-sql shell``: SQL scripts and an interactive prompt that accept DuckDB SQL,
+the anonymized-view and the DP statements (:mod:`anon_sql.statements.script`); results of queries print as tables."""
 from __future__ import annotations
 
 import os
@@ -25,6 +25,10 @@ HELP = """Statements end with ';' and may span lines. Besides DuckDB SQL:
   REFRESH ANONYMIZED VIEW name [KEEP PLAN];    DROP ANONYMIZED VIEW [IF EXISTS] name;
   SHOW ANONYMIZED VIEWS;    EXPLAIN ANONYMIZED VIEW name;    CHECK ANONYMIZED VIEW name;
   EXPORT ANONYMIZED VIEW name TO 'file.parquet';
+Differential privacy (docs/dp.md):
+  CREATE PRIVACY BUDGET ON t WITH (epsilon = 1.0, delta = 1e-7, privacy_unit = 'person_id');
+  SHOW PRIVACY BUDGETS;    DROP PRIVACY BUDGET ON t;
+  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.25, delta = 1e-8) sex, COUNT(*) AS n FROM t GROUP BY sex;
 .help  this text        .quit / .exit (or Ctrl-D)  leave"""
 
 
@@ -71,7 +75,7 @@ def shown_and_recorded(con: duckdb.DuckDBPyConnection | None = None) -> Callable
 @click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
 @json_option
 def run_cmd(script: TextIO, db: str | None) -> None:
-    """Run a SQL script (or - for stdin): DuckDB SQL and anonymized-view statements; stop at the first failure."""
+    """Run a SQL script (or - for stdin): DuckDB SQL, anonymized-view and DP statements; stop at the first failure."""
     from ..statements.script import execute
 
     text = script.read()
@@ -85,7 +89,7 @@ def run_cmd(script: TextIO, db: str | None) -> None:
               help=f"History file (default: $ANON_SQL_HISTORY, else {HISTORY}).")
 @json_option
 def shell_cmd(db: str | None, history: str | None) -> None:
-    """Interactive SQL prompt with history; accepts DuckDB SQL and the anonymized-view statements.
+    """Interactive SQL prompt with history; accepts DuckDB SQL, the anonymized-view and the DP statements.
 
     With input piped in (not a terminal) it runs like `anon-sql run -`: no prompt, stop at the first failure.
     With --json, the results of the session's statements (kind, message, rows) are written as JSON at the end."""

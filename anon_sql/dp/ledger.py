@@ -15,6 +15,7 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
+from anon_sql.common.wording import counted
 from anon_sql.errors import PolicyError, PrivacyRequirementError, SourceError
 
 __all__ = ["Budget", "ensure_ledger", "create_budget", "show_budgets", "drop_budget", "active_budget",
@@ -183,7 +184,7 @@ def drop_budget(con: duckdb.DuckDBPyConnection, table: str) -> Budget:
 
 def remaining(budget: Budget) -> str:
     return (f"{budget.epsilon_left:.6g} of epsilon = {budget.epsilon:g} and {budget.delta_left:.3g} of "
-            f"delta = {budget.delta:g} left after {budget.queries} queries")
+            f"delta = {budget.delta:g} left after {counted(budget.queries, 'query', 'queries')}")
 
 
 def check_affordable(budget: Budget, epsilon: float, delta: float) -> None:

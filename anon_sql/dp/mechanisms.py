@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import opendp.prelude as dp
 
-from anon_sql.errors import AnonSQLError
+from anon_sql.errors import AnonSQLError, PolicyError
 
 dp.enable_features("contrib")
 
@@ -56,6 +56,9 @@ def threshold_measurement(scale: float, threshold: int):
 def _calibrate(make, d_in, epsilon: float) -> tuple[object, float, float]:
     """The measurement with the smallest scale ≥ d_in/ε whose OpenDP privacy map stays ≤ ε."""
     scale = float(d_in) / epsilon
+    if not math.isfinite(scale):   # a subnormal ε (or huge bounds): no finite noise scale exists
+        raise PolicyError(f"epsilon = {epsilon!r} is too small for sensitivity {d_in}: the noise scale would be "
+                          "infinite; ask for a larger epsilon or narrower contribution bounds")
     for _ in range(64):
         measurement = make(scale)
         spent = measurement.map(d_in)

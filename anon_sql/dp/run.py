@@ -20,6 +20,7 @@ from anon_sql.errors import AnonSQLError, PolicyError, PrivacyRequirementError
 __all__ = ["is_dp_statement", "run_dp_statement", "dp_query", "build_sql", "plan_budget"]
 
 _UNIT, _ROWS, _UNITS = "__dp_unit", "__dp_rows", "__dp_units"
+_HASH, _PICK_UNIT, _PICK_HASH = "__dp_h", "__dp_pick_unit", "__dp_pick_h"
 
 
 def _group(i: int) -> str:
@@ -28,6 +29,14 @@ def _group(i: int) -> str:
 
 def _col(name: str) -> exp.Column:
     return exp.column(name, quoted=True)
+
+
+def _table(name: str) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(name, quoted=True))
+
+
+def _subquery(query: exp.Expression, name: str) -> exp.Subquery:
+    return exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
 
 
 def _num(value: float) -> exp.Expression:
@@ -67,7 +76,13 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
         condition = exp.and_(exp.paren(q.where.copy()), condition)
     base = base.where(condition)
     keys = [_col(_UNIT)] + [_col(_group(i)) for i in range(len(q.group_by))]
-    pair = exp.select(*[k.copy() for k in keys], exp.alias_(exp.Count(this=exp.Star()), _ROWS, quoted=True))
+    one_group = bool(q.group_by) and q.max_groups_contributed == 1
+    pair_keys = [_col(_UNIT)] if one_group else keys
+    pair = exp.select(*[k.copy() for k in pair_keys])
+    if one_group:
+        pair = pair.select(*[exp.alias_(exp.AnyValue(this=_col(_group(i))), _group(i), quoted=True)
+                             for i in range(len(q.group_by))])
+    pair = pair.select(exp.alias_(exp.Count(this=exp.Star()), _ROWS, quoted=True))
     for i, a in enumerate(q.aggregates):
         if a.argument is None or a.kind == "count_distinct":
             continue
@@ -75,12 +90,30 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
         base = base.select(exp.alias_(a.argument.copy(), value, quoted=True))
         agg = {"count_column": exp.Count, "sum": exp.Sum, "avg": exp.Avg}[a.kind]
         pair = pair.select(exp.alias_(agg(this=_col(value)), f"__dp_p{i}", quoted=True))
-    pair = pair.from_(exp.alias_(exp.paren(base), "__dp_rows_in", table=True)).group_by(*keys)
-    if q.group_by:
-        order = exp.Anonymous(this="hash", expressions=[k.copy() for k in keys] + [exp.convert(salt)])
-        rank = exp.Window(this=exp.RowNumber(), partition_by=[_col(_UNIT)], order=exp.Order(
-            expressions=[exp.Ordered(this=order)]))
-        pair = pair.qualify(exp.LTE(this=rank, expression=exp.convert(q.max_groups_contributed)))
+    order = exp.Anonymous(this="hash", expressions=[k.copy() for k in keys] + [exp.convert(salt)])
+    if one_group:
+        # one group per unit without sorting: each row carries hash(unit, group, salt); a GROUP BY unit finds the
+        # smallest, and only the rows of that (unit, group) are aggregated, per unit (bench/bench_dp.py: the
+        # window over every (unit, group) pair cost twice as much). Two groups of one unit with equal 64-bit
+        # hashes would both be kept and counted as one: still one bounded contribution.
+        row_hash = exp.Anonymous(this="hash", expressions=[_col(unit)] + [g.copy() for g in q.group_by]
+                                 + [exp.convert(salt)])
+        pair = pair.with_("__dp_rows_in", as_=base.select(exp.alias_(row_hash, _HASH, quoted=True)))
+        smallest = (exp.select(exp.alias_(_col(_UNIT), _PICK_UNIT, quoted=True),
+                               exp.alias_(exp.Min(this=_col(_HASH)), _PICK_HASH, quoted=True))
+                    .from_(_table("__dp_rows_in")).group_by(_col(_UNIT)))
+        on = exp.and_(exp.EQ(this=exp.column(_UNIT, "__dp_rows_in", quoted=True), expression=_col(_PICK_UNIT)),
+                      exp.EQ(this=exp.column(_HASH, "__dp_rows_in", quoted=True), expression=_col(_PICK_HASH)))
+        pair = (pair.from_(_table("__dp_rows_in")).join(_subquery(smallest, "__dp_pick"), on=on)
+                .group_by(exp.column(_UNIT, "__dp_rows_in", quoted=True)))
+        pair.set("expressions", [exp.alias_(exp.column(_UNIT, "__dp_rows_in", quoted=True), _UNIT, quoted=True)]
+                 + pair.expressions[1:])
+    else:
+        pair = pair.from_(_subquery(base, "__dp_rows_in")).group_by(*keys)
+        if q.group_by:
+            rank = exp.Window(this=exp.RowNumber(), partition_by=[_col(_UNIT)], order=exp.Order(
+                expressions=[exp.Ordered(this=order)]))
+            pair = pair.qualify(exp.LTE(this=rank, expression=exp.convert(q.max_groups_contributed)))
     final = exp.select(*[_col(_group(i)) for i in range(len(q.group_by))],
                        exp.alias_(exp.Count(this=exp.Star()), _UNITS, quoted=True))
     for name, kind, a in _statistics(q):
@@ -101,7 +134,7 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
         else:
             stat = exp.Count(this=_col(f"__dp_p{i}"))
         final = final.select(exp.alias_(stat, name, quoted=True))
-    final = final.from_(exp.alias_(exp.paren(pair), "__dp_pairs", table=True))
+    final = final.from_(_subquery(pair, "__dp_pairs"))
     if q.group_by:
         final = final.group_by(*[_col(_group(i)) for i in range(len(q.group_by))])
     return final

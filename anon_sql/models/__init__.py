@@ -13,6 +13,7 @@ from .k_anonymity import GroupKAnonymity, KAnonymity, group_rules
 from .l_diversity import DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity
 from .p_sensitive import PSensitivity
 from .population import DeltaPresence, KMap, Population, PopulationModel
+from .safepub import SafePub
 from .simpson import SimpsonDiversity
 from .slicing import SlicingGuide, SlicingLDiversity
 from .t_closeness import TCloseness
@@ -69,6 +70,9 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
         pop = populations.setdefault(spec["population"], Population(spec["population"]))
         models.append(DeltaPresence(spec.get("delta_min", 0.0), spec["delta_max"], pop))
     models += [GroupKAnonymity(r.quasi, r.k, j) for j, r in enumerate(p.requirements)]
+    if p.differential_privacy is not None:
+        spec = p.differential_privacy
+        models.append(SafePub(spec["epsilon"], spec["delta"], spec.get("search_share", 0.0)))
     return models
 
 
@@ -82,4 +86,5 @@ __all__ = ["build_models", "find", "group_rules", "PrivacyModel", "ClassStats", 
            "ThetaCapacity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
            "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
            "HierarchicalTCloseness", "KMap", "DeltaPresence", "Population", "PopulationModel", "population_models",
+           "SafePub",
            "largest_is_worst"]

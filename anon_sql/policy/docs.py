@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .keys import (ATTRIBUTE, BETA_LIKENESS, DELTA_DISCLOSURE, DELTA_PRESENCE, K_MAP, L_DIVERSITY, METRICS,
+from .keys import (ATTRIBUTE, BETA_LIKENESS, DELTA_DISCLOSURE, DIFFERENTIAL_PRIVACY, DELTA_PRESENCE, K_MAP, L_DIVERSITY, METRICS,
         P_SENSITIVE, PRIVACY, REQUIRED, REQUIREMENT, ROLES, SIMPSON, SQL_TOP_LEVEL, TAXONOMY, THETA, TOP, T_CLOSENESS,
         Key, Section, Tagged, method_names, method_params_section)
 
@@ -67,7 +67,9 @@ def markdown() -> str:
                      ("`delta_disclosure = { … }` (or a number: the `delta`)", DELTA_DISCLOSURE),
                      ("`k_map = { … }` (population-based; every method, on DuckDB and on Spark)", K_MAP),
                      ("`delta_presence = { … }` (population-based; every method, on DuckDB and on Spark)", DELTA_PRESENCE),
-                     ("`[[privacy.requirements]]` (SQL: `requirements = [{…}, …]`)", REQUIREMENT)):
+                     ("`[[privacy.requirements]]` (SQL: `requirements = [{…}, …]`)", REQUIREMENT),
+                     ("`differential_privacy = { … }` (SafePub, method `levels`, DuckDB; docs/dp.md)",
+                      DIFFERENTIAL_PRIVACY)):
         out += _table(f"#### {title}", s)
     out += ["", "### `[method_params]` — keys by `method`"]
     for name in method_names():

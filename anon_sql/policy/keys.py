@@ -506,6 +506,14 @@ DELTA_PRESENCE = section("privacy.delta_presence",
                              0.0),
                          key("delta_max", number(ge=0, le=1), "largest δ allowed", REQUIRED), _POPULATION,
                          rules=[_delta_range])
+DIFFERENTIAL_PRIVACY = section(
+    "privacy.differential_privacy",
+    key("epsilon", number(gt=0), "ε of the (ε,δ)-DP release (e.g. 2.0); sets the sampling rate β = 1 − e^(−ε)",
+        REQUIRED),
+    key("delta", number(gt=0, lt=1), "δ of the (ε,δ)-DP release (e.g. 1e-5); with ε it sets the class size k "
+        "below which classes are suppressed", REQUIRED),
+    key("search_share", number(ge=0, lt=1), "share of ε spent on a DP choice of the level vector (not "
+        "implemented: only 0, with method `levels`)", 0.0))
 REQUIREMENT = section("[[privacy.requirements]]",
                       key("quasi", ListOf(Text(), 1), "the quasi-identifier subset S", REQUIRED),
                       key("k", integer(ge=1), "every group over S has >= k records", REQUIRED))
@@ -531,6 +539,9 @@ PRIVACY = section(
     key("delta_presence", table(DELTA_PRESENCE), "δ-presence (Nergiz, Atzori & Clifton 2007): "
         "delta_min <= |class| / |population records matching it| <= delta_max"),
     key("requirements", ListOf(table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)"),
+    key("differential_privacy", table(DIFFERENTIAL_PRIVACY), "(ε,δ)-DP release by SafePub (Bild, Kuhn & Prasser "
+        "2018; docs/dp.md): records sampled with probability β (seeded by `seed`, which must be secret and not 0), "
+        "generalized at method `levels`' vector, every class below the k that ε and δ imply suppressed"),
 )
 
 
@@ -557,7 +568,7 @@ METRICS = section(
 
 #: the [privacy] keys whose models protect a sensitive attribute (a policy with one of them needs role = "sensitive")
 SENSITIVE_MODELS = tuple(k for k in PRIVACY.keys if k not in ("k", "max_suppression", "requirements", "k_map",
-                                                              "delta_presence"))
+                                                              "delta_presence", "differential_privacy"))
 #: the [privacy] keys whose models compare each class with a population table
 POPULATION_MODELS = ("k_map", "delta_presence")
 

@@ -68,6 +68,7 @@ class Privacy:
     k_map: dict[str, Any] | None = None              # { k = 5, population = "table" }
     delta_presence: dict[str, Any] | None = None     # { delta_min = 0.0, delta_max = 0.5, population = "table" }
     requirements: list[Requirement] = field(default_factory=list)
+    differential_privacy: dict[str, Any] | None = None   # SafePub: { epsilon = 2.0, delta = 1e-5 }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Privacy":
@@ -83,7 +84,7 @@ class Privacy:
             out["k"] = self.k
         out["max_suppression"] = self.max_suppression
         for name in ("l_diversity", "t_closeness", "simpson", "theta", "p_sensitive", "alpha", "beta_likeness",
-                     "delta_disclosure", "k_map", "delta_presence"):
+                     "delta_disclosure", "k_map", "delta_presence", "differential_privacy"):
             v = getattr(self, name)
             if v is not None:
                 out[name] = copy.deepcopy(v)

@@ -92,7 +92,8 @@ def _classes_query(release_name: str) -> exp.Select:
 
 
 def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
-    """The one metadata row: counts, policy (identifier options such as key files, and θ's noise column, left out),
+    """The one metadata row: counts, policy (identifier options such as key files, θ's noise column and a SafePub
+    release's seed left out),
     plan (scalars only: per-class arrays, interval bounds and noise marks left out), checks and metrics as JSON."""
     from .. import __version__
 
@@ -102,6 +103,8 @@ def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
             for key in [k for k in spec if k not in ("role", "action")]:
                 spec.pop(key)
     policy.get("method_params", {}).pop("noise_flag", None)   # the column the file does not have
+    if (policy.get("privacy") or {}).get("differential_privacy"):
+        policy.pop("seed", None)   # SafePub: the seed decides the sample, whose secrecy the (ε,δ) guarantee rests on
     plan = {k: v for k, v in json.loads(row["plan"] or "{}").items()
             if k != "noise_flag" and (v is None or isinstance(v, (bool, int, float, str)))}
     metrics = con.execute("SELECT metric, value, direction FROM anon.metrics WHERE release = ? ORDER BY metric",

@@ -6,6 +6,7 @@ compiling, materializing and verifying never go back to the raw policy for them.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from ..common.sqlbuild import record_count, render
 from ..data.taxonomy import Taxonomy
 from ..catalog.taxonomy_lookup import resolve_taxonomies
 from .population import resolve_population
+from .sampling import Sampling, safepub_policy, sampled_relation
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Resolved:
     models: list[PrivacyModel]
     numeric_sensitive: set[str] = field(default_factory=set)   # sensitive attributes with a numeric type
     base: exp.Table | None = None             # the temp base-count table resolve made (level plans), or None
+    sampling: Sampling | None = None          # SafePub: the source is the seeded sample; ``records`` counts all
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
@@ -108,6 +111,12 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     policy = effective_policy(policy, src)
     if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
         check_count_column(engine.con, src, policy.count_column)
+    safepub = safepub_policy(policy, engine.name)
+    full = None
+    if safepub is not None:   # SafePub: everything after this reads the sample; the unsampled records are suppressed
+        policy, params = safepub
+        full = count_records(engine.con, src, policy)
+        src = dataclasses.replace(src, relation=sampled_relation(src.relation, src.columns, params.beta, policy.seed))
     method = get_method(policy.method, policy.method_params)
     counts = None
     table = None
@@ -120,6 +129,9 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
         # the records: summed from the base counts when resolve made them (a small table), else counted
         resolved.records = (base_counts.total(counts, policy) if table is not None
                             else count_records(engine.con, src, policy))
+        if safepub is not None:
+            resolved.sampling = Sampling(safepub[1], full, resolved.records)
+            resolved.records = full
         check_records(policy, src, resolved.records)
         resolved.taxonomies = resolve_taxonomies(engine.con, policy, src, method.needs_taxonomies,
                                                  catalog_con=engine.catalog, value_counts=counts)

@@ -84,6 +84,9 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
                           info={"seconds": time.perf_counter() - t0, **plan.details()})
+            if r.sampling is not None:   # SafePub: ε, δ, β, k and the sample's size go to anon.metrics ("info")
+                rel.metrics.update(r.sampling.metrics())
+                rel.info["differential_privacy"] = r.sampling.metrics()
             if policy.metrics.get("compute") and engine.measures:   # measured inside the transaction
                 from ..metrics import attach
 

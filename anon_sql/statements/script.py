@@ -13,6 +13,13 @@ DuckDB unchanged; these go to :mod:`anon_sql.statements.views` (and :mod:`anon_s
     CHECK ANONYMIZED VIEW name
     EXPORT ANONYMIZED VIEW name TO 'file'
 
+and the differential-privacy statements go to :mod:`anon_sql.dp` (a table of rows for each)::
+
+    CREATE PRIVACY BUDGET ON table WITH (epsilon = 1.0, delta = 1e-7, privacy_unit = 'column')
+    SHOW PRIVACY BUDGETS
+    DROP PRIVACY BUDGET ON table
+    SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = ..., ...) ... FROM table [WHERE ...] [GROUP BY ...]
+
 Every statement leaves the database as it was when it fails: DuckDB runs a plain statement atomically, the
 anonymized-view statements run in their own transactions, and a transaction the script opened (BEGIN) is rolled back.
 """
@@ -31,6 +38,9 @@ from ..errors import AnonSQLError, PolicyError, PrivacyRequirementError, Stateme
 from ..common.wording import counted
 
 KINDS = ("create", "refresh", "drop", "show", "explain", "check", "export")
+# The differential-privacy statements by their first three words (upper case) → kind.
+DP_KINDS = {("CREATE", "PRIVACY", "BUDGET"): "create_budget", ("SHOW", "PRIVACY", "BUDGETS"): "show_budgets",
+            ("DROP", "PRIVACY", "BUDGET"): "drop_budget", ("SELECT", "WITH", "DIFFERENTIAL_PRIVACY"): "dp_query"}
 
 
 @dataclass(frozen=True)
@@ -132,8 +142,10 @@ def _value(token: Token) -> str:
 
 
 def classify(stmt: Statement) -> str:
-    """``"sql"`` for an ordinary statement, else the anonymized-view statement's kind."""
+    """``"sql"`` for an ordinary statement, else the anonymized-view or DP statement's kind (KINDS, DP_KINDS)."""
     words = [t.word() for t in stmt.tokens[:5]]
+    if tuple(words[:3]) in DP_KINDS:
+        return DP_KINDS[tuple(words[:3])]
     if words[:1] == ["CREATE"]:
         at = 3 if words[1:3] == ["OR", "REPLACE"] else 1
         return "create" if words[at: at + 2] == ["ANONYMIZED", "VIEW"] else "sql"
@@ -146,9 +158,12 @@ def classify(stmt: Statement) -> str:
 
 
 def parse(stmt: Statement) -> Command:
-    """Parse an anonymized-view statement other than CREATE (whose body is the policy grammar of policy_sql)."""
+    """Parse an anonymized-view statement other than CREATE (whose body is the policy grammar of policy_sql); a DP
+    statement gives a Command of its kind only (anon_sql.dp parses its text when it runs)."""
     kind = classify(stmt)
     toks = list(stmt.tokens)
+    if kind in DP_KINDS.values():
+        return Command(kind)
     if kind == "create":
         return Command("create", replace=[t.word() for t in toks[1:3]] == ["OR", "REPLACE"])
     if kind == "show":
@@ -209,6 +224,27 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
         return Result(stmt, "check", frame=frame, message="all checks passed")
     paths = api.export(con, cmd.name, cmd.target)
     return Result(stmt, "export", message="\n".join(f"wrote {p}" for p in paths))
+
+
+def _run_dp(con: duckdb.DuckDBPyConnection, stmt: Statement, kind: str) -> Result:
+    """A DP statement through anon_sql.dp: its rows, and for a DP query what the table's budget has left."""
+    from ..dp import ledger, run_dp_statement
+    from ..dp.query import parse_statement
+
+    frame = run_dp_statement(con, stmt.text)
+    if kind == "create_budget":
+        row = frame.iloc[0]
+        return Result(stmt, kind, frame=frame, message=f"privacy budget on {row['table_name']}: epsilon = "
+                      f"{row['epsilon']:g}, delta = {row['delta']:g} for the {counted(int(row['units']), 'unit')} "
+                      f"of {row['privacy_unit']}")
+    if kind == "drop_budget":
+        return Result(stmt, kind, frame=frame, message=f"dropped the privacy budget on {frame.iloc[0]['table_name']} "
+                      "(its history stays in anon.privacy_ledger)")
+    if kind == "show_budgets":
+        return Result(stmt, kind, frame=frame)
+    _, name = ledger.resolve_table(con, parse_statement(stmt.text).table)
+    budget = ledger.active_budget(con, name)
+    return Result(stmt, kind, frame=frame, message="" if budget is None else f"{name}: {ledger.remaining(budget)}")
 
 
 def _release_line(rel) -> str:
@@ -273,9 +309,14 @@ class Session:
                 self._track(stmt)
                 return result
             if self.in_transaction:
-                raise PolicyError(f"{kind.upper()} ANONYMIZED VIEW runs in its own transaction: COMMIT or ROLLBACK "
-                                  "the transaction this script opened first")
+                what = (" ".join(t.word() or "" for t in stmt.tokens[:3]) if kind in DP_KINDS.values()
+                        else f"{kind.upper()} ANONYMIZED VIEW")
+                raise PolicyError(f"{what} runs in its own transaction: COMMIT or ROLLBACK the transaction this "
+                                  "script opened first")
             cmd = parse(stmt)
+            if kind in DP_KINDS.values():
+                with catalog.undone_on_failure(self.con):   # a refused first budget leaves no empty ledger behind
+                    return _run_dp(self.con, stmt, kind)
             with catalog.undone_on_failure(self.con):    # a failing statement leaves no catalog behind either
                 catalog.ensure_installed(self.con)
                 return _run_command(self.con, stmt, cmd)
@@ -327,7 +368,7 @@ class Session:
 
 def execute(con: duckdb.DuckDBPyConnection, sql: str,
             on_result: Callable[[Result], None] | None = None) -> list[Result]:
-    """Run a script of DuckDB SQL and anonymized-view statements on ``con``, in order; stop at the first failure
+    """Run a script of DuckDB SQL, anonymized-view and DP statements on ``con``, in order; stop at the first failure
     (:class:`StatementError`: number, line, column, and the cause's exit code). ``on_result`` sees each result as
     it comes (the CLI prints with it)."""
     return Session(con).run_script(sql, on_result)

@@ -1,0 +1,93 @@
+"""SafePub's random sample, in SQL: a policy with ``[privacy] differential_privacy`` is released from the records
+that a seeded hash keeps with probability β; the rest count as suppressed (docs/dp.md).
+
+Each record is kept when ``hash(its columns, its number among identical records, seed) mod 2^32 < β·2^32``: one
+Bernoulli(β) draw per record, independent across records as far as the hash is, and the same draws for the same data
+and seed. Identical records are numbered within their group (a window without ORDER BY: they are interchangeable, so
+the kept set does not depend on the numbering). The draws are only as secret as the seed: a SafePub policy must set
+one (0, the default, is refused).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from sqlglot import exp
+
+from ..common.sqlbuild import alias, col, ident, lit, render
+from ..errors import PolicyError
+from ..models.safepub import SafePubParameters, safepub_parameters
+from ..policy.model import Policy
+
+DUPLICATE = "__safepub_dup"
+RESOLUTION = 2 ** 32
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """What a SafePub release sampled: its parameters and the records before and after sampling."""
+
+    parameters: SafePubParameters
+    records: int
+    sampled: int
+
+    def metrics(self) -> dict[str, float]:
+        """The figures the catalog records with the release (anon.metrics, direction "info")."""
+        p = self.parameters
+        return {"dp_epsilon": p.epsilon, "dp_delta": p.delta, "dp_beta": p.beta, "dp_k": float(p.k),
+                "dp_sampled": float(self.sampled), "dp_unsampled": float(self.records - self.sampled)}
+
+
+def safepub_policy(policy: Policy, engine_name: str) -> tuple[Policy, SafePubParameters] | None:
+    """For a policy with ``differential_privacy``: the policy as released (k raised to SafePub's k, every class
+    below it suppressed: ``max_suppression`` 0 means 1) and the parameters; None for any other policy. Refuses
+    what SafePub here does not do (a DP search, another method, counted rows, another engine, seed 0)."""
+    spec = policy.privacy.differential_privacy
+    if spec is None:
+        return None
+    share = spec.get("search_share", 0.0)
+    if share:
+        raise PolicyError(f"privacy.differential_privacy.search_share = {share}: the DP lattice search is not "
+                          "implemented; give the level vector (method = \"levels\", [method_params] levels = {...}) "
+                          "and leave search_share out")
+    if policy.method != "levels":
+        raise PolicyError(f"privacy.differential_privacy (SafePub) needs method = \"levels\" with a given level "
+                          f"vector, not {policy.method!r}: the DP search that would choose it is not implemented")
+    if policy.count_column:
+        raise PolicyError(f"privacy.differential_privacy samples records one by one: count_column "
+                          f"{policy.count_column!r} (a row standing for several records) is not supported; expand "
+                          "the rows first")
+    if engine_name != "duckdb":
+        raise PolicyError(f"privacy.differential_privacy samples with DuckDB's hash: engine {engine_name!r} is not "
+                          "supported (run the release on DuckDB)")
+    if policy.seed == 0:
+        raise PolicyError("privacy.differential_privacy: the sample is only as secret as the seed, and seed = 0 is "
+                          "the default; set seed to a secret random integer (e.g. python -c \"import secrets; "
+                          "print(secrets.randbits(62))\") and keep the policy private")
+    params = safepub_parameters(spec["epsilon"], spec["delta"], share)
+    k = max(policy.privacy.k or 1, params.k)
+    suppression = policy.privacy.max_suppression or 1.0
+    return policy.replace(privacy={"k": k, "max_suppression": suppression}), params
+
+
+def sampled_relation(relation: exp.Expression, columns: Sequence[str], beta: float, seed: int) -> exp.Subquery:
+    """``relation`` restricted to the records the seeded hash keeps with probability ``beta`` (same columns)."""
+    numbered = exp.select(exp.Star(), alias(exp.Window(this=exp.RowNumber(), partition_by=[col(c) for c in columns]),
+                                            DUPLICATE)).from_(relation.copy())
+    draw = exp.Mod(this=exp.Anonymous(this="hash", expressions=[*(col(c) for c in columns), col(DUPLICATE),
+                                                                 lit(int(seed))]),
+                   expression=lit(RESOLUTION))
+    threshold = lit(int(math.floor(beta * RESOLUTION)))
+    kept = (exp.select(*(col(c) for c in columns))
+            .from_(exp.Subquery(this=numbered, alias=exp.TableAlias(this=ident("__safepub_rows"))))
+            .where(exp.LT(this=draw, expression=threshold)))
+    return exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("__safepub_sample")))
+
+
+def count_sample(con: Any, relation: exp.Expression) -> int:
+    """Records of the sampled relation."""
+    return int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(relation.copy()))).fetchall()[0][0])
+
+
+__all__ = ["Sampling", "safepub_policy", "sampled_relation", "count_sample"]
