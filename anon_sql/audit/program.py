@@ -130,7 +130,8 @@ def guard_macros(con: Any) -> None:
 
 
 def expected_macros() -> dict[str, list]:
-    """This package's ``anon`` macros as :data:`_ANON_MACROS` reads them, from sql/macros.sql run in a throwaway
+    """This package's ``anon`` macros as :data:`_ANON_MACROS` reads them, from sql/macros.sql and the masking macros
+    (anon_sql/sdc/masking.sql) run in a throwaway
     in-memory database; cached per code and DuckDB version (its text depends on both)."""
     import duckdb
 
@@ -147,6 +148,9 @@ def expected_macros() -> dict[str, list]:
         scratch.execute("CREATE SCHEMA anon")
         for stmt in macro_statements():
             scratch.execute(stmt)
+        from ..sdc.masking import masking_sql   # the masking macros anon_sql.install adds (docs/sdc.md)
+
+        scratch.execute(masking_sql())
         expected = _by_name(scratch.execute(_ANON_MACROS).fetchall())
     finally:
         scratch.close()

@@ -17,6 +17,7 @@ from .simpson import SimpsonDiversity
 from .slicing import SlicingGuide, SlicingLDiversity
 from .t_closeness import TCloseness
 from .theta import ThetaCapacity, ThetaFeasible, ThetaSensitivity
+from .wildcard_k import WildcardKAnonymity
 
 
 def build_models(policy, con=None) -> list[PrivacyModel]:
@@ -69,6 +70,8 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
         pop = populations.setdefault(spec["population"], Population(spec["population"]))
         models.append(DeltaPresence(spec.get("delta_min", 0.0), spec["delta_max"], pop))
     models += [GroupKAnonymity(r.quasi, r.k, j) for j, r in enumerate(p.requirements)]
+    if policy.method == "local_suppression" and p.k is not None:   # its suppressed cells are wildcards
+        models.append(WildcardKAnonymity(p.k, policy.quasi))
     return models
 
 
@@ -82,4 +85,4 @@ __all__ = ["build_models", "find", "group_rules", "PrivacyModel", "ClassStats", 
            "ThetaCapacity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
            "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
            "HierarchicalTCloseness", "KMap", "DeltaPresence", "Population", "PopulationModel", "population_models",
-           "largest_is_worst"]
+           "largest_is_worst", "WildcardKAnonymity"]

@@ -101,6 +101,8 @@ def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
         if spec.get("role") == "identifier":
             for key in [k for k in spec if k not in ("role", "action")]:
                 spec.pop(key)
+        if isinstance(spec.get("mask"), dict):
+            spec["mask"].pop("salt", None)                    # a hash mask's salt is a secret of the data owner
     policy.get("method_params", {}).pop("noise_flag", None)   # the column the file does not have
     plan = {k: v for k, v in json.loads(row["plan"] or "{}").items()
             if k != "noise_flag" and (v is None or isinstance(v, (bool, int, float, str)))}

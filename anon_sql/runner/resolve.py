@@ -24,6 +24,8 @@ from ..common.sqlbuild import record_count, render
 from ..data.taxonomy import Taxonomy
 from ..catalog.taxonomy_lookup import resolve_taxonomies
 from .population import resolve_population
+from . import sdc
+from .sdc import Prepared
 
 
 @dataclass
@@ -38,11 +40,13 @@ class Resolved:
     models: list[PrivacyModel]
     numeric_sensitive: set[str] = field(default_factory=set)   # sensitive attributes with a numeric type
     base: exp.Table | None = None             # the temp base-count table resolve made (level plans), or None
+    sdc: Prepared | None = None               # the perturbed / table-masked source resolve made, or None
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
         return CompileInput(policy or self.policy, self.source.relation, self.source.columns, plan, self.taxonomies,
-                            self.models, numeric_sensitive=self.numeric_sensitive, base=self.base, **options)
+                            self.models, numeric_sensitive=self.numeric_sensitive, base=self.base,
+                            types=dict(self.source.types), sdc_prepared=self.sdc is not None, **options)
 
 
 def effective_policy(policy: Policy, src: Source) -> Policy:
@@ -109,13 +113,21 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
         check_count_column(engine.con, src, policy.count_column)
     method = get_method(policy.method, policy.method_params)
+    sdc.refuse_elsewhere(engine.name, policy)
+    prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
+    if prepared is not None:
+        prepared, src = prepared
     counts = None
     table = None
-    if base and method.plan_kind == "levels":
-        table = engine.base_table(policy.name)
-        counts = engine.base_counts(policy, src.relation, table)
-        table = table if counts is not None else None
-    resolved = Resolved(policy, src, 0, method, {}, [], base=table)
+    try:
+        if base and method.plan_kind == "levels":
+            table = engine.base_table(policy.name)
+            counts = engine.base_counts(policy, src.relation, table)
+            table = table if counts is not None else None
+    except BaseException:
+        sdc.discard(engine.con, prepared)
+        raise
+    resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared)
     try:
         # the records: summed from the base counts when resolve made them (a small table), else counted
         resolved.records = (base_counts.total(counts, policy) if table is not None
@@ -134,6 +146,9 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
 
 
 def discard(engine: Engine | Any, resolved: Resolved) -> None:
-    """Drop what :func:`resolve` created (the temp base counts); a no-op when it made nothing."""
+    """Drop what :func:`resolve` created (the temp base counts, the perturbed source); a no-op when it made
+    nothing."""
     if resolved.base is not None:
         as_engine(engine).drop_base(resolved.base)
+    if resolved.sdc is not None:
+        sdc.discard(as_engine(engine).con, resolved.sdc)

@@ -30,7 +30,11 @@ def masking_sql() -> str:
 def install_masking(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Create schema ``anon`` if missing and (re)create the masking macros in it, in one transaction; idempotent.
     Returns the macro names. The macros live in the database file and work in any DuckDB client without Python."""
-    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("BEGIN TRANSACTION")
+    except duckdb.TransactionException:     # the caller's transaction holds it (anon_sql.install inside one)
+        con.execute(masking_sql())
+        return [f"{SCHEMA}.{m}" for m in MACROS]
     try:
         con.execute(masking_sql())
     except BaseException:

@@ -15,9 +15,9 @@ def ident(name: str) -> exp.Identifier:
     return exp.to_identifier(str(name), quoted=True)
 
 
-def table(name: str | exp.Table) -> exp.Table:
-    """A table: a str is one quoted name (pass an ``exp.Table`` for a schema-qualified one)."""
-    if isinstance(name, exp.Table):
+def table(name: str | exp.Expression) -> exp.Expression:
+    """A table: a str is one quoted name (pass an ``exp.Table`` for a schema-qualified one, or an aliased subquery)."""
+    if isinstance(name, exp.Expression):
         return name.copy()
     return exp.Table(this=ident(name))
 
