@@ -117,7 +117,11 @@ def prepare(con: Any, policy: Policy, src: Source) -> tuple[Prepared, Source] | 
     prepared = Prepared(out, src.relation.copy())
     made = [numbered, perturbed]
     try:
-        number = exp.select(exp.alias_(exp.Window(this=exp.RowNumber()), ident(ROW_ID)), exp.Star()) \
+        # rows numbered in the order of their values (a parallel scan has no order): the same data and seed give
+        # the same draws per record; equal rows are interchangeable
+        order = exp.Order(expressions=[exp.Ordered(this=exp.column(c, quoted=True), nulls_first=True)
+                                       for c in src.columns])
+        number = exp.select(exp.alias_(exp.Window(this=exp.RowNumber(), order=order), ident(ROW_ID)), exp.Star()) \
             .from_(src.relation.copy())
         _create_temp(con, numbered, number)
         result = perturb(con, numbered, checked, int(policy.seed), output=perturbed.name, temporary=True)

@@ -292,23 +292,17 @@ def test_local_suppression_release_is_k_anonymous_with_wildcards(k):
     assert stars["age"] >= stars["sex"]                          # the least important first
     row = rel.checks.set_index("check").loc["k_wildcard"]
     assert row["passed"] and row["worst_value"] >= k
-    r = CliRunner().invoke(main, ["check", "ls"], obj=None, catch_exceptions=False) if False else None  # noqa
-    assert anon_sql.Policy.from_sql(LS.format(k=k)).method == "local_suppression"
+    assert anon_sql.check(c, "ls").set_index("check")["passed"].all()   # recompiled from the stored policy
 
 
 def test_local_suppression_verification_catches_a_tampered_release():
     c = duckdb.connect()
     _people(c, 80)
     anon_sql.install(c)
-    rel = anon_sql.release(c, LS.format(k=3))
-    from anon_sql.models import WildcardKAnonymity
-    from anon_sql.compiler.views import ReleaseNames
-
-    names = ReleaseNames("ls")
+    anon_sql.release(c, LS.format(k=3))
     c.execute("UPDATE ls SET age = '999', region = 'nowhere' WHERE rowid = 0")    # one unique record
-    row = WildcardKAnonymity(3, ["age", "region", "sex"]).table_check(
-        c, names.table, names.source, None, rel.plan["slicing_check"], None)
-    assert not row["passed"] and row["failing_records"] == 1
+    row = anon_sql.check(c, "ls").set_index("check").loc["k_wildcard"]
+    assert not row["passed"] and row["failing_records"] == 1 and row["worst_value"] == 1
 
 
 def test_local_suppression_refuses_models_it_cannot_verify():
@@ -321,3 +315,23 @@ def test_local_suppression_refuses_models_it_cannot_verify():
     with pytest.raises(PolicyError, match="k-anonymity only.*l_diversity"):
         anon_sql.release(c, sql)
     assert _objects(c) == before
+
+
+def test_pram_and_swap_in_a_release_are_seeded(con):
+    policy = BASE.replace('taxonomy = { kind = "top" }', 'taxonomy = { kind = "top" }\n'
+                          'perturb = { kind = "pram", retain = 0.6, invariant = true }').replace(
+        'perturb = { kind = "noise", scale = 0.2 }', 'perturb = { kind = "swap", window = 10 }')
+
+    def perturbed(seed: int, name: str) -> pd.DataFrame:
+        rel = anon_sql.release(con, policy.replace("seed = 7", f"seed = {seed}").replace('"rel"', f'"{name}"'))
+        assert rel.plan["sdc"]["perturbed"]["region"]["kind"] == "pram"
+        matrix = np.array(rel.plan["sdc"]["perturbed"]["region"]["matrix"])
+        assert np.allclose(matrix.sum(axis=1), 1)                 # a transition matrix, recorded with the release
+        return con.execute(f'SELECT region, spend FROM anon_work."{name}__perturbed"').df()
+
+    a, b, other = perturbed(7, "a"), perturbed(7, "b"), perturbed(8, "c")
+    pd.testing.assert_frame_equal(a, b)                                   # same seed: same draws
+    assert not a.equals(other)                                            # another seed: other draws
+    src = con.execute("SELECT region, spend FROM people ORDER BY id").df()
+    assert sorted(a["spend"]) == pytest.approx(sorted(src["spend"]))      # swapping keeps the column's values
+    assert set(a["region"]) <= set(src["region"])                         # PRAM draws among the categories
