@@ -11,21 +11,22 @@ from sqlglot import exp
 
 from ..common.sqlbuild import alias, col, lit, render, table as table_ref
 from ..errors import PolicyError
+from ..models import find
 from ..policy.keys import MapOf, key, number
 from ..sdc.local_suppression import local_suppression
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 
 WILDCARD = "*"
-# the [privacy] keys this method verifies: k (with wildcards); the others need classes, which overlap here
-SUPPORTED = ("k", "max_suppression")
+# the models this method's release is verified by: the wildcard k (and the plain k, over its single class)
+VERIFIED = ("k_anonymity", "k_wildcard")
 
 
-def refuse_other_models(policy: Any) -> None:
-    """Local suppression forms no partition into classes (a suppressed cell matches several), so only k is
-    verified: refuse every other model, a count column, a k below 2."""
-    other = [name for name, value in policy.privacy.to_dict().items()
-             if name not in SUPPORTED and value not in (None, [], {})]
+def wildcard_model(policy: Any, models: list) -> Any:
+    """The wildcard k model of the release (anon_sql/models/wildcard_k.py). Local suppression forms no partition
+    into classes (a suppressed cell matches several), so it verifies k only: every other model, a count column and a
+    k below 2 are refused."""
+    other = [m.name for m in models if m.name not in VERIFIED]
     if other:
         raise PolicyError(f"method 'local_suppression' verifies k-anonymity only (a suppressed cell matches any "
                           f"value, so records share no classes a model could test): remove {', '.join(other)} from "
@@ -33,9 +34,11 @@ def refuse_other_models(policy: Any) -> None:
     if policy.count_column:
         raise PolicyError(f"method 'local_suppression' suppresses cells of single records: expand count_column "
                           f"{policy.count_column!r} to one row per record and drop count_column")
-    if policy.privacy.k is None or policy.privacy.k < 2:
-        raise PolicyError(f"privacy.k = {policy.privacy.k!r}: method 'local_suppression' needs k >= 2; set k = 2 "
-                          "or more")
+    model = find(models, "k_wildcard")
+    if model is None or model.k < 2:
+        raise PolicyError(f"method 'local_suppression' needs privacy.k >= 2 (got {getattr(model, 'k', None)!r}); "
+                          "set k = 2 or more")
+    return model
 
 
 @register
@@ -54,8 +57,8 @@ class LocalSuppression(Method):
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
         policy = ctx.policy
-        refuse_other_models(policy)
-        quasi, k = list(policy.quasi), int(policy.privacy.k)
+        model = wildcard_model(policy, ctx.models)
+        quasi, k = list(model.quasi), int(model.k)
         out = f"{policy.name}__anon_local_suppression"
         done = local_suppression(ctx.con, table_ref(ctx.source_view), quasi, k,
                                  importance=self.params.get("importance"), output=out, temporary=True)

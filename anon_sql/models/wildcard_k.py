@@ -9,7 +9,6 @@ from typing import Any, Callable, Sequence
 from sqlglot import exp
 
 from ..common.sqlbuild import col, ident, lit, render
-from ..sdc.local_suppression import kanonymity_with_wildcards_sql
 from .base import PrivacyModel
 
 WILDCARD = "*"
@@ -35,6 +34,8 @@ class WildcardKAnonymity(PrivacyModel):
                     create: Callable[[exp.Create], None] | None = None) -> dict[str, Any] | None:
         if not layout or layout.get("kind") != LAYOUT:
             return None
+        from ..sdc.local_suppression import kanonymity_with_wildcards_sql   # numpy / pandas: loaded on use
+
         quasi = list(layout.get("quasi") or self.quasi)
         # the release's '*' cells as NULL (the verifier's "suppressed"), every QI compared as text
         cells = exp.select(*[exp.alias_(exp.func("NULLIF", exp.cast(col(q), "VARCHAR"), lit(WILDCARD)), ident(q))
