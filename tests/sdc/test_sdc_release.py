@@ -335,3 +335,26 @@ def test_pram_and_swap_in_a_release_are_seeded(con):
     src = con.execute("SELECT region, spend FROM people ORDER BY id").df()
     assert sorted(a["spend"]) == pytest.approx(sorted(src["spend"]))      # swapping keeps the column's values
     assert set(a["region"]) <= set(src["region"])                         # PRAM draws among the categories
+
+
+def test_hostile_names_through_perturb_mask_and_local_suppression():
+    """Quotes, spaces and non-ASCII in release, column and value names stay names (sqlglot quotes them)."""
+    c = duckdb.connect()
+    c.execute('''CREATE TABLE "src ""x""" AS SELECT i AS "id'", 20 + i % 7 AS "âge ""q""",
+        ['a''b', 'c"d'][1 + i % 2] AS "ré gion", CAST(i AS DOUBLE) AS "in;come", 'n' || i AS "na""me"
+        FROM range(60) r(i)''')
+    anon_sql.install(c)
+    p = anon_sql.Policy.from_dict({
+        "name": 'rel "q"', "source": 'src "x"', "method": "local_suppression", "seed": 3,
+        "attributes": {"id'": {"role": "identifier", "mask": {"function": "hash", "salt": "s'alt"}},
+                       'âge "q"': {"role": "quasi", "perturb": {"kind": "microaggregation", "k": 3}},
+                       "ré gion": {"role": "quasi"},
+                       "in;come": {"role": "insensitive", "perturb": {"kind": "noise", "scale": 0.1}},
+                       'na"me': {"role": "insensitive", "mask": {"function": "shuffle"}}},
+        "privacy": {"k": 3}})
+    assert anon_sql.Policy.from_sql(p.to_sql()) == p
+    rel = anon_sql.release(c, p)
+    out = c.execute('SELECT * FROM "rel ""q"""').df()
+    assert len(out) == 60 and rel.checks.set_index("check").loc["k_wildcard", "passed"]
+    assert out["id'"].str.fullmatch(r"[0-9a-f]{64}").all()
+    assert _wildcard_matches(out, ['âge "q"', "ré gion"]).min() >= 3
