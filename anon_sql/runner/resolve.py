@@ -108,13 +108,17 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     it."""
     engine = as_engine(engine)
     policy = coerce_policy(policy)
+    sdc.refuse_elsewhere(engine.name, policy)   # before the engine registers anything
     src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
     policy = effective_policy(policy, src)
     if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
         check_count_column(engine.con, src, policy.count_column)
     method = get_method(policy.method, policy.method_params)
-    sdc.refuse_elsewhere(engine.name, policy)
-    prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
+    try:
+        prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
+    except BaseException:
+        engine.cleanup()   # what the engine registered for this release
+        raise
     if prepared is not None:
         prepared, src = prepared
     counts = None

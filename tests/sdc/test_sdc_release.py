@@ -358,3 +358,13 @@ def test_hostile_names_through_perturb_mask_and_local_suppression():
     assert len(out) == 60 and rel.checks.set_index("check").loc["k_wildcard", "passed"]
     assert out["id'"].str.fullmatch(r"[0-9a-f]{64}").all()
     assert _wildcard_matches(out, ['âge "q"', "ré gion"]).min() >= 3
+
+
+def test_a_dataframe_source_is_perturbed_and_stays_reproducible(con):
+    frame = con.execute("SELECT * FROM people").df().sample(frac=1.0, random_state=5)   # another row order
+    a = anon_sql.release(con, BASE, source=frame)
+    out_a = con.execute('SELECT income, spend FROM anon_work."rel__perturbed" ORDER BY ALL').df()
+    b = anon_sql.release(con, BASE.replace('"rel"', '"rel2"'))
+    out_b = con.execute('SELECT income, spend FROM anon_work."rel2__perturbed" ORDER BY ALL').df()
+    pd.testing.assert_frame_equal(out_a, out_b)          # the same data and seed: the same perturbation
+    assert a.metrics["perturbation_il1s"] == pytest.approx(b.metrics["perturbation_il1s"])
