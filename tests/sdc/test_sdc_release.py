@@ -368,3 +368,12 @@ def test_a_dataframe_source_is_perturbed_and_stays_reproducible(con):
     out_b = con.execute('SELECT income, spend FROM anon_work."rel2__perturbed" ORDER BY ALL').df()
     pd.testing.assert_frame_equal(out_a, out_b)          # the same data and seed: the same perturbation
     assert a.metrics["perturbation_il1s"] == pytest.approx(b.metrics["perturbation_il1s"])
+
+
+def test_refresh_keep_plan_of_a_perturbed_release(con):
+    from anon_sql.statements.views import refresh
+
+    first = anon_sql.release(con, BASE)
+    again = refresh(con, "rel", keep_plan=True)
+    assert {q: again.plan[q] for q in ("age", "region")} == {q: first.plan[q] for q in ("age", "region")}
+    assert again.plan["sdc"]["perturbed"]["income"]["kind"] == "microaggregation"
