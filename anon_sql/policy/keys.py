@@ -486,7 +486,7 @@ def _known_faker_provider(d: Mapping[str, Any], where: str) -> None:
     names = faker_providers(locale)
     if provider not in names:
         close = difflib.get_close_matches(str(provider), names, n=5, cutoff=0.5)
-        raise PolicyError(f"{where}: unknown Faker provider {provider!r} for locale {locale!r}; "
+        raise PolicyError(f"{where}.provider = {provider!r} is not a Faker provider of locale {locale!r}; "
                           + (f"did you mean {', '.join(close)}?" if close
                              else "e.g. first_name, last_name, name, email, phone_number, address, city"))
 
