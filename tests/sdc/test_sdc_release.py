@@ -4,6 +4,7 @@ brute-force wildcard matching), and bad parameters refused with the database unc
 from __future__ import annotations
 
 import itertools
+import json
 
 import duckdb
 import numpy as np
@@ -165,6 +166,8 @@ def test_release_perturbs_before_classes_and_records_it(con):
     assert sorted(work["income"]) == pytest.approx(sorted(out["income"]))
     assert rel.plan["sdc"]["perturbed"]["income"]["kind"] == "microaggregation"
     assert rel.plan["sdc"]["table_masks"] == {"name": "fake", "sex": "shuffle"}
+    stored = json.loads(con.execute("SELECT plan FROM anon.releases WHERE release = 'rel'").fetchone()[0])
+    assert stored["sdc"]["perturbed"]["spend"]["kind"] == "noise"              # recorded in the catalog
     # the utility of the perturbation, recomputed with pandas: IL1s over income and spend (one row order: the source)
     pert = con.execute('SELECT income, spend FROM anon_work."rel__perturbed"').df()
     il = np.mean([np.abs(source[c] - pert[c]).sum() / (np.sqrt(2) * source[c].std(ddof=1)) / len(source)
