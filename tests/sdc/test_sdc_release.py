@@ -380,3 +380,58 @@ def test_refresh_keep_plan_of_a_perturbed_release(con):
     again = refresh(con, "rel", keep_plan=True)
     assert {q: again.plan[q] for q in ("age", "region")} == {q: first.plan[q] for q in ("age", "region")}
     assert again.plan["sdc"]["perturbed"]["income"]["kind"] == "microaggregation"
+
+
+def _sql_struct(spec: dict) -> str:
+    def one(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return repr(v) if isinstance(v, str) else str(v)
+    return "{" + ", ".join(f"'{k}': {one(v)}" for k, v in spec.items()) + "}"
+
+
+@pytest.mark.parametrize("spec", PERTURBS + [{"kind": "pram", "retain": 0.7}])
+def test_every_perturbation_releases_from_the_sql_form(spec):
+    c = duckdb.connect()
+    c.execute("""CREATE TABLE t AS SELECT 20 + i % 30 AS age, ['a', 'b', 'c'][1 + i % 3] AS grp,
+        CAST((i * 37) % 101 AS DOUBLE) AS x, CAST((i * 17) % 53 AS DOUBLE) AS y FROM range(90) r(i)""")
+    anon_sql.install(c)
+    column = "grp" if spec["kind"] == "pram" else "x"
+    other = (f", perturb => {_sql_struct(spec)}" if spec.get("group") else "")
+    sql = (f"CREATE ANONYMIZED VIEW r WITH (method = 'mondrian', k = 3, seed = 2) AS SELECT quasi(age), "
+           f"insensitive(grp{', perturb => ' + _sql_struct(spec) if column == 'grp' else ''}), "
+           f"insensitive(x{', perturb => ' + _sql_struct(spec) if column == 'x' else ''}), insensitive(y{other}) "
+           "FROM t")
+    rel = anon_sql.release(c, sql)
+    unit = spec.get("group") or column
+    assert rel.plan["sdc"]["perturbed"][unit]["kind"] == spec["kind"]
+    before = c.execute(f"SELECT {column} FROM t ORDER BY ALL").fetchall()
+    after = c.execute(f"SELECT {column} FROM r ORDER BY ALL").fetchall()
+    assert len(after) == len(before) and rel.passed
+    if spec["kind"] in ("swap",):
+        assert after == before                                           # a permutation of the column
+    if spec["kind"] == "top_code":
+        assert max(v for (v,) in after) <= spec["above"]
+
+
+@pytest.mark.parametrize("spec", MASKS)
+def test_every_mask_releases(spec):
+    c = duckdb.connect()
+    c.execute("""CREATE TABLE t AS SELECT 20 + i % 30 AS age, 'ab' || i || '@x.org' AS v,
+        DATE '2020-01-01' + CAST(i AS INTEGER) AS d, CAST(i AS DOUBLE) AS n FROM range(60) r(i)""")
+    anon_sql.install(c)
+    target = {"dnoise": "d", "noise": "n"}.get(spec["function"], "v")
+    attrs = {"age": {"role": "quasi"}, "v": {"role": "insensitive"}, "d": {"role": "insensitive"},
+             "n": {"role": "insensitive"}}
+    attrs[target] = {"role": "insensitive", "mask": spec}
+    rel = anon_sql.release(c, {"name": "r", "source": "t", "method": "mondrian", "seed": 4, "attributes": attrs,
+                               "privacy": {"k": 3}})
+    before = c.execute(f"SELECT {target} FROM t ORDER BY ALL").fetchall()
+    after = c.execute(f"SELECT {target} FROM r ORDER BY ALL").fetchall()
+    assert rel.passed and len(after) == len(before)
+    if spec["function"] == "shuffle":
+        assert after == before
+    else:
+        assert after != before
+    if spec["function"] == "dnoise":     # a DATE stays a DATE, within ±10 days of its source
+        assert str(c.execute("SELECT typeof(d) FROM r LIMIT 1").fetchone()[0]) == "DATE"
