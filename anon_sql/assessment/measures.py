@@ -47,12 +47,21 @@ class Assessment:
     class_sizes: pd.DataFrame
     attributes: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    # with suda=True: one row per record (the key values, suda_score, dis_suda_score, msu_count, msu_min_size) and
+    # one per quasi-identifier (variable, contribution in % of the total SUDA score; sdcMicro's contributions)
+    records: pd.DataFrame | None = None
+    contributions: pd.DataFrame | None = None
+    # with weights= or household=: one row per record (the key values, risk, household_risk)
+    risk_records: pd.DataFrame | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the ``--json`` output)."""
-        return {"source": self.source, "quasi": self.quasi, "sensitive": self.sensitive,
-                "measures": self.measures, "class_sizes": self.class_sizes.to_dict(orient="records"),
-                "attributes": self.attributes.to_dict(orient="records"), "notes": self.notes}
+        """A JSON-ready dict (the ``--json`` output; the per-record frames stay in Python)."""
+        out = {"source": self.source, "quasi": self.quasi, "sensitive": self.sensitive,
+               "measures": self.measures, "class_sizes": self.class_sizes.to_dict(orient="records"),
+               "attributes": self.attributes.to_dict(orient="records"), "notes": self.notes}
+        if self.contributions is not None:
+            out["suda_contributions"] = self.contributions.to_dict(orient="records")
+        return out
 
     def report(self, format: str = "text") -> str:
         """The assessment as ``text``, ``json`` or ``html`` (anon_sql.report.assessment)."""
@@ -108,7 +117,8 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
            sensitive: Sequence[str] | str | None = None, *, population: Any = None,
            sampling_fraction: float | None = None, threshold: float = 0.2,
            taxonomies: dict[str, Any] | None = None, combination_size: int = 1,
-           count_column: str | None = None) -> Assessment:
+           count_column: str | None = None, suda: bool = False, dis_fraction: float = 0.01,
+           weights: str | None = None, household: str | None = None) -> Assessment:
     """Measure a table as it is (see docs/assess.md for every measure and its formula).
 
     ``source``: a table or view name, a .csv / .parquet path (str or Path), a pandas or Polars DataFrame, an Arrow
@@ -119,7 +129,16 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
     for ``records_at_risk``. ``taxonomies``: sensitive attribute → taxonomy, for ``t_hierarchical``.
     ``combination_size``: distinction and separation for every QI combination up to this many QIs.
     ``count_column``: a column giving the records each row stands for. Nothing is written to ``con``.
+    ``suda``: SUDA2 over the quasi-identifiers (``suda_msus_size_1`` … ``_M``, DIS-SUDA with ``dis_fraction``; the
+    per-record frame in ``records``, the per-attribute contributions in ``contributions``). ``weights``: a column of
+    sampling weights for the Benedetti–Franconi individual risk (``risk_*``); ``household``: a household id column
+    for the household risk (``household_risk_*``); per-record values in ``risk_records`` (docs/sdc.md).
     """
+    if not isinstance(suda, bool):
+        raise PolicyError(f"suda must be true or false, got {suda!r}")
+    if (suda or weights or household) and count_column is not None:
+        raise PolicyError("suda, weights and household measure single records: expand count_column "
+                          f"{count_column!r} to one row per record, or leave them out")
     quasi, sensitive = _names(quasi, "quasi"), _names(sensitive, "sensitive")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
         raise PolicyError(f"threshold must be a risk in (0, 1], got {threshold!r}")
@@ -145,12 +164,35 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
             if missing:
                 raise PolicyError(f"population {psrc.label!r} lacks quasi-identifier(s) {missing}")
             pop_counts = _base_counts(con, psrc, quasi, None)
-        return _measure(src.label, base, quasi, sensitive, population, sampling_fraction, threshold,
-                        {sa: resolve_taxonomy(t, sa, con) for sa, t in (taxonomies or {}).items()}, combination_size,
-                        pop_counts, src)
+        result = _measure(src.label, base, quasi, sensitive, population, sampling_fraction, threshold,
+                          {sa: resolve_taxonomy(t, sa, con) for sa, t in (taxonomies or {}).items()},
+                          combination_size, pop_counts, src)
+        sdc_measures(con, result, src, quasi, suda=suda, dis_fraction=dis_fraction, weights=weights,
+                     household=household)
+        return result
     finally:
         for name in registered:
             unregister(con, name)
+
+
+def sdc_measures(con, a: Assessment, src: Source, quasi: list[str], *, suda: bool, dis_fraction: float,
+                 weights: str | None, household: str | None) -> None:
+    """sdcMicro's risk measures (anon_sql/sdc: SUDA2, individual and household risk) added to ``a``."""
+    from ..sdc.risk import household_risk, individual_risk
+    from ..sdc.suda import suda2
+
+    if suda:
+        found = suda2(con, src.relation, quasi, dis_fraction=dis_fraction)
+        a.measures.update(found.measures)
+        a.records, a.contributions = found.records, found.contributions
+    if household is not None:
+        found = household_risk(con, src.relation, quasi, household, weights)
+    elif weights is not None:
+        found = individual_risk(con, src.relation, quasi, weights)
+    else:
+        return
+    a.measures.update(found.measures)
+    a.risk_records = found.records
 
 
 def _resolve(con, source: Any, label: str, registered: list[str]) -> Source:

@@ -28,6 +28,7 @@ import json
 import os
 import tempfile
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -130,7 +131,8 @@ def guard_macros(con: Any) -> None:
 
 
 def expected_macros() -> dict[str, list]:
-    """This package's ``anon`` macros as :data:`_ANON_MACROS` reads them, from sql/macros.sql run in a throwaway
+    """This package's ``anon`` macros as :data:`_ANON_MACROS` reads them, from sql/macros.sql and the masking macros
+    (anon_sql/sdc/masking.sql) run in a throwaway
     in-memory database; cached per code and DuckDB version (its text depends on both)."""
     import duckdb
 
@@ -147,6 +149,9 @@ def expected_macros() -> dict[str, list]:
         scratch.execute("CREATE SCHEMA anon")
         for stmt in macro_statements():
             scratch.execute(stmt)
+        # the masking macros anon_sql.install adds (docs/sdc.md), read as the file itself: a cached check loads no
+        # sqlglot (anon_sql.sdc.masking would)
+        scratch.execute(resources.files("anon_sql.sdc").joinpath("masking.sql").read_text(encoding="utf-8"))
         expected = _by_name(scratch.execute(_ANON_MACROS).fetchall())
     finally:
         scratch.close()

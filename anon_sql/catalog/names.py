@@ -7,10 +7,11 @@ from sqlglot import exp
 from ..common.sqlbuild import ident
 
 WORK_SCHEMA = "anon_work"        # the schema of a release's working objects (DuckDB), out of the analysts' way
-# working objects kept after a release: the __source view (metrics compare with it) and the plan's tables (the
-# record of how the release was made: check reads the assignment); the other views are dropped
-KEPT_WORKING = ("source", "assignment", "ec_values", "noise", "risk")
-WORKING = ("source", "general", "classes", "checks", "assignment", "ec_values", "noise", "risk")
+# working objects kept after a release: the __source view (metrics compare with it), the plan's tables (the
+# record of how the release was made: check reads the assignment) and the perturbed source (statistical disclosure
+# control: what __source reads when the policy perturbs or table-masks a column); the other views are dropped
+KEPT_WORKING = ("source", "assignment", "ec_values", "noise", "risk", "perturbed")
+WORKING = ("source", "general", "classes", "checks", "assignment", "ec_values", "noise", "risk", "perturbed")
 COUNTED_ROWS = "rows"   # a release kept as counted rows (ReleaseNames.rows): not one of WORKING, DuckDB never makes it
 
 

@@ -32,6 +32,9 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
 
     duckdb_udfs.install_macros(con)
     duckdb_udfs.register(con)
+    from ..sdc.masking import install_masking   # pandas-free import path of the CLI: loaded on use
+
+    install_masking(con)     # anon.partial, anon.hash, …: persisted macros a policy's `mask` compiles to
 
 
 def upgrade(con: duckdb.DuckDBPyConnection) -> None:

@@ -108,16 +108,20 @@ def _show(df: pd.DataFrame) -> str:
               help="KTFS threshold: features scoring below it are selected for anonymization.")
 @click.option("--qi-threshold", type=click.FloatRange(0.0, 1.0), default=QI_THRESHOLD, show_default=True,
               help="Normalized leakage from which an attribute is suggested as a quasi-identifier.")
+@click.option("--detect", "do_detect", is_flag=True,
+              help="Suggest roles (identifier, quasi) from column names and value patterns, as policy lines to paste.")
+@click.option("--sample", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Rows sampled (seeded by --seed) for --detect's value patterns.")
 @json_option
 def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_vulnerability: bool, store: bool,
             do_relevance: bool, target: str | None, quasi: str | None, count_column: str | None, seed: int,
-            n_estimators: int, delta: float, qi_threshold: float) -> None:
+            n_estimators: int, delta: float, qi_threshold: float, do_detect: bool, sample: int) -> None:
     """Rank the attributes of TABLE (a table in --db, or a .csv/.parquet path) by leakage, vulnerability, relevance."""
     if (do_vulnerability or do_relevance) and not target:
         raise click.UsageError("--vulnerability and --relevance need --target COL (the sensitive or class attribute)")
     if store and not (do_vulnerability and db):
         raise click.UsageError("--store needs --vulnerability and --db FILE (the database that keeps the catalog)")
-    if not (do_leakage or do_vulnerability or do_relevance):
+    if not (do_leakage or do_vulnerability or do_relevance or do_detect):
         do_leakage = True
     import duckdb
 
@@ -135,6 +139,8 @@ def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_
             raise PolicyError(f"no attributes to analyze in {table!r}; name them with --quasi")
         resolve_columns(columns, attributes, table, "attribute")
         result: dict[str, object] = {"table": table, "attributes": attributes}
+        if do_detect:
+            result["detect"] = _print_detect(con, name, sample, seed)
         if do_leakage:
             result["leakage"] = _print_leakage(con, name, attributes, count_column, combinations, qi_threshold)
         if do_vulnerability:
@@ -165,6 +171,23 @@ def _print_leakage(con: duckdb.DuckDBPyConnection, name: str, attributes: list[s
     else:
         click.echo(f"No {what} reaches normalized leakage {qi_threshold:.2f}; lower --qi-threshold to see candidates.")
     return {"table": df, "suggested_quasi": labels}
+
+
+def _print_detect(con: duckdb.DuckDBPyConnection, name: str, sample: int, seed: int) -> list[dict]:
+    """PII detection (anon_sql.sdc.detect, after PostgreSQL Anonymizer's anon.detect): the suggestions, then the
+    policy lines to paste."""
+    from ..sdc.detect import detect
+
+    found = detect(con, name, sample=sample, seed=seed)
+    if found.empty:
+        click.echo("No column looks like an identifier or a quasi-identifier (names and value patterns).")
+        return []
+    click.echo(f"Suggested roles (confidence 0-1; values from a sample of {sample} rows, seed {seed}):")
+    click.echo(found[["column", "role", "confidence", "reason"]].to_string(index=False,
+                                                                          float_format=lambda v: f"{v:.2f}"))
+    click.echo("\nPolicy lines to paste:\n")
+    click.echo("\n\n".join(found["policy"]))
+    return found.to_dict(orient="records")
 
 
 def _print_vulnerability(con: duckdb.DuckDBPyConnection, name: str, attributes: list[str], target: str, seed: int,

@@ -14,6 +14,7 @@ from ..models import ClassColumns, PrivacyModel, population_models
 from ..models.population import WEIGHT as POP_WEIGHT
 from ..data import base_counts
 from . import population as population_match
+from .masks import column_mask
 from ..common.columns import EC_ID, SIZE
 from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq, prerendered, render
 from ..data.taxonomy import TOP, Taxonomy
@@ -79,6 +80,11 @@ class ReleaseNames:
         return self._t("risk")
 
     @property
+    def perturbed(self) -> exp.Table:
+        """The source with its perturbed and table-masked columns (docs/sdc.md), which ``__source`` reads."""
+        return self._t("perturbed")
+
+    @property
     def rows(self) -> exp.Table:
         """A release of repeated rows kept as the rows it repeats with their counts (``CompileInput.counted_rows``:
         made only by an engine that keeps releases so, Spark; not one of :data:`WORKING`, which DuckDB claims)."""
@@ -89,8 +95,8 @@ class ReleaseNames:
         return [self._t(p) for p in ("checks", "classes", "general", "source")]
 
     def plan_tables(self) -> list[exp.Table]:
-        """The working tables of an assignment plan (and slicing's per-record risk)."""
-        return [self._t(p) for p in ("assignment", "ec_values", "noise", "risk")]
+        """The working tables of an assignment plan (and slicing's per-record risk, and the perturbed source)."""
+        return [self._t(p) for p in ("assignment", "ec_values", "noise", "risk", "perturbed")]
 
     def source_relation(self) -> exp.Table | str:
         """What a method reads its data through: the ``__source`` view (its bare name where it is unqualified)."""
@@ -117,6 +123,8 @@ class CompileInput:
     # combination: a released row may be in several), the table a view repeating them, and the checks aggregate the
     # counts (Spark: see SparkEngine.keeps_counted_rows)
     counted_rows: bool = False
+    types: dict[str, str] = field(default_factory=dict)   # source column → engine type (a mask's cast)
+    sdc_prepared: bool = False        # the relation holds the policy's perturbations and whole-column masks
 
     @property
     def on_duckdb(self) -> bool:
@@ -159,11 +167,12 @@ class CompiledRelease:
 
 # -- columns ------------------------------------------------------------------------------------------------------
 def released_columns(policy, columns: Sequence[str]) -> list[str]:
-    """Source columns that reach the release: all but dropped identifiers (and the count column, kept last)."""
+    """Source columns that reach the release: all but dropped identifiers (a masked identifier is released masked;
+    the count column is kept last)."""
     out = []
     for c in columns:
         attr = policy.attributes.get(c)
-        if attr is not None and attr.role == "identifier" and attr.action == "drop":
+        if attr is not None and attr.role == "identifier" and attr.action == "drop" and not attr.options.get("mask"):
             continue
         out.append(c)
     return out
@@ -204,7 +213,13 @@ def source_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     items: list[exp.Expression] = []
     for c in released_columns(policy, ci.columns):
         attr = policy.attributes.get(c)
-        if attr is not None and attr.role == "identifier":  # pseudonymize
+        masked = column_mask(policy, c, on_duckdb=ci.on_duckdb, prepared=ci.sdc_prepared,
+                             column_type=ci.types.get(c))
+        if masked is not None:
+            items.append(alias(masked, c))
+        elif attr is not None and attr.role == "identifier" and attr.options.get("mask"):
+            items.append(col(c))     # shuffled or faked in the prepared relation
+        elif attr is not None and attr.role == "identifier":  # pseudonymize
             if not ci.pseudonym_function:
                 raise PolicyError(f"identifier {c!r}: pseudonymization needs a key (set ANON_SQL_KEY or key_file)")
             items.append(alias(exp.Anonymous(this=ci.pseudonym_function, expressions=[_varchar(col(c))]), c))

@@ -17,7 +17,8 @@ REGISTRY: dict[str, type[Method]] = {"levels": FixedLevels}
 # method name → the module that registers it (imported only when that method is used, so start-up stays fast)
 _MODULES = {"iab": "search", "exhaustive": "search", "greedy": "search", "optimal": "search", "mondrian": "mondrian",
             "theta": "theta", "fixed_interval": "fixed_interval", "slicing": "slicing",
-            "attribute_focused": "attribute_focused", "adaptive": "adaptive", "upa": "upa"}
+            "attribute_focused": "attribute_focused", "adaptive": "adaptive", "upa": "upa",
+            "local_suppression": "local_suppression"}
 
 
 def register(cls: type[Method]) -> type[Method]:

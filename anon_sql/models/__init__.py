@@ -18,6 +18,7 @@ from .simpson import SimpsonDiversity
 from .slicing import SlicingGuide, SlicingLDiversity
 from .t_closeness import TCloseness
 from .theta import ThetaCapacity, ThetaFeasible, ThetaSensitivity
+from .wildcard_k import WildcardKAnonymity
 
 
 def build_models(policy, con=None) -> list[PrivacyModel]:
@@ -73,6 +74,8 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
     if p.differential_privacy is not None:
         spec = p.differential_privacy
         models.append(SafePub(spec["epsilon"], spec["delta"], spec.get("search_share", 0.0)))
+    if policy.method == "local_suppression" and p.k is not None:   # its suppressed cells are wildcards
+        models.append(WildcardKAnonymity(p.k, policy.quasi))
     return models
 
 
@@ -86,5 +89,4 @@ __all__ = ["build_models", "find", "group_rules", "PrivacyModel", "ClassStats", 
            "ThetaCapacity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
            "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
            "HierarchicalTCloseness", "KMap", "DeltaPresence", "Population", "PopulationModel", "population_models",
-           "SafePub",
-           "largest_is_worst"]
+           "SafePub", "largest_is_worst", "WildcardKAnonymity"]

@@ -425,25 +425,126 @@ TAXONOMY = Tagged("kind", {
 }, noun="inline taxonomy")
 
 _ROLE = key("role", choice(*ROLES), "the column's role", REQUIRED)
+
+
+def _perturb_kind(kind: str, *keys: Key, doc: str = "", rules: Iterable[Callable] = ()) -> Section:
+    return section(f"perturb kind = \"{kind}\"", key("kind", choice(kind), "the perturbation", REQUIRED), *keys,
+                   doc=doc, rules=rules)
+
+
+def _group_needs_correlated(d: Mapping[str, Any], where: str) -> None:
+    if d.get("group") is not None and not d.get("correlated"):
+        raise PolicyError(f"{where}: `group` only applies to correlated noise; add correlated = true or remove group")
+
+
+def _group_needs_mdav(d: Mapping[str, Any], where: str) -> None:
+    if d.get("group") is not None and d.get("method", "mdav") != "mdav":
+        raise PolicyError(f"{where}: individual_ranking aggregates each column on its own; remove `group` or use "
+                          "method = \"mdav\"")
+
+
+_REPLACEMENT = key("replacement", number(), "the value coded values become (default: the threshold)")
+_GROUP = key("group", Text(what="name"), "columns sharing a group name are perturbed together (multivariate)")
+PERTURB = Tagged("kind", {
+    "microaggregation": _perturb_kind(
+        "microaggregation", key("k", integer(ge=2), "records per group (groups hold k … 2k − 1)", REQUIRED),
+        key("method", choice("mdav", "individual_ranking"), "MDAV, or individual ranking (sorted blocks of k)",
+            "mdav"), _GROUP, doc="each value becomes its group's mean (numeric columns)", rules=[_group_needs_mdav]),
+    "top_code": _perturb_kind("top_code", key("above", number(), "values above it are coded", REQUIRED), _REPLACEMENT,
+                              doc="values above `above` become `above` (or `replacement`)"),
+    "bottom_code": _perturb_kind("bottom_code", key("below", number(), "values below it are coded", REQUIRED),
+                                 _REPLACEMENT, doc="values below `below` become `below` (or `replacement`)"),
+    "pram": _perturb_kind("pram", key("retain", number(gt=0, le=1), "probability of keeping a value (P[v, v])",
+                                      REQUIRED),
+                          key("invariant", Boolean(), "R = P·Q keeps the marginals in expectation", False),
+                          doc="each category replaced by a seeded draw from a transition matrix"),
+    "noise": _perturb_kind("noise", key("scale", number(gt=0), "noise sd as a share of the column's sd", REQUIRED),
+                           key("correlated", Boolean(), "draw from N(0, scale²·Σ): the covariance is kept up to "
+                               "(1 + scale²)", False), _GROUP,
+                           doc="x + e, e ~ N(0, (scale·σ)²), seeded (numeric columns)",
+                           rules=[_group_needs_correlated]),
+    "swap": _perturb_kind("swap", key("window", number(gt=0, le=100), "largest rank distance, in % of the rows",
+                                      REQUIRED), doc="rank swapping, seeded (numeric columns)"),
+}, noun="perturbation")
+
+
+def _mask_function(function: str, *keys: Key, doc: str = "", rules: Iterable[Callable] = ()) -> Section:
+    return section(f"mask function = \"{function}\"", key("function", choice(function), "the masking function",
+                                                             REQUIRED), *keys, doc=doc, rules=rules)
+
+
+def _interval_text(d: Mapping[str, Any], where: str) -> None:
+    from ..sdc.masking import mask_expression   # the macro's own check: a DuckDB interval text
+
+    mask_expression("x", dict(d))
+
+
+def _known_faker_provider(d: Mapping[str, Any], where: str) -> None:
+    from ..sdc.masking import faker_providers   # refuses an unknown locale, naming close ones
+
+    provider, locale = d.get("provider"), d.get("locale", "en_US")
+    names = faker_providers(locale)
+    if provider not in names:
+        close = difflib.get_close_matches(str(provider), names, n=5, cutoff=0.5)
+        raise PolicyError(f"{where}.provider = {provider!r} is not a Faker provider of locale {locale!r}; "
+                          + (f"did you mean {', '.join(close)}?" if close
+                             else "e.g. first_name, last_name, name, email, phone_number, address, city"))
+
+
+MASK = Tagged("function", {
+    "partial": _mask_function("partial", key("keep_start", integer(ge=0), "characters kept at the start", REQUIRED),
+                              key("pad", Text(empty=True), "what replaces the middle, e.g. \"XXXX\"", REQUIRED),
+                              key("keep_end", integer(ge=0), "characters kept at the end", REQUIRED),
+                              doc="`anon.partial(x, keep_start, pad, keep_end)`"),
+    "partial_email": _mask_function("partial_email", doc="`anon.partial_email(x)`: first character and top level"),
+    "redact": _mask_function("redact", key("replacement", Text(empty=True), "the text every value becomes",
+                                           "[REDACTED]"), doc="`anon.redact(x)`"),
+    "hash": _mask_function("hash", key("salt", Text(), "a secret salt (an unsalted hash of a small domain is "
+                                       "reversed by hashing every candidate)", REQUIRED),
+                           doc="`anon.hash(x, salt)`: sha256 hex"),
+    "noise": _mask_function("noise", key("ratio", number(ge=0, le=1), "largest relative change", REQUIRED),
+                            doc="`anon.noise(x, ratio, seed, x)`: x · U[1 − ratio, 1 + ratio], seeded"),
+    "dnoise": _mask_function("dnoise", key("interval", Text(what="interval text"), "e.g. \"10 days\"", REQUIRED),
+                             doc="`anon.dnoise(d, interval, seed, d)`: a date shifted by U[−interval, +interval]",
+                             rules=[_interval_text]),
+    "shuffle": _mask_function("shuffle", doc="the column permuted among the rows, seeded"),
+    "fake": _mask_function("fake", key("provider", Text(), "a Faker provider, e.g. \"first_name\"", REQUIRED),
+                           key("locale", Text(), "a Faker locale", "en_US"),
+                           key("consistent", Boolean(), "the same source value gets the same fake (seeded)", True),
+                           doc="values from Faker, deterministic per seed", rules=[_known_faker_provider]),
+}, noun="mask")
+_PERTURB_KEY = key("perturb", PERTURB, "perturbation before classes are formed: `{ kind = \"microaggregation\" "
+                   "| \"top_code\" | \"bottom_code\" | \"pram\" | \"noise\" | \"swap\", … }` (docs/sdc.md)")
+_MASK_KEY = key("mask", MASK, "a masking function in the released select: `{ function = \"partial\" | "
+                "\"partial_email\" | \"redact\" | \"hash\" | \"noise\" | \"dnoise\" | \"shuffle\" | "
+                "\"fake\", … }` (docs/sdc.md)")
+
+
+def _mask_or_pseudonymize(d: Mapping[str, Any], where: str) -> None:
+    if d.get("mask") is not None and d.get("action", "drop") != "drop":
+        raise PolicyError(f"{where}: `mask` and action = {d.get('action')!r} both say how the identifier is "
+                          "released; keep one (a masked identifier is released masked)")
 ATTRIBUTE = Tagged("role", {
     "identifier": section("[attributes.<column>] role = \"identifier\"", _ROLE,
                           key("action", choice(*IDENTIFIER_ACTIONS),
                               "`drop` the column, or `pseudonymize` it (HMAC-SHA256 keyed by `$ANON_SQL_KEY` or "
                               "`key_file`; the key is never stored)", "drop"),
                           key("key_file", Text(what="path"), "file holding the pseudonym key (with `pseudonymize`)"),
-                          doc="a direct identifier: never released as it is"),
+                          _MASK_KEY, doc="a direct identifier: never released as it is",
+                          rules=[_mask_or_pseudonymize]),
     "quasi": section("[attributes.<column>] role = \"quasi\"", _ROLE,
                      key("taxonomy", any_of(Text(what="name or path"), TAXONOMY),
                          "a catalog name (`anon-sql taxonomy load`), a built-in (`adult_age`, …), a path to an ARX "
                          "CSV, or an inline taxonomy (below); full-domain methods need one"),
                      key("iv", number(ge=0), "identity-vulnerability weight of this QI for the IV-weighted metrics"),
-                     doc="a quasi-identifier: generalized until every model holds"),
+                     _PERTURB_KEY, doc="a quasi-identifier: generalized until every model holds"),
     "sensitive": section("[attributes.<column>] role = \"sensitive\"", _ROLE,
                          key("taxonomy", any_of(Text(what="name or path"), TAXONOMY),
                              "the value hierarchy of hierarchical t-closeness (`distance = \"hierarchical\"`), "
                              "given as for a quasi-identifier"),
-                         doc="released unchanged; the sensitive-attribute models protect it"),
-    "insensitive": section("[attributes.<column>] role = \"insensitive\"", _ROLE, doc="released unchanged"),
+                         _PERTURB_KEY, doc="released unchanged; the sensitive-attribute models protect it"),
+    "insensitive": section("[attributes.<column>] role = \"insensitive\"", _ROLE, _PERTURB_KEY, _MASK_KEY,
+                           doc="released unchanged (or perturbed, or masked)"),
 }, noun="table")
 
 L_DIVERSITY = Tagged("kind", {

@@ -102,6 +102,8 @@ def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
         if spec.get("role") == "identifier":
             for key in [k for k in spec if k not in ("role", "action")]:
                 spec.pop(key)
+        if isinstance(spec.get("mask"), dict):
+            spec["mask"].pop("salt", None)                    # a hash mask's salt is a secret of the data owner
     policy.get("method_params", {}).pop("noise_flag", None)   # the column the file does not have
     if (policy.get("privacy") or {}).get("differential_privacy"):
         policy.pop("seed", None)   # SafePub: the seed decides the sample, whose secrecy the (ε,δ) guarantee rests on

@@ -75,6 +75,9 @@ def render_text(a) -> str:
     if len(a.attributes):
         parts += ["", "distinction and separation per QI combination:",
                   a.attributes.to_string(index=False, float_format=lambda x: f"{x:.4g}")]
+    if getattr(a, "contributions", None) is not None:
+        parts += ["", "SUDA contribution per attribute (% of the total score):",
+                  a.contributions.to_string(index=False, float_format=lambda x: f"{x:.4g}")]
     if a.notes:
         parts += ["", "notes:"] + [f"  - {n}" for n in a.notes]
     return "\n".join(parts)
@@ -103,6 +106,8 @@ def render_html(a) -> str:
     parts += ["<h2>Class sizes</h2>", _html_table(a.class_sizes)]
     if len(a.attributes):
         parts += ["<h2>Distinction and separation per QI combination</h2>", _html_table(a.attributes)]
+    if getattr(a, "contributions", None) is not None:
+        parts += ["<h2>SUDA contribution per attribute (% of the total score)</h2>", _html_table(a.contributions)]
     if a.notes:
         parts += ["<h2>Notes</h2><ul>"] + [f"<li>{e(n)}</li>" for n in a.notes] + ["</ul>"]
     parts.append("</body></html>")

@@ -26,6 +26,8 @@ from ..data.taxonomy import Taxonomy
 from ..catalog.taxonomy_lookup import resolve_taxonomies
 from .population import resolve_population
 from .sampling import Sampling, safepub_policy, sampled_relation
+from . import sdc
+from .sdc import Prepared
 
 
 @dataclass
@@ -41,11 +43,13 @@ class Resolved:
     numeric_sensitive: set[str] = field(default_factory=set)   # sensitive attributes with a numeric type
     base: exp.Table | None = None             # the temp base-count table resolve made (level plans), or None
     sampling: Sampling | None = None          # SafePub: the source is the seeded sample; ``records`` counts all
+    sdc: Prepared | None = None               # the perturbed / table-masked source resolve made, or None
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
         return CompileInput(policy or self.policy, self.source.relation, self.source.columns, plan, self.taxonomies,
-                            self.models, numeric_sensitive=self.numeric_sensitive, base=self.base, **options)
+                            self.models, numeric_sensitive=self.numeric_sensitive, base=self.base,
+                            types=dict(self.source.types), sdc_prepared=self.sdc is not None, **options)
 
 
 def effective_policy(policy: Policy, src: Source) -> Policy:
@@ -107,6 +111,7 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     it."""
     engine = as_engine(engine)
     policy = coerce_policy(policy)
+    sdc.refuse_elsewhere(engine.name, policy)   # before the engine registers anything
     src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
     policy = effective_policy(policy, src)
     if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
@@ -118,13 +123,24 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
         full = count_records(engine.con, src, policy)
         src = dataclasses.replace(src, relation=sampled_relation(src.relation, src.columns, params.beta, policy.seed))
     method = get_method(policy.method, policy.method_params)
+    try:
+        prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
+    except BaseException:
+        engine.cleanup()   # what the engine registered for this release
+        raise
+    if prepared is not None:
+        prepared, src = prepared
     counts = None
     table = None
-    if base and method.plan_kind == "levels":
-        table = engine.base_table(policy.name)
-        counts = engine.base_counts(policy, src.relation, table)
-        table = table if counts is not None else None
-    resolved = Resolved(policy, src, 0, method, {}, [], base=table)
+    try:
+        if base and method.plan_kind == "levels":
+            table = engine.base_table(policy.name)
+            counts = engine.base_counts(policy, src.relation, table)
+            table = table if counts is not None else None
+    except BaseException:
+        sdc.discard(engine.con, prepared)
+        raise
+    resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared)
     try:
         # the records: summed from the base counts when resolve made them (a small table), else counted
         resolved.records = (base_counts.total(counts, policy) if table is not None
@@ -146,6 +162,9 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
 
 
 def discard(engine: Engine | Any, resolved: Resolved) -> None:
-    """Drop what :func:`resolve` created (the temp base counts); a no-op when it made nothing."""
+    """Drop what :func:`resolve` created (the temp base counts, the perturbed source); a no-op when it made
+    nothing."""
     if resolved.base is not None:
         as_engine(engine).drop_base(resolved.base)
+    if resolved.sdc is not None:
+        sdc.discard(as_engine(engine).con, resolved.sdc)

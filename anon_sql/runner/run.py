@@ -11,11 +11,12 @@ from typing import Any, Callable
 
 import duckdb
 
-from . import suppression
+from . import sdc, suppression
 from ..catalog.read import probed_once
 from ..compiler.views import ReleaseNames, compile_release
 from ..engines import DuckDBEngine, Engine
 from ..errors import PrivacyRequirementError
+from ..data.source import Source
 from ..policy.model import Policy
 from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
@@ -55,6 +56,8 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
         policy = r.policy
         engine.begin()
         try:
+            if r.sdc is not None:   # the perturbed source, kept as a working table __source reads
+                r.source = replace_relation(r.source, sdc.persist(engine, r.sdc, names.perturbed))
             with engine.stage("plan"):
                 create_source_view(engine, r.compile_input(placeholder(r), **options), names)
                 say("planning")
@@ -87,6 +90,11 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             if r.sampling is not None:   # SafePub: ε, δ, β, k and the sample's size go to anon.metrics ("info")
                 rel.metrics.update(r.sampling.metrics())
                 rel.info["differential_privacy"] = r.sampling.metrics()
+            if r.sdc is not None:   # what was perturbed, and what it cost (docs/sdc.md)
+                rel.plan["sdc"] = r.sdc.record()
+                rel.metrics.update(r.sdc.metrics())
+                rel.info["metric_directions"] = {**rel.info.get("metric_directions", {}),
+                                                 **dict.fromkeys(r.sdc.metrics(), "lower")}
             if policy.metrics.get("compute") and engine.measures:   # measured inside the transaction
                 from ..metrics import attach
 
@@ -126,3 +134,8 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
     if any(f["check"] != "max_suppression" for f in v.failures):
         return None
     return float(v.suppressed)
+
+
+def replace_relation(src: Source, relation) -> Source:
+    """The same source read through another relation (the perturbed working table)."""
+    return Source(src.label, relation, list(src.columns), dict(src.types))

@@ -142,10 +142,12 @@ def validate_local_suppression(quasi: Sequence[str], k: int, importance: Mapping
 
 
 def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int, *,
-                      importance: Mapping[str, float] | None = None, output: str | None = None) -> LocalSuppression:
+                      importance: Mapping[str, float] | None = None, output: str | None = None,
+                      temporary: bool = False) -> LocalSuppression:
     """Write ``output`` (default ``<source>__suppressed``): the source with cells of ``quasi`` set to NULL so that
     it is k-anonymous under the wildcard rule. ``importance`` maps a QI to a weight: higher = more important =
-    suppressed later (sdcMicro's ``importance`` ranks are the reverse: rank 1 is the most important); QIs left out
+    suppressed later (sdcMicro's ``importance`` ranks are the reverse: rank 1 is the most important); ``temporary``:
+    a TEMP output (what a release's method writes inside its transaction); QIs left out
     weigh 0; without it, QIs with more distinct values go first. Deterministic (no randomness)."""
     quasi = list(quasi)
     source_name = source.name if isinstance(source, exp.Table) else str(source)
@@ -196,7 +198,8 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
                         for c in code_names])
         q = exp.select(*projections).from_(exp.alias_(table(coded), "s", table=True)).join(
             exp.alias_(table(mapping), "m", table=True), on=on, join_type="left")
-        run(con, exp.Create(this=table(output), kind="TABLE", replace=True, expression=q))
+        temp = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
+        run(con, exp.Create(this=table(output), kind="TABLE", replace=True, expression=q, properties=temp))
         return result
     finally:
         for t in (coded, mapping):

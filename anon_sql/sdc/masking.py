@@ -6,15 +6,17 @@ import difflib
 import hashlib
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import duckdb
-import pandas as pd
 from sqlglot import exp
 
 from anon_sql.errors import PolicyError
 
 from .sqlparts import call, col, ident, lit, render, table
+
+if TYPE_CHECKING:                # pandas is loaded by the fake mask only: `anon-sql check` reads masking_sql()
+    import pandas as pd
 
 SCHEMA = "anon"
 MACROS = ("partial", "partial_email", "redact", "hash", "noise", "dnoise")
@@ -30,7 +32,11 @@ def masking_sql() -> str:
 def install_masking(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Create schema ``anon`` if missing and (re)create the masking macros in it, in one transaction; idempotent.
     Returns the macro names. The macros live in the database file and work in any DuckDB client without Python."""
-    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("BEGIN TRANSACTION")
+    except duckdb.TransactionException:     # the caller's transaction holds it (anon_sql.install inside one)
+        con.execute(masking_sql())
+        return [f"{SCHEMA}.{m}" for m in MACROS]
     try:
         con.execute(masking_sql())
     except BaseException:
@@ -213,6 +219,8 @@ def fake_mapping(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column
     ``consistent = true`` (the default): one row (source, fake) per DISTINCT non-NULL source value, the fake seeded by
     (seed, value) — the same person keeps the same fake name everywhere, in every release with that seed.
     ``consistent = false``: a pool (slot, fake) of as many fakes as there are distinct values; rows draw a slot."""
+    import pandas as pd
+
     provider, locale = spec.get("provider"), spec.get("locale", "en_US")
     _provider(locale, provider)                                   # refuse a bad provider before reading anything
     distinct = exp.select(exp.alias_(exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR")), ident("source"))) \

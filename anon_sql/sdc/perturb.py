@@ -176,10 +176,11 @@ def _drop(con, name: str) -> None:
 
 
 def perturb(con, table_name: str | exp.Table, column_specs: Mapping[str, Mapping[str, Any]], seed: int, *,
-            output: str | None = None, row_id: str | None = None) -> Perturbation:
+            output: str | None = None, row_id: str | None = None, temporary: bool = False) -> Perturbation:
     """Write ``output`` (default ``<table>__perturbed``): the source with each column of ``column_specs`` perturbed
     as its spec says, other columns unchanged, the same rows (NULLs stay NULL). ``row_id`` names an extra column
-    holding the source row number (for IL1s and tests; leave it out of a release). Same seed ⇒ same output."""
+    holding the source row number (for IL1s and tests; leave it out of a release); ``temporary``: a TEMP table (what a
+    release's resolve stage writes before its transaction). Same seed ⇒ same output."""
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise PolicyError(f"seed = {seed!r} must be an integer >= 0")
     source_name = table_name.name if isinstance(table_name, exp.Table) else str(table_name)
@@ -233,7 +234,8 @@ def perturb(con, table_name: str | exp.Table, column_specs: Mapping[str, Mapping
         for t in joins:
             q = q.join(exp.alias_(table(t), alias[t], table=True), using=[ident(ROW)], join_type="left")
         q = q.order_by(exp.column(ROW, table="w", quoted=True))
-        run(con, exp.Create(this=table(output), kind="TABLE", replace=True, expression=q))
+        temp = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
+        run(con, exp.Create(this=table(output), kind="TABLE", replace=True, expression=q, properties=temp))
     finally:
         for t in [*created, work]:
             _drop(con, t)

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 import sqlglot
 from sqlglot import exp
 
-from ..common.sqlbuild import col, func, ident, lit, render, table
+from ..common.sqlbuild import col, func, ident, lit, render, table as table_ref
 
 DIALECT = "duckdb"
 call = func   # a (schema-qualified) function or macro call
@@ -16,6 +16,11 @@ call = func   # a (schema-qualified) function or macro call
 def table_label(name: str | exp.Table) -> str:
     """A table's name for messages."""
     return name.sql(dialect=DIALECT) if isinstance(name, exp.Table) else repr(str(name))
+
+
+def table(name: str | exp.Expression) -> exp.Expression:
+    """A table: a str is one quoted name; an ``exp.Table`` (schema-qualified) or an aliased subquery is copied."""
+    return name.copy() if isinstance(name, exp.Expression) else table_ref(name)
 
 
 def literal(value: Any) -> exp.Expression:

@@ -116,7 +116,8 @@ def refresh(con: duckdb.DuckDBPyConnection, name: str, keep_plan: bool = False):
         raise PolicyError(f"KEEP PLAN re-applies a level plan; {name!r} was made by method {policy.method!r}, which "
                           "assigns records to classes one by one and has no plan to re-apply to new records: "
                           "REFRESH without KEEP PLAN (it plans again)")
-    plan = json.loads(row["plan"] or "{}")
+    stored = json.loads(row["plan"] or "{}")
+    plan = {q: stored[q] for q in policy.quasi if q in stored}   # the levels (a plan also records e.g. its "sdc")
     fixed = policy.replace(method="levels", method_params={"levels": plan})
     try:
         return _run_version(con, fixed, KEEP_PLAN, policy, replace=True)

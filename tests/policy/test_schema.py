@@ -54,7 +54,15 @@ METHOD_VALUES = {"levels": {"age": 1}, "objective": "ncp", "max_nodes": 10, "cat
                  "evenness": 0.5, "boost": 1, "similarity": "plain", "similarity_weights": "equal", "iv_trees": 5,
                  "quasi": "ktfs", "target": "w", "delta": 0.2, "redundancy": 0.8, "score": "kendall",
                  "vulnerable": ["age"], "generalize_unique_only": ["age"], "init": "kmeans||", "oversampling": 2.0,
-                 "rounds": 2, "max_iter": 10, "tol": 0.001, "monotone": True}
+                 "rounds": 2, "max_iter": 10, "tol": 0.001, "monotone": True, "importance": {"age": 1.0}}
+PERTURB_VALUES = {"microaggregation": {"k": 3, "method": "mdav", "group": "g"},
+                  "top_code": {"above": 10, "replacement": 9}, "bottom_code": {"below": 1, "replacement": 2},
+                  "pram": {"retain": 0.8, "invariant": True}, "noise": {"scale": 0.1, "correlated": True, "group": "g"},
+                  "swap": {"window": 5}}
+MASK_VALUES = {"partial": {"keep_start": 1, "pad": "X", "keep_end": 1}, "partial_email": {},
+               "redact": {"replacement": "R"}, "hash": {"salt": "s"}, "noise": {"ratio": 0.1},
+               "dnoise": {"interval": "1 day"}, "shuffle": {},
+               "fake": {"provider": "first_name", "locale": "en_US", "consistent": True}}
 TAXONOMY_VALUES = {"interval": {"widths": [5], "top": True}, "mask": {"levels": 2}, "date": {}, "top": {},
                    "mapping": {"mapping": {"a": ["A"]}, "top": True}, "file": {"path": "h.csv"}}
 L_VALUES = {"distinct": {"l": 2}, "entropy": {"l": 1.5}, "recursive": {"c": 3, "l": 2}, "slicing": {"l": 2}}
@@ -90,6 +98,14 @@ def locations():
         p = _minimal()
         p["attributes"]["age"]["taxonomy"] = {"kind": kind, **copy.deepcopy(values)}
         out.append((f"taxonomy kind={kind}", p, p["attributes"]["age"]["taxonomy"], "nested"))
+    for kind, values in PERTURB_VALUES.items():
+        p = _minimal()
+        p["attributes"]["s"]["perturb"] = {"kind": kind, **copy.deepcopy(values)}
+        out.append((f"perturb kind={kind}", p, p["attributes"]["s"]["perturb"], "nested"))
+    for function, values in MASK_VALUES.items():
+        p = _minimal()
+        p["attributes"]["w"] = {"role": "insensitive", "mask": {"function": function, **copy.deepcopy(values)}}
+        out.append((f"mask function={function}", p, p["attributes"]["w"]["mask"], "nested"))
     p = _minimal(metrics=base()["metrics"])
     out.append(("[metrics]", p, p["metrics"], "nested"))
     for method in method_names():

@@ -1,0 +1,36 @@
+"""A column's ``mask`` in the ``__source`` view (docs/sdc.md): a call of a persisted ``anon.*`` macro, seeded by the
+policy's seed; shuffle and fake (whole-column masks) and ``perturb`` are already in the relation the runner prepared."""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from ..common.sqlbuild import col
+from ..errors import PolicyError
+from ..sdc.masking import MACROS, mask_expression
+
+
+def column_mask(policy: Any, column: str, *, on_duckdb: bool, prepared: bool, column_type: str | None = None
+                ) -> exp.Expression | None:
+    """The masked expression of ``column`` (None when it has no macro mask). Refuses what this compile cannot do:
+    a macro outside DuckDB (the macros live in a DuckDB file), a perturbation or whole-column mask the runner did not
+    prepare (``anon_sql.compile`` for another engine has no data to perturb)."""
+    attr = policy.attributes.get(column)
+    if attr is None:
+        return None
+    if attr.options.get("perturb") and not prepared:
+        raise PolicyError(f"attributes.{column}.perturb: a perturbation is computed from the data by a release on "
+                          "DuckDB (anon_sql.release / anon-sql release); a compiled script cannot perturb")
+    spec = attr.options.get("mask")
+    if not spec:
+        return None
+    if spec["function"] not in MACROS:
+        if not prepared:
+            raise PolicyError(f"attributes.{column}.mask: function = {spec['function']!r} works on the whole column "
+                              "and runs in a release on DuckDB; a compiled script cannot apply it")
+        return None
+    if not on_duckdb:
+        raise PolicyError(f"attributes.{column}.mask: the anon.{spec['function']} macro exists in DuckDB only "
+                          "(anon_sql.install); compile for dialect = \"duckdb\", or drop the mask")
+    return mask_expression(col(column), spec, seed=policy.seed, column_type=column_type)

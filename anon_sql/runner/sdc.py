@@ -1,0 +1,171 @@
+"""Statistical disclosure control in a release (docs/sdc.md): the policy's ``perturb`` and whole-column ``mask``
+(shuffle, fake) applied to the source before classes are formed, so every model is verified over the values released.
+
+Resolve writes the perturbed source to a TEMP table (seeded by the policy's seed; the utility of the perturbation is
+measured there against the original); inside the release's transaction :func:`persist` copies it to the working table
+``anon_work."<release>__perturbed"``, which ``__source`` then reads. A refused release rolls the copy back, and the
+TEMP table goes with the rest of what resolve made (:func:`discard`). Macro masks (partial, hash, …) are not here:
+they are expressions of the ``__source`` view (anon_sql.compiler.views.source_view).
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from ..common.sqlbuild import ident, render
+from ..data.source import Source
+from ..errors import PolicyError
+from ..policy.model import Policy
+from ..sdc.masking import TABLE_MASKS, fake_select, shuffle_select
+from ..sdc.perturb import is_numeric, perturb, validate_groups, validate_perturbation
+from ..sdc.utility import perturbation_utility
+
+ROW_ID = "__anon_sdc_id"
+SPARK_ALTERNATIVES = ("generalization and suppression with every level method (levels, iab, greedy, optimal, "
+                      "exhaustive, fixed_interval) and mondrian; masks, perturbation and local suppression run on "
+                      "DuckDB")
+#: utility of the perturbation stored with the release's metrics (lower is better: 0 = kept exactly)
+UTILITY_METRICS = {"il1s": "perturbation_il1s", "means": "perturbation_means", "variances": "perturbation_variances",
+                   "covariances": "perturbation_covariances", "correlations": "perturbation_correlations"}
+
+
+@dataclass
+class Prepared:
+    """The source as perturbed and table-masked (a TEMP table) and what was done to it."""
+
+    temp: exp.Table
+    original: exp.Expression
+    perturbation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    masks: dict[str, str] = field(default_factory=dict)         # column → shuffle | fake
+    utility: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """What the release records in its plan (``anon.releases.plan``): per column or group, the kind and its
+        parameters and measures (PRAM's matrix, MDAV's SSE/SST, cells coded, pairs swapped), and the masks."""
+        util = {k: v for k, v in self.utility.items() if k != "pairs"}
+        util["pairs"] = {f"{a}|{b}": v for (a, b), v in self.utility.get("pairs", {}).items()}
+        return {"perturbed": self.perturbation, "table_masks": self.masks, "utility": util}
+
+    def metrics(self) -> dict[str, float]:
+        return {name: float(self.utility[key]) for key, name in UTILITY_METRICS.items()
+                if self.utility.get(key) is not None}
+
+
+def perturb_specs(policy: Policy) -> dict[str, dict[str, Any]]:
+    """Column → its ``perturb`` table, in the policy's order."""
+    return {a.name: dict(a.options["perturb"]) for a in policy.attributes.values() if a.options.get("perturb")}
+
+
+def mask_specs(policy: Policy) -> dict[str, dict[str, Any]]:
+    """Column → its ``mask`` table, in the policy's order."""
+    return {a.name: dict(a.options["mask"]) for a in policy.attributes.values() if a.options.get("mask")}
+
+
+def uses_sdc(policy: Policy) -> list[str]:
+    """What of the policy is statistical disclosure control (for messages): ``perturb(col)``, ``mask(col)``, the
+    local-suppression method."""
+    out = [f"perturb ({c})" for c in perturb_specs(policy)] + [f"mask ({c})" for c in mask_specs(policy)]
+    if policy.method == "local_suppression":
+        out.append("method = \"local_suppression\"")
+    return out
+
+
+def refuse_elsewhere(engine_name: str, policy: Policy) -> None:
+    """Perturbation, masks and local suppression need DuckDB (numpy over whole columns, the persisted ``anon.*``
+    macros, Faker mappings): refuse them on another engine, naming what runs there."""
+    if engine_name == "duckdb":
+        return
+    used = uses_sdc(policy)
+    if used:
+        raise PolicyError(f"{', '.join(used)}: not available on {engine_name}; release this policy on DuckDB, or "
+                          f"drop these keys (on {engine_name}: {SPARK_ALTERNATIVES})")
+
+
+def _seed_for(seed: int, column: str) -> int:
+    """A per-column seed for the table masks, so two shuffled columns get two permutations."""
+    return (int(seed) * 1_000_003 + zlib.crc32(column.encode("utf-8"))) % (2**62)
+
+
+def _temp(name: str) -> exp.Table:
+    return exp.Table(this=ident(name))
+
+
+def _create_temp(con: Any, name: exp.Table, query: exp.Expression) -> None:
+    con.execute(render(exp.Create(this=name.copy(), kind="TABLE", replace=True, expression=query,
+                                  properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
+
+
+def _drop(con: Any, name: exp.Table) -> None:
+    con.execute(render(exp.Drop(tables=[name.copy()], kind="TABLE", exists=True)))
+
+
+def prepare(con: Any, policy: Policy, src: Source) -> tuple[Prepared, Source] | None:
+    """Perturb and table-mask the source as the policy says, into a TEMP table; return it with the source it now
+    is (None when the policy perturbs and table-masks nothing). Every parameter is checked against the column's type
+    first (a numeric perturbation of a text column is a PolicyError naming the attribute, the key and the fix)."""
+    specs = perturb_specs(policy)
+    table_masks = {c: m for c, m in mask_specs(policy).items() if m["function"] in TABLE_MASKS}
+    if not specs and not table_masks:
+        return None
+    checked = {c: validate_perturbation(s, c, src.types.get(c, "")) for c, s in specs.items()}
+    validate_groups(checked)
+    base = f"{policy.name}__anon_sdc"
+    numbered, perturbed, out = _temp(f"{base}_in"), _temp(f"{base}_pert"), _temp(f"{base}_out")
+    prepared = Prepared(out, src.relation.copy())
+    made = [numbered, perturbed]
+    try:
+        # rows numbered in the order of their values (a parallel scan has no order): the same data and seed give
+        # the same draws per record; equal rows are interchangeable
+        order = exp.Order(expressions=[exp.Ordered(this=exp.column(c, quoted=True), nulls_first=True)
+                                       for c in src.columns])
+        number = exp.select(exp.alias_(exp.Window(this=exp.RowNumber(), order=order), ident(ROW_ID)), exp.Star()) \
+            .from_(src.relation.copy())
+        _create_temp(con, numbered, number)
+        result = perturb(con, numbered, checked, int(policy.seed), output=perturbed.name, temporary=True)
+        prepared.perturbation = result.details
+        numeric = [c for c, s in checked.items() if s["kind"] != "pram" and is_numeric(src.types.get(c, ""))]
+        if numeric:
+            prepared.utility = perturbation_utility(con, numbered, perturbed, numeric, row_id=ROW_ID)
+        current = perturbed
+        for i, (column, spec) in enumerate(table_masks.items()):
+            seed = _seed_for(policy.seed, column)
+            nxt = _temp(f"{base}_mask{i}")
+            made.append(nxt)
+            if spec["function"] == "shuffle":
+                query = shuffle_select(current, column, seed, key_columns=[ROW_ID])
+            else:
+                mapping = f"{base}_fake{i}"
+                made.append(_temp(mapping))
+                query = fake_select(con, current, column, spec, seed, key_columns=[ROW_ID], mapping_table=mapping)
+            _create_temp(con, nxt, query)
+            prepared.masks[column] = spec["function"]
+            current = nxt
+        columns = [exp.column(c, quoted=True) for c in src.columns]
+        _create_temp(con, out, exp.select(*columns).from_(current.copy()).order_by(exp.column(ROW_ID, quoted=True)))
+    except BaseException:
+        _drop(con, out)
+        raise
+    finally:
+        for t in made:
+            _drop(con, t)
+    described = con.execute(render(exp.select(exp.Star()).from_(out.copy()).limit(0))).description
+    types = {d[0]: str(d[1]) for d in described}
+    return prepared, Source(src.label, out.copy(), list(src.columns), types)
+
+
+def persist(engine: Any, prepared: Prepared, target: exp.Table) -> exp.Table:
+    """Inside the release's transaction: the perturbed source as the working table ``target`` (replacing an
+    earlier release's), which ``__source`` reads from then on."""
+    engine.execute(exp.Create(this=exp.Table(this=target.args["db"].copy()), kind="SCHEMA", exists=True))
+    engine.execute(exp.Create(this=target.copy(), kind="TABLE", replace=True,
+                              expression=exp.select(exp.Star()).from_(prepared.temp.copy())))
+    return target.copy()
+
+
+def discard(con: Any, prepared: Prepared | None) -> None:
+    """Drop the TEMP table :func:`prepare` made."""
+    if prepared is not None:
+        _drop(con, prepared.temp)
