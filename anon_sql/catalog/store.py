@@ -13,6 +13,7 @@ from sqlglot import exp
 from . import identity
 from .read import is_installed, recorded_release  # noqa: F401  (re-exported: catalog reads)
 from ..common.columns import EC_ID, SIZE
+from ..common.rollback import rollback_keeping_cause
 from ..common.sqlbuild import col, dtype, ident, lit, render
 from ..data.taxonomy import Taxonomy
 
@@ -101,7 +102,7 @@ def store_taxonomy(con: duckdb.DuckDBPyConnection, tax: Taxonomy, replace: bool 
         con.unregister("__anon_tax_frame")
         con.execute("COMMIT")
     except Exception:
-        con.execute("ROLLBACK")
+        rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))
         raise
 
 
@@ -174,7 +175,7 @@ def store_vulnerability(con: duckdb.DuckDBPyConnection, source: str, target: str
             con.execute("COMMIT")
     except Exception:
         if transaction:
-            con.execute("ROLLBACK")
+            rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))
         raise
 
 

@@ -13,6 +13,7 @@ import duckdb
 
 from . import suppression
 from ..catalog.read import probed_once
+from ..common.rollback import rollback_keeping_cause
 from ..compiler.views import ReleaseNames, compile_release
 from ..engines import DuckDBEngine, Engine
 from ..errors import PrivacyRequirementError
@@ -113,15 +114,6 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             raise
     finally:
         discard(engine, r)
-
-
-def rollback_keeping_cause(rollback: Callable[[], None], errors: tuple[type[BaseException], ...]) -> None:
-    """Roll back after a failure without hiding it: when the rollback fails too (an I/O error already aborted the
-    transaction: "cannot rollback - no transaction is active"), the original error is the one raised (issue 28.4)."""
-    try:
-        rollback()
-    except errors:
-        pass
 
 
 def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, options: dict) -> float | None:

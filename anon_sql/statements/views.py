@@ -21,6 +21,7 @@ from ..catalog import identity
 from ..catalog.ownership import legacy_working, require_owned
 from ..policy.model import Policy, coerce_policy
 from ..data.source import relation_exists
+from ..common.rollback import rollback_keeping_cause
 from ..common.sqlbuild import col, ident, lit, render
 from ..common.wording import counted
 
@@ -189,8 +190,6 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> 
         identity.forget(con, name)
         con.execute("COMMIT")
     except BaseException:
-        from ..runner.run import rollback_keeping_cause
-
         rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))
         raise
     return True
