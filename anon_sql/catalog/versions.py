@@ -166,7 +166,10 @@ def record(con: duckdb.DuckDBPyConnection, rel, action: str, declared_json: str,
         "taxonomy_digests": None if digests is None else json.dumps(digests, sort_keys=True),
     }
     if previous is not None:
-        before = _plan_of(previous.digests) if previous.digests else None
+        try:
+            before = json.loads(previous.digests) if previous.digests else None
+        except ValueError:      # an edited catalog: nothing is known about what the previous values meant
+            before = None
         values["plan_changed"] = bool(_plan_of(previous.plan) != rel.plan
                                       or (digests is not None and before != digests))
         values.update(_diff(con, rel.name))

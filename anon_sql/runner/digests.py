@@ -35,10 +35,22 @@ def taxonomy_digests(policy: Policy, taxonomies: dict[str, Taxonomy]) -> dict[st
     return out
 
 
+def parsed(recorded: Any) -> dict | None:
+    """Recorded digests (JSON text or a dict) as a dict; None when absent or unreadable (an edited catalog: then
+    nothing is known about what the values meant)."""
+    if isinstance(recorded, dict):
+        return recorded
+    try:
+        value = json.loads(recorded) if recorded else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()) else None
+
+
 def changed(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
     """The quasi-identifiers whose taxonomy digest differs between ``before`` (JSON text or dict, None when not
     recorded) and ``after``, each as ``"qi (taxonomy t)"``; every QI of ``after`` when nothing was recorded."""
-    old = json.loads(before) if isinstance(before, str) else before
+    old = parsed(before)
     if old is None:
         return [f"{qi} (taxonomy {d['taxonomy']!r}: no digest recorded)" for qi, d in sorted(after.items())]
     out = []
@@ -50,4 +62,4 @@ def changed(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
     return out
 
 
-__all__ = ["taxonomy_digests", "changed"]
+__all__ = ["taxonomy_digests", "parsed", "changed"]

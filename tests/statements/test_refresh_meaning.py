@@ -94,3 +94,14 @@ def test_keep_plan_refuses_a_version_without_digests(db):
     with pytest.raises(StatementError, match="no digest recorded") as err:
         execute(db, "REFRESH ANONYMIZED VIEW ages_k5 KEEP PLAN")
     assert err.value.exit_code == 3
+
+
+@pytest.mark.parametrize("forged", ["not json", "[1, 2]", '{"age": 3}'])
+def test_keep_plan_refuses_unreadable_digests(db, forged):
+    """An edited catalog proves nothing about what the levels meant: exit 3, never a raw JSON error."""
+    db.execute("UPDATE anon.release_versions SET taxonomy_digests = ?", [forged])
+    with pytest.raises(StatementError, match="no digest recorded") as err:
+        execute(db, "REFRESH ANONYMIZED VIEW ages_k5 KEEP PLAN")
+    assert err.value.exit_code == 3
+    [res] = execute(db, "REFRESH ANONYMIZED VIEW ages_k5")          # planning again is fine, and says so
+    assert res.value.info["version"]["plan_changed"] is True
