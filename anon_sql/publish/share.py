@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,12 @@ def _plain(value: Any) -> Any:
 
 
 def _partial(path: Path) -> Path:
-    return path.with_name(f".{path.name}.partial-{os.getpid()}")
+    """A temporary name beside ``path`` that nothing else uses (process id and a random part: never a file of a
+    crashed export, nor anyone's file, is written over)."""
+    while True:
+        partial = path.with_name(f".{path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        if not partial.exists() and not Path(str(partial) + ".wal").exists():
+            return partial
 
 
 # the watcher of an export (issue 28.7): reads its stdin until the exporting process closes it — by finishing, failing

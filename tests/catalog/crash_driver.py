@@ -115,6 +115,7 @@ OPS = {
     "taxonomy": (_base, lambda con, work: store.store_taxonomy(con, build_taxonomy(
         "adult_age_bands", {"kind": "interval", "widths": [10, 20]}, range(17, 91)))),
     "export": (_base, _export),
+    "export_duckdb": (_base, lambda con, work: anon_sql.export(con, NAME, str(work / "out" / "shared.duckdb"))),
 }
 
 

@@ -51,7 +51,8 @@ def test_refresh_killed_by_sigkill_old_or_new(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not FULL, reason="the full crash sweep runs with ANON_SQL_CRASH=full (docs/testing.md)")
-@pytest.mark.parametrize("op", ["release", "refresh_keep_plan", "refresh", "replace", "drop", "taxonomy", "export"])
+@pytest.mark.parametrize("op", ["release", "refresh_keep_plan", "refresh", "replace", "drop", "taxonomy", "export",
+                                "export_duckdb"])
 def test_full_sweep_every_statement(tmp_path, op):
     assert_old_or_new(sweep(tmp_path, op, "full"))
     assert_old_or_new(sweep(tmp_path / "sigkill", op, "sigkill:8"))
