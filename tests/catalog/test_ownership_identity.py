@@ -143,3 +143,27 @@ def test_a_dropped_and_reused_name_is_the_users(db):
             execute(db, statement)
         assert err.value.exit_code == 2
         assert state(db) == before
+
+
+@pytest.mark.parametrize("edit", [
+    "ALTER TABLE adult_k5 RENAME TO mine; CREATE VIEW adult_k5 AS SELECT * FROM mine",   # a view under the name
+    "COMMENT ON TABLE adult_k5 IS 'my table now'",                                        # the marker replaced
+    "ALTER TABLE adult_k5 ALTER ec_id TYPE DOUBLE",                                       # a column's type changed
+], ids=["view", "comment", "type"])
+def test_more_ways_a_table_stops_being_the_releases(db, edit):
+    db.execute(edit)
+    before = state(db)
+    for statement in ("REFRESH ANONYMIZED VIEW adult_k5", VIEW.format(replace="OR REPLACE ")):
+        with pytest.raises(StatementError) as err:
+            execute(db, statement)
+        assert err.value.exit_code == 2 and "adult_k5" in str(err.value)
+        assert state(db) == before
+
+
+def test_rows_edited_in_place_are_still_the_releases_table(db):
+    """Identity is the marker and the shape: an UPDATE of the release's own rows (which check reports as
+    tampering) does not make it the user's table, so a refresh replaces it with a verified version."""
+    db.execute("UPDATE adult_k5 SET occupation = 'x'")
+    [res] = execute(db, "REFRESH ANONYMIZED VIEW adult_k5")
+    assert res.value.info["version"]["version"] == 2
+    assert db.execute("SELECT count(*) FROM adult_k5 WHERE occupation = 'x'").fetchall()[0][0] == 0
