@@ -6,7 +6,7 @@ release is recorded, each table it keeps (the released table, its plan tables in
 table's columns and types. A table is anon_sql's to replace or drop only when its comment is that marker and its
 columns are those fingerprinted: a table created afresh has no such comment (``CREATE TABLE AS`` does not copy
 one), and a column a user added changes the fingerprint. Catalogs recorded before this have no row: their objects
-are still recognised by name (:func:`owned` returns None for them).
+are still recognised by name (:func:`owned` finds no row for them).
 """
 from __future__ import annotations
 
@@ -25,12 +25,13 @@ MARKER = "anon_sql release"
 OWNED = exp.Table(this=ident("owned_objects"), db=ident("anon"))
 PLAN_PARTS = ("assignment", "ec_values", "noise", "risk")   # the working tables a release keeps
 
-# one table's comment and its columns, in order; $s NULL = the current schema
-_TABLE = (
-    "SELECT t.comment, list([c.column_name, c.data_type] ORDER BY c.column_index) FROM duckdb_tables() t "
-    "LEFT JOIN duckdb_columns() c ON c.table_oid = t.table_oid "
-    "WHERE t.database_name = current_database() AND t.schema_name = coalesce($s, current_schema()) "
-    "AND t.table_name = $t GROUP BY ALL")
+# the comment of the release's table ($n in the current schema) and of its plan tables ($wn in schema $w), then their
+# columns in order: two scans of the catalog functions for all of them (a join of the two costs twice as much)
+_WHERE = ("database_name = current_database() AND ((schema_name = current_schema() AND table_name = $n) "
+          "OR (schema_name = $w AND list_contains($wn, table_name)))")
+_COMMENTS = f"SELECT schema_name = $w, table_name, comment FROM duckdb_tables() WHERE {_WHERE}"
+_COLUMNS = (f"SELECT schema_name = $w, table_name, list([column_name, data_type] ORDER BY column_index) "
+            f"FROM duckdb_columns() WHERE {_WHERE} GROUP BY ALL")
 _HAS_OWNED = ("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
               "AND schema_name = 'anon' AND table_name = 'owned_objects'")
 
@@ -48,57 +49,64 @@ def fingerprint(columns: list[Any]) -> str:
     return hashlib.sha256(json.dumps([list(c) for c in columns]).encode("utf-8")).hexdigest()
 
 
-def seen(con: Any, name: str, schema: str | None = None) -> Seen | None:
-    """The comment and shape of table ``schema.name`` (default: the current schema), or None when no such table."""
-    rows = con.execute(_TABLE, {"s": schema, "t": name}).fetchall()
-    if not rows:
-        return None
-    comment, columns = rows[0]
-    return Seen(comment, fingerprint([c for c in columns or [] if c[0] is not None]))
+def _plan_tables(release: str) -> list[str]:
+    return [working(release, p).name for p in PLAN_PARTS]
 
 
-def owned(con: Any, release: str, name: str, schema: str | None = None) -> dict[str, Any] | None:
-    """The ``anon.owned_objects`` row of the table ``schema.name`` that release ``release`` wrote, or None when
-    none is recorded (a catalog from before issue 28, or not the release's)."""
+def seen(con: Any, release: str) -> dict[tuple[str | None, str], Seen]:
+    """The tables release ``release`` may own as they are now: (schema — None for the release's table in the
+    current schema, ``anon_work`` for a plan table —, name) → comment and shape; absent tables left out."""
+    args = {"n": release, "w": WORK_SCHEMA, "wn": _plan_tables(release)}
+    comments = {(WORK_SCHEMA if w else None, name): comment
+                for w, name, comment in con.execute(_COMMENTS, args).fetchall()}
+    if not comments:
+        return {}
+    columns = {(WORK_SCHEMA if w else None, name): cols for w, name, cols in con.execute(_COLUMNS, args).fetchall()}
+    return {key: Seen(comment, fingerprint(columns.get(key) or [])) for key, comment in comments.items()}
+
+
+def owned(con: Any, release: str) -> dict[tuple[str | None, str], dict[str, Any]]:
+    """The ``anon.owned_objects`` rows of ``release``, by (schema, name); empty when none is recorded (a catalog
+    from before issue 28)."""
     if not con.execute(_HAS_OWNED).fetchall()[0][0]:
-        return None
-    cur = con.execute("SELECT * FROM anon.owned_objects WHERE release = ? AND object = ? AND schema_name IS NOT "
-                      "DISTINCT FROM ?", [release, name, schema])
-    row = cur.fetchone()
-    return None if row is None else dict(zip([d[0] for d in cur.description], row))
+        return {}
+    cur = con.execute("SELECT * FROM anon.owned_objects WHERE release = ?", [release])
+    names = [d[0] for d in cur.description]
+    return {(r["schema_name"], r["object"]): r for r in (dict(zip(names, row)) for row in cur.fetchall())}
 
 
-def mismatch(con: Any, release: str, name: str, schema: str | None = None) -> str | None:
-    """Why the table ``schema.name`` is not the one release ``release`` wrote (None: it is, it does not exist, or
-    the catalog predates identities and the name decides)."""
-    row = owned(con, release, name, schema)
-    if row is None:
-        return None
-    now = seen(con, name, schema)
-    if now is None:
-        return None
-    if now.comment != row["marker"]:
-        return ("it does not carry the marker anon_sql wrote on the release's table (its comment is "
-                f"{now.comment!r}): it was dropped and created again, not by anon_sql")
-    if now.fingerprint != row["fingerprint"]:
-        return "its columns or their types changed since anon_sql wrote it"
-    return None
+def mismatches(con: Any, release: str) -> dict[tuple[str | None, str], str]:
+    """Each table named like one release ``release`` wrote that is not the one it wrote, with why: (schema, name)
+    → reason. Tables that do not exist, and releases recorded before identities (the name decides), give none."""
+    recorded = owned(con, release)
+    if not recorded:
+        return {}
+    out = {}
+    for key, now in seen(con, release).items():
+        row = recorded.get(key)
+        if row is None:
+            continue
+        if now.comment != row["marker"]:
+            out[key] = ("it does not carry the marker anon_sql wrote on it (its comment is "
+                        f"{now.comment!r}): it was dropped and created again, not by anon_sql")
+        elif now.fingerprint != row["fingerprint"]:
+            out[key] = "its columns or their types changed since anon_sql wrote it"
+    return out
 
 
 def mark(con: Any, release: str) -> None:
     """Mark the tables release ``release`` keeps and record their identity (inside the release's transaction):
     the released table of the current schema and the plan tables of ``anon_work`` that exist."""
     con.execute(render(exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"), expression=lit(release)))))
-    targets: list[tuple[exp.Table, str | None]] = [(exp.Table(this=ident(release)), None)]
-    targets += [(working(release, p), WORK_SCHEMA) for p in PLAN_PARTS]
-    for table, schema in targets:
-        if seen(con, table.name, schema) is None:
-            continue
+    rows = []
+    for (schema, name), now in seen(con, release).items():
         marker = f"{MARKER} {uuid.uuid4().hex}"
-        con.execute(render(exp.Comment(this=table.copy(), kind="TABLE", expression=lit(marker))))
-        now = seen(con, table.name, schema)
-        con.execute("INSERT INTO anon.owned_objects (release, schema_name, object, marker, fingerprint) "
-                    "VALUES (?, ?, ?, ?, ?)", [release, schema, table.name, marker, now.fingerprint])
+        table = exp.Table(this=ident(name), db=ident(schema) if schema else None)
+        con.execute(render(exp.Comment(this=table, kind="TABLE", expression=lit(marker))))
+        rows.append([release, schema, name, marker, now.fingerprint])   # a comment leaves the columns as they are
+    if rows:
+        con.execute("INSERT INTO anon.owned_objects (release, schema_name, object, marker, fingerprint) VALUES "
+                    + ", ".join(["(?, ?, ?, ?, ?)"] * len(rows)), [v for row in rows for v in row])
 
 
 def forget(con: Any, release: str) -> None:
@@ -108,4 +116,4 @@ def forget(con: Any, release: str) -> None:
                                                                    expression=lit(release)))))
 
 
-__all__ = ["MARKER", "Seen", "fingerprint", "seen", "owned", "mismatch", "mark", "forget"]
+__all__ = ["MARKER", "PLAN_PARTS", "Seen", "fingerprint", "seen", "owned", "mismatches", "mark", "forget"]

@@ -83,8 +83,9 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
     # schema that is not this release's own (put there by hand, or of a release recorded under another case) would
     # be overwritten, so it is refused
     mine = set(work_names) if ours else set()
-    foreign = [stored for stored, kind in work.values() if kind == "table"
-               and (stored not in mine or identity.mismatch(con, name, stored, WORK_SCHEMA))]
+    changed = {t for s, t in identity.mismatches(con, name) if s == WORK_SCHEMA} if ours and work else set()
+    foreign = [stored for stored, kind in work.values()
+               if kind == "table" and (stored not in mine or stored in changed)]
     if foreign:
         raise ReleaseExistsError(
             f"release {name!r} would create working objects {sorted(foreign)} in schema {WORK_SCHEMA!r}, which "
@@ -95,21 +96,17 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
 
 def require_owned(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Refuse (:class:`ReleaseExistsError`, exit 2) when the table named like release ``name`` or one of its plan
-    tables is not the one anon_sql wrote (:func:`anon_sql.catalog.identity.mismatch`): nothing is replaced or
+    tables is not the one anon_sql wrote (:func:`anon_sql.catalog.identity.mismatches`): nothing is replaced or
     dropped then."""
-    why = identity.mismatch(con, name, name)
-    if why:
-        raise ReleaseExistsError(
-            f"table {name!r} is not the table anon_sql released as {name!r}: {why}; anon_sql never replaces or drops "
-            "a table it did not write, so nothing was changed: rename or drop that table yourself, or choose "
-            "another release name")
-    for part in identity.PLAN_PARTS:
-        table = working(name, part).name
-        why = identity.mismatch(con, name, table, WORK_SCHEMA)
-        if why:
+    for (schema, table), why in sorted(identity.mismatches(con, name).items(), key=lambda kv: kv[0][0] or ""):
+        if schema is None:
             raise ReleaseExistsError(
-                f"table {WORK_SCHEMA}.{table!r} is not the working table anon_sql wrote for release {name!r}: {why}; "
-                "nothing was changed: rename or drop it yourself")
+                f"table {table!r} is not the table anon_sql released as {name!r}: {why}; anon_sql never replaces or "
+                "drops a table it did not write, so nothing was changed: rename or drop that table yourself, or "
+                "choose another release name")
+        raise ReleaseExistsError(
+            f"table {schema}.{table!r} is not the working table anon_sql wrote for release {name!r}: {why}; "
+            "nothing was changed: rename or drop it yourself")
 
 
 # the working views every release of the layout before the anon_work schema left beside its table
