@@ -39,6 +39,28 @@ class ReleaseExistsError(AnonSQLError):
     exit_code = 2
 
 
+class ResourceError(AnonSQLError):
+    """The environment failed, not the input: the disk is full, a file or folder may not be written (permissions,
+    a read-only file or connection), a file is locked by another process (CLI exit code 4)."""
+
+    exit_code = 4
+
+
+# what an environment failure says (DuckDB raises them as IOException, PermissionException or InvalidInputException)
+_ENVIRONMENT_WORDS = ("no space left", "disk full", "permission denied", "read-only mode", "read-only file system",
+                      "could not set lock", "conflicting lock", "lock on file", "quota exceeded")
+
+
+def is_environment(err: BaseException) -> bool:
+    """Is ``err`` a failure of the environment (disk, permissions, locks) rather than of the input or the code?"""
+    if isinstance(err, ResourceError) or isinstance(err, (PermissionError, IsADirectoryError)):
+        return True
+    if isinstance(err, OSError) and err.errno in (28, 13, 1, 30, 122, 5):   # ENOSPC EACCES EPERM EROFS EDQUOT EIO
+        return True
+    text = str(err).lower()
+    return type(err).__name__ in ("IOException", "PermissionException") or any(w in text for w in _ENVIRONMENT_WORDS)
+
+
 class StatementError(AnonSQLError):
     """A statement of a SQL script failed; says which one (number, line, column) and keeps the cause's exit code."""
 

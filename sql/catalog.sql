@@ -110,3 +110,20 @@ CREATE TABLE IF NOT EXISTS anon.release_versions (
     classes_resized BIGINT,
     created_at      TIMESTAMP DEFAULT current_timestamp
 );
+
+-- what anon_sql wrote, by identity (issue 28.1): a table is the release's own only while its comment is `marker`
+-- (COMMENT ON TABLE, a random token) and its columns are those `fingerprint` digests; a user's table of the same
+-- name never matches, so replace, refresh and drop refuse it
+CREATE TABLE IF NOT EXISTS anon.owned_objects (
+    release         VARCHAR,
+    schema_name     VARCHAR,      -- NULL: the schema the release was created in (the connection's current one)
+    object          VARCHAR,
+    marker          VARCHAR,
+    fingerprint     VARCHAR,      -- sha256 of the columns' names and types, in order
+    created_at      TIMESTAMP DEFAULT current_timestamp
+);
+
+-- the digest of every taxonomy a release used (JSON: quasi-identifier -> {taxonomy, digest}; issue 28.3): KEEP PLAN
+-- refuses when a digest no longer matches, and plan_changed is true when they differ between versions
+ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS taxonomy_digests VARCHAR;
+ALTER TABLE anon.release_versions ADD COLUMN IF NOT EXISTS taxonomy_digests VARCHAR;

@@ -12,7 +12,7 @@ from __future__ import annotations
 import duckdb
 from sqlglot import exp
 
-from . import store as catalog
+from . import identity, store as catalog
 from .names import WORK_SCHEMA, WORKING, working
 from ..errors import ReleaseExistsError
 from ..common.sqlbuild import ident
@@ -70,21 +70,43 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
             raise ReleaseExistsError(
                 f"a {kind} named {name!r} already exists and is not a release of anon_sql (anon.releases does not "
                 "list it); anon_sql never drops what it did not create: choose another release name")
+        if kind == "view":
+            raise ReleaseExistsError(
+                f"{name!r} is a view, not the table release {name!r} wrote; anon_sql never replaces what it did not "
+                "create: drop or rename the view yourself, or choose another release name")
         if not (replace or dry_run):
             raise ReleaseExistsError(
                 f"release {name!r} already exists; pass replace=True (CLI: --replace) to replace it atomically, "
                 "or choose another name")
+        require_owned(con, name)
     # working views are redefined (CREATE OR REPLACE VIEW: no data is lost); a working *table* of the product's
     # schema that is not this release's own (put there by hand, or of a release recorded under another case) would
     # be overwritten, so it is refused
     mine = set(work_names) if ours else set()
-    foreign = [stored for stored, kind in work.values() if kind == "table" and stored not in mine]
+    changed = {t for s, t in identity.mismatches(con, name) if s == WORK_SCHEMA} if ours and work else set()
+    foreign = [stored for stored, kind in work.values()
+               if kind == "table" and (stored not in mine or stored in changed)]
     if foreign:
         raise ReleaseExistsError(
             f"release {name!r} would create working objects {sorted(foreign)} in schema {WORK_SCHEMA!r}, which "
             "already exist and were not created by an anon_sql release of that name; anon_sql never replaces them: "
             "choose another release name")
     return name.lower() in found
+
+
+def require_owned(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Refuse (:class:`ReleaseExistsError`, exit 2) when the table named like release ``name`` or one of its plan
+    tables is not the one anon_sql wrote (:func:`anon_sql.catalog.identity.mismatches`): nothing is replaced or
+    dropped then."""
+    for (schema, table), why in sorted(identity.mismatches(con, name).items(), key=lambda kv: kv[0][0] or ""):
+        if schema is None:
+            raise ReleaseExistsError(
+                f"table {table!r} is not the table anon_sql released as {name!r}: {why}; anon_sql never replaces or "
+                "drops a table it did not write, so nothing was changed: rename or drop that table yourself, or "
+                "choose another release name")
+        raise ReleaseExistsError(
+            f"table {schema}.{table!r} is not the working table anon_sql wrote for release {name!r}: {why}; "
+            "nothing was changed: rename or drop it yourself")
 
 
 # the working views every release of the layout before the anon_work schema left beside its table
@@ -110,4 +132,5 @@ def legacy_working(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[exp.
     return [(exp.Table(this=ident(stored)), kind) for stored, kind in [*views, *tables]]
 
 
-__all__ = ["WORKING_SUFFIXES", "existing", "existing_here_and", "claim_release_name", "legacy_working"]
+__all__ = ["WORKING_SUFFIXES", "existing", "existing_here_and", "claim_release_name", "require_owned",
+           "legacy_working"]

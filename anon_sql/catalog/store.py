@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import duckdb
 from sqlglot import exp
 
+from . import identity
 from .read import is_installed, recorded_release  # noqa: F401  (re-exported: catalog reads)
 from ..common.columns import EC_ID, SIZE
+from ..common.rollback import rollback_keeping_cause
 from ..common.sqlbuild import col, dtype, ident, lit, render
 from ..data.taxonomy import Taxonomy
 
@@ -103,7 +105,7 @@ def store_taxonomy(con: duckdb.DuckDBPyConnection, tax: Taxonomy, replace: bool 
         con.unregister("__anon_tax_frame")
         con.execute("COMMIT")
     except Exception:
-        con.execute("ROLLBACK")
+        rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))
         raise
 
 
@@ -176,7 +178,7 @@ def store_vulnerability(con: duckdb.DuckDBPyConnection, source: str, target: str
             con.execute("COMMIT")
     except Exception:
         if transaction:
-            con.execute("ROLLBACK")
+            rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))
         raise
 
 
@@ -217,16 +219,17 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
     verified release (inside the release's transaction; a release of the same name is replaced); ``trace``: a
     search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields)."""
     policy = rel.policy
+    upgrade(con)    # a catalog from before a column or table this release writes: added inside the transaction
     con.execute("DELETE FROM anon.equivalence_classes WHERE release = ?", [rel.name])
     con.execute("DELETE FROM anon.metrics WHERE release = ?", [rel.name])
     con.execute("DELETE FROM anon.releases WHERE release = ?", [rel.name])
     con.execute(
         "INSERT INTO anon.releases (release, policy, method, source, records_in, records_out, suppressed, noise, "
-        "k_achieved, classes, status, message, plan, policy_json, generated_sql) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?)",
+        "k_achieved, classes, status, message, plan, policy_json, generated_sql, taxonomy_digests) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?)",
         [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
          rel.noise, int(rel.metrics["k"]), len(rel.classes), json.dumps(rel.plan, default=str), policy.to_json(),
-         ";\n".join(rel.sql) + ";"],
+         ";\n".join(rel.sql) + ";", _digests_json(rel)],
     )
     con.execute("DELETE FROM anon.policies WHERE name = ?", [policy.name])
     con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
@@ -263,6 +266,13 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
         con.execute("INSERT INTO anon.search_trace SELECT release, step, node, event, violations, distinct_rows, "
                     "feasible, score FROM __anon_trace_frame")
         con.unregister("__anon_trace_frame")
+    identity.mark(con, rel.name)
+
+
+def _digests_json(rel: Any) -> str | None:
+    """The release's taxonomy digests as JSON (None when the engine did not compute them)."""
+    digests = rel.info.get("taxonomy_digests")
+    return None if digests is None else json.dumps(digests, sort_keys=True)
 
 
 def _scannable(frame: pd.DataFrame) -> Any:

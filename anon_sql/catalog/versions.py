@@ -1,7 +1,7 @@
 """The version history of anonymized views (``anon.release_versions``): what each create / refresh produced and changed.
 
 Before a recorded release is replaced, :func:`snapshot` copies its rows and its class table into session-temporary
-tables; after the new version committed, :func:`record` compares them with the new release (rows with
+tables; before the new version commits (in its transaction), :func:`record` compares them with the new release (rows with
 ``EXCEPT ALL``, classes by their released quasi-identifier values) and appends one version row. Everything is SQL
 over the two tables; Python sees the counts.
 """
@@ -38,6 +38,7 @@ class Snapshot:
 
     release: str
     plan: str | None
+    digests: str | None = None     # the taxonomy digests (JSON) of the version the snapshot holds
 
 
 def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
@@ -53,7 +54,9 @@ def snapshot(con: duckdb.DuckDBPyConnection, name: str) -> Snapshot:
     for table, q in ((_PREV_ROWS, rows_q), (_PREV_CLASSES, classes_q)):
         con.execute(render(exp.Create(this=_temp(table), kind="TABLE", replace=True, expression=q,
                                       properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
-    return Snapshot(name, None if row is None else row.get("plan"))
+    last = latest(con, name) or {}
+    return Snapshot(name, None if row is None else row.get("plan"),
+                    last.get("taxonomy_digests") or (None if row is None else row.get("taxonomy_digests")))
 
 
 def discard(con: duckdb.DuckDBPyConnection) -> None:
@@ -113,23 +116,32 @@ def _insert(con: duckdb.DuckDBPyConnection, values: dict[str, Any]) -> None:
     con.execute(render(q))
 
 
-def ensure_history(con: duckdb.DuckDBPyConnection, name: str) -> None:
+def ensure_history(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, Any] | None = None) -> None:
     """Give a release made outside SQL statements (``anon_sql.runner.run``, ``anon-sql release``) its version 1, from
-    its ``anon.releases`` row, so that later versions number on from it."""
+    its ``anon.releases`` row (``row``: that row as read before a replacement overwrote it), so that later versions
+    number on from it."""
     if latest(con, name) is not None:
         return
-    row = recorded(con, name)
+    row = row if row is not None else recorded(con, name)
     if row is None:
         return
     _insert(con, {"release": name, "version": 1, "action": "create", "method": row["method"], "plan": row["plan"],
                   "policy_json": row["policy_json"], "records_in": row["records_in"],
                   "records_out": row["records_out"], "suppressed": row["suppressed"], "classes": row["classes"],
-                  "k_achieved": row["k_achieved"], "created_at": str(row["created_at"])})
+                  "k_achieved": row["k_achieved"], "created_at": str(row["created_at"]),
+                  "taxonomy_digests": row.get("taxonomy_digests")})
+
+
+def has_versions(con: duckdb.DuckDBPyConnection) -> bool:
+    """Does the catalog have anon.release_versions? (Reads never create it: issue 28.5.)"""
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND "
+                            "schema_name = 'anon' AND table_name = 'release_versions'").fetchall()[0][0])
 
 
 def latest(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
-    """The newest version row of ``name`` (None without history)."""
-    catalog.upgrade(con)
+    """The newest version row of ``name`` (None without history). Reads only."""
+    if not has_versions(con):
+        return None
     q = (exp.select("*").from_(_VERSIONS.copy()).where(_where_release(name))
          .order_by(exp.Ordered(this=col("version"), desc=True)).limit(1))
     frame = con.execute(render(q)).df()
@@ -138,17 +150,28 @@ def latest(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
 
 def record(con: duckdb.DuckDBPyConnection, rel, action: str, declared_json: str,
            previous: Snapshot | None) -> dict[str, Any]:
-    """Append the version row of the release ``rel`` just committed (compared with ``previous`` when given)."""
+    """Append the version row of the release ``rel`` (inside its transaction, before the commit: issue 28.2),
+    compared with ``previous`` when given. ``plan_changed`` is true when the plan or the digest of any taxonomy
+    differs from the previous version's (or the previous version recorded none): released values could then mean
+    something else."""
+    catalog.upgrade(con)
     last = latest(con, rel.name)
+    digests = rel.info.get("taxonomy_digests")
     plan = json.dumps(rel.plan, default=str)
     values: dict[str, Any] = {
         "release": rel.name, "version": 1 if last is None else int(last["version"]) + 1, "action": action,
         "method": rel.policy.method, "plan": plan, "policy_json": declared_json, "records_in": rel.records_in,
         "records_out": rel.records_out, "suppressed": rel.suppressed, "classes": len(rel.classes),
         "k_achieved": int(rel.metrics["k"]),
+        "taxonomy_digests": None if digests is None else json.dumps(digests, sort_keys=True),
     }
     if previous is not None:
-        values["plan_changed"] = _plan_of(previous.plan) != rel.plan
+        try:
+            before = json.loads(previous.digests) if previous.digests else None
+        except ValueError:      # an edited catalog: nothing is known about what the previous values meant
+            before = None
+        values["plan_changed"] = bool(_plan_of(previous.plan) != rel.plan
+                                      or (digests is not None and before != digests))
         values.update(_diff(con, rel.name))
     else:
         rows = int(con.execute(render(exp.select(exp.Count(this=exp.Star()))
@@ -164,8 +187,9 @@ def _plan_of(text: str | None) -> Any:
 
 
 def history(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
-    """Every version of ``name``, oldest first (empty without history)."""
-    catalog.upgrade(con)
+    """Every version of ``name``, oldest first (empty without history). Reads only."""
+    if not has_versions(con):
+        return pd.DataFrame(columns=["version", "action"])
     q = (exp.select(*[col(c) for c in ("version", "action", "method", "plan", "records_in", "records_out",
                                        "suppressed", "classes", "k_achieved", "plan_changed", "rows_added",
                                        "rows_removed", "classes_added", "classes_removed", "classes_resized",
@@ -176,5 +200,6 @@ def history(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
 
 def forget(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Delete the version rows of ``name`` (DROP ANONYMIZED VIEW; inside the caller's transaction)."""
-    catalog.upgrade(con)
+    if not has_versions(con):
+        return
     con.execute(render(exp.delete(_VERSIONS.copy(), where=_where_release(name))))

@@ -10,20 +10,27 @@ from typing import Iterator
 import click
 
 from .lazy import LazyModule
-from ..errors import AnonSQLError, SourceError
+from ..errors import AnonSQLError, ResourceError, SourceError, is_environment
 
 duckdb = LazyModule("duckdb")   # `except duckdb.Error` imports it only when an error is being handled
 
 
 @contextlib.contextmanager
 def cli_errors():
-    """Library errors → ``error: ...`` on stderr and their exit code (2 bad input, 3 privacy, 1 other)."""
+    """Library errors → ``error: ...`` on stderr and their exit code (2 bad input, 3 privacy, 4 environment: disk,
+    permissions, locks; 1 internal). An environment failure names its cause, whatever raised it (docs/testing.md)."""
     try:
         yield
     except AnonSQLError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(err.exit_code)
-    except duckdb.Error as err:   # bad input is caught before it reaches DuckDB: this is a bug to report
+    except (duckdb.Error, OSError) as err:
+        if is_environment(err):
+            click.echo(f"error (environment: disk, permissions or locks): {err}", err=True)
+            sys.exit(ResourceError.exit_code)
+        if isinstance(err, OSError):
+            raise
+        # bad input is caught before it reaches DuckDB: this is a bug to report
         click.echo(f"internal error (database): {err}", err=True)
         sys.exit(1)
 
@@ -54,7 +61,8 @@ def database(db: str | None, *, must_exist: bool = False, read_only: bool = Fals
     try:
         con = duckdb.connect(db, read_only=read_only)
     except duckdb.Error as err:
-        raise SourceError(f"cannot open database file {db!r}: {open_failure(err)}") from None
+        kind = ResourceError if is_environment(err) else SourceError
+        raise kind(f"cannot open database file {db!r}: {open_failure(err)}") from None
     done = False
     try:
         if read_only:

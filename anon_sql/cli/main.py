@@ -218,7 +218,7 @@ def check_cmd(release_name: str, db: str) -> None:
 def export_cmd(release_name: str, db: str, to: str) -> None:
     """Write a release's shareable form (the released table, its classes, a metadata row; nothing else) to a new
     DuckDB file or Parquet files. Only releases recorded in anon.releases; exit 3 if it no longer passes its checks."""
-    with _errors(), database(db, must_exist=True) as con:
+    with _errors(), database(db, must_exist=True, read_only=True) as con:   # export only reads it
         paths = api.export(con, release_name, to)
         set_result({"release": release_name, "wrote": paths})
         for path in paths:

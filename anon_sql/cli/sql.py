@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import click
 
 from .errors import cli_errors, database
 from .output import json_option, rows_text, set_result
 from ..common.wording import counted
-from ..errors import AnonSQLError
+from ..errors import AnonSQLError, SourceError
 
 if TYPE_CHECKING:                # imported where used: `anon-sql run --help` loads no pandas or duckdb
     import duckdb
@@ -45,6 +45,16 @@ def format_frame(frame: pd.DataFrame, max_rows: int = MAX_ROWS) -> str:
     return f"{text}\n({counted(n, 'row')})"
 
 
+def decoded(data: bytes, name: str) -> str:
+    """A script's bytes as text: UTF-8 (a BOM allowed), else :class:`SourceError` naming where (exit 2)."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise SourceError(f"script {name!r} is not UTF-8 text: byte 0x{data[err.start]:02x} at line {line} (byte "
+                          f"offset {err.start}) cannot be decoded; save the script as UTF-8") from None
+
+
 def echo_result(result) -> None:
     """Print one statement's result: its message, then its rows."""
     if result.message:
@@ -71,14 +81,15 @@ def shown_and_recorded(con: duckdb.DuckDBPyConnection | None = None) -> Callable
 
 
 @click.command("run")
-@click.argument("script", type=click.File("r", encoding="utf-8"))
+@click.argument("script", type=click.File("rb"))
 @click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
 @json_option
-def run_cmd(script: TextIO, db: str | None) -> None:
+def run_cmd(script: BinaryIO, db: str | None) -> None:
     """Run a SQL script (or - for stdin): DuckDB SQL, anonymized-view and DP statements; stop at the first failure."""
     from ..statements.script import execute
 
-    text = script.read()
+    with cli_errors():
+        text = decoded(script.read(), getattr(script, "name", "-"))
     with cli_errors(), database(db) as con:
         execute(con, text, on_result=shown_and_recorded(con))
 
@@ -127,9 +138,19 @@ def _save_history(readline, file: Path) -> None:
         click.echo(f"warning: cannot write the shell history to {file}: {err}", err=True)
 
 
+def _finished(session) -> int:
+    """The session's end: 0, or the error of a transaction it left open (rolled back, reported, exit 2)."""
+    try:
+        session.finish()
+    except AnonSQLError as err:
+        click.echo(f"error: {err}", err=True)
+        return err.exit_code
+    return 0
+
+
 def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
     """Read statements until EOF or .quit; returns the exit code."""
-    from ..statements.script import Session, is_complete
+    from ..statements.script import Session, is_complete, readable
 
     session = Session(con)
     show = shown_and_recorded(con)
@@ -140,6 +161,13 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
             line = input(("anon> " if not lines else "  ...> ") if interactive else "")
         except EOFError:
             line = None
+        except UnicodeDecodeError as err:    # the terminal or the pipe gave bytes that are not UTF-8
+            click.echo(f"error: the input is not UTF-8 text ({err.reason} at byte 0x{err.object[err.start]:02x}); "
+                       "give UTF-8 text", err=True)
+            if not interactive:
+                return SourceError.exit_code
+            lines = []
+            continue
         except KeyboardInterrupt:
             click.echo("^C")
             lines = []
@@ -147,21 +175,31 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
         if line is None and not any(x.strip() for x in lines):
             if interactive:
                 click.echo("")
-            return 0
+            return _finished(session)
         if line is not None and not lines and line.strip().startswith("."):
             command = line.strip().split()[0]
             if command in (".quit", ".exit"):
-                return 0
+                return _finished(session)
             click.echo(HELP if command == ".help" else f"unknown command {command}; .help lists what there is",
                        err=command != ".help")
             continue
         if line is not None:
+            try:
+                readable(line)       # undecodable bytes arrive as lone surrogates (surrogateescape)
+            except SourceError as err:
+                click.echo(f"error: {err}", err=True)
+                if not interactive:
+                    return err.exit_code
+                lines = []
+                continue
             lines.append(line)
             if not is_complete("\n".join(lines)):
                 continue
         text, lines = "\n".join(lines), []
         try:
             session.run_script(text, on_result=show)
+            if line is None:
+                return _finished(session)
         except AnonSQLError as err:
             click.echo(f"error: {err}", err=True)
             if not interactive:
@@ -171,4 +209,4 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
             if not interactive:
                 return 1
         if line is None:
-            return 0
+            return _finished(session)

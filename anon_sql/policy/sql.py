@@ -91,6 +91,9 @@ def parse_policy_sql(sql: str) -> dict[str, Any]:
         tree = sqlglot.parse_one(_strip_anonymized(text), read="duckdb")
     except sqlglot.errors.ParseError as err:
         raise PolicyError(f"cannot parse the SQL policy: {_parse_error(err, text)}") from None
+    except sqlglot.errors.TokenError as err:     # an unterminated string or quoted name (a truncated statement)
+        raise PolicyError(f"cannot parse the SQL policy: {str(err).splitlines()[0]} (an unterminated string or "
+                          "quoted name?)") from None
     finally:
         quiet.level = level
     if not isinstance(tree, exp.Create) or not isinstance(tree.expression, exp.Select):

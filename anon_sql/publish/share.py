@@ -15,8 +15,12 @@ Used by ``anon-sql release --to``, ``anon-sql export`` and :func:`anon_sql.expor
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
+import sys
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -129,21 +133,77 @@ def _plain(value: Any) -> Any:
 
 
 def _partial(path: Path) -> Path:
-    return path.with_name(f".{path.name}.partial-{os.getpid()}")
+    """A temporary name beside ``path`` that nothing else uses (process id and a random part: never a file of a
+    crashed export, nor anyone's file, is written over)."""
+    while True:
+        partial = path.with_name(f".{path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        if not partial.exists() and not Path(str(partial) + ".wal").exists():
+            return partial
 
 
-def _publish(partial: Path, path: Path) -> None:
-    """Move a finished file into place without replacing anything that appeared meanwhile."""
+# the watcher of an export (issue 28.7): reads its stdin until the exporting process closes it — by finishing, failing
+# or dying (kill -9 included). Without "done" first it removes every target that is a link of its partial file (a
+# target this export published) and every partial file; after "done" only leftover partial files
+_JANITOR = """
+import json, os, sys
+pairs = json.loads(sys.argv[1])
+complete = sys.stdin.buffer.read().startswith(b"done")
+for partial, target in pairs:
+    if not complete:
+        try:
+            if os.path.samefile(partial, target):
+                os.unlink(target)
+        except OSError:
+            pass
+    for leftover in (partial, partial + ".wal"):
+        try:
+            os.unlink(leftover)
+        except OSError:
+            pass
+"""
+
+
+class _Janitor:
+    """A process of its own that removes an export's files when this process ends before the export is complete:
+    a killed export leaves no partial file under any name, and no incomplete set of Parquet files."""
+
+    def __init__(self, pairs: list[tuple[Path, Path]]):
+        self.pairs = pairs
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _JANITOR,
+                                      json.dumps([[str(a), str(b)] for a, b in pairs])],
+                                     stdin=subprocess.PIPE, start_new_session=True)
+
+    def close(self, complete: bool) -> None:
+        """Tell the watcher whether the export completed, and wait for its clean-up."""
+        try:
+            if complete:
+                self.proc.stdin.write(b"done")
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self.proc.wait()
+
+
+def _publish(pairs: list[tuple[Path, Path]], janitor: _Janitor) -> None:
+    """Link every finished file into place without replacing anything that appeared meanwhile; all or none (a
+    failure, or this process dying, removes the targets already linked)."""
+    complete = False
     try:
-        os.link(partial, path)
-    except FileExistsError:
-        raise TargetError(f"share target {str(path)!r} appeared while writing; nothing was replaced") from None
+        for partial, path in pairs:
+            try:
+                os.link(partial, path)
+            except FileExistsError:
+                raise TargetError(f"share target {str(path)!r} appeared while writing; nothing was replaced") from None
+        complete = True
     finally:
-        partial.unlink(missing_ok=True)
+        janitor.close(complete)
+        for partial, _ in pairs:
+            partial.unlink(missing_ok=True)
 
 
 def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadata: pd.DataFrame) -> None:
     partial = _partial(path)
+    janitor = _Janitor([(partial, path)])
     attach = exp.Attach(this=exp.Alias(this=lit(str(partial)), alias=ident(_ALIAS)), expressions=[
         exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=lit(STORAGE_VERSION)),
         exp.AttachOption(this=exp.var("READ_WRITE"))])   # explicit: a read-only connection attaches read-only
@@ -157,33 +217,36 @@ def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadat
         con.execute(render(exp.Create(this=exp.Table(this=audit.metadata_table(name).this, db=ident(_ALIAS)),
                                       kind="TABLE", expression=exp.select("*").from_(exp.Table(this=ident(frame))))))
     except BaseException:
-        con.execute(render(exp.Detach(this=ident(_ALIAS))))
-        for f in (partial, Path(str(partial) + ".wal")):
-            f.unlink(missing_ok=True)
+        with contextlib.suppress(duckdb.Error):
+            con.execute(render(exp.Detach(this=ident(_ALIAS))))
+        janitor.close(False)
         raise
     finally:
         con.unregister(frame)
-    con.execute(render(exp.Detach(this=ident(_ALIAS))))
-    _publish(partial, path)
+    try:
+        con.execute(render(exp.Detach(this=ident(_ALIAS))))
+    except BaseException:
+        janitor.close(False)
+        raise
+    _publish([(partial, path)], janitor)
 
 
 def _write_parquet(con, files: list[Path], queries: list[exp.Select], metadata: pd.DataFrame) -> None:
     frame = "__anon_share_metadata"
     con.register(frame, metadata)
     partials = [_partial(f) for f in files]
+    janitor = _Janitor(list(zip(partials, files)))
     try:
         for query, partial in zip([*queries, exp.select("*").from_(exp.Table(this=ident(frame)))], partials):
             con.execute(render(exp.Copy(this=exp.Subquery(this=query), kind=False, files=[lit(str(partial))],
                                         params=[exp.CopyParameter(this=exp.var("FORMAT"),
                                                                   expression=exp.var("parquet"))])))
     except BaseException:
-        for p in partials:
-            p.unlink(missing_ok=True)
+        janitor.close(False)
         raise
     finally:
         con.unregister(frame)
-    for partial, f in zip(partials, files):
-        _publish(partial, f)
+    _publish(list(zip(partials, files)), janitor)
 
 
 __all__ = ["STORAGE_VERSION", "targets", "write"]

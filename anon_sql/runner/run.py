@@ -13,6 +13,7 @@ import duckdb
 
 from . import sdc, suppression
 from ..catalog.read import probed_once
+from ..common.rollback import rollback_keeping_cause
 from ..compiler.views import ReleaseNames, compile_release
 from ..engines import DuckDBEngine, Engine
 from ..errors import PrivacyRequirementError
@@ -20,29 +21,36 @@ from ..data.source import Source
 from ..policy.model import Policy
 from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
+from .digests import taxonomy_digests
 from .plan import make_context, placeholder, plan_dict, released_policy
 from .resolve import Resolved, discard, resolve
 from .verify import failing_classes_records, failure_message, verify
 
 
 def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, replace: bool = False,
-            dry_run: bool = False, source: Any = None, progress: Callable[[str], None] | None = None) -> Release:
-    """Plan, compile, materialize and verify a release on a DuckDB connection, in one transaction."""
-    return release_on(DuckDBEngine(con), policy, replace=replace, dry_run=dry_run, source=source, progress=progress)
+            dry_run: bool = False, source: Any = None, progress: Callable[[str], None] | None = None,
+            before_commit: Callable[[Release], None] | None = None) -> Release:
+    """Plan, compile, materialize and verify a release on a DuckDB connection, in one transaction;
+    ``before_commit`` writes what must commit with it (a version row) or raises to roll it all back."""
+    return release_on(DuckDBEngine(con), policy, replace=replace, dry_run=dry_run, source=source, progress=progress,
+                      before_commit=before_commit)
 
 
 def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = False, dry_run: bool = False,
-               source: Any = None, progress: Callable[[str], None] | None = None) -> Release:
+               source: Any = None, progress: Callable[[str], None] | None = None,
+               before_commit: Callable[[Release], None] | None = None) -> Release:
     """A release on any engine: resolve, then :func:`run`."""
     t0 = time.perf_counter()
     with probed_once():    # the catalog is probed once per release, not once per stage that reads it
         with engine.stage("prepare"):
             resolved = resolve(engine, policy, source, base=True)
-        return run(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0)
+        return run(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0,
+                   before_commit=before_commit)
 
 
 def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = False,
-        progress: Callable[[str], None] | None = None, t0: float | None = None) -> Release:
+        progress: Callable[[str], None] | None = None, t0: float | None = None,
+        before_commit: Callable[[Release], None] | None = None) -> Release:
     """The stages after resolve; what resolve made (the temp base counts) is dropped whatever happens."""
     say = progress or (lambda message: None)
     t0 = time.perf_counter() if t0 is None else t0
@@ -86,7 +94,8 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                     raise PrivacyRequirementError(message)
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
-                          info={"seconds": time.perf_counter() - t0, **plan.details()})
+                          info={"seconds": time.perf_counter() - t0, **plan.details(),
+                                "taxonomy_digests": taxonomy_digests(r.policy, r.taxonomies)})
             if r.sampling is not None:   # SafePub: ε, δ, β, k and the sample's size go to anon.metrics ("info")
                 rel.metrics.update(r.sampling.metrics())
                 rel.info["differential_privacy"] = r.sampling.metrics()
@@ -104,11 +113,13 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 return rel
             tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source))
             engine.record(rel, plan, r.source.label)
+            if before_commit is not None:
+                before_commit(rel)
             engine.commit()
             rel.info.update(engine.info())
             return rel
         except BaseException as err:
-            engine.rollback()
+            rollback_keeping_cause(engine.rollback, engine.errors)
             if isinstance(err, PrivacyRequirementError) and not dry_run:
                 engine.record_failure(policy, r.source.label, r.records, str(err))
             raise

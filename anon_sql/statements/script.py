@@ -34,7 +34,8 @@ import pandas as pd
 import sqlglot
 
 from ..catalog import store as catalog
-from ..errors import AnonSQLError, PolicyError, PrivacyRequirementError, StatementError
+from ..errors import (AnonSQLError, PolicyError, PrivacyRequirementError, SourceError, StatementError,
+                      is_environment)
 from ..common.wording import counted
 
 KINDS = ("create", "refresh", "drop", "show", "explain", "check", "export")
@@ -105,7 +106,7 @@ def split(script: str) -> list[Statement]:
         kind = str(kind).rsplit(".", 1)[-1]
         if kind == "operator" and text == ";":
             groups.append([])
-        elif kind != "comment":
+        elif kind != "comment" and text:    # a control character alone (\x1f) strips to nothing: no token
             groups[-1].append(Token(kind, text, start))
     out = []
     for tokens in (g for g in groups if g):
@@ -298,7 +299,7 @@ class Session:
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
         self.con = con
-        self.in_transaction = False
+        self.in_transaction, self.opened = False, None
 
     def run(self, stmt: Statement, script: str) -> Result:
         """Run one statement; on failure raise :class:`StatementError` (the database as before the statement)."""
@@ -318,7 +319,8 @@ class Session:
                 with catalog.undone_on_failure(self.con):   # a refused first budget leaves no empty ledger behind
                     return _run_dp(self.con, stmt, kind)
             with catalog.undone_on_failure(self.con):    # a failing statement leaves no catalog behind either
-                catalog.ensure_installed(self.con)
+                if cmd.kind == "create" or catalog.is_installed(self.con):   # reads never install (issue 28.5)
+                    catalog.ensure_installed(self.con)
                 return _run_command(self.con, stmt, cmd)
         except _Syntax as err:
             token = err.token or stmt.tokens[0]
@@ -329,10 +331,11 @@ class Session:
             self._abort()
             # every library error a statement raises is about its input (3: a privacy requirement is not met)
             raise StatementError(str(err), number=stmt.number, line=stmt.line, column=stmt.column,
-                                 exit_code=3 if err.exit_code == 3 else 2) from err
+                                 exit_code=err.exit_code if err.exit_code in (3, 4) else 2) from err
         except duckdb.Error as err:
             rolled = self._abort()
-            code = 1 if isinstance(err, (duckdb.InternalException, duckdb.FatalException)) else 2
+            code = (1 if isinstance(err, (duckdb.InternalException, duckdb.FatalException))
+                    else 4 if is_environment(err) else 2)
             message = _where(stmt, str(err), script) + (
                 "\n(the transaction the script opened was rolled back)" if rolled else "")
             raise StatementError(message, number=stmt.number, line=stmt.line, column=stmt.column,
@@ -340,6 +343,7 @@ class Session:
 
     def run_script(self, sql: str, on_result: Callable[[Result], None] | None = None) -> list[Result]:
         """Run every statement of ``sql`` in order (see :func:`execute`)."""
+        readable(sql)
         results = []
         for stmt in split(sql):
             result = self.run(stmt, sql)
@@ -348,10 +352,21 @@ class Session:
             results.append(result)
         return results
 
+    def finish(self) -> None:
+        """The script's end: a transaction it opened and never closed is rolled back and reported
+        (:class:`StatementError`, exit 2), never left to vanish with the connection while the run reports success."""
+        if self.in_transaction:
+            opened = self.opened
+            self._abort()
+            raise StatementError(
+                "the script ended inside the transaction it opened (BEGIN without COMMIT), so nothing of that "
+                "transaction was kept: it was rolled back; end the script with COMMIT (or ROLLBACK)",
+                number=opened.number, line=opened.line, column=opened.column, exit_code=2)
+
     def _track(self, stmt: Statement) -> None:
         word = stmt.tokens[0].word()
         if word in ("BEGIN", "START"):
-            self.in_transaction = True
+            self.in_transaction, self.opened = True, stmt
         elif word in ("COMMIT", "END", "ROLLBACK", "ABORT"):
             self.in_transaction = False
 
@@ -370,8 +385,23 @@ def execute(con: duckdb.DuckDBPyConnection, sql: str,
             on_result: Callable[[Result], None] | None = None) -> list[Result]:
     """Run a script of DuckDB SQL, anonymized-view and DP statements on ``con``, in order; stop at the first failure
     (:class:`StatementError`: number, line, column, and the cause's exit code). ``on_result`` sees each result as
-    it comes (the CLI prints with it)."""
-    return Session(con).run_script(sql, on_result)
+    it comes (the CLI prints with it). A script that ends inside a transaction it opened fails (see
+    :meth:`Session.finish`)."""
+    session = Session(con)
+    results = session.run_script(sql, on_result)
+    session.finish()
+    return results
+
+
+def readable(sql: str) -> None:
+    """Refuse text that is not valid Unicode (a lone surrogate, as undecodable bytes become through
+    ``surrogateescape``): :class:`SourceError` naming where, exit 2."""
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as err:
+        line, column = _line_col(sql, err.start)
+        raise SourceError(f"the script is not valid text: character {ascii(sql[err.start])} at line {line}, column "
+                          f"{column} is not Unicode (undecodable bytes?); give UTF-8 text") from None
 
 
 def is_complete(text: str) -> bool:

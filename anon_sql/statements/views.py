@@ -17,9 +17,11 @@ from ..catalog import store as catalog, versions
 from ..compiler.views import ReleaseNames
 from ..errors import AnonSQLError, PolicyError, PrivacyRequirementError, UnknownViewError, ViewExistsError
 from ..methods import get_method
-from ..catalog.ownership import legacy_working
+from ..catalog import identity
+from ..catalog.ownership import legacy_working, require_owned
 from ..policy.model import Policy, coerce_policy
 from ..data.source import relation_exists
+from ..common.rollback import rollback_keeping_cause
 from ..common.sqlbuild import col, ident, lit, render
 from ..common.wording import counted
 
@@ -48,26 +50,49 @@ def canonical_name(con: duckdb.DuckDBPyConnection, name: str) -> str:
     return found[0] if len(found) == 1 else name
 
 
-def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, declared: Policy, replace: bool):
-    """Release ``policy`` (replacing the recorded release when ``replace``) and append its version row."""
+def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, declared: Policy, replace: bool,
+                 keep_plan_of: str | None = None):
+    """Release ``policy`` (replacing the recorded release when ``replace``) with its version row and the comparison
+    with the previous version, in the release's one transaction (issue 28.2: both commit, or neither).
+    ``keep_plan_of``: the recorded taxonomy digests the plan was made with (KEEP PLAN): a digest that no longer
+    matches refuses the refresh, everything rolled back."""
     from ..runner.run import release
 
-    previous = None
+    previous, prior = None, None
     if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, policy.name):
-        versions.ensure_history(con, policy.name)
+        require_owned(con, policy.name)       # never snapshot, compare or replace a table that is not ours
+        prior = versions.recorded(con, policy.name)
         previous = versions.snapshot(con, policy.name)
+
+    def write_version(rel) -> None:
+        if keep_plan_of is not None:
+            _same_taxonomies(policy.name, keep_plan_of, rel.info.get("taxonomy_digests") or {})
+        if prior is not None:
+            versions.ensure_history(con, policy.name, prior)
+        rel.info["version"] = versions.record(con, rel, action, _declared_json(declared), previous)
+
     try:
-        rel = release(con, policy, replace=replace)
-        # the release committed in its own transaction; the version row follows it
-        try:
-            rel.info["version"] = versions.record(con, rel, action, _declared_json(declared), previous)
-        except duckdb.Error as err:
-            raise AnonSQLError(f"{policy.name!r} was released ({action}), but its version row could not be "
-                               f"written to anon.release_versions: {err}") from err
-        return rel
+        return release(con, policy, replace=replace, before_commit=write_version)
     finally:
         if previous is not None:
             versions.discard(con)
+
+
+class _TaxonomyMoved(PrivacyRequirementError):
+    """KEEP PLAN refused because a taxonomy changed (exit 3)."""
+
+
+def _same_taxonomies(name: str, recorded_digests: str, now: dict) -> None:
+    """KEEP PLAN re-applies level numbers: refuse when a taxonomy they index was rebuilt since (issue 28.3)."""
+    from ..runner import digests
+
+    moved = digests.changed(recorded_digests or None, now)
+    if moved:
+        raise _TaxonomyMoved(
+            f"REFRESH ANONYMIZED VIEW {name} KEEP PLAN: the taxonomy of {', '.join(moved)} is not the one the stored "
+            "plan was made with (it was rebuilt or replaced since), so the same levels would release values that "
+            "mean something else; nothing was changed: REFRESH without KEEP PLAN plans again on the current "
+            "taxonomies (values are then not comparable with earlier versions: see docs/refresh.md)")
 
 
 def _declared_json(policy: Policy) -> str:
@@ -90,6 +115,7 @@ def create(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace:
             raise ViewExistsError(
                 f"{policy.name!r} is a table or view that is not an anonymized view (not recorded in anon.releases); "
                 "OR REPLACE replaces only anonymized views: choose another name")
+        require_owned(con, policy.name)
     return _run_version(con, policy, "replace" if replace and relation_exists(con, policy.name) else "create",
                         policy, replace)
 
@@ -109,6 +135,7 @@ def refresh(con: duckdb.DuckDBPyConnection, name: str, keep_plan: bool = False):
     keep their meaning across versions; when the new data breaks a privacy model at that plan the refresh fails
     closed (:class:`PrivacyRequirementError`, the current version untouched)."""
     row = require(con, name)
+    require_owned(con, name)
     policy = declared_policy(con, name)
     if not keep_plan:
         return _run_version(con, policy, "refresh", policy, replace=True)
@@ -119,8 +146,12 @@ def refresh(con: duckdb.DuckDBPyConnection, name: str, keep_plan: bool = False):
     stored = json.loads(row["plan"] or "{}")
     plan = {q: stored[q] for q in policy.quasi if q in stored}   # the levels (a plan also records e.g. its "sdc")
     fixed = policy.replace(method="levels", method_params={"levels": plan})
+    last = versions.latest(con, name) or {}
+    recorded_digests = last.get("taxonomy_digests") or row.get("taxonomy_digests") or ""
     try:
-        return _run_version(con, fixed, KEEP_PLAN, policy, replace=True)
+        return _run_version(con, fixed, KEEP_PLAN, policy, replace=True, keep_plan_of=recorded_digests)
+    except _TaxonomyMoved:
+        raise
     except PrivacyRequirementError as err:
         raise PrivacyRequirementError(
             f"REFRESH ANONYMIZED VIEW {name} KEEP PLAN: the stored plan {plan} no longer meets the policy on the "
@@ -137,6 +168,7 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> 
         if if_exists:
             return False
         require(con, name)
+    require_owned(con, name)      # a user's table under the release's name (or a plan table's) is never dropped
     names = ReleaseNames(name)
     # the working objects live in the product's schema (a user's object named like one in main is never touched)
     views = [v for v in names.views() if _is(con, v, "VIEW")]
@@ -156,9 +188,10 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> 
         con.execute(render(exp.delete(exp.Table(this=ident("policies"), db=ident("anon")),
                                       where=exp.EQ(this=col("name"), expression=lit(name)))))
         versions.forget(con, name)
+        identity.forget(con, name)
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))
         raise
     return True
 
@@ -175,12 +208,17 @@ def _is(con: duckdb.DuckDBPyConnection, ref: exp.Table, kind: str) -> bool:
 
 
 def show(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """``SHOW ANONYMIZED VIEWS``: one row per recorded release with its newest version number."""
-    catalog.ensure_installed(con)
-    catalog.upgrade(con)
+    """``SHOW ANONYMIZED VIEWS``: one row per recorded release with its newest version number. Reads only: a
+    database without the catalog shows none (nothing is installed, so it works read-only: issue 28.5)."""
+    columns = ["name", "version", "method", "source", "records_in", "records_out", "suppressed", "classes", "k",
+               "plan", "released_at"]
+    if not catalog.is_installed(con):
+        return pd.DataFrame(columns=columns)
     r = lambda c: col(c, "r")  # noqa: E731
+    versions_table = (exp.Table(this=ident("release_versions"), db=ident("anon")) if versions.has_versions(con)
+                      else exp.select(exp.alias_(lit(None), "release"), exp.alias_(lit(1), "version")).subquery())
     newest = (exp.select(col("release"), exp.alias_(exp.Max(this=col("version")), "version"))
-              .from_(exp.Table(this=ident("release_versions"), db=ident("anon"))).group_by(col("release")))
+              .from_(versions_table).group_by(col("release")))
     q = (exp.select(exp.alias_(r("release"), "name"),
                     exp.alias_(exp.Coalesce(this=col("version", "v"), expressions=[lit(1)]), "version"),
                     r("method"), r("source"), r("records_in"), r("records_out"), r("suppressed"), r("classes"),

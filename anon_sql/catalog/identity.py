@@ -1,0 +1,119 @@
+"""Which tables anon_sql wrote, by identity rather than by name (issue 28.1).
+
+A name proves nothing: a user may drop a release's table and create one of their own under its name. So when a
+release is recorded, each table it keeps (the released table, its plan tables in ``anon_work``) gets a marker — a
+``COMMENT ON TABLE`` with a random token — and ``anon.owned_objects`` keeps the token with a fingerprint of the
+table's columns and types. A table is anon_sql's to replace or drop only when its comment is that marker and its
+columns are those fingerprinted: a table created afresh has no such comment (``CREATE TABLE AS`` does not copy
+one), and a column a user added changes the fingerprint. Catalogs recorded before this have no row: their objects
+are still recognised by name (:func:`owned` finds no row for them).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from .names import WORK_SCHEMA, working
+from ..common.sqlbuild import ident, lit, render
+
+MARKER = "anon_sql release"
+OWNED = exp.Table(this=ident("owned_objects"), db=ident("anon"))
+PLAN_PARTS = ("assignment", "ec_values", "noise", "risk")   # the working tables a release keeps
+
+# the comment of the release's table ($n in the current schema) and of its plan tables ($wn in schema $w), then their
+# columns in order: two scans of the catalog functions for all of them (a join of the two costs twice as much)
+_WHERE = ("database_name = current_database() AND ((schema_name = current_schema() AND table_name = $n) "
+          "OR (schema_name = $w AND list_contains($wn, table_name)))")
+_COMMENTS = f"SELECT schema_name = $w, table_name, comment FROM duckdb_tables() WHERE {_WHERE}"
+_COLUMNS = (f"SELECT schema_name = $w, table_name, list([column_name, data_type] ORDER BY column_index) "
+            f"FROM duckdb_columns() WHERE {_WHERE} GROUP BY ALL")
+_HAS_OWNED = ("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+              "AND schema_name = 'anon' AND table_name = 'owned_objects'")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A table as the database has it now: its comment and the fingerprint of its columns."""
+
+    comment: str | None
+    fingerprint: str
+
+
+def fingerprint(columns: list[Any]) -> str:
+    """The digest of a table's shape: its columns' names and types, in order."""
+    return hashlib.sha256(json.dumps([list(c) for c in columns]).encode("utf-8")).hexdigest()
+
+
+def _plan_tables(release: str) -> list[str]:
+    return [working(release, p).name for p in PLAN_PARTS]
+
+
+def seen(con: Any, release: str) -> dict[tuple[str | None, str], Seen]:
+    """The tables release ``release`` may own as they are now: (schema — None for the release's table in the
+    current schema, ``anon_work`` for a plan table —, name) → comment and shape; absent tables left out."""
+    args = {"n": release, "w": WORK_SCHEMA, "wn": _plan_tables(release)}
+    comments = {(WORK_SCHEMA if w else None, name): comment
+                for w, name, comment in con.execute(_COMMENTS, args).fetchall()}
+    if not comments:
+        return {}
+    columns = {(WORK_SCHEMA if w else None, name): cols for w, name, cols in con.execute(_COLUMNS, args).fetchall()}
+    return {key: Seen(comment, fingerprint(columns.get(key) or [])) for key, comment in comments.items()}
+
+
+def owned(con: Any, release: str) -> dict[tuple[str | None, str], dict[str, Any]]:
+    """The ``anon.owned_objects`` rows of ``release``, by (schema, name); empty when none is recorded (a catalog
+    from before issue 28)."""
+    if not con.execute(_HAS_OWNED).fetchall()[0][0]:
+        return {}
+    cur = con.execute("SELECT * FROM anon.owned_objects WHERE release = ?", [release])
+    names = [d[0] for d in cur.description]
+    return {(r["schema_name"], r["object"]): r for r in (dict(zip(names, row)) for row in cur.fetchall())}
+
+
+def mismatches(con: Any, release: str) -> dict[tuple[str | None, str], str]:
+    """Each table named like one release ``release`` wrote that is not the one it wrote, with why: (schema, name)
+    → reason. Tables that do not exist, and releases recorded before identities (the name decides), give none."""
+    recorded = owned(con, release)
+    if not recorded:
+        return {}
+    out = {}
+    for key, now in seen(con, release).items():
+        row = recorded.get(key)
+        if row is None:
+            continue
+        if now.comment != row["marker"]:
+            out[key] = ("it does not carry the marker anon_sql wrote on it (its comment is "
+                        f"{now.comment!r}): it was dropped and created again, not by anon_sql")
+        elif now.fingerprint != row["fingerprint"]:
+            out[key] = "its columns or their types changed since anon_sql wrote it"
+    return out
+
+
+def mark(con: Any, release: str) -> None:
+    """Mark the tables release ``release`` keeps and record their identity (inside the release's transaction):
+    the released table of the current schema and the plan tables of ``anon_work`` that exist."""
+    con.execute(render(exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"), expression=lit(release)))))
+    rows = []
+    for (schema, name), now in seen(con, release).items():
+        marker = f"{MARKER} {uuid.uuid4().hex}"
+        table = exp.Table(this=ident(name), db=ident(schema) if schema else None)
+        con.execute(render(exp.Comment(this=table, kind="TABLE", expression=lit(marker))))
+        rows.append([release, schema, name, marker, now.fingerprint])   # a comment leaves the columns as they are
+    if rows:
+        con.execute("INSERT INTO anon.owned_objects (release, schema_name, object, marker, fingerprint) VALUES "
+                    + ", ".join(["(?, ?, ?, ?, ?)"] * len(rows)), [v for row in rows for v in row])
+
+
+def forget(con: Any, release: str) -> None:
+    """Delete the identity rows of ``release`` (DROP ANONYMIZED VIEW, inside its transaction)."""
+    if con.execute(_HAS_OWNED).fetchall()[0][0]:
+        con.execute(render(exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"),
+                                                                   expression=lit(release)))))
+
+
+__all__ = ["MARKER", "PLAN_PARTS", "Seen", "fingerprint", "seen", "owned", "mismatches", "mark", "forget"]
