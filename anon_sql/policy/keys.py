@@ -431,6 +431,9 @@ ATTRIBUTE = Tagged("role", {
                               "`drop` the column, or `pseudonymize` it (HMAC-SHA256 keyed by `$ANON_SQL_KEY` or "
                               "`key_file`; the key is never stored)", "drop"),
                           key("key_file", Text(what="path"), "file holding the pseudonym key (with `pseudonymize`)"),
+                          key("rows_are_people", Boolean(), "the rows are different people even where this "
+                              "column's values repeat (e.g. two patients named alike); without it, and without "
+                              "`privacy_unit`, a repeated identifier is refused (docs/units.md)", False),
                           doc="a direct identifier: never released as it is"),
     "quasi": section("[attributes.<column>] role = \"quasi\"", _ROLE,
                      key("taxonomy", any_of(Text(what="name or path"), TAXONOMY),
@@ -598,6 +601,10 @@ TOP = section(
         "relation in its place: see the README)", REQUIRED),
     key("method", Choice(method_names, "method"), "the anonymization method", "levels"),
     key("seed", integer(), "seed of every random step", 0),
+    key("privacy_unit", Text(what="column name"), "the column that identifies the person (the unit) when a person "
+        "may have several rows: every guarantee then counts distinct units, not rows (k = people per class, a "
+        "sensitive value's share = people holding it), and suppression removes a person with all their rows. The "
+        "column is an identifier (dropped, or pseudonymized with `action = \"pseudonymize\"`); docs/units.md"),
     key("count_column", Text(), "each row stands for n records (a whole number >= 1 on every row, checked against "
         "the data); class sizes are SUM(n)"),
     key("default_role", choice(*ROLES), "role of columns the policy does not list (else listing them is an error)"),

@@ -103,6 +103,7 @@ class Policy:
     method: str = "levels"
     seed: int = 0
     count_column: str | None = None
+    privacy_unit: str | None = None
     default_role: str | None = None
     method_params: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -151,6 +152,16 @@ class Policy:
             )
         if self.count_column and self.count_column in self.attributes:
             raise PolicyError(f"count_column {self.count_column!r} cannot also be an attribute of the policy")
+        if self.privacy_unit:
+            unit = self.attributes.get(self.privacy_unit)
+            if unit is not None and unit.role != "identifier":
+                raise PolicyError(
+                    f"privacy_unit {self.privacy_unit!r} identifies a person, so it is never released as it is: "
+                    f"declare [attributes.{self.privacy_unit}] role = \"identifier\" (action = \"drop\" or "
+                    f"\"pseudonymize\"), not role = {unit.role!r}")
+            if self.count_column:
+                raise PolicyError(f"privacy_unit and count_column cannot be combined: a count column says each row "
+                                  f"stands for several records, a unit says whose rows they are; remove one")
 
     # -- dict / TOML ---------------------------------------------------------------------------------------------
     @classmethod
@@ -172,6 +183,8 @@ class Policy:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "source": self.source, "method": self.method, "seed": self.seed}
+        if self.privacy_unit:
+            out["privacy_unit"] = self.privacy_unit
         if self.count_column:
             out["count_column"] = self.count_column
         if self.default_role:

@@ -23,6 +23,7 @@ from ..data.source import Source, check_count_column
 from ..common.sqlbuild import record_count, render
 from ..data.taxonomy import Taxonomy
 from ..catalog.taxonomy_lookup import resolve_taxonomies
+from . import units
 from .population import resolve_population
 
 
@@ -38,6 +39,7 @@ class Resolved:
     models: list[PrivacyModel]
     numeric_sensitive: set[str] = field(default_factory=set)   # sensitive attributes with a numeric type
     base: exp.Table | None = None             # the temp base-count table resolve made (level plans), or None
+    units: int | None = None                  # distinct privacy units of the source (None: no privacy_unit)
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
@@ -47,6 +49,10 @@ class Resolved:
 
 def effective_policy(policy: Policy, src: Source) -> Policy:
     """Check attributes against the source's columns and apply ``default_role`` to the unmentioned ones."""
+    if policy.privacy_unit and policy.privacy_unit not in policy.attributes:   # the unit is an identifier
+        d = policy.to_dict()
+        d["attributes"] = {c: a.to_dict() for c, a in units.with_unit_attribute(policy).items()}
+        policy = Policy.from_dict(d)
     unknown = [a for a in policy.attributes if a not in src.columns]
     if unknown:
         raise PolicyError(f"the policy names column(s) {unknown} that source {src.label!r} does not have; "
@@ -105,17 +111,19 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     engine = as_engine(engine)
     policy = coerce_policy(policy)
     src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
+    declared = set(policy.attributes)   # identifiers the policy names (not those default_role makes)
     policy = effective_policy(policy, src)
     if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
         check_count_column(engine.con, src, policy.count_column)
     method = get_method(policy.method, policy.method_params)
+    unit_count = units.resolve_units(engine.con, policy, src, method, declared)
     counts = None
     table = None
     if base and method.plan_kind == "levels":
         table = engine.base_table(policy.name)
         counts = engine.base_counts(policy, src.relation, table)
         table = table if counts is not None else None
-    resolved = Resolved(policy, src, 0, method, {}, [], base=table)
+    resolved = Resolved(policy, src, 0, method, {}, [], base=table, units=unit_count)
     try:
         # the records: summed from the base counts when resolve made them (a small table), else counted
         resolved.records = (base_counts.total(counts, policy) if table is not None

@@ -45,6 +45,10 @@ class Release:
             f"{counted(len(self.classes), 'class')}",
             f"plan: {json.dumps(self.plan, default=str)}",
         ]
+        people = self.info.get("people")
+        if people:   # a privacy unit: the guarantee counts people (docs/units.md)
+            lines.insert(1, f"people ({self.policy.privacy_unit}): {people['in']} in, {people['released']} "
+                            f"released, {people['suppressed']} suppressed")
         return "\n".join(lines)
 
     def report(self, format: str = "text") -> str:
