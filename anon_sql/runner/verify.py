@@ -137,17 +137,18 @@ def failure_message(policy: Policy, plan: Plan, result: Verification, records: i
     ``at_least``: ``need`` is only a lower bound (no fixed point was computed): say so, advise nothing.
     ``method``: the planning method (says when it formed its classes without the population models)."""
     parts = []
+    # with a privacy unit the class sizes, and so the failing counts and the budget, are people (docs/units.md)
+    noun, nouns = ("person", "people") if policy.privacy_unit else ("record", "records")
     for f in result.failures:
         if f["check"] == "max_suppression":
-            what = counted(f['failing_records'], 'person', 'people') if f.get("people") else counted(
-                f['failing_records'], 'record')
+            what = counted(f['failing_records'], noun, nouns)
             parts.append(f"suppression of {what} exceeds max_suppression = {policy.privacy.max_suppression}")
         elif f["check"] == "slicing_l_diversity":
             parts.append(f"slicing l-diversity fails: max p(t, s) = {f['worst_value']:.4g} for "
-                         f"{counted(f['failing_records'], 'record')}")
+                         f"{counted(f['failing_records'], noun, nouns)}")
         else:
             parts.append(f"{f['check']} fails for {counted(f['failing_classes'], 'class')} "
-                         f"({counted(f['failing_records'], 'record')})")
+                         f"({counted(f['failing_records'], noun, nouns)})")
     population = [k for k in ("k_map", "delta_presence") if getattr(policy.privacy, k, None) is not None]
     if (population and method is not None and method.plan_kind == "assignment"
             and not getattr(method, "plans_population", False)):
@@ -164,13 +165,13 @@ def failure_message(policy: Policy, plan: Plan, result: Verification, records: i
                      "declare them insensitive if they are not quasi-identifiers")
     budget = suppression.advised_budget(need, records) if need is not None else None
     if at_least and need:
-        hint = (f"; at this plan at least {need:g} of {records} records fail before suppression "
+        hint = (f"; at this plan at least {need:g} of {records} {nouns} fail before suppression "
                 f"(max_suppression >= {need / records:.4g}; group rules and t-closeness may need more)")
     elif budget is not None:
-        hint = (f"; meeting every requirement at this plan needs suppression of {need:g} of {records} records: "
+        hint = (f"; meeting every requirement at this plan needs suppression of {need:g} of {records} {nouns}: "
                 f"allow it with max_suppression = {budget:g} (or more), or generalize further / choose a search method")
     elif need is not None and need >= records:
-        hint = ("; at this plan every record would have to be suppressed, so no max_suppression helps: generalize "
+        hint = (f"; at this plan every {noun} would have to be suppressed, so no max_suppression helps: generalize "
                 "further or relax the requirements")
     elif need is None:
         hint = "; suppressing records cannot meet it at this plan: generalize further or relax the requirements"
