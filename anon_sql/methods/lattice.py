@@ -22,6 +22,7 @@ from sqlglot import exp
 from ..data import base_counts
 from ..common.columns import UNIT
 from ..errors import PolicyError, TaxonomyError
+from .people import SIZE_WEIGHT as _SIZE_W, people_counts
 from ..models import ClassStats, SensitiveCounts, group_rules
 from ..policy.objectives import MEASURES, OBJECTIVES  # OBJECTIVES: re-exported (tests import it from here)
 from ..common.sqlbuild import alias, col, dtype, record_count, render, table
@@ -93,29 +94,6 @@ class _State:
     # with a privacy unit and sensitive values: each group's share of the class size (a person counts once, in one
     # of their groups), while ``w`` counts the people holding the group's value (docs/units.md); None: ``w`` is both
     n: np.ndarray | None = None
-
-
-_SIZE_W = "__anon_people"   # a group's share of its class size in people (see _State.n)
-
-
-def people_counts(relation: exp.Table, group_cols: list[str], sens: list[str], w_name: str) -> exp.Select:
-    """Per distinct combination of ``group_cols`` (the QIs and the sensitive value, constant QIs per unit): the
-    people holding it (``w_name``) and, with a sensitive attribute, the people who count there for the class size
-    (each person once, at their first value: ``__anon_people``), from ``relation``'s ``__unit`` column."""
-    cols = [col(c) for c in group_cols]
-    distinct = exp.select(*cols, col(UNIT)).distinct().from_(relation.copy())
-    items = [alias(exp.Cast(this=exp.Count(this=exp.Star()), to=dtype("DOUBLE")), w_name)]
-    if sens:
-        order = exp.Order(expressions=[exp.Ordered(this=col(s), nulls_first=True) for s in sens])
-        first = exp.EQ(this=exp.Window(this=exp.RowNumber(), partition_by=[col(UNIT)], order=order),
-                       expression=exp.Literal.number(1))
-        distinct = exp.select(exp.Star(), alias(first, "__first")).from_(
-            exp.Subquery(this=distinct, alias=exp.TableAlias(this=exp.to_identifier("d"))))
-        items.append(alias(exp.Cast(this=exp.Sum(this=exp.Cast(this=col("__first"), to=dtype("INT"))),
-                                    to=dtype("DOUBLE")), _SIZE_W))
-    return (exp.select(*[c.copy() for c in cols], *items)
-            .from_(exp.Subquery(this=distinct, alias=exp.TableAlias(this=exp.to_identifier("u"))))
-            .group_by(*[c.copy() for c in cols]))
 
 
 # the base query's rendered text per shape (source or base relation, columns): a warm release renders it once

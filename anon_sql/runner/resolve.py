@@ -116,6 +116,9 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
         check_count_column(engine.con, src, policy.count_column)
     method = get_method(policy.method, policy.method_params)
+    if policy.privacy_unit and engine.name != "duckdb":
+        raise PolicyError(f"privacy_unit releases run on DuckDB for now (engine {engine.name!r} counts rows); "
+                          "release with anon_sql.release(duckdb_connection, policy)")
     unit_count = units.resolve_units(engine.con, policy, src, method, declared)
     counts = None
     table = None
