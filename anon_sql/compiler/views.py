@@ -25,6 +25,7 @@ BASE_STATEMENT = "base counts"   # the runner skips it when resolve already made
 
 
 SCHEMA_STATEMENT = "work schema"
+DROP_UNIT_STATEMENT = "drop unit column"   # run after verification, not with the other statements
 SOURCE_STATEMENT = "source view"
 # working views the release may not need: the runner skips creating one that no later statement reads
 DROPPED_VIEWS = ("generalized view", "classes view")
@@ -1030,6 +1031,8 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
                   for kept in (True, False)]
     if base is not None:
         stmts.append(("drop base counts", base_counts.drop(base)))
+    if unit_columns(ci.policy):   # last: the runner runs it once the checks (which count people) have passed
+        stmts.append((DROP_UNIT_STATEMENT, drop_unit_statement(names)))
     cols = [c for c in _data_columns(ci) if c != UNIT]   # the unit column leaves once the release is verified
     cols.append(EC_ID)
     if ci.policy.count_column:

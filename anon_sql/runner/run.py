@@ -92,7 +92,10 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             if policy.metrics.get("compute") and engine.measures:   # measured inside the transaction
                 from ..metrics import attach
 
+                people = dict(v.metrics) if v.units is not None else None
                 attach(engine.con, rel, r.taxonomies, r.source)
+                if people is not None:   # the size metrics count people (the table no longer holds them)
+                    rel.metrics.update(people)
             if dry_run:
                 engine.rollback()
                 return rel

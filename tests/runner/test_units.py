@@ -251,3 +251,33 @@ def test_random_multirow_data_against_a_pandas_oracle(people, k):
     assert out.empty or out.groupby("ec_id")["patient_id"].nunique().min() >= k
     assert rel.info["people"]["released"] == expected["patient_id"].nunique()
     assert rel.records_in == rel.records_out + rel.suppressed
+
+
+def test_cli_refuses_with_exit_2_and_leaves_the_file_unchanged(tmp_path):
+    """`anon-sql release` of the repeated identifier and of NULL units: exit 2, one error line, database as before."""
+    from click.testing import CliRunner
+
+    from anon_sql.cli.main import main
+
+    db = tmp_path / "w.duckdb"
+    c = duckdb.connect(str(db))
+    anon_sql.install(c)
+    visits(c)
+    c.execute("CREATE TABLE visits_null AS SELECT * REPLACE (CASE WHEN patient_id = 7 THEN NULL ELSE patient_id END "
+              "AS patient_id) FROM visits")
+    before = tables(c)
+    c.close()
+    policy = visits_policy()
+    policy.pop("privacy_unit")
+    policy["attributes"]["patient_id"] = {"role": "identifier"}
+    no_unit = tmp_path / "no_unit.toml"
+    no_unit.write_text(anon_sql.Policy.from_dict(policy).to_toml(), encoding="utf-8")
+    nulls = tmp_path / "nulls.toml"
+    nulls.write_text(anon_sql.Policy.from_dict(visits_policy(source="visits_null")).to_toml(), encoding="utf-8")
+    for path, message in ((no_unit, "200 values occur on several rows"), (nulls, "NULL on 3 rows")):
+        res = CliRunner().invoke(main, ["release", str(path), "--db", str(db)], env={"ANON_SQL_KEY": KEY})
+        assert res.exit_code == 2, res.output
+        assert message in res.output and "Traceback" not in res.output
+    c = duckdb.connect(str(db))
+    assert tables(c) == before
+    c.close()
