@@ -59,13 +59,13 @@ def repeated_identifiers(con: Any, policy: Policy, src: Source, declared: set[st
                 f"with [attributes.{a.name}] rows_are_people = true (docs/units.md)")
 
 
-def varying_quasi(con: Any, policy: Policy, src: Source) -> None:
+def varying_quasi(con: Any, unit_name: str, quasi: list[str], src: Source) -> None:
     """Refuse a quasi-identifier whose value differs between the rows of one unit: every method here releases the
     QIs of a unit as one tuple (the constant-QI case of docs/units.md); multi-relational k-anonymity over varying
     QIs is not implemented."""
-    unit = col(policy.privacy_unit)
+    unit = col(unit_name)
     items = []
-    for i, q in enumerate(policy.quasi):
+    for i, q in enumerate(quasi):
         differs = exp.Or(this=exp.NEQ(this=exp.Min(this=col(q)), expression=exp.Max(this=col(q))),
                          expression=exp.And(this=exp.GT(this=exp.Count(this=col(q)), expression=lit(0)),
                                             expression=exp.LT(this=exp.Count(this=col(q)),
@@ -75,19 +75,18 @@ def varying_quasi(con: Any, policy: Policy, src: Source) -> None:
     totals = exp.select(*[alias(exp.Sum(this=col(f"__d{i}")), f"__n{i}") for i in range(len(items))]).from_(
         exp.Subquery(this=per_unit, alias=exp.TableAlias(this=exp.to_identifier("u"))))
     counts = _one_row(con, totals)
-    varying = [(q, int(n)) for q, n in zip(policy.quasi, counts) if n]
+    varying = [(q, int(n)) for q, n in zip(quasi, counts) if n]
     if varying:
         q, n = varying[0]
         raise PolicyError(
-            f"quasi-identifier {q!r} varies within {counted(n, 'unit')} of privacy_unit {policy.privacy_unit!r} "
+            f"quasi-identifier {q!r} varies within {counted(n, 'unit')} of privacy_unit {unit_name!r} "
             f"(its rows of one person hold different values); the methods release one QI tuple per person, so give "
             f"each person one value of {q!r} (e.g. the value at the first visit, in a view over the source), or "
             f"declare {q!r} insensitive if it does not identify (docs/units.md: QIs that vary inside a unit)")
 
 
-def count_units(con: Any, policy: Policy, src: Source) -> int:
+def count_units(con: Any, unit: str, src: Source) -> int:
     """The distinct units of the source; refuses a unit column that is missing or holds NULLs (with their count)."""
-    unit = policy.privacy_unit
     if unit not in src.columns:
         raise PolicyError(f"privacy_unit {unit!r} is not a column of {src.label!r} ({src.columns})")
     q = exp.select(alias(exp.Count(this=exp.Distinct(expressions=[col(unit)])), "units"),
@@ -122,8 +121,8 @@ def resolve_units(con: Any, policy: Policy, src: Source, method: Any, declared: 
     if not policy.privacy_unit:
         return None
     check_method(policy, method)
-    units = count_units(con, policy, src)
-    varying_quasi(con, policy, src)
+    units = count_units(con, policy.privacy_unit, src)
+    varying_quasi(con, policy.privacy_unit, list(policy.quasi), src)
     k = policy.privacy.k
     if k is not None and units and k > units:
         raise PolicyError(f"privacy.k = {k} is larger than the {counted(units, 'person', 'people')} "

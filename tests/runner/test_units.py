@@ -281,3 +281,40 @@ def test_cli_refuses_with_exit_2_and_leaves_the_file_unchanged(tmp_path):
     c = duckdb.connect(str(db))
     assert tables(c) == before
     c.close()
+
+
+def test_compiled_sqlite_script_counts_people_and_drops_the_unit(con):
+    """The same release as SQL for another engine (SQLite): classes count people, the unit column leaves last."""
+    import sqlite3
+
+    visits(con)
+    policy = visits_policy()
+    policy["attributes"]["patient_id"] = {"role": "identifier"}
+    script = anon_sql.compile(anon_sql.Policy.from_dict(policy), con=con, dialect="sqlite")
+    assert script[-1] == 'ALTER TABLE "vis" DROP COLUMN "__unit"'
+    lite = sqlite3.connect(":memory:")
+    con.execute("SELECT * FROM visits").df().to_sql("visits", lite, index=False)
+    for statement in script:
+        lite.execute(statement)
+    assert [r[1] for r in lite.execute('PRAGMA table_info("vis")')] == ["age", "sex", "diagnosis", "ec_id"]
+    assert lite.execute('SELECT count(*) FROM "vis" WHERE age = 97').fetchall() == [(0,)]
+    assert lite.execute('SELECT count(*) FROM "vis"').fetchall() == [(597,)]
+
+
+def test_assess_counts_people(con):
+    """assess(..., privacy_unit=): class sizes are people (pandas oracle), α is the people holding a value over the
+    class's people; NULL units and varying QIs are refused as by a release."""
+    visits(con)
+    flu(con)
+    a = anon_sql.assess(con, "visits", ["age", "sex"], privacy_unit="patient_id")
+    src = con.execute("SELECT * FROM visits").df()
+    people = src.groupby(["age", "sex"])["patient_id"].nunique()
+    assert a.measures["records"] == src["patient_id"].nunique() == 200
+    assert a.measures["k"] == people.min() == 1 and a.measures["classes"] == len(people)
+    rows = anon_sql.assess(con, "flu", ["age", "sex"], ["diag"])
+    units = anon_sql.assess(con, "flu", ["age", "sex"], ["diag"], privacy_unit="pid")
+    assert rows.measures["alpha"] == pytest.approx(10 / 14) and units.measures["alpha"] == 1.0
+    assert units.measures["records"] == 20 and units.measures["k"] == 10
+    con.execute("UPDATE flu SET pid = NULL WHERE pid = 9")
+    with pytest.raises(anon_sql.SourceError, match="NULL on 5 rows"):
+        anon_sql.assess(con, "flu", ["age", "sex"], ["diag"], privacy_unit="pid")
