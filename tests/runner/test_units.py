@@ -318,3 +318,18 @@ def test_assess_counts_people(con):
     con.execute("UPDATE flu SET pid = NULL WHERE pid = 9")
     with pytest.raises(anon_sql.SourceError, match="NULL on 5 rows"):
         anon_sql.assess(con, "flu", ["age", "sex"], ["diag"], privacy_unit="pid")
+
+
+def test_cli_assess_privacy_unit(tmp_path):
+    from click.testing import CliRunner
+
+    from anon_sql.cli.main import main
+
+    db = tmp_path / "a.duckdb"
+    c = duckdb.connect(str(db))
+    visits(c)
+    c.close()
+    res = CliRunner().invoke(main, ["assess", "visits", "--quasi", "age,sex", "--privacy-unit", "patient_id",
+                                    "--db", str(db), "--json"])
+    assert res.exit_code == 0, res.output
+    assert '"records": 200' in res.output.replace("200.0", "200")
