@@ -333,3 +333,15 @@ def test_cli_assess_privacy_unit(tmp_path):
                                     "--db", str(db), "--json"])
     assert res.exit_code == 0, res.output
     assert '"records": 200' in res.output.replace("200.0", "200")
+
+
+def test_unit_name_with_quotes_and_non_ascii(con):
+    """A unit column named with quotes and non-ASCII characters is quoted by sqlglot everywhere it goes."""
+    visits(con)
+    con.execute('ALTER TABLE visits RENAME COLUMN patient_id TO "pa\'t""ïd"')
+    unit = 'pa\'t"ïd'
+    policy = visits_policy(privacy_unit=unit)
+    policy["attributes"] = {unit if k == "patient_id" else k: v for k, v in policy["attributes"].items()}
+    rel = anon_sql.release(con, policy)
+    assert rel.info["people"] == {"in": 200, "released": 199, "suppressed": 1}
+    assert anon_sql.Policy.from_sql(rel.policy.to_sql()) == rel.policy
