@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from ..common.sqlbuild import func, lit
 from ..udfs import risk_kernels as rk
-from .base import EPS, MACRO_SCHEMA, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 
 
 def _sc(stats: ClassStats, attribute: str):

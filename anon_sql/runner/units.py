@@ -126,5 +126,6 @@ def resolve_units(con: Any, policy: Policy, src: Source, method: Any, declared: 
     k = policy.privacy.k
     if k is not None and units and k > units:
         raise PolicyError(f"privacy.k = {k} is larger than the {counted(units, 'person', 'people')} "
-                          f"(distinct {policy.privacy_unit!r}) of {src.label!r}; no release can have classes that large")
+                          f"(distinct {policy.privacy_unit!r}) of {src.label!r}; no release can have classes "
+                          "that large")
     return units

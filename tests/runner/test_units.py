@@ -190,7 +190,8 @@ def test_flu_golden_sql_check(con):
     """Distinct 2-diversity over units: (30, M) fails (every unit holds 'flu'), (40, F) passes."""
     flu(con)
     before = tables(con)
-    with pytest.raises(anon_sql.PrivacyRequirementError, match=r"l_distinct__diag fails for 1 class \(10 people\).*10 of 20 people"):
+    with pytest.raises(anon_sql.PrivacyRequirementError,
+                       match=r"l_distinct__diag fails for 1 class \(10 people\).*10 of 20 people"):
         anon_sql.release(con, flu_policy("levels"))
     assert tables(con) == before
     rel = anon_sql.release(con, flu_policy("levels", max_suppression=0.5))
