@@ -3,7 +3,8 @@ and δ-disclosure privacy (docs/assess.md cites the formulas).
 
 The numpy tests are the kernels of udfs/risk_kernels.py over the classes' sparse counts; the SQL tests are per-class
 aggregates over the (class, value) rows with the value's table share ``q`` (``class_aggregates``), computed in the
-same per-attribute aggregate as t-closeness (compiler.class_stats_query) — or, for α, a macro over the sorted counts.
+same per-attribute aggregate as t-closeness (compiler.class_stats_query) — or, for α, the largest count over the class
+size (with a privacy unit: the people holding a value over the class's people, docs/units.md).
 """
 from __future__ import annotations
 
