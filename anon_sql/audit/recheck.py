@@ -228,6 +228,7 @@ def _people(table: exp.Table, policy: Policy, columns: list[str]) -> tuple[exp.E
         return exp.Subquery(this=people, alias=exp.TableAlias(this=ident("__people"))), policy
     d = policy.to_dict()
     d.pop("privacy_unit")
+    d.pop("related", None)   # the related tables are not part of this table's checks
     return table, Policy.from_dict(d)
 
 

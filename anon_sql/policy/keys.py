@@ -593,6 +593,16 @@ def method_parameters(name: str) -> tuple:
     return _method_catalog("parameters")(name)
 
 
+RELATED = section(
+    "[related.<name>]",
+    key("source", Text(), "table, view or `.csv` / `.parquet` path whose rows belong to the units", REQUIRED),
+    key("key", Text(what="column name"), "the column holding the unit's value (the unit table's `privacy_unit`)",
+        REQUIRED),
+    key("default_role", choice("identifier", "insensitive"), "role of the columns `attributes` does not list"),
+    key("attributes", MapOf(ATTRIBUTE, "column"), "`[related.<name>.attributes.<column>]`: role per column "
+        "(`identifier` or `insensitive`)", {}),
+    doc="a table whose rows belong to one unit each, released as `<release>_<name>` (docs/units.md)")
+
 TOP = section(
     "the policy (top level)",
     key("name", Text(), "the release table to create (any characters; quoted by sqlglot)", REQUIRED),
@@ -605,6 +615,10 @@ TOP = section(
         "may have several rows: every guarantee then counts distinct units, not rows (k = people per class, a "
         "sensitive value's share = people holding it), and suppression removes a person with all their rows. The "
         "column is an identifier (dropped, or pseudonymized with `action = \"pseudonymize\"`); docs/units.md"),
+    key("related", MapOf(table(RELATED, "a table (`[related.<name>]` below)"), "name"),
+        "`[related.<name>]`: tables whose rows belong to the units (needs `privacy_unit`): each released as "
+        "`<release>_<name>` with the rows of the released units only, the unit key pseudonymized as in the unit "
+        "table or dropped (docs/units.md)"),
     key("count_column", Text(), "each row stands for n records (a whole number >= 1 on every row, checked against "
         "the data); class sizes are SUM(n)"),
     key("default_role", choice(*ROLES), "role of columns the policy does not list (else listing them is an error)"),

@@ -23,7 +23,7 @@ from ..data.source import Source, check_count_column
 from ..common.sqlbuild import record_count, render
 from ..data.taxonomy import Taxonomy
 from ..catalog.taxonomy_lookup import resolve_taxonomies
-from . import units
+from . import related, units
 from .population import resolve_population
 
 
@@ -40,6 +40,7 @@ class Resolved:
     numeric_sensitive: set[str] = field(default_factory=set)   # sensitive attributes with a numeric type
     base: exp.Table | None = None             # the temp base-count table resolve made (level plans), or None
     units: int | None = None                  # distinct privacy units of the source (None: no privacy_unit)
+    related: list = field(default_factory=list)   # the policy's related tables, checked (runner/related.py)
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
@@ -120,13 +121,14 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
         raise PolicyError(f"privacy_unit releases run on DuckDB for now (engine {engine.name!r} counts rows); "
                           "release with anon_sql.release(duckdb_connection, policy)")
     unit_count = units.resolve_units(engine.con, policy, src, method, declared)
+    tables = related.resolve_related(engine.con, policy, src) if policy.related else []
     counts = None
     table = None
     if base and method.plan_kind == "levels":
         table = engine.base_table(policy.name)
         counts = engine.base_counts(policy, src.relation, table)
         table = table if counts is not None else None
-    resolved = Resolved(policy, src, 0, method, {}, [], base=table, units=unit_count)
+    resolved = Resolved(policy, src, 0, method, {}, [], base=table, units=unit_count, related=tables)
     try:
         # the records: summed from the base counts when resolve made them (a small table), else counted
         resolved.records = (base_counts.total(counts, policy) if table is not None

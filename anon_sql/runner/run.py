@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import duckdb
 
-from . import suppression
+from . import related, suppression
 from ..catalog.read import probed_once
 from ..compiler.views import ReleaseNames, compile_release, drop_unit_statement
 from ..engines import DuckDBEngine, Engine
@@ -48,6 +48,8 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
     try:
         names = ReleaseNames(r.policy.name, work=engine.work_schema)
         exists = check_target(engine, r.policy, r.source, replace, dry_run)
+        if r.related:
+            related.check_targets(engine.con, r.policy, r.related, replace or dry_run)
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
@@ -83,12 +85,16 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                         message = failure_message(policy, plan, v, r.records, need, at_least=True,
                                                   method=r.method)
                     raise PrivacyRequirementError(message)
+                if r.related:   # the rows of the released people, before the unit's values leave the release
+                    tables_out = related.release_related(engine, policy, names.table, r.related, udf,
+                                                          replace or dry_run)
                 if r.units is not None:   # verified counting people: the unit's values leave the release
                     engine.execute(drop_unit_statement(names))
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
                           info={"seconds": time.perf_counter() - t0, **plan.details(),
-                                **({"people": v.units} if v.units is not None else {})})
+                                **({"people": v.units} if v.units is not None else {}),
+                                **({"related": tables_out} if r.related else {})})
             if policy.metrics.get("compute") and engine.measures:   # measured inside the transaction
                 from ..metrics import attach
 

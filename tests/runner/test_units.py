@@ -346,3 +346,85 @@ def test_unit_name_with_quotes_and_non_ascii(con):
     rel = anon_sql.release(con, policy)
     assert rel.info["people"] == {"in": 200, "released": 199, "suppressed": 1}
     assert anon_sql.Policy.from_sql(rel.policy.to_sql()) == rel.policy
+
+
+def two_tables(con) -> None:
+    """Spec 08, two tables: units A, B, C; conditions A {x, y}, B {x}, C none."""
+    con.execute("CREATE OR REPLACE TABLE patients AS SELECT * FROM (VALUES ('A', 90, 'F'), ('B', 30, 'M'), "
+                "('C', 30, 'M')) t(Id, age, sex)")
+    con.execute("CREATE OR REPLACE TABLE conditions AS SELECT * FROM (VALUES ('A', 'x'), ('A', 'y'), ('B', 'x')) "
+                "t(PATIENT, DESCRIPTION)")
+
+
+def two_tables_policy(**changes) -> dict:
+    policy = {"name": "synth", "source": "patients", "privacy_unit": "Id",
+              "attributes": {"Id": {"role": "identifier", "action": "pseudonymize"},
+                             "age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [100]}},
+                             "sex": {"role": "quasi", "taxonomy": {"kind": "top"}}},
+              "related": {"conditions": {"source": "conditions", "key": "PATIENT", "default_role": "insensitive"}},
+              "privacy": {"k": 2, "max_suppression": 0.34}}
+    policy.update(changes)
+    return policy
+
+
+def test_two_tables_golden(con):
+    """Suppressing A removes A's row in the unit table and both of its condition rows; B's pseudonym is the same in
+    both released tables; rows reconcile per table."""
+    two_tables(con)
+    rel = anon_sql.release(con, two_tables_policy())
+    assert rel.info["people"] == {"in": 3, "released": 2, "suppressed": 1}
+    assert rel.info["related"]["conditions"] == {"table": "synth_conditions", "rows_in": 3, "released": 1,
+                                                 "suppressed": 2}
+    units = con.execute("SELECT * FROM synth").df()
+    conditions = con.execute("SELECT * FROM synth_conditions").df()
+    assert list(conditions.columns) == ["PATIENT", "DESCRIPTION"] and conditions["DESCRIPTION"].tolist() == ["x"]
+    assert set(conditions["PATIENT"]) <= set(units["Id"]) and len(units) == 2
+    assert not {"A", "B", "C"} & (set(units["Id"]) | set(conditions["PATIENT"]))   # pseudonyms only
+    assert "related 'conditions' → 'synth_conditions': 3 rows in, 1 released, 2 of suppressed people" in rel.summary()
+    policy = anon_sql.Policy.from_dict(two_tables_policy())
+    assert anon_sql.Policy.from_toml(policy.to_toml()) == policy and anon_sql.Policy.from_sql(policy.to_sql()) == policy
+
+
+def test_two_tables_dropped_unit_drops_the_key_everywhere(con):
+    two_tables(con)
+    policy = two_tables_policy()
+    policy["attributes"]["Id"] = {"role": "identifier"}
+    anon_sql.release(con, policy)
+    assert list(con.execute("SELECT * FROM synth_conditions").df().columns) == ["DESCRIPTION"]
+    assert "Id" not in con.execute("SELECT * FROM synth").df().columns
+
+
+@pytest.mark.parametrize("setup, change, error", [
+    ("INSERT INTO conditions VALUES ('Z', 'x'), (NULL, 'y')", {}, r"'conditions' holds 2 rows whose key 'PATIENT'"),
+    ("CREATE OR REPLACE TABLE conditions AS SELECT 1 AS PATIENT, 'x' AS DESCRIPTION", {},
+     "key 'PATIENT' of 'conditions' is INTEGER, but privacy_unit 'Id'"),
+    ("", {"related": {"conditions": {"source": "conditions", "key": "PATIENT"}}}, r"column\(s\) \['DESCRIPTION'\]"),
+    ("", {"related": {"conditions": {"source": "conditions", "key": "nope", "default_role": "insensitive"}}},
+     "key 'nope' is not a column"),
+    ("", {"related": {"c": {"source": "conditions", "key": "PATIENT",
+                            "attributes": {"DESCRIPTION": {"role": "sensitive"}}}}}, "identifier or insensitive"),
+    ("", {"privacy_unit": None, "attributes": {"age": {"role": "quasi", "taxonomy": {"kind": "top"}},
+                                                "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
+                                                "Id": {"role": "identifier", "rows_are_people": True}}},
+     "needs privacy_unit"),
+    ("CREATE TABLE synth_conditions AS SELECT 1 AS mine", {}, "'synth_conditions' already exists"),
+])
+def test_two_tables_refusals_leave_the_database_unchanged(con, setup, change, error):
+    two_tables(con)
+    if setup:
+        con.execute(setup)
+    before = tables(con)
+    counts = {t: con.execute(f'SELECT count(*) FROM "{s}"."{t}"').fetchall() for s, t in before}
+    with pytest.raises(anon_sql.AnonSQLError, match=error):
+        anon_sql.release(con, {k: v for k, v in two_tables_policy(**change).items() if v is not None})
+    assert tables(con) == before
+    assert counts == {t: con.execute(f'SELECT count(*) FROM "{s}"."{t}"').fetchall() for s, t in before}
+
+
+def test_related_source_that_is_a_release_is_refused(con):
+    two_tables(con)
+    anon_sql.release(con, two_tables_policy())
+    policy = two_tables_policy(name="again")
+    policy["related"] = {"c": {"source": "synth_conditions", "key": "PATIENT", "default_role": "insensitive"}}
+    with pytest.raises(anon_sql.PolicyError, match="is a release's output"):
+        anon_sql.release(con, policy)
