@@ -23,6 +23,7 @@ from ..errors import PolicyError, SourceError
 from ..models import ClassStats, SensitiveCounts, TCloseness
 from ..models.hierarchical import resolve_taxonomy, taxonomy_nodes
 from ..data.source import Source, resolve, unregister
+from ..common.columns import UNIT
 from ..common.sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render
 from ..data.taxonomy import Taxonomy
 from ..udfs import kernels
@@ -117,8 +118,8 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
            sensitive: Sequence[str] | str | None = None, *, population: Any = None,
            sampling_fraction: float | None = None, threshold: float = 0.2,
            taxonomies: dict[str, Any] | None = None, combination_size: int = 1,
-           count_column: str | None = None, suda: bool = False, dis_fraction: float = 0.01,
-           weights: str | None = None, household: str | None = None) -> Assessment:
+           count_column: str | None = None, privacy_unit: str | None = None, suda: bool = False,
+           dis_fraction: float = 0.01, weights: str | None = None, household: str | None = None) -> Assessment:
     """Measure a table as it is (see docs/assess.md for every measure and its formula).
 
     ``source``: a table or view name, a .csv / .parquet path (str or Path), a pandas or Polars DataFrame, an Arrow
@@ -128,7 +129,9 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
     it); ``sampling_fraction``: n / population size instead. ``threshold``: the highest acceptable prosecutor risk
     for ``records_at_risk``. ``taxonomies``: sensitive attribute → taxonomy, for ``t_hierarchical``.
     ``combination_size``: distinction and separation for every QI combination up to this many QIs.
-    ``count_column``: a column giving the records each row stands for. Nothing is written to ``con``.
+    ``count_column``: a column giving the records each row stands for. ``privacy_unit``: the column identifying
+    the person when a person may have several rows: every measure then counts people (class sizes are distinct
+    people, a sensitive value's count the people holding it; docs/units.md). Nothing is written to ``con``.
     ``suda``: SUDA2 over the quasi-identifiers (``suda_msus_size_1`` … ``_M``, DIS-SUDA with ``dis_fraction``; the
     per-record frame in ``records``, the per-attribute contributions in ``contributions``). ``weights``: a column of
     sampling weights for the Benedetti–Franconi individual risk (``risk_*``); ``household``: a household id column
@@ -156,7 +159,11 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
         if count_column is not None and (count_column not in src.columns or count_column in quasi + sensitive):
             raise PolicyError(f"count_column {count_column!r} must be another column of {src.label!r} "
                               f"({src.columns})")
-        base = _base_counts(con, src, quasi + sensitive, count_column)
+        holdings = None
+        if privacy_unit is not None:
+            base, holdings = _people_counts(con, src, quasi, sensitive, privacy_unit, count_column)
+        else:
+            base = _base_counts(con, src, quasi + sensitive, count_column)
         pop_counts = None
         if population is not None and (isinstance(population, bool) or not isinstance(population, (int, float))):
             psrc = _resolve(con, population, "__anon_assess_population", registered)
@@ -166,7 +173,10 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
             pop_counts = _base_counts(con, psrc, quasi, None)
         result = _measure(src.label, base, quasi, sensitive, population, sampling_fraction, threshold,
                           {sa: resolve_taxonomy(t, sa, con) for sa, t in (taxonomies or {}).items()},
-                          combination_size, pop_counts, src)
+                          combination_size, pop_counts, src, holdings)
+        if privacy_unit is not None:
+            result.notes.append(f"counted in people: privacy_unit = {privacy_unit!r} (class sizes are distinct "
+                                "people, a sensitive value's count the people holding it; docs/units.md)")
         sdc_measures(con, result, src, quasi, suda=suda, dis_fraction=dis_fraction, weights=weights,
                      household=household)
         return result
@@ -215,9 +225,51 @@ def _base_counts(con, src: Source, keys: list[str], count_column: str | None):
         raise SourceError(f"cannot read {src.label!r}: {err}") from None
 
 
+def _people_counts(con, src: Source, quasi: list[str], sensitive: list[str], unit: str, count_column: str | None):
+    """With a privacy unit: people per distinct (QI, sensitive) combination, each person counted once (an Arrow
+    table shaped like :func:`_base_counts`'s), and per sensitive attribute the people of each class holding each
+    value (``__v``, ``__c``) with the class's people (``__p``). Refuses what the release refuses: a unit that is
+    not another column, NULL units, QIs that vary within a unit."""
+    from ..methods.people import SIZE_WEIGHT, people_counts
+    from ..runner.units import count_units, varying_quasi
+
+    if unit not in src.columns or unit in quasi + sensitive or unit == count_column:
+        raise PolicyError(f"privacy_unit {unit!r} must be another column of {src.label!r} ({src.columns}), not a "
+                          "quasi-identifier, sensitive attribute or count column")
+    if count_column is not None:
+        raise PolicyError("privacy_unit and count_column cannot be combined: remove one")
+    count_units(con, unit, src)
+    varying_quasi(con, unit, quasi, src)
+    with_unit = exp.Subquery(this=exp.select(exp.Star(), alias(col(unit), UNIT)).from_(src.relation.copy()),
+                             alias=exp.TableAlias(this=ident("__src")))
+    counts = people_counts(with_unit, quasi + sensitive, sensitive, "__held")
+    weight = col(SIZE_WEIGHT) if sensitive else col("__held")
+    base = (exp.select(*[col(c) for c in quasi + sensitive],
+                       alias(exp.Cast(this=weight, to=exp.DataType.build("BIGINT")), COUNT))
+            .from_(exp.Subquery(this=counts, alias=exp.TableAlias(this=ident("g")))).where(
+                exp.GT(this=weight.copy(), expression=exp.Literal.number(0))))
+    holdings = {}
+    people = exp.Count(this=exp.Distinct(expressions=[col(UNIT)]))
+    for sa in sensitive:
+        q_cols = [col(q) for q in quasi]
+        held = (exp.select(*q_cols, alias(col(sa), "__v"), alias(people.copy(), "__c")).from_(with_unit.copy())
+                .group_by(*[c.copy() for c in q_cols], col(sa)))
+        sizes = (exp.select(*[c.copy() for c in q_cols], alias(people.copy(), "__p")).from_(with_unit.copy())
+                 .group_by(*[c.copy() for c in q_cols]))
+        on = and_all(null_safe_eq(col(q, "h"), col(q, "s")) for q in quasi)
+        holdings[sa] = (exp.select(*[col(q, "h") for q in quasi], col("__v", "h"), col("__c", "h"), col("__p", "s"))
+                        .from_(exp.Subquery(this=held, alias=exp.TableAlias(this=ident("h"))))
+                        .join(exp.Subquery(this=sizes, alias=exp.TableAlias(this=ident("s"))), on=on))
+    try:
+        return (con.sql(render(base)).to_arrow_table(),
+                {sa: con.sql(render(q)).to_arrow_table() for sa, q in holdings.items()})
+    except duckdb.Error as err:
+        raise SourceError(f"cannot read {src.label!r}: {err}") from None
+
+
 def _measure(label: str, base, quasi: list[str], sensitive: list[str], population: Any,
              sampling_fraction: float | None, threshold: float, taxonomies: dict[str, Taxonomy],
-             combination_size: int, pop_counts, src: Source) -> Assessment:
+             combination_size: int, pop_counts, src: Source, holdings: dict[str, Any] | None = None) -> Assessment:
     work = duckdb.connect()
     try:
         work.register("b", base)
@@ -235,7 +287,7 @@ def _measure(label: str, base, quasi: list[str], sensitive: list[str], populatio
         measures: dict[str, Any] = rk.size_measures(sizes, freqs, threshold)
         n = measures["records"]
         notes: list[str] = []
-        measures.update(_sensitive_measures(work, quasi, sensitive, taxonomies, n, src, notes))
+        measures.update(_sensitive_measures(work, quasi, sensitive, taxonomies, n, src, notes, holdings))
         pop_size = _population_size(population if pop_counts is None else None, sampling_fraction, n)
         if pop_counts is not None:
             total = exp.select(exp.Sum(this=col(COUNT))).from_("p")
@@ -272,25 +324,34 @@ def _measure(label: str, base, quasi: list[str], sensitive: list[str], populatio
 
 
 def _sensitive_measures(work, quasi: list[str], sensitive: list[str], taxonomies: dict[str, Taxonomy], n: float,
-                        src: Source, notes: list[str]) -> dict[str, Any]:
+                        src: Source, notes: list[str], holdings: dict[str, Any] | None = None) -> dict[str, Any]:
     """l, t, α, β, δ and recursive c per sensitive attribute; with several attributes the key without suffix holds
-    the worst and ``<key>__<attribute>`` each one."""
+    the worst and ``<key>__<attribute>`` each one. ``holdings``: with a privacy unit, per attribute the people of
+    each class holding each value and the class's people (:func:`_people_counts`): the shares are normalized over
+    the holdings, α is the people holding a value over the class's people."""
     if not sensitive:
         notes.append("no sensitive attribute given: l-diversity, t-closeness, α, β and δ are not measured")
         return {}
     per: dict[str, dict[str, Any]] = {}
     for sa in sensitive:
         q_cols = [col(q) for q in quasi]
-        frame = work.execute(render(
-            exp.select(*q_cols, alias(col(sa), "__v"), alias(exp.Sum(this=col(COUNT)), "__c")).from_("b")
-            .group_by(*[c.copy() for c in q_cols], col(sa)))).df()
+        if holdings is None:
+            frame = work.execute(render(
+                exp.select(*q_cols, alias(col(sa), "__v"), alias(exp.Sum(this=col(COUNT)), "__c")).from_("b")
+                .group_by(*[c.copy() for c in q_cols], col(sa)))).df()
+        else:
+            frame = holdings[sa].to_pandas()
         cls = frame.groupby(quasi, dropna=False, sort=False).ngroup().to_numpy(dtype=np.int64)
         vals, labels = pd.factorize(frame["__v"], use_na_sentinel=False)
         vals = np.asarray(vals, dtype=np.int64)
         cnt = frame["__c"].to_numpy(dtype=np.float64)
         n_cls, n_val = int(cls.max()) + 1, len(labels)
-        q = np.bincount(vals, weights=cnt, minlength=n_val) / n
-        per[sa] = _one_attribute(sa, cls, vals, cnt, n_cls, labels, q, taxonomies.get(sa), src, notes)
+        q = np.bincount(vals, weights=cnt, minlength=n_val) / (n if holdings is None else cnt.sum())
+        people = None
+        if holdings is not None:
+            people = np.zeros(n_cls)
+            people[cls] = frame["__p"].to_numpy(dtype=np.float64)
+        per[sa] = _one_attribute(sa, cls, vals, cnt, n_cls, labels, q, taxonomies.get(sa), src, notes, people)
     out: dict[str, Any] = {}
     worst_max = ("t_equal", "t_ordered", "t_hierarchical", "alpha", "beta_basic", "beta_enhanced",
                  "beta_enhanced_pycanon", "delta_disclosure", "delta_disclosure_log2")
@@ -309,7 +370,8 @@ def _sensitive_measures(work, quasi: list[str], sensitive: list[str], taxonomies
 
 
 def _one_attribute(sa: str, cls: np.ndarray, vals: np.ndarray, cnt: np.ndarray, n_cls: int, labels, q: np.ndarray,
-                   taxonomy: Taxonomy | None, src: Source, notes: list[str]) -> dict[str, Any]:
+                   taxonomy: Taxonomy | None, src: Source, notes: list[str],
+                   people: np.ndarray | None = None) -> dict[str, Any]:
     order = np.argsort(cls, kind="stable")
     cls, vals, cnt = cls[order], vals[order], cnt[order]
     out: dict[str, Any] = {}
@@ -330,7 +392,12 @@ def _one_attribute(sa: str, cls: np.ndarray, vals: np.ndarray, cnt: np.ndarray, 
         out["t_hierarchical"] = float("nan")
         notes.append(f"t_hierarchical of {sa!r} needs its taxonomy (taxonomies={{'{sa}': ...}} / --taxonomy "
                      f"{sa}=FILE)")
-    out["alpha"] = float(rk.alpha_segments(cnt, cls, n_cls).max())
+    if people is None:
+        out["alpha"] = float(rk.alpha_segments(cnt, cls, n_cls).max())
+    else:   # the confidence: people holding the value over the class's people (docs/units.md)
+        largest = np.zeros(n_cls)
+        np.maximum.at(largest, cls, cnt)
+        out["alpha"] = float((largest / people).max())
     beta = float(rk.beta_segments(cnt, cls, n_cls, vals, q).max())
     out["beta_basic"] = beta
     out["beta_enhanced"] = float(rk.beta_enhanced_segments(cnt, cls, n_cls, vals, q).max())

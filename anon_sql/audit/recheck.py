@@ -23,7 +23,7 @@ from ..catalog import store as catalog
 from . import program as check_program
 from ..catalog.read import table_columns
 from ..compiler.checks_summary import summary_columns, summary_query
-from ..common.columns import EC_ID
+from ..common.columns import EC_ID, UNIT
 from ..compiler.views import CompileInput, ReleaseNames, class_stats_query, released_columns
 from ..errors import PolicyError, SourceError, TaxonomyError
 from ..methods import LevelPlan
@@ -202,8 +202,9 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     """The check program of ``table`` (see :mod:`anon_sql.audit.program`): the models per class summarized per
     check in one SQL aggregate (:mod:`anon_sql.compiler.checks_summary`), the released records, and what the catalog checks compare
     with — the columns the policy releases and the suppression budget."""
-    ci = CompileInput(policy, table.copy(), columns, level_plan, taxonomies, models)
-    view = class_stats_query(ci, table.copy(), [EC_ID, *policy.quasi], null_safe=True).subquery("__checks")
+    relation, policy = _people(table, policy, columns)
+    ci = CompileInput(policy, relation.copy(), columns, level_plan, taxonomies, models)
+    view = class_stats_query(ci, relation.copy(), [EC_ID, *policy.quasi], null_safe=True).subquery("__checks")
     described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
     wanted = summary_columns(d[0] for d in described)
     expected = [c for c in released_columns(policy, list(policy.attributes)) if c != policy.count_column]
@@ -212,6 +213,23 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
             "expected_columns": expected, "max_suppression": policy.privacy.max_suppression}
+
+
+def _people(table: exp.Table, policy: Policy, columns: list[str]) -> tuple[exp.Expression, Policy]:
+    """What the checks count in a release with a privacy unit (docs/units.md): people through the unit's pseudonym
+    when the release holds it; rows when the unit was dropped (the people are not in the table; k over rows is at
+    least k over people). Without a unit: the table and the policy as they are."""
+    unit = policy.privacy_unit
+    if not unit:
+        return table, policy
+    if unit in columns:
+        people = exp.select(exp.Star(), exp.alias_(exp.column(unit, quoted=True), UNIT, quoted=True)).from_(
+            table.copy())
+        return exp.Subquery(this=people, alias=exp.TableAlias(this=ident("__people"))), policy
+    d = policy.to_dict()
+    d.pop("privacy_unit")
+    d.pop("related", None)   # the related tables are not part of this table's checks
+    return table, Policy.from_dict(d)
 
 
 def _population_quasi(policy: Policy, plan: dict[str, Any]) -> list[str]:

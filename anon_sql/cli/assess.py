@@ -38,6 +38,8 @@ def _taxonomies(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--combinations", type=int, default=1, show_default=True,
               help="Distinction / separation for QI combinations of up to this many QIs.")
 @click.option("--count-column", default=None, help="Column giving the records each row stands for.")
+@click.option("--privacy-unit", default=None,
+              help="Column identifying the person when a person has several rows: every measure counts people.")
 @click.option("--suda", is_flag=True, help="SUDA2 special uniques over the quasi-identifiers (suda_msus_size_*, "
               "DIS-SUDA, per-attribute contributions).")
 @click.option("--dis-fraction", type=float, default=0.01, show_default=True,
@@ -50,8 +52,8 @@ def _taxonomies(items: tuple[str, ...]) -> dict[str, str]:
 @json_option
 def assess_cmd(source: str, quasi: str, sensitive: str | None, population: str | None,
                sampling_fraction: float | None, threshold: float, taxonomy: tuple[str, ...], combinations: int,
-               count_column: str | None, suda: bool, dis_fraction: float, weights: str | None,
-               household: str | None, db: str | None, html_path: str | None) -> None:
+               count_column: str | None, privacy_unit: str | None, suda: bool, dis_fraction: float,
+               weights: str | None, household: str | None, db: str | None, html_path: str | None) -> None:
     """Measure SOURCE (a table of --db, or a .csv / .parquet file) as it is: k, l, t, α, β, δ, prosecutor /
     journalist / marketer risk, population uniqueness. Nothing is written to the database."""
     import duckdb
@@ -70,8 +72,8 @@ def assess_cmd(source: str, quasi: str, sensitive: str | None, population: str |
                 pop = population
         a = assess(con, source, _split(quasi), _split(sensitive), population=pop,
                    sampling_fraction=sampling_fraction, threshold=threshold, taxonomies=_taxonomies(taxonomy),
-                   combination_size=combinations, count_column=count_column, suda=suda,
-                   dis_fraction=dis_fraction, weights=weights, household=household)
+                   combination_size=combinations, count_column=count_column, privacy_unit=privacy_unit,
+                   suda=suda, dis_fraction=dis_fraction, weights=weights, household=household)
         set_result(a.to_dict())
         click.echo(a.report("text"))
         if html_path:

@@ -19,3 +19,4 @@ def is_integer(type_name: str) -> bool:
 
 EC_ID = "ec_id"     # the equivalence class of a released row
 SIZE = "__size"     # a class's record count in the classes / checks views
+UNIT = "__unit"     # the privacy unit's value carried through the working views (never in a committed release)

@@ -15,7 +15,7 @@ from ..models.population import WEIGHT as POP_WEIGHT
 from ..data import base_counts
 from . import population as population_match
 from .masks import column_mask
-from ..common.columns import EC_ID, SIZE
+from ..common.columns import EC_ID, SIZE, UNIT
 from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq, prerendered, render
 from ..data.taxonomy import TOP, Taxonomy
 from ..catalog.names import COUNTED_ROWS, KEPT_WORKING, WORK_SCHEMA, WORKING, working
@@ -26,6 +26,7 @@ BASE_STATEMENT = "base counts"   # the runner skips it when resolve already made
 
 
 SCHEMA_STATEMENT = "work schema"
+DROP_UNIT_STATEMENT = "drop unit column"   # run after verification, not with the other statements
 SOURCE_STATEMENT = "source view"
 # working views the release may not need: the runner skips creating one that no later statement reads
 DROPPED_VIEWS = ("generalized view", "classes view")
@@ -166,6 +167,19 @@ class CompiledRelease:
 
 
 # -- columns ------------------------------------------------------------------------------------------------------
+def unit_columns(policy) -> list[str]:
+    """``[UNIT]`` when the policy counts people (``privacy_unit``): the working views and the release as verified
+    carry the unit's value in that column; ``[]`` otherwise."""
+    return [UNIT] if getattr(policy, "privacy_unit", None) else []
+
+
+def drop_unit_statement(names: ReleaseNames) -> exp.Alter:
+    """``ALTER TABLE <release> DROP COLUMN __unit``: run once the release is verified (the checks count people
+    through it; the committed release never holds it)."""
+    return exp.Alter(this=names.table.copy(), kind="TABLE",
+                     actions=[exp.Drop(tables=[exp.Column(this=ident(UNIT))], kind="COLUMN")])
+
+
 def released_columns(policy, columns: Sequence[str]) -> list[str]:
     """Source columns that reach the release: all but dropped identifiers (a masked identifier is released masked;
     the count column is kept last)."""
@@ -225,6 +239,8 @@ def source_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
             items.append(alias(exp.Anonymous(this=ci.pseudonym_function, expressions=[_varchar(col(c))]), c))
         else:
             items.append(col(c))
+    if policy.privacy_unit:   # the unit's own value, for counting people (dropped before the release commits)
+        items.append(alias(col(policy.privacy_unit), UNIT))
     if isinstance(ci.plan, AssignmentPlan):
         order = [exp.Ordered(this=col(c), nulls_first=True) for c in ci.columns]
         items.append(alias(exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=order)), ROW_ID))
@@ -244,7 +260,7 @@ def work_schema_statement(names: ReleaseNames) -> exp.Create:
 def general_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     """Generalized quasi-identifiers: joins to the level maps (level plans) or to the assignment (local recoding)."""
     policy = ci.policy
-    cols = released_columns(policy, ci.columns)
+    cols = released_columns(policy, ci.columns) + unit_columns(policy)
     src = "s"
     if isinstance(ci.plan, LevelPlan):
         items, joins = _generalized_items(ci, cols, src)
@@ -442,12 +458,12 @@ def _level_base(ci: CompileInput, names: ReleaseNames, base: exp.Table | None = 
     policy = ci.policy
     keep = base_counts.keys(policy)
     if base is None:
-        counts: exp.Expression = exp.Subquery(this=base_counts.query(policy, names.source),
+        counts: exp.Expression = exp.Subquery(this=base_counts.query(policy, names.source, UNIT),
                                               alias=exp.TableAlias(this=ident("b")))
     else:
         counts = base.copy()
         counts.set("alias", exp.TableAlias(this=ident("b")))
-    items, joins = _generalized_items(ci, keep, "b")
+    items, joins = _generalized_items(ci, keep + unit_columns(policy), "b")
     originals = [alias(col(q, "b"), f"__o{i}") for i, q in enumerate(policy.quasi)]
     query = exp.select(*originals, *items, col(WEIGHT, "b")).from_(counts)
     for rel, on in joins:
@@ -512,15 +528,23 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
 
     sens = policy.sensitive
     base_alias = "z"
+    # with a privacy unit every count is of distinct people: the class size, and a value's count (the people of
+    # the class holding it); docs/units.md
+    people = exp.Count(this=exp.Distinct(expressions=[col(UNIT)])) if unit_columns(policy) else None
     if not sens:
-        base = exp.select(*key_cols, alias(exp.Sum(this=w), SIZE)).from_(relation.copy()).group_by(*key_cols)
+        size = people.copy() if people is not None else exp.Sum(this=w)
+        base = exp.select(*key_cols, alias(size, SIZE)).from_(relation.copy()).group_by(*key_cols)
         ctes.append(("__sz", base))
+    elif people is not None:
+        ctes.append(("__su", exp.select(*key_cols, alias(people.copy(), SIZE)).from_(relation.copy())
+                     .group_by(*key_cols)))
     per_attr = []
     extra_cols: list[list[str]] = []
     own_distance: list[bool] = []   # per attribute: a model computes the distance column in CTEs of its own
     for i, sa in enumerate(sens):
         sv, sa_q = f"__sv{i}", f"__sa{i}"
-        grouped = (exp.select(*key_cols, alias(col(sa), "__v"), alias(exp.Sum(this=w), "__c"))
+        count = people.copy() if people is not None else exp.Sum(this=w)
+        grouped = (exp.select(*key_cols, alias(col(sa), "__v"), alias(count, "__c"))
                    .from_(relation.copy()).group_by(*key_cols, col(sa)))
         ctes.append((sv + "_g", grouped))
         part = exp.Window(this=exp.Sum(this=col("__c")), partition_by=[col(k) for k in keys])
@@ -533,7 +557,8 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
             this=exp.Sum(this=exp.Abs(this=exp.Sub(this=exp.Div(this=col("__c", "x"), expression=col("__m", "x")),
                                                     expression=col("__q", "g")))),
             expression=exp.Sub(this=lit(1.0), expression=exp.Sum(this=col("__q", "g"))))))
-        items = [*keys_of("x"), alias(exp.Sum(this=col("__c", "x")), SIZE if i == 0 else f"__size{i}"),
+        items = [*keys_of("x"),
+                 alias(exp.Sum(this=col("__c", "x")), SIZE if i == 0 and people is None else f"__size{i}"),
                  alias(exp.Count(this=exp.Star()), f"__distinct__{sa}")]
         if duck:
             ordered = [exp.Ordered(this=col("__c", "x"), desc=True, nulls_first=False)]
@@ -561,8 +586,12 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
 
     # assemble: base (first per-attribute aggregate, or sizes), joined with the other aggregates
     first = per_attr[0] if per_attr else "__sz"
-    select_items: list[exp.Expression] = [*keys_of(base_alias), col(SIZE, base_alias)]
+    select_items: list[exp.Expression] = [*keys_of(base_alias),
+                                          col(SIZE, "su" if sens and people is not None else base_alias)]
     query = exp.select().from_(exp.Table(this=ident(first), alias=exp.TableAlias(this=ident(base_alias))))
+    if sens and people is not None:
+        query = query.join(exp.Table(this=ident("__su"), alias=exp.TableAlias(this=ident("su"))),
+                           on=join_on(base_alias, "su"))
     for i, sa_q in enumerate(per_attr):
         a = base_alias if i == 0 else f"a{i}"
         if i > 0:
@@ -710,13 +739,14 @@ def _expands(ci: CompileInput, data_cols: list[str]) -> bool:
     """A level plan read from a base-count table whose released columns are all QIs / sensitive attributes: written
     from the base counts, never re-reading the source."""
     return ((uses_base_table(ci) or (ci.base is not None and isinstance(ci.plan, LevelPlan)))
-            and not ci.policy.count_column and set(data_cols) <= set(base_counts.keys(ci.policy)))
+            and not ci.policy.count_column
+            and set(data_cols) <= set(base_counts.keys(ci.policy) + unit_columns(ci.policy)))
 
 
 def _data_columns(ci: CompileInput) -> list[str]:
     """Released columns other than the count column (and the noise flag of an assignment plan, if any)."""
     cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column]
-    return cols + ([noise_flag(ci.plan)] if noise_flag(ci.plan) else [])
+    return cols + ([noise_flag(ci.plan)] if noise_flag(ci.plan) else []) + unit_columns(ci.policy)
 
 
 def uses_row_map(ci: CompileInput) -> bool:
@@ -753,7 +783,7 @@ def _row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     # a COUNT(*) OVER (PARTITION BY hash) cost 60% of a warm Adult release's SQL time)
     distinct = exp.select(alias(key.copy(), ROW_KEY), *[col(q, "x") for q in quasi]).distinct().from_(
         exp.Table(this=ident("__lb"), alias=exp.TableAlias(this=ident("x"))))
-    if base_counts.keys(ci.policy) == quasi:     # the base rows are the distinct tuples
+    if base_counts.keys(ci.policy) == quasi and not ci.policy.privacy_unit:   # the base rows are the tuples
         tuples: exp.Expression = exp.Count(this=exp.Star())
     else:                                         # a tuple has a base row per sensitive value
         originals = exp.select(*[col(f"__o{i}") for i in range(len(quasi))]).distinct().from_(
@@ -821,7 +851,7 @@ def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
     quasi = list(ci.policy.quasi)
     items = [col(c, "c") if c in quasi else col(c, "b") for c in data_cols] + [col(EC_ID, "c"), col(WEIGHT, "b")]
     on = and_all(null_safe_eq(col(q, "b"), col(q, "c")) for q in quasi)
-    order = [col(EC_ID)] + [col(c) for c in data_cols if c not in quasi]
+    order = [col(EC_ID)] + [col(c) for c in data_cols if c not in quasi and c != UNIT]
     kept = (exp.select(*items)
             .from_(exp.Table(this=ident("__lb"), alias=exp.TableAlias(this=ident("b"))))
             .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))), on=on)
@@ -899,7 +929,7 @@ def _ordered_rows(ci: CompileInput, query: exp.Select, items: list[exp.Expressio
     if policy.count_column:
         total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=dtype("BIGINT"))
         query = query.select(alias(total, policy.count_column)).group_by(*[g.copy() for g in items])
-    others = [col(c) for c in data_cols if c not in policy.quasi]
+    others = [col(c) for c in data_cols if c not in policy.quasi and c != UNIT]   # never the unit's raw value
     if policy.count_column:
         others.append(col(policy.count_column))
     order_cols = [col(EC_ID)]
@@ -982,7 +1012,7 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
     ]
     base = base_counts.temp_table(names.release) if uses_base_table(ci) else None
     if base is not None:
-        stmts.append((BASE_STATEMENT, base_counts.create(ci.policy, names.source, base)))
+        stmts.append((BASE_STATEMENT, base_counts.create(ci.policy, names.source, base, UNIT)))
     row_map = row_map_table(names.release) if isinstance(ci.plan, LevelPlan) and uses_row_map(ci) else None
     if row_map is not None:
         stmts.append(("row map", exp.Create(this=row_map.copy(), kind="TABLE", replace=True,
@@ -1016,7 +1046,9 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
                   for kept in (True, False)]
     if base is not None:
         stmts.append(("drop base counts", base_counts.drop(base)))
-    cols = _data_columns(ci)
+    if unit_columns(ci.policy):   # last: the runner runs it once the checks (which count people) have passed
+        stmts.append((DROP_UNIT_STATEMENT, drop_unit_statement(names)))
+    cols = [c for c in _data_columns(ci) if c != UNIT]   # the unit column leaves once the release is verified
     cols.append(EC_ID)
     if ci.policy.count_column:
         cols.append(ci.policy.count_column)

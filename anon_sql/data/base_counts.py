@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from sqlglot import exp
 
+from ..common.columns import UNIT
 from ..common.sqlbuild import alias, col, dtype, ident, record_count, render
 
 if TYPE_CHECKING:
@@ -24,12 +25,18 @@ def keys(policy: Any) -> list[str]:
     return [*policy.quasi, *[s for s in policy.sensitive if s not in policy.quasi]]
 
 
-def query(policy: Any, relation: exp.Expression) -> exp.Select:
-    """``SELECT keys, SUM(weight) AS __w FROM relation GROUP BY keys``."""
+def query(policy: Any, relation: exp.Expression, unit: str | None = None) -> exp.Select:
+    """``SELECT keys, SUM(weight) AS __w FROM relation GROUP BY keys``; with a privacy unit also grouped by the
+    unit (its column ``unit`` of ``relation``, default the policy's, kept as ``__unit``): a row per person and
+    combination, so the classes can count distinct people (docs/units.md)."""
     cols = [col(c) for c in keys(policy)]
+    group = [c.copy() for c in cols]
+    if getattr(policy, "privacy_unit", None):
+        unit_col = col(unit or policy.privacy_unit)
+        cols.append(alias(unit_col, UNIT))
+        group.append(unit_col.copy())
     total = record_count(policy.count_column)
-    return (exp.select(*cols, alias(total, WEIGHT))
-            .from_(relation.copy()).group_by(*[c.copy() for c in cols]))
+    return exp.select(*cols, alias(total, WEIGHT)).from_(relation.copy()).group_by(*group)
 
 
 def temp_table(release_name: str) -> exp.Table:
@@ -37,9 +44,9 @@ def temp_table(release_name: str) -> exp.Table:
     return exp.Table(this=ident(release_name + SUFFIX), db=ident("main"), catalog=ident("temp"))
 
 
-def create(policy: Any, relation: exp.Expression, table: exp.Table) -> exp.Create:
+def create(policy: Any, relation: exp.Expression, table: exp.Table, unit: str | None = None) -> exp.Create:
     """``CREATE OR REPLACE TEMP TABLE table AS <query>`` (DuckDB)."""
-    return exp.Create(this=table.copy(), kind="TABLE", replace=True, expression=query(policy, relation),
+    return exp.Create(this=table.copy(), kind="TABLE", replace=True, expression=query(policy, relation, unit),
                       properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
 
 

@@ -115,6 +115,9 @@ class Method:
     # whether planning counts the population of k-map / δ-presence per class (a split, merge or level that fails
     # them is not taken); otherwise they are verified on the release only and failing classes are suppressed
     plans_population = False
+    # whether it releases with a privacy unit (counts distinct people per class, suppresses whole people;
+    # docs/units.md); a method that does not is refused for a policy with ``privacy_unit``
+    counts_units = False
 
     def __init__(self, **params: Any):
         section(f"[method_params] of method {self.name!r}", *self.parameters).check(params, "method_params")

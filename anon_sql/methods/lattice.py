@@ -20,7 +20,9 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from ..data import base_counts
-from ..errors import TaxonomyError
+from ..common.columns import UNIT
+from ..errors import PolicyError, TaxonomyError
+from .people import SIZE_WEIGHT as _SIZE_W, people_counts
 from ..models import ClassStats, SensitiveCounts, group_rules
 from ..policy.objectives import MEASURES, OBJECTIVES  # OBJECTIVES: re-exported (tests import it from here)
 from ..common.sqlbuild import alias, col, dtype, record_count, render, table
@@ -89,6 +91,9 @@ class _State:
     q: list[np.ndarray]
     rest: np.ndarray
     w: np.ndarray
+    # with a privacy unit and sensitive values: each group's share of the class size (a person counts once, in one
+    # of their groups), while ``w`` counts the people holding the group's value (docs/units.md); None: ``w`` is both
+    n: np.ndarray | None = None
 
 
 # the base query's rendered text per shape (source or base relation, columns): a warm release renders it once
@@ -261,7 +266,13 @@ class Lattice:
             a = getattr(m, "attribute", None)
             if getattr(m, "needs_sensitive", False) and a is not None and a not in sens:
                 sens.append(a)
-        others = [c for c in columns if c not in self.quasi and c != count and c not in sens] if self.rows else []
+        unit = getattr(self.policy, "privacy_unit", None)
+        if unit and len(sens) > 1:
+            raise PolicyError(f"a lattice search with privacy_unit counts people per sensitive value of one "
+                              f"attribute; the policy's models read {sens}: use method 'levels' (its checks count "
+                              "people per attribute) or one sensitive attribute")
+        others = ([c for c in columns if c not in self.quasi and c != count and c not in sens and c != UNIT]
+                  if self.rows and not unit else [])
         rest_cols = sens + others
         group_cols = self.quasi + rest_cols
         w_name = "__anon_w"
@@ -270,13 +281,13 @@ class Lattice:
         use_base = base is not None and set(group_cols) <= set(base_counts.keys(self.policy))
         # the query's text depends on these alone: rendered once per shape (a warm release reuses it)
         shape = (render(base if use_base else view), tuple(self.quasi), tuple(sens), tuple(rest_cols), count, w_name,
-                 use_base and set(group_cols) == set(base_counts.keys(self.policy)))
+                 use_base and set(group_cols) == set(base_counts.keys(self.policy)) and not unit, bool(unit))
         text = _BASE_SQL.get(shape)
         if text is None:
             if len(_BASE_SQL) >= 256:
                 _BASE_SQL.clear()
             text = _BASE_SQL[shape] = render(self._base_query(view, base if use_base else None, sens, rest_cols,
-                                                              w_name, shape[-1]))
+                                                              w_name, shape[-2], bool(unit)))
         frame = _fetch_arrow(con, text)
         n = frame.num_rows
         qcodes = []
@@ -308,22 +319,26 @@ class Lattice:
             labels[s] = np.array(frame.column(f"__v{i}").to_pylist() + [None], dtype=object)[:-1]
             self.sa_labels.append(labels)
         self.base_rows = n
+        people = frame.column(_SIZE_W).to_numpy().astype(np.float64)[order] if unit and sens else None
         return _State(self.root, [c[order] for c in qcodes], rest[order],
-                      frame.column(w_name).to_numpy().astype(np.float64)[order])
+                      frame.column(w_name).to_numpy().astype(np.float64)[order], people)
 
     def _base_query(self, view: exp.Table, base: exp.Table | None, sens: list[str], rest_cols: list[str],
-                    w_name: str, grouped: bool) -> exp.Select:
+                    w_name: str, grouped: bool, people: bool = False) -> exp.Select:
         """SELECT the quasi-identifiers as text, the sensitive values' and the rest's dense ranks and the weight of
         each distinct combination, from the base counts (``grouped``: already grouped by exactly these columns) or
-        aggregated from the source view."""
+        aggregated from the source view. ``people``: weights count distinct units (:func:`people_counts`)."""
         group_cols = self.quasi + rest_cols
         weight: exp.Expression = record_count(self.policy.count_column)
         if base is not None:
             view = base.copy()
             weight = col(base_counts.WEIGHT) if grouped else exp.Sum(this=col(base_counts.WEIGHT))
         weight = exp.Cast(this=weight, to=dtype("DOUBLE"))
-        inner = exp.select(*[col(c) for c in group_cols], alias(weight, w_name)).from_(view)
-        if not grouped:
+        if people:
+            inner = people_counts(view, group_cols, sens, w_name)
+        else:
+            inner = exp.select(*[col(c) for c in group_cols], alias(weight, w_name)).from_(view)
+        if not grouped and not people:
             inner = inner.group_by(*[col(c) for c in group_cols])
 
         def rank(cols: list[str]) -> exp.Expression:
@@ -337,6 +352,8 @@ class Lattice:
         if rest_cols:
             items.append(alias(rank(rest_cols), "__r"))
         items.append(col(w_name))
+        if people and sens:
+            items.append(col(_SIZE_W))
         return exp.select(*items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("b"))))
 
     def _load_population(self, con: Any) -> tuple[list[np.ndarray], np.ndarray] | None:
@@ -487,14 +504,15 @@ class Lattice:
                 q.append(codes)
         cards = [e.cards[b] for e, b in zip(self.enc, node)]
         cls, n_cls = _factorize(*_combine(q, cards, len(src.w)))
-        sizes = np.bincount(cls, weights=src.w, minlength=n_cls)
+        sizes = np.bincount(cls, weights=src.w if src.n is None else src.n, minlength=n_cls)
         first = _first_index(cls, n_cls)
         reps = [a[first] for a in q]
         if self.n_rest > 1:
             grp, n_grp = _factorize(cls * self.n_rest + src.rest, n_cls * self.n_rest)
             g_first = _first_index(grp, n_grp)
             state = _State(node, [a[g_first] for a in q], src.rest[g_first],
-                           np.bincount(grp, weights=src.w, minlength=n_grp))
+                           np.bincount(grp, weights=src.w, minlength=n_grp),
+                           None if src.n is None else np.bincount(grp, weights=src.n, minlength=n_grp))
             return state, sizes, reps, cls[g_first]
         state = _State(node, reps, np.zeros(n_cls, dtype=np.int64), sizes)
         return state, sizes, reps, np.arange(n_cls, dtype=np.int64)
@@ -629,7 +647,8 @@ class Lattice:
         if self._entropy_levels is None:
             self._entropy_levels = []
             for j, e in enumerate(self.enc):
-                leaf = np.bincount(self._base.q[j], weights=self._base.w, minlength=e.cards[0])
+                leaf = np.bincount(self._base.q[j], minlength=e.cards[0],
+                                   weights=self._base.w if self._base.n is None else self._base.n)
                 present = leaf > 0
                 per = []
                 for level in range(e.height + 1):

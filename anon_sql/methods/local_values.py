@@ -17,11 +17,12 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ..common.columns import is_integer, is_numeric
-from ..errors import TaxonomyError
+from ..errors import PolicyError, TaxonomyError
 from ..data.source import describe
 from ..common.sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render, table as table_ref
 from ..data.taxonomy import TOP, Taxonomy
 from .base import ROW_ID, MethodContext
+from .people import SIZE_WEIGHT, people_counts
 
 _NULL = "\x00NULL"   # label of the NULL pseudo-leaf inside the encoding (released as SQL NULL)
 _NUM = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
@@ -241,6 +242,9 @@ class SourceData:
     sensitive: dict[str, np.ndarray]        # attribute → value code per row (codes follow the sorted values)
     sensitive_values: dict[str, pd.Series]  # attribute → the distinct values in code order (NULL last)
     types: dict[str, str]
+    # with a privacy unit (load_combinations): each combination's share of a class's size in people, while
+    # ``weights`` counts the people holding its sensitive value (methods/people.py); None: ``weights`` is both
+    sizes: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -283,7 +287,9 @@ def _source_data(table: pa.Table, policy: Any, ctx: MethodContext, types: dict[s
         sens[s], sens_values[s] = _sorted_codes(table.column(f"s{i}"))
     if rows is None:
         rows = np.asarray(table.column("r").to_numpy(zero_copy_only=False), dtype=np.int64)
-    return SourceData(rows, columns, weights, sens, sens_values, types)
+    sizes = (np.asarray(table.column(SIZE_WEIGHT).to_numpy(zero_copy_only=False), dtype=np.float64)
+             if SIZE_WEIGHT in table.column_names else None)
+    return SourceData(rows, columns, weights, sens, sens_values, types, sizes)
 
 
 def load_source(ctx: MethodContext) -> SourceData:
@@ -319,6 +325,13 @@ def load_combinations(ctx: MethodContext) -> tuple[SourceData, pa.Table]:
     weight = exp.Cast(this=record_count(policy.count_column), to=exp.DataType.build("DOUBLE"))
     query = (exp.select(*keys, alias(weight, "w")).from_(table_ref(ctx.source_view))
              .group_by(*[exp.Column(this=ident(k.alias)) for k in keys]))
+    if getattr(policy, "privacy_unit", None):   # people, not rows (docs/units.md)
+        if len(policy.sensitive) > 1:
+            raise PolicyError(f"method {policy.method!r} with privacy_unit counts people per sensitive value of one "
+                              f"attribute; the policy has {policy.sensitive}: use method 'levels' (its checks "
+                              "count people per attribute) or one sensitive attribute")
+        query = people_counts(table_ref(ctx.source_view), keys, [f"s{i}" for i in range(len(policy.sensitive))],
+                              "w")
     if per_row:
         query = query.order_by(col("r"))
     table = ctx.con.sql(render(query)).to_arrow_table()

@@ -31,12 +31,14 @@ from .population_points import PopulationPoints, population_points
 class StatsBuilder:
     """Builds :class:`ClassStats` for any grouping of rows (the halves of candidate splits)."""
 
-    weights: np.ndarray
+    weights: np.ndarray                  # each row's share of a class size (records, or people with a unit)
     sensitive: dict[str, np.ndarray]
     labels: dict[str, np.ndarray]
     global_freq: dict[str, np.ndarray]
     needs_sensitive: bool
     population: PopulationPoints | None = None   # k-map / δ-presence: the population matching each class
+    # with a privacy unit: the people holding each row's sensitive value (SourceData.sizes); None: ``weights``
+    value_weights: np.ndarray | None = None
 
     @classmethod
     def from_source(cls, data: SourceData, models: Sequence[PrivacyModel],
@@ -46,10 +48,14 @@ class StatsBuilder:
         freq = {s: np.bincount(c, weights=data.weights, minlength=len(data.sensitive_values[s]))
                 for s, c in data.sensitive.items()}
         labels = {s: v.to_numpy(dtype=object) for s, v in data.sensitive_values.items()}
+        if data.sizes is not None:   # people: sizes and cuts weigh people, value counts people holding it
+            return cls(data.sizes, data.sensitive, labels, freq, any(m.needs_sensitive for m in models), population,
+                       data.weights)
         return cls(data.weights, data.sensitive, labels, freq, any(m.needs_sensitive for m in models), population)
 
     def build(self, rows: np.ndarray, cls: np.ndarray, n: int) -> ClassStats:
-        w = self.weights[rows]
+        size = self.weights[rows]
+        w = size if self.value_weights is None else self.value_weights[rows]
         sens = {}
         if self.needs_sensitive:
             for s, codes in self.sensitive.items():
@@ -59,7 +65,7 @@ class StatsBuilder:
                 sc.labels = self.labels[s]
                 sens[s] = sc
         pop = self.population.counts(rows, cls, n) if self.population is not None else None
-        return ClassStats(np.bincount(cls, weights=w, minlength=n), sens, pop)
+        return ClassStats(np.bincount(cls, weights=size, minlength=n), sens, pop)
 
 
 def all_ok(models: Sequence[PrivacyModel], stats: ClassStats) -> np.ndarray:
@@ -269,6 +275,7 @@ class Mondrian(Method):
     plan_kind = "assignment"
     needs_taxonomies = False
     plans_population = True
+    counts_units = True   # partitions people: combinations weighted by people (methods/people.py, docs/units.md)
 
     def __init__(self, **params: Any):
         super().__init__(**params)

@@ -60,6 +60,7 @@ class _LatticeSearch(Method):
     rows = True   # whether the search needs distinct rows / violations (the base table then keeps every column)
     reads = "base"
     plans_population = True
+    counts_units = True   # the lattice counts people per class with a privacy unit (docs/units.md)
 
     def __init__(self, **params: Any):
         super().__init__(**params)

@@ -3,7 +3,8 @@ and δ-disclosure privacy (docs/assess.md cites the formulas).
 
 The numpy tests are the kernels of udfs/risk_kernels.py over the classes' sparse counts; the SQL tests are per-class
 aggregates over the (class, value) rows with the value's table share ``q`` (``class_aggregates``), computed in the
-same per-attribute aggregate as t-closeness (compiler.class_stats_query) — or, for α, a macro over the sorted counts.
+same per-attribute aggregate as t-closeness (compiler.class_stats_query) — or, for α, the largest count over the class
+size (with a privacy unit: the people holding a value over the class's people, docs/units.md).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sqlglot import exp
 
 from ..common.sqlbuild import func, lit
 from ..udfs import risk_kernels as rk
-from .base import EPS, MACRO_SCHEMA, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 
 
 def _sc(stats: ClassStats, attribute: str):
@@ -52,15 +53,22 @@ class AlphaKAnonymity(_DistributionModel):
         super().__init__(attribute)
         self.alpha = float(alpha)
 
+    # the share of a value is the class's members holding it over the class size: over rows the largest count over
+    # the counts' sum, with a privacy unit the people holding it over the class's people (docs/units.md), which
+    # the normalized count would understate when people hold several values
     def measure(self, stats: ClassStats) -> np.ndarray:
         sc = stats.sensitive[self.attribute]
-        return rk.alpha_segments(sc.cnt, sc.cls, stats.n_classes)
+        largest = np.zeros(stats.n_classes)
+        np.maximum.at(largest, sc.cls, sc.cnt)
+        sizes = np.asarray(stats.sizes, dtype=float)
+        return np.where(sizes > 0, largest / np.where(sizes > 0, sizes, 1.0), 0.0)
 
     def check(self, stats: ClassStats) -> np.ndarray:
         return self.measure(stats) <= self.alpha + EPS
 
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
-        v = func("alpha_counts", cols.counts(self.attribute), schema=MACRO_SCHEMA)
+        v = exp.Div(this=exp.Cast(this=func("list_max", cols.counts(self.attribute)), to=exp.DataType.build("DOUBLE")),
+                    expression=cols.size)
         return [SQLCheck(f"alpha__{self.attribute}", v, exp.LTE(this=v.copy(), expression=lit(self.alpha + EPS)),
                          f"largest value share <= {self.alpha} on {self.attribute}", WORST_LARGEST)]
 

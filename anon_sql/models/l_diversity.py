@@ -20,6 +20,35 @@ class SensitiveModel(PrivacyModel):
         self.attribute = attribute
 
 
+# A value every member of a class holds is disclosed whatever else they hold: with a privacy unit a person's several
+# rows can make such a class look diverse (docs/units.md, the flu case), so l >= 2 also requires that the largest
+# count of a value (people holding it) be below the class size (people). Over rows this is implied by l >= 2.
+def _no_value_held_by_all(stats: ClassStats, attribute: str, l: float) -> np.ndarray:
+    """Per class: no value's count reaches the class size (always true for l < 2)."""
+    if l < 2:
+        return np.ones(stats.n_classes, dtype=bool)
+    sc = stats.sensitive[attribute]
+    largest = np.zeros(stats.n_classes)
+    np.maximum.at(largest, sc.cls, sc.cnt)
+    return largest < np.asarray(stats.sizes, dtype=float) - EPS
+
+
+def _largest_column(attribute: str) -> str:
+    return f"__largest__{attribute}"
+
+
+def _largest_aggregate(attribute: str, c: exp.Expression) -> dict[str, exp.Expression]:
+    """The per-class aggregate the SQL rule reads: the largest count of a value (people holding it)."""
+    return {_largest_column(attribute): exp.Max(this=c.copy())}
+
+
+def _sql_rule(cols: ClassColumns, attribute: str, l: float, ok: exp.Expression) -> exp.Expression:
+    """``ok AND largest < size`` for l >= 2 (the rule of :func:`_no_value_held_by_all`), else ``ok``."""
+    if l < 2:
+        return ok
+    return exp.and_(ok, exp.LT(this=cols.ref(_largest_column(attribute)), expression=cols.size))
+
+
 class DistinctLDiversity(SensitiveModel):
     """Every class has at least l distinct sensitive values."""
 
@@ -35,12 +64,15 @@ class DistinctLDiversity(SensitiveModel):
         return np.bincount(sc.cls, minlength=stats.n_classes).astype(float)
 
     def check(self, stats: ClassStats) -> np.ndarray:
-        return self.measure(stats) >= self.l
+        return (self.measure(stats) >= self.l) & _no_value_held_by_all(stats, self.attribute, self.l)
+
+    def class_aggregates(self, c: exp.Expression, m: exp.Expression, q: exp.Expression) -> dict[str, exp.Expression]:
+        return _largest_aggregate(self.attribute, c) if self.l >= 2 else {}
 
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
         v = cols.distinct(self.attribute)
-        return [SQLCheck(f"l_distinct__{self.attribute}", v, exp.GTE(this=v, expression=lit(self.l)),
-                         f"distinct l >= {self.l} on {self.attribute}")]
+        ok = _sql_rule(cols, self.attribute, self.l, exp.GTE(this=v, expression=lit(self.l)))
+        return [SQLCheck(f"l_distinct__{self.attribute}", v, ok, f"distinct l >= {self.l} on {self.attribute}")]
 
     def describe(self) -> str:
         return f"distinct l-diversity (l = {self.l}) on {self.attribute}"
@@ -62,12 +94,15 @@ class EntropyLDiversity(SensitiveModel):
         return np.exp(kernels.entropy_segments(sc.cnt, sc.cls, stats.n_classes))
 
     def check(self, stats: ClassStats) -> np.ndarray:
-        return self.measure(stats) >= self.l - EPS
+        return (self.measure(stats) >= self.l - EPS) & _no_value_held_by_all(stats, self.attribute, self.l)
+
+    def class_aggregates(self, c: exp.Expression, m: exp.Expression, q: exp.Expression) -> dict[str, exp.Expression]:
+        return _largest_aggregate(self.attribute, c) if self.l >= 2 else {}
 
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
         v = exp.Exp(this=macro("entropy_counts", cols.counts(self.attribute)))
-        return [SQLCheck(f"l_entropy__{self.attribute}", v,
-                         exp.GTE(this=v, expression=lit(self.l - EPS)), f"entropy l >= {self.l} on {self.attribute}")]
+        ok = _sql_rule(cols, self.attribute, self.l, exp.GTE(this=v, expression=lit(self.l - EPS)))
+        return [SQLCheck(f"l_entropy__{self.attribute}", v, ok, f"entropy l >= {self.l} on {self.attribute}")]
 
     def describe(self) -> str:
         return f"entropy l-diversity (l = {self.l}) on {self.attribute}"
@@ -86,7 +121,11 @@ class RecursiveCLDiversity(SensitiveModel):
 
     def check(self, stats: ClassStats) -> np.ndarray:
         sc = stats.sensitive[self.attribute]
-        return kernels.recursive_l_ok_segments(sc.cnt, sc.cls, stats.n_classes, self.c, self.l)
+        return (kernels.recursive_l_ok_segments(sc.cnt, sc.cls, stats.n_classes, self.c, self.l)
+                & _no_value_held_by_all(stats, self.attribute, self.l))
+
+    def class_aggregates(self, c: exp.Expression, m: exp.Expression, q: exp.Expression) -> dict[str, exp.Expression]:
+        return _largest_aggregate(self.attribute, c) if self.l >= 2 else {}
 
     def measure(self, stats: ClassStats) -> np.ndarray:
         """r_1 / (r_l + ...) per class: the class passes for every c above it."""
@@ -94,7 +133,8 @@ class RecursiveCLDiversity(SensitiveModel):
         return kernels.recursive_ratio_segments(sc.cnt, sc.cls, stats.n_classes, self.l)
 
     def sql_checks(self, cols: ClassColumns) -> list[SQLCheck]:
-        ok = macro("recursive_l_ok_counts", cols.counts(self.attribute), lit(self.c), lit(self.l))
+        ok = _sql_rule(cols, self.attribute, self.l,
+                       macro("recursive_l_ok_counts", cols.counts(self.attribute), lit(self.c), lit(self.l)))
         return [SQLCheck(f"l_recursive__{self.attribute}", exp.Cast(this=ok, to=exp.DataType.build("INT")), ok,
                          f"recursive (c={self.c}, l={self.l}) on {self.attribute}")]
 

@@ -530,6 +530,9 @@ ATTRIBUTE = Tagged("role", {
                               "`drop` the column, or `pseudonymize` it (HMAC-SHA256 keyed by `$ANON_SQL_KEY` or "
                               "`key_file`; the key is never stored)", "drop"),
                           key("key_file", Text(what="path"), "file holding the pseudonym key (with `pseudonymize`)"),
+                          key("rows_are_people", Boolean(), "the rows are different people even where this "
+                              "column's values repeat (e.g. two patients named alike); without it, and without "
+                              "`privacy_unit`, a repeated identifier is refused (docs/units.md)", False),
                           _MASK_KEY, doc="a direct identifier: never released as it is",
                           rules=[_mask_or_pseudonymize]),
     "quasi": section("[attributes.<column>] role = \"quasi\"", _ROLE,
@@ -702,6 +705,16 @@ def method_parameters(name: str) -> tuple:
     return _method_catalog("parameters")(name)
 
 
+RELATED = section(
+    "[related.<name>]",
+    key("source", Text(), "table, view or `.csv` / `.parquet` path whose rows belong to the units", REQUIRED),
+    key("key", Text(what="column name"), "the column holding the unit's value (the unit table's `privacy_unit`)",
+        REQUIRED),
+    key("default_role", choice("identifier", "insensitive"), "role of the columns `attributes` does not list"),
+    key("attributes", MapOf(ATTRIBUTE, "column"), "`[related.<name>.attributes.<column>]`: role per column "
+        "(`identifier` or `insensitive`)", {}),
+    doc="a table whose rows belong to one unit each, released as `<release>_<name>` (docs/units.md)")
+
 TOP = section(
     "the policy (top level)",
     key("name", Text(), "the release table to create (any characters; quoted by sqlglot)", REQUIRED),
@@ -710,6 +723,14 @@ TOP = section(
         "relation in its place: see the README)", REQUIRED),
     key("method", Choice(method_names, "method"), "the anonymization method", "levels"),
     key("seed", integer(), "seed of every random step", 0),
+    key("privacy_unit", Text(what="column name"), "the column that identifies the person (the unit) when a person "
+        "may have several rows: every guarantee then counts distinct units, not rows (k = people per class, a "
+        "sensitive value's share = people holding it), and suppression removes a person with all their rows. The "
+        "column is an identifier (dropped, or pseudonymized with `action = \"pseudonymize\"`); docs/units.md"),
+    key("related", MapOf(table(RELATED, "a table (`[related.<name>]` below)"), "name"),
+        "`[related.<name>]`: tables whose rows belong to the units (needs `privacy_unit`): each released as "
+        "`<release>_<name>` with the rows of the released units only, the unit key pseudonymized as in the unit "
+        "table or dropped (docs/units.md)"),
     key("count_column", Text(), "each row stands for n records (a whole number >= 1 on every row, checked against "
         "the data); class sizes are SUM(n)"),
     key("default_role", choice(*ROLES), "role of columns the policy does not list (else listing them is an error)"),

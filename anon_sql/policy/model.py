@@ -104,6 +104,8 @@ class Policy:
     method: str = "levels"
     seed: int = 0
     count_column: str | None = None
+    privacy_unit: str | None = None
+    related: dict[str, Any] = field(default_factory=dict)   # name → [related.<name>] table (docs/units.md)
     default_role: str | None = None
     method_params: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -152,6 +154,25 @@ class Policy:
             )
         if self.count_column and self.count_column in self.attributes:
             raise PolicyError(f"count_column {self.count_column!r} cannot also be an attribute of the policy")
+        for name, spec in self.related.items():
+            if not self.privacy_unit:
+                raise PolicyError(f"[related.{name}] needs privacy_unit: its rows belong to units of the unit table "
+                                  "(privacy_unit = \"<the unit table's key column>\")")
+            for column, attr in (spec.get("attributes") or {}).items():
+                if attr.get("role") not in ("identifier", "insensitive"):
+                    raise PolicyError(f"[related.{name}.attributes.{column}] role = {attr.get('role')!r}: a related "
+                                      "table's columns are identifier or insensitive for now (its sensitive values "
+                                      "are not yet checked per person; quasi-identifiers live in the unit table)")
+        if self.privacy_unit:
+            unit = self.attributes.get(self.privacy_unit)
+            if unit is not None and unit.role != "identifier":
+                raise PolicyError(
+                    f"privacy_unit {self.privacy_unit!r} identifies a person, so it is never released as it is: "
+                    f"declare [attributes.{self.privacy_unit}] role = \"identifier\" (action = \"drop\" or "
+                    f"\"pseudonymize\"), not role = {unit.role!r}")
+            if self.count_column:
+                raise PolicyError(f"privacy_unit and count_column cannot be combined: a count column says each row "
+                                  f"stands for several records, a unit says whose rows they are; remove one")
 
     # -- dict / TOML ---------------------------------------------------------------------------------------------
     @classmethod
@@ -173,6 +194,10 @@ class Policy:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "source": self.source, "method": self.method, "seed": self.seed}
+        if self.privacy_unit:
+            out["privacy_unit"] = self.privacy_unit
+        if self.related:
+            out["related"] = copy.deepcopy(self.related)
         if self.count_column:
             out["count_column"] = self.count_column
         if self.default_role:
@@ -273,11 +298,21 @@ def dump_toml(d: dict[str, Any]) -> str:
     lines: list[str] = []
     tables = []
     for k, v in d.items():
-        if isinstance(v, dict) and k in ("attributes", "privacy", "method_params", "metrics"):
+        if isinstance(v, dict) and k in ("attributes", "privacy", "method_params", "metrics", "related"):
             tables.append((k, v))
         else:
             lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
     for k, v in tables:
+        if k == "related":
+            for name, spec in v.items():
+                lines.append("")
+                lines.append(f"[related.{_toml_key(name)}]")
+                lines.extend(f"{_toml_key(a)} = {_toml_value(b)}" for a, b in spec.items() if a != "attributes")
+                for column, attr in (spec.get("attributes") or {}).items():
+                    lines.append("")
+                    lines.append(f"[related.{_toml_key(name)}.attributes.{_toml_key(column)}]")
+                    lines.extend(f"{_toml_key(a)} = {_toml_value(b)}" for a, b in attr.items())
+            continue
         if k == "attributes":
             for name, spec in v.items():
                 lines.append("")

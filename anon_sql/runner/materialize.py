@@ -3,8 +3,9 @@ statements run in order on the engine — inside the runner's transaction where 
 working objects nothing reads after the release dropped (:func:`tidy`)."""
 from __future__ import annotations
 
-from ..compiler.views import (BASE_STATEMENT, DROPPED_VIEWS, KEPT_WORKING, SCHEMA_STATEMENT, SOURCE_STATEMENT,
-        CompileInput, CompiledRelease, ReleaseNames, source_statement, work_schema_statement)
+from ..compiler.views import (BASE_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEPT_WORKING, SCHEMA_STATEMENT,
+                              SOURCE_STATEMENT, CompileInput, CompiledRelease, ReleaseNames, source_statement,
+                              work_schema_statement)
 from ..engines import Engine
 from ..errors import PolicyError
 from ..methods import AssignmentPlan, Plan
@@ -67,7 +68,8 @@ def materialize(engine: Engine, compiled: CompiledRelease, plan: Plan, policy: P
     made = not compiled.names.work and policy.privacy.max_suppression <= 0
     unread = frozenset() if made else compiled.unread(DROPPED_VIEWS)
     for i, ((what, stmt), text) in enumerate(zip(compiled.statements, texts)):
-        if what in (SCHEMA_STATEMENT, SOURCE_STATEMENT) or (what == BASE_STATEMENT and base_made) or i in unread:
+        if (what in (SCHEMA_STATEMENT, SOURCE_STATEMENT, DROP_UNIT_STATEMENT) or (what == BASE_STATEMENT and base_made)
+                or i in unread):
             continue
         if stmt.key == "create":
             engine.create(stmt, text=text)

@@ -24,7 +24,9 @@ def make_context(resolved: Resolved, con: Any, source_view: str | exp.Table,
                  say: Callable[[str], None] = lambda message: None) -> MethodContext:
     """What the method may use: ``con`` (the engine's connection) and ``source_view`` (the release's ``__source``
     view), with the resolved policy, taxonomies, models and record count."""
-    return MethodContext(con, resolved.policy, source_view, resolved.taxonomies, resolved.models, resolved.records,
+    # with a privacy unit a method's budget and sizes are in people (methods that count units: docs/units.md)
+    records = resolved.units if resolved.units is not None else resolved.records
+    return MethodContext(con, resolved.policy, source_view, resolved.taxonomies, resolved.models, records,
                          say, base=resolved.base)
 
 

@@ -24,6 +24,7 @@ from ..data.source import Source, check_count_column
 from ..common.sqlbuild import record_count, render
 from ..data.taxonomy import Taxonomy
 from ..catalog.taxonomy_lookup import resolve_taxonomies
+from . import related, units
 from .population import resolve_population
 from .sampling import Sampling, safepub_policy, sampled_relation
 from . import sdc
@@ -44,6 +45,8 @@ class Resolved:
     base: exp.Table | None = None             # the temp base-count table resolve made (level plans), or None
     sampling: Sampling | None = None          # SafePub: the source is the seeded sample; ``records`` counts all
     sdc: Prepared | None = None               # the perturbed / table-masked source resolve made, or None
+    units: int | None = None                  # distinct privacy units of the source (None: no privacy_unit)
+    related: list = field(default_factory=list)   # the policy's related tables, checked (runner/related.py)
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
@@ -54,6 +57,10 @@ class Resolved:
 
 def effective_policy(policy: Policy, src: Source) -> Policy:
     """Check attributes against the source's columns and apply ``default_role`` to the unmentioned ones."""
+    if policy.privacy_unit and policy.privacy_unit not in policy.attributes:   # the unit is an identifier
+        d = policy.to_dict()
+        d["attributes"] = {c: a.to_dict() for c, a in units.with_unit_attribute(policy).items()}
+        policy = Policy.from_dict(d)
     unknown = [a for a in policy.attributes if a not in src.columns]
     if unknown:
         raise PolicyError(f"the policy names column(s) {unknown} that source {src.label!r} does not have; "
@@ -113,6 +120,7 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     policy = coerce_policy(policy)
     sdc.refuse_elsewhere(engine.name, policy)   # before the engine registers anything
     src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
+    declared = set(policy.attributes)   # identifiers the policy names (not those default_role makes)
     policy = effective_policy(policy, src)
     if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
         check_count_column(engine.con, src, policy.count_column)
@@ -123,6 +131,11 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
         full = count_records(engine.con, src, policy)
         src = dataclasses.replace(src, relation=sampled_relation(src.relation, src.columns, params.beta, policy.seed))
     method = get_method(policy.method, policy.method_params)
+    if policy.privacy_unit and engine.name != "duckdb":
+        raise PolicyError(f"privacy_unit releases run on DuckDB for now (engine {engine.name!r} counts rows); "
+                          "release with anon_sql.release(duckdb_connection, policy)")
+    unit_count = units.resolve_units(engine.con, policy, src, method, declared)
+    tables = related.resolve_related(engine.con, policy, src) if policy.related else []
     try:
         prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
     except BaseException:
@@ -140,7 +153,7 @@ def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = Non
     except BaseException:
         sdc.discard(engine.con, prepared)
         raise
-    resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared)
+    resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared, units=unit_count, related=tables)
     try:
         # the records: summed from the base counts when resolve made them (a small table), else counted
         resolved.records = (base_counts.total(counts, policy) if table is not None

@@ -45,6 +45,13 @@ class Release:
             f"{counted(len(self.classes), 'class')}",
             f"plan: {json.dumps(self.plan, default=str)}",
         ]
+        people = self.info.get("people")
+        if people:   # a privacy unit: the guarantee counts people (docs/units.md)
+            lines.insert(1, f"people ({self.policy.privacy_unit}): {people['in']} in, {people['released']} "
+                            f"released, {people['suppressed']} suppressed")
+        for name, t in (self.info.get("related") or {}).items():   # related tables: rows of released people only
+            lines.insert(2, f"related {name!r} → {t['table']!r}: {counted(t['rows_in'], 'row')} in, "
+                            f"{t['released']} released, {t['suppressed']} of suppressed people")
         return "\n".join(lines)
 
     def report(self, format: str = "text") -> str:

@@ -11,10 +11,10 @@ from typing import Any, Callable
 
 import duckdb
 
-from . import sdc, suppression
+from . import related, sdc, suppression
 from ..catalog.read import probed_once
 from ..common.rollback import rollback_keeping_cause
-from ..compiler.views import ReleaseNames, compile_release
+from ..compiler.views import ReleaseNames, compile_release, drop_unit_statement
 from ..engines import DuckDBEngine, Engine
 from ..errors import PrivacyRequirementError
 from ..data.source import Source
@@ -57,6 +57,8 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
     try:
         names = ReleaseNames(r.policy.name, work=engine.work_schema)
         exists = check_target(engine, r.policy, r.source, replace, dry_run)
+        if r.related:
+            related.check_targets(engine.con, r.policy, r.related, replace or dry_run)
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
@@ -77,25 +79,34 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 materialize(engine, compiled, plan, policy, replace=exists, base_made=r.base is not None)
             say("verifying")
             with engine.stage("verify"):
-                v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create)
+                v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
+                           units=r.units)
                 if (v.failures and policy.privacy.max_suppression > 0
                         and suppression.settle(engine, names, compiled.counted_rows)):
                     # suppressed to a fixed point (whole-table checks move with it): verify the release as it stands
-                    v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create)
+                    v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
+                               units=r.units)
                 if v.failures:
                     if engine.transactional or policy.privacy.max_suppression > 0:   # Spark: no trial release
                         need = _needed_suppression(engine, r, plan, policy, v, options)
-                        message = failure_message(policy, plan, v, r.records, need, method=r.method)
+                        message = failure_message(policy, plan, v, r.units or r.records, need, method=r.method)
                     else:   # no transaction to hide a trial release in (Spark, nothing may be suppressed): a lower
                             # bound, no advice
                         need = failing_classes_records(engine.con, names)
                         message = failure_message(policy, plan, v, r.records, need, at_least=True,
                                                   method=r.method)
                     raise PrivacyRequirementError(message)
+                if r.related:   # the rows of the released people, before the unit's values leave the release
+                    tables_out = related.release_related(engine, policy, names.table, r.related, udf,
+                                                          replace or dry_run)
+                if r.units is not None:   # verified counting people: the unit's values leave the release
+                    engine.execute(drop_unit_statement(names))
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
                           info={"seconds": time.perf_counter() - t0, **plan.details(),
-                                "taxonomy_digests": taxonomy_digests(r.policy, r.taxonomies)})
+                                "taxonomy_digests": taxonomy_digests(r.policy, r.taxonomies),
+                                **({"people": v.units} if v.units is not None else {}),
+                                **({"related": tables_out} if r.related else {})})
             if r.sampling is not None:   # SafePub: ε, δ, β, k and the sample's size go to anon.metrics ("info")
                 rel.metrics.update(r.sampling.metrics())
                 rel.info["differential_privacy"] = r.sampling.metrics()
@@ -107,7 +118,10 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             if policy.metrics.get("compute") and engine.measures:   # measured inside the transaction
                 from ..metrics import attach
 
+                people = dict(v.metrics) if v.units is not None else None
                 attach(engine.con, rel, r.taxonomies, r.source)
+                if people is not None:   # the size metrics count people (the table no longer holds them)
+                    rel.metrics.update(people)
             if dry_run:
                 engine.rollback()
                 return rel
@@ -141,10 +155,10 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
             engine.base_counts(policy, r.source.relation, r.base)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
         suppression.settle(engine, compiled.names, compiled.counted_rows)
-        v = verify(engine.con, trial_policy, compiled, r.records, plan, r.models)
+        v = verify(engine.con, trial_policy, compiled, r.records, plan, r.models, units=r.units)
     if any(f["check"] != "max_suppression" for f in v.failures):
         return None
-    return float(v.suppressed)
+    return float(v.suppressed if v.units is None else v.units["suppressed"])
 
 
 def replace_relation(src: Source, relation) -> Source:

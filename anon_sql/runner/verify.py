@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from ..compiler import checks_summary
 from . import suppression
+from ..common.columns import UNIT
 from ..compiler.views import EC_ID, SIZE, CompiledRelease, ReleaseNames
 from ..methods import AssignmentPlan, Plan
 from ..metrics import sizes
@@ -31,13 +32,16 @@ class Verification:
     suppressed: int
     noise: int
     metrics: dict[str, float]
+    units: dict[str, int] | None = None   # with a privacy unit: people in, released, suppressed (docs/units.md)
 
 
 def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan,
-           models: Sequence[PrivacyModel] = (), create: Callable[[exp.Create], None] | None = None) -> Verification:
+           models: Sequence[PrivacyModel] = (), create: Callable[[exp.Create], None] | None = None,
+           units: int | None = None) -> Verification:
     """Run the checks view over the materialized release, each model's whole-table check, and reconcile the record
     counts (``con``: DuckDB, or anything with the same ``execute(sql).df() / .fetchall()``; ``create``: the engine's
-    way to keep a table a check writes — slicing's per-row risks)."""
+    way to keep a table a check writes — slicing's per-row risks; ``units``: the source's people when the policy
+    has a privacy unit — suppression is then counted and budgeted in people, and reported in people and rows)."""
     names = compiled.names
     # sorted here, not in SQL: one row per class (ec_id is unique), and on Spark an ORDER BY is two more jobs
     checks = con.execute(render(exp.select("*").from_(names.checks.copy()))).df()
@@ -50,6 +54,7 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
         noise = (int(len(released_noise)) if policy.count_column not in released_noise
                  else int(released_noise[policy.count_column].sum()))
     suppressed = records - (released - noise)
+    people = released_people(con, names, units)
     summary = check_summary(checks, largest_is_worst(models))
     layout = plan.table_check if isinstance(plan, AssignmentPlan) else None
     # whole-table requirements (slicing's l-diversity): SQL over the release, per model
@@ -59,19 +64,36 @@ def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, pl
         if row is not None:
             summary.append(row)
     failures = [row for row in summary if not row["passed"]]
-    budget = policy.privacy.max_suppression * records
-    if suppressed > budget + 1e-9:
-        failures.append({"check": "max_suppression", "failing_records": suppressed})
+    # the budget is a share of the records, or of the people with a privacy unit
+    base, gone = (records, suppressed) if people is None else (people["in"], people["suppressed"])
+    budget = policy.privacy.max_suppression * base
+    if gone > budget + 1e-9:
+        failures.append({"check": "max_suppression", "failing_records": gone,
+                         **({"people": True} if people is not None else {})})
     summary.append({"check": "reconciliation", "classes": len(checks), "failing_classes": 0,
                     "failing_records": 0, "worst_value": float(records - released + noise - suppressed),
                     "passed": records == released - noise + suppressed})
     summary.append({"check": "max_suppression", "classes": len(checks), "failing_classes": 0,
-                    "failing_records": max(0, int(suppressed - budget)), "worst_value": float(suppressed),
-                    "passed": suppressed <= budget + 1e-9})
+                    "failing_records": max(0, int(gone - budget)), "worst_value": float(gone),
+                    "passed": gone <= budget + 1e-9})
     class_sizes = checks[SIZE].to_numpy() if len(checks) else []
-    metrics = sizes.builtin(class_sizes, records, released, suppressed, policy.privacy.k or 1)
+    if people is None:
+        metrics = sizes.builtin(class_sizes, records, released, suppressed, policy.privacy.k or 1)
+    else:   # class sizes are people: every size-based metric counts people
+        metrics = sizes.builtin(class_sizes, people["in"], people["released"], people["suppressed"],
+                                policy.privacy.k or 1)
     classes = checks.drop(columns=[c for c in checks.columns if c.startswith(("__counts__", "__values__"))])
-    return Verification(pd.DataFrame(summary), classes, failures, released, suppressed, noise, metrics)
+    return Verification(pd.DataFrame(summary), classes, failures, released, suppressed, noise, metrics, people)
+
+
+def released_people(con: Any, names: ReleaseNames, units: int | None) -> dict[str, int] | None:
+    """People in, released and suppressed (None without a privacy unit): the released table's distinct units,
+    read before its unit column is dropped."""
+    if units is None:
+        return None
+    q = exp.select(exp.Count(this=exp.Distinct(expressions=[col(UNIT)]))).from_(names.table.copy())
+    out = int(con.execute(render(q)).fetchall()[0][0] or 0)
+    return {"in": int(units), "released": out, "suppressed": int(units) - out}
 
 
 def check_summary(checks: pd.DataFrame, largest: Collection[str] = ()) -> list[dict[str, Any]]:
@@ -115,16 +137,18 @@ def failure_message(policy: Policy, plan: Plan, result: Verification, records: i
     ``at_least``: ``need`` is only a lower bound (no fixed point was computed): say so, advise nothing.
     ``method``: the planning method (says when it formed its classes without the population models)."""
     parts = []
+    # with a privacy unit the class sizes, and so the failing counts and the budget, are people (docs/units.md)
+    noun, nouns = ("person", "people") if policy.privacy_unit else ("record", "records")
     for f in result.failures:
         if f["check"] == "max_suppression":
-            parts.append(f"suppression of {counted(f['failing_records'], 'record')} exceeds max_suppression = "
-                         f"{policy.privacy.max_suppression}")
+            what = counted(f['failing_records'], noun, nouns)
+            parts.append(f"suppression of {what} exceeds max_suppression = {policy.privacy.max_suppression}")
         elif f["check"] == "slicing_l_diversity":
             parts.append(f"slicing l-diversity fails: max p(t, s) = {f['worst_value']:.4g} for "
-                         f"{counted(f['failing_records'], 'record')}")
+                         f"{counted(f['failing_records'], noun, nouns)}")
         else:
             parts.append(f"{f['check']} fails for {counted(f['failing_classes'], 'class')} "
-                         f"({counted(f['failing_records'], 'record')})")
+                         f"({counted(f['failing_records'], noun, nouns)})")
     population = [k for k in ("k_map", "delta_presence") if getattr(policy.privacy, k, None) is not None]
     if (population and method is not None and method.plan_kind == "assignment"
             and not getattr(method, "plans_population", False)):
@@ -141,13 +165,13 @@ def failure_message(policy: Policy, plan: Plan, result: Verification, records: i
                      "declare them insensitive if they are not quasi-identifiers")
     budget = suppression.advised_budget(need, records) if need is not None else None
     if at_least and need:
-        hint = (f"; at this plan at least {need:g} of {records} records fail before suppression "
+        hint = (f"; at this plan at least {need:g} of {records} {nouns} fail before suppression "
                 f"(max_suppression >= {need / records:.4g}; group rules and t-closeness may need more)")
     elif budget is not None:
-        hint = (f"; meeting every requirement at this plan needs suppression of {need:g} of {records} records: "
+        hint = (f"; meeting every requirement at this plan needs suppression of {need:g} of {records} {nouns}: "
                 f"allow it with max_suppression = {budget:g} (or more), or generalize further / choose a search method")
     elif need is not None and need >= records:
-        hint = ("; at this plan every record would have to be suppressed, so no max_suppression helps: generalize "
+        hint = (f"; at this plan every {noun} would have to be suppressed, so no max_suppression helps: generalize "
                 "further or relax the requirements")
     elif need is None:
         hint = "; suppressing records cannot meet it at this plan: generalize further or relax the requirements"

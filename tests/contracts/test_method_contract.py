@@ -16,7 +16,7 @@ import pytest
 
 import anon_sql
 from anon_sql.cli.demo import load_demo_data
-from anon_sql.methods import REGISTRY, load_all
+from anon_sql.methods import REGISTRY, load_all, method_class
 
 QIS = ["age", "sex", "race", "education", "marital-status"]
 SA = "occupation"
@@ -149,6 +149,39 @@ def test_contract(con, method):
     assert source_digest(con) == digest                                 # the source is never modified
     made = set(objects(con)) - set(before)
     assert f"main.mc_{method}_a" in made and a.passed
+
+
+@pytest.mark.parametrize("method", methods())
+def test_multirow_people(con, method, monkeypatch):
+    """A person with several rows (1–3 visits each, QIs constant per person) and ``privacy_unit``: a method either
+    releases classes of at least k people — a pandas oracle counts distinct (pseudonymized) people per class over
+    the declared QIs — with whole people suppressed and rows reconciled, or refuses, naming the methods that count
+    people, and leaves nothing (docs/units.md)."""
+    monkeypatch.setenv("ANON_SQL_KEY", "contract-units-key-0123456789")
+    con.execute("CREATE OR REPLACE TABLE adult_visits AS SELECT a.*, v.visit FROM adult a, "
+                "LATERAL range(1 + a.patient_id % 3) v(visit)")
+    policy = example(method, f"mc_{method}_people")
+    policy.update(source="adult_visits", privacy_unit="patient_id")
+    policy["attributes"]["patient_id"] = {"role": "identifier", "action": "pseudonymize"}
+    before, digest = objects(con), source_digest(con)
+    if not method_class(method).counts_units:
+        with pytest.raises(anon_sql.PolicyError, match="methods that count people: levels"):
+            anon_sql.release(con, policy)
+        assert objects(con) == before and source_digest(con) == digest
+        return
+    rel = anon_sql.release(con, policy)
+    out = con.execute(f'SELECT * FROM "{rel.name}"').df()
+    keys = ["ec_id"] if method in BUCKETED else [q for q in EXAMPLES[method].get("quasi", QIS)]
+    people = out.groupby(keys, dropna=False)["patient_id"].nunique()
+    assert people.min() >= rel.policy.privacy.k, people.min()
+    assert "__unit" not in out.columns
+    src = con.execute("SELECT patient_id, count(*) AS n FROM adult_visits GROUP BY ALL").df()
+    assert rel.info["people"]["in"] == len(src) and rel.info["people"]["released"] == out["patient_id"].nunique()
+    # whole people: the rows per released person are the rows per person of the source (1–3), rows reconciled
+    assert set(out.groupby("patient_id").size()) <= {1, 2, 3}
+    assert len(out) == rel.records_in - rel.suppressed
+    assert rel.info["people"]["suppressed"] <= rel.policy.privacy.max_suppression * len(src) + 1e-9
+    con.execute(f'DROP TABLE "{rel.name}"')
 
 
 @pytest.mark.parametrize("method", methods())

@@ -55,10 +55,12 @@ CASES = {
 
 def _policy(name: str, privacy: dict, count: str | None, grouped: bool = False) -> dict:
     attrs = {"age": {"role": "quasi"}, "zip": {"role": "quasi"}, "sex": {"role": "quasi"},
-             "disease": {"role": "sensitive"}, "note": {"role": "identifier" if grouped else "insensitive"}}
+             "disease": {"role": "sensitive"},
+             # dropped columns whose values repeat (not people's ids): said so (docs/units.md)
+             "note": {"role": "identifier", "rows_are_people": True} if grouped else {"role": "insensitive"}}
     for c in ("n", "w"):
         if c != count:
-            attrs[c] = {"role": "identifier"}
+            attrs[c] = {"role": "identifier", "rows_are_people": True}
     pol = {"name": name, "source": "t", "method": "mondrian", "attributes": attrs, "privacy": privacy}
     if count:
         pol["count_column"] = count

@@ -97,9 +97,10 @@ def test_count_column_merges_identical_released_rows(con):
                                          default_role=None,
                                          attributes={"row": {"role": "identifier"},
                                                      "sex": {"role": "insensitive"},
-                                                     "weight": {"role": "identifier"},
-                                                     "race": {"role": "identifier"},
-                                                     "genetic_risk": {"role": "identifier"},
+                                                     # dropped columns that repeat (not people's ids): said so
+                                                     "weight": {"role": "identifier", "rows_are_people": True},
+                                                     "race": {"role": "identifier", "rows_are_people": True},
+                                                     "genetic_risk": {"role": "identifier", "rows_are_people": True},
                                                      "zip": {"role": "quasi", "taxonomy": {"kind": "mask"}},
                                                      "age": {"role": "quasi", "taxonomy": {"kind": "top"}},
                                                      "alcohol": {"role": "quasi", "taxonomy": {"kind": "top"}}}))

@@ -1,0 +1,152 @@
+"""Related tables: rows that belong to a unit of the unit table, released beside it (docs/units.md).
+
+A policy's ``[related.<name>]`` table is released as ``<release>_<name>`` in the release's transaction, once the
+unit table is verified: the rows of the released units only (a suppressed unit leaves no row in any table), its
+identifiers dropped or pseudonymized, its unit key pseudonymized with the same function as the unit table's unit
+(the same person has the same pseudonym in every table) or dropped when the unit is dropped. Checked at resolve
+time, before anything is created: the source exists, every column has a role, the key has the unit's type, no row's
+key is missing from the unit table (orphans), and the source is no release's output.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from ..catalog.read import recorded_release
+from ..catalog.store import released_names
+from ..common.columns import UNIT
+from ..common.sqlbuild import alias, col, dtype, ident, render
+from ..common.wording import counted
+from ..data.source import Source, resolve as resolve_source
+from ..errors import PolicyError, SourceError
+from ..policy.model import Policy
+
+
+@dataclass
+class RelatedTable:
+    """One related table resolved against the database: its source, key and the role of each column."""
+
+    name: str
+    source: Source
+    key: str
+    roles: dict[str, dict[str, Any]]   # column → its attribute table (role, action)
+
+    def target(self, release: str) -> exp.Table:
+        return exp.Table(this=ident(f"{release}_{self.name}"))
+
+
+def resolve_related(con: Any, policy: Policy, src: Source) -> list[RelatedTable]:
+    """Each ``[related.<name>]`` of the policy checked against the database (SourceError / PolicyError naming the
+    table, the column and the count)."""
+    out = []
+    unit = policy.privacy_unit
+    outputs = release_outputs(con) | {policy.name, *(f"{policy.name}_{n}" for n in policy.related)}
+    for name, spec in policy.related.items():
+        where = f"[related.{name}]"
+        source = spec["source"]
+        if source in outputs:
+            raise PolicyError(f"{where} source {source!r} is a release's output; relate the raw table instead")
+        rel = resolve_source(con, source)
+        key = spec["key"]
+        if key not in rel.columns:
+            raise PolicyError(f"{where} key {key!r} is not a column of {rel.label!r} ({rel.columns})")
+        if str(rel.types.get(key)).upper() != str(src.types.get(unit)).upper():
+            raise PolicyError(f"{where} key {key!r} of {rel.label!r} is {rel.types.get(key)}, but privacy_unit "
+                              f"{unit!r} of {src.label!r} is {src.types.get(unit)}: give them one type (cast in a "
+                              "view over the related table)")
+        attrs = dict(spec.get("attributes") or {})
+        others = [c for c in rel.columns if c not in attrs and c != key]
+        if others and not spec.get("default_role"):
+            raise PolicyError(f"{where}: column(s) {others} of {rel.label!r} have no role: list them in "
+                              f"[related.{name}.attributes.<column>] or set default_role")
+        unknown = [c for c in attrs if c not in rel.columns]
+        if unknown:
+            raise PolicyError(f"{where} names column(s) {unknown} that {rel.label!r} does not have ({rel.columns})")
+        roles = {c: attrs.get(c) or {"role": spec["default_role"]} for c in rel.columns if c != key}
+        units = exp.select(col(unit)).from_(src.relation.copy()).where(
+            exp.Not(this=exp.Is(this=col(unit), expression=exp.Null())))
+        orphans = exp.select(exp.Count(this=exp.Star())).from_(rel.relation.copy()).where(exp.Not(this=exp.In(
+            this=col(key), query=exp.Subquery(this=units))))
+        nulls = exp.select(exp.Count(this=exp.Star())).from_(rel.relation.copy()).where(
+            exp.Is(this=col(key), expression=exp.Null()))
+        n_orphans = sum(int(con.execute(render(q)).fetchall()[0][0]) for q in (orphans, nulls))
+        if n_orphans:
+            raise SourceError(f"{where}: {rel.label!r} holds {counted(n_orphans, 'row')} whose key {key!r} is no "
+                              f"{unit!r} of {src.label!r} (orphans, NULL keys included): remove them or add their "
+                              "units")
+        out.append(RelatedTable(name, rel, key, roles))
+    return out
+
+
+def release_outputs(con: Any) -> set[str]:
+    """The tables the recorded releases wrote: each release and its related tables (``<release>_<name>``)."""
+    out = set()
+    for name in released_names(con):
+        out.add(name)
+        row = recorded_release(con, name) or {}
+        try:
+            related = json.loads(row.get("policy_json") or "{}").get("related") or {}
+        except ValueError:
+            related = {}
+        out.update(f"{name}_{n}" for n in related)
+    return out
+
+
+def check_targets(con: Any, policy: Policy, tables: list[RelatedTable], replace: bool) -> None:
+    """Refuse to overwrite an existing table named like a related release (unless ``replace``)."""
+    if replace:
+        return
+    existing = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    for t in tables:
+        if t.target(policy.name).name in existing:
+            raise PolicyError(f"table {t.target(policy.name).name!r} already exists: release with replace=True "
+                              f"(--replace) to overwrite it, or rename [related.{t.name}]")
+
+
+def release_related(engine: Any, policy: Policy, release: exp.Table, tables: list[RelatedTable],
+                    pseudonym_function: str | None, replace: bool) -> dict[str, dict[str, int]]:
+    """Write ``<release>_<name>`` for each related table from the verified release (which still holds the units in
+    ``__unit``); returns per table its rows in, released and suppressed (rows of suppressed units)."""
+    unit_attr = policy.attributes.get(policy.privacy_unit)
+    pseudonymize = unit_attr is not None and unit_attr.action == "pseudonymize"
+    out = {}
+    for t in tables:
+        items: list[exp.Expression] = []
+        for c in t.source.columns:
+            attr = t.roles.get(c, {"role": "identifier", "action": "pseudonymize" if pseudonymize else "drop"})
+            if c == t.key:      # the unit's key follows the unit: the same pseudonym as the unit table, or gone
+                attr = {"role": "identifier", "action": "pseudonymize" if pseudonymize else "drop"}
+            if attr["role"] == "identifier":
+                if attr.get("action", "drop") == "drop":
+                    continue
+                if not pseudonym_function:
+                    raise PolicyError(f"[related.{t.name}] {c!r}: a related column is pseudonymized with the unit "
+                                      "table's key, which the policy uses only when the unit is pseudonymized: "
+                                      f"pseudonymize {policy.privacy_unit!r} too, or drop {c!r}")
+                items.append(alias(exp.Anonymous(this=pseudonym_function,
+                                                 expressions=[exp.Cast(this=col(c, "r"), to=dtype("VARCHAR"))]), c))
+            else:
+                items.append(col(c, "r"))
+        if not items:
+            raise PolicyError(f"[related.{t.name}] releases no column (every column is a dropped identifier)")
+        kept = exp.select(col(UNIT)).distinct().from_(release.copy())
+        query = (exp.select(*items)
+                 .from_(exp.Subquery(this=exp.select(exp.Star()).from_(t.source.relation.copy()),
+                                     alias=exp.TableAlias(this=ident("r"))))
+                 .where(exp.In(this=col(t.key, "r"), query=exp.Subquery(this=kept))))
+        ordered = exp.select(exp.Star()).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("x"))))
+        ordered = ordered.order_by(*[exp.Ordered(this=col(i.alias_or_name), nulls_first=True) for i in items])
+        target = t.target(policy.name)
+        if replace:
+            engine.execute(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True))
+        engine.execute(exp.Create(this=target.copy(), kind="TABLE", expression=ordered))
+        rows_in = int(engine.con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(
+            t.source.relation.copy()))).fetchall()[0][0])
+        released = int(engine.con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(
+            target.copy()))).fetchall()[0][0])
+        out[t.name] = {"table": target.name, "rows_in": rows_in, "released": released,
+                       "suppressed": rows_in - released}
+    return out

@@ -1,0 +1,131 @@
+"""People, not rows: the privacy unit's checks at resolve time (docs/units.md).
+
+A release whose policy names ``privacy_unit`` counts distinct units in every class; one that does not assumes one row
+per person, so an identifier column whose values repeat is refused here (fail closed) unless the policy says the rows
+really are different people (``rows_are_people = true`` on that identifier). Every check is one aggregate query in
+the engine; nothing here reads rows into Python.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from ..common.sqlbuild import alias, col, lit, render
+from ..common.wording import counted
+from ..data.source import Source
+from ..errors import PolicyError, SourceError
+from ..methods import method_class, method_names
+from ..policy.model import Attribute, Policy
+
+
+def with_unit_attribute(policy: Policy) -> dict[str, Attribute]:
+    """The policy's attributes with the unit column declared: a unit the policy does not list is an identifier
+    that is dropped (it names a person, so it is never released as it is)."""
+    attrs = dict(policy.attributes)
+    unit = policy.privacy_unit
+    if unit and unit not in attrs:
+        attrs[unit] = Attribute(unit, "identifier")
+    return attrs
+
+
+def _one_row(con: Any, query: exp.Select) -> tuple:
+    return tuple(con.execute(render(query)).fetchall()[0])
+
+
+def repeated_identifiers(con: Any, policy: Policy, src: Source, declared: set[str] | None = None) -> None:
+    """Without a privacy unit, refuse a declared identifier column (``declared``: default all; not those
+    ``default_role`` makes) whose values repeat (one person's several rows would count as several people), naming
+    the column, how many values repeat and the two ways out."""
+    if policy.privacy_unit:
+        return
+    for a in policy.attributes.values():
+        if declared is not None and a.name not in declared:
+            continue
+        if a.role != "identifier" or a.options.get("rows_are_people"):
+            continue
+        repeated = (exp.select(col(a.name)).from_(src.relation.copy()).where(exp.Not(this=exp.Is(
+            this=col(a.name), expression=exp.Null()))).group_by(col(a.name))
+            .having(exp.GT(this=exp.Count(this=exp.Star()), expression=lit(1))))
+        count = exp.select(alias(exp.Count(this=exp.Star()), "n")).from_(
+            exp.Subquery(this=repeated, alias=exp.TableAlias(this=exp.to_identifier("r"))))
+        (n,) = _one_row(con, count)
+        if n:
+            raise PolicyError(
+                f"identifier {a.name!r} of {src.label!r} repeats: {counted(int(n), 'value')} "
+                f"{'occurs' if n == 1 else 'occur'} on several rows, so one person may have several rows and every "
+                f"count would count rows, not people. Declare the person: privacy_unit = {a.name!r} (TOML top level; "
+                f"SQL WITH (privacy_unit = '{a.name}', ...)), or, if these rows really are different people, say so "
+                f"with [attributes.{a.name}] rows_are_people = true (docs/units.md)")
+
+
+def varying_quasi(con: Any, unit_name: str, quasi: list[str], src: Source) -> None:
+    """Refuse a quasi-identifier whose value differs between the rows of one unit: every method here releases the
+    QIs of a unit as one tuple (the constant-QI case of docs/units.md); multi-relational k-anonymity over varying
+    QIs is not implemented."""
+    unit = col(unit_name)
+    items = []
+    for i, q in enumerate(quasi):
+        differs = exp.Or(this=exp.NEQ(this=exp.Min(this=col(q)), expression=exp.Max(this=col(q))),
+                         expression=exp.And(this=exp.GT(this=exp.Count(this=col(q)), expression=lit(0)),
+                                            expression=exp.LT(this=exp.Count(this=col(q)),
+                                                              expression=exp.Count(this=exp.Star()))))
+        items.append(alias(exp.Cast(this=differs, to=exp.DataType.build("INT")), f"__d{i}"))
+    per_unit = exp.select(*items).from_(src.relation.copy()).group_by(unit)
+    totals = exp.select(*[alias(exp.Sum(this=col(f"__d{i}")), f"__n{i}") for i in range(len(items))]).from_(
+        exp.Subquery(this=per_unit, alias=exp.TableAlias(this=exp.to_identifier("u"))))
+    counts = _one_row(con, totals)
+    varying = [(q, int(n)) for q, n in zip(quasi, counts) if n]
+    if varying:
+        q, n = varying[0]
+        raise PolicyError(
+            f"quasi-identifier {q!r} varies within {counted(n, 'unit')} of privacy_unit {unit_name!r} "
+            f"(its rows of one person hold different values); the methods release one QI tuple per person, so give "
+            f"each person one value of {q!r} (e.g. the value at the first visit, in a view over the source), or "
+            f"declare {q!r} insensitive if it does not identify (docs/units.md: QIs that vary inside a unit)")
+
+
+def count_units(con: Any, unit: str, src: Source) -> int:
+    """The distinct units of the source; refuses a unit column that is missing or holds NULLs (with their count)."""
+    if unit not in src.columns:
+        raise PolicyError(f"privacy_unit {unit!r} is not a column of {src.label!r} ({src.columns})")
+    q = exp.select(alias(exp.Count(this=exp.Distinct(expressions=[col(unit)])), "units"),
+                   alias(exp.Sum(this=exp.Cast(this=exp.Is(this=col(unit), expression=exp.Null()),
+                                               to=exp.DataType.build("INT"))), "nulls")).from_(src.relation.copy())
+    units, nulls = _one_row(con, q)
+    if nulls:
+        raise SourceError(f"privacy_unit {unit!r} of {src.label!r} is NULL on {counted(int(nulls), 'row')}: a row "
+                          "must belong to a person; fill or remove those rows (e.g. a view WHERE "
+                          f"{unit} IS NOT NULL)")
+    return int(units or 0)
+
+
+def unit_methods() -> list[str]:
+    """The methods that count units (``Method.counts_units``)."""
+    return [n for n in method_names() if getattr(method_class(n), "counts_units", False)]
+
+
+def check_method(policy: Policy, method: Any) -> None:
+    """Refuse a method that cannot count units, naming those that can."""
+    if policy.privacy_unit and not getattr(method, "counts_units", False):
+        works = unit_methods()
+        raise PolicyError(f"method {policy.method!r} does not release with privacy_unit yet (its classes count "
+                          f"rows); methods that count people: {', '.join(works)}")
+
+
+def resolve_units(con: Any, policy: Policy, src: Source, method: Any, declared: set[str] | None = None
+                  ) -> int | None:
+    """The resolve-time checks of the unit: the identifier repeats (without a unit), else the method, NULL units,
+    QIs varying inside a unit and k against the number of units. Returns the units (None without a unit)."""
+    repeated_identifiers(con, policy, src, declared)
+    if not policy.privacy_unit:
+        return None
+    check_method(policy, method)
+    units = count_units(con, policy.privacy_unit, src)
+    varying_quasi(con, policy.privacy_unit, list(policy.quasi), src)
+    k = policy.privacy.k
+    if k is not None and units and k > units:
+        raise PolicyError(f"privacy.k = {k} is larger than the {counted(units, 'person', 'people')} "
+                          f"(distinct {policy.privacy_unit!r}) of {src.label!r}; no release can have classes "
+                          "that large")
+    return units
