@@ -18,9 +18,12 @@ def table_label(name: str | exp.Table) -> str:
     return name.sql(dialect=DIALECT) if isinstance(name, exp.Table) else repr(str(name))
 
 
-def table(name: str | exp.Expression) -> exp.Expression:
-    """A table: a str is one quoted name; an ``exp.Table`` (schema-qualified) or an aliased subquery is copied."""
-    return name.copy() if isinstance(name, exp.Expression) else table_ref(name)
+def table(name: str | exp.Expression, alias: str | None = None) -> exp.Expression:
+    """A table: a str is one quoted name; an ``exp.Table`` (schema-qualified) or an aliased subquery is copied;
+    ``alias`` names it in the query."""
+    if not isinstance(name, exp.Expression) or isinstance(name, exp.Table):
+        return table_ref(name, alias=alias)
+    return exp.alias_(name.copy(), alias, table=True) if alias else name.copy()
 
 
 def literal(value: Any) -> exp.Expression:
