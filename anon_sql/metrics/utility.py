@@ -103,7 +103,8 @@ def _forest_iv(d: ReleaseData) -> np.ndarray:
     if is_path(table) or not relation_exists(d.con, table):
         table = d.names.source
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # a weak forest still ranks the QIs; the report says how IV was obtained
+        # a weak forest still ranks the QIs, and the report says how IV was obtained: only that warning is dropped
+        warnings.filterwarnings("ignore", message="identity vulnerability", category=UserWarning)
         frame = identity_vulnerability(d.con, table, d.quasi, d.policy.sensitive[0], seed=d.policy.seed,
                                        n_estimators=int(d.params.get("iv_trees", 20)), n_repeats=2)
     iv = frame.set_index("attribute")["iv"].reindex(d.quasi).fillna(0.0).to_numpy(dtype=float)

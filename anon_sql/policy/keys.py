@@ -720,7 +720,7 @@ TOP = section(
     key("name", Text(), "the release table to create (any characters; quoted by sqlglot)", REQUIRED),
     key("source", Text(), "table or view of the database, or a `.csv` / `.parquet` path (from Python, "
         "`release(..., source=X)` also takes a pandas / Polars DataFrame, a pyarrow Table or Dataset, or a DuckDB "
-        "relation in its place: see the README)", REQUIRED),
+        "relation in its place: see docs/api.md)", REQUIRED),
     key("method", Choice(method_names, "method"), "the anonymization method", "levels"),
     key("seed", integer(), "seed of every random step", 0),
     key("privacy_unit", Text(what="column name"), "the column that identifies the person (the unit) when a person "

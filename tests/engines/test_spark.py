@@ -20,9 +20,7 @@ from anon_sql.errors import PrivacyRequirementError, ReleaseExistsError  # noqa:
 from anon_sql.udfs import kernels  # noqa: E402
 from conftest import adult_policy, data_path  # noqa: E402
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore::FutureWarning"),
-              pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [pytest.mark.spark]
 
 LEVELS = {"age": 4, "education": 2, "marital-status": 1, "race": 1, "native-country": 1, "workclass": 2,
           "occupation": 1}

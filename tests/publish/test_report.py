@@ -142,9 +142,9 @@ def test_cli_report_writes_html_and_json_and_classifies(seed_db):
                                     "--sample", "0"])
     assert res.exit_code == 0, res.output
     assert "classification accuracy" in res.output and "ncp" in res.output
-    data = json.loads(open(json_path).read())
+    data = json.loads((tmp / "r.json").read_text(encoding="utf-8"))
     assert {r["model"] for r in data["classification"]} == {"naive_bayes", "c45"}
-    assert "<h2>Classification accuracy" in open(html_path).read()
+    assert "<h2>Classification accuracy" in (tmp / "r.html").read_text(encoding="utf-8")
 
 
 def test_cli_report_unknown_release_fails_clearly(seed_db):
