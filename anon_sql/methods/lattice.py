@@ -9,7 +9,6 @@ a node the lattice calls feasible is one the SQL verification accepts.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -34,11 +33,6 @@ if TYPE_CHECKING:
 EPS = 1e-9
 _CACHE_SLOTS = 64
 _CACHE_GROUPS = 4_000_000
-# models whose per-class pass survives merging with any other class, so the records needing suppression can only
-# shrink under generalization (a model may declare ``suppression_monotone`` itself)
-_SUPPRESSION_MONOTONE = {"k_anonymity", "distinct_l_diversity"}
-
-
 @dataclass
 class NodeEval:
     """What a node's table looks like: classes, violating / distinct rows, suppression, feasibility, scores.
@@ -202,13 +196,13 @@ class Lattice:
         # per-class pass survives merging; without one: the monotone models), and the <S,k> windows: a node whose
         # records failing them exceed the budget has every specialization infeasible too
         self.tagging: list[int] = [i for i, m in enumerate(self.models)
-                        if (getattr(m, "suppression_monotone", m.name in _SUPPRESSION_MONOTONE)
+                        if (m.suppression_monotone
                             if self.allow_suppression else m.monotone)]
         self.tagging += [len(self.models) + r for r in range(len(self.requirements))]
         # entropy and recursive (c, l)-diversity need at least l distinct sensitive values per class: distinct
         # l-diversity, whose pass survives merging, is a necessary check to tag with
-        self.implied_distinct = [(m.attribute, math.ceil(m.l - EPS)) for m in self.models if self.allow_suppression
-                                 and m.name in ("entropy_l_diversity", "recursive_cl_diversity")]
+        self.implied_distinct = [(m.attribute, m.implied_distinct) for m in self.models if self.allow_suppression
+                                 and m.implied_distinct]
         # t-closeness: a passing class's values cover at least 1 − t / (smallest ground distance) of the table's
         # distribution, a pass that survives merging (the model's ``coverage_passes``): a necessary check to tag with
         self.implied_coverage = [m for m in self.models if self.allow_suppression
@@ -681,7 +675,7 @@ class Lattice:
 
     def suppression_monotone(self) -> bool:
         """Whether the records needing suppression can only shrink under generalization (for every model)."""
-        return all(getattr(m, "suppression_monotone", m.name in _SUPPRESSION_MONOTONE) for m in self.models)
+        return all(m.suppression_monotone for m in self.models)
 
     def apriori(self, measure: str, nodes: np.ndarray) -> np.ndarray | None:
         """The loss of ``measure`` at every node of ``nodes`` without evaluating them, when it depends on the level

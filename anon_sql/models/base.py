@@ -121,6 +121,12 @@ class PrivacyModel:
     # whether a class's pass depends on that class alone (not on the other classes or the whole table): suppressing
     # the failing classes then cannot make a kept class fail, and the lattice skips re-checking the remainder
     class_local = False
+    # whether a class's pass survives merging with any other class (passing or not): the records needing suppression
+    # can then only shrink under generalization, and a search with a suppression budget may prune on it
+    suppression_monotone = False
+    # the distinct sensitive values every passing class has at least (0: none implied): distinct l-diversity, whose
+    # pass survives merging, is then a necessary check a search may prune with
+    implied_distinct = 0
 
     def check(self, stats: ClassStats) -> np.ndarray:
         """Boolean per class: does the class satisfy the model?"""
