@@ -66,6 +66,27 @@ def model_classes() -> list[type[PrivacyModel]]:
     return list(dict.fromkeys([KAnonymity, GroupKAnonymity, *(c for m in model_keys() for c in m.classes)]))
 
 
+def model_class(name: str) -> type[PrivacyModel]:
+    """The model class called ``name`` (its ``name`` attribute: ``k_anonymity``, ``theta_feasible``, ...), among
+    every model the package defines (the registered ones and the guides methods partition with)."""
+    model_keys()                          # imports every family's module
+    found: dict[str, type[PrivacyModel]] = {}
+    stack = [PrivacyModel]
+    while stack:
+        cls = stack.pop(0)
+        found.setdefault(cls.name, cls)   # a subclass of the same name (hierarchical t-closeness) comes later
+        stack += cls.__subclasses__()
+    if name not in found:
+        raise KeyError(f"no privacy model is called {name!r} (models: {', '.join(sorted(found))})")
+    return found[name]
+
+
+def make_model(name: str, *args: Any, **kwargs: Any) -> PrivacyModel:
+    """A model built by its ``name``: how a method makes the constraints it partitions or splits with (k-anonymity
+    of a given k, θ-feasibility, slicing's guide) without importing a model class."""
+    return model_class(name)(*args, **kwargs)
+
+
 def build_models(policy, con=None) -> list[PrivacyModel]:
     """The models of a policy: k-anonymity first, then one per sensitive attribute and model key, then the
     whole-table keys (k-map, δ-presence), then the ``<S, k>`` group rules in their order; ``con`` lets a model read

@@ -134,3 +134,24 @@ def test_no_decision_is_read_from_a_plans_info():
             if isinstance(node.value, ast.Name) and node.value.id == "plan":
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_no_method_imports_a_concrete_model_class():
+    """Issue 27.3: methods reach models through the contract (``find`` by name, ``make_model`` for the guides they
+    partition with, the model's flags and checks), never by importing a model class."""
+    import importlib
+
+    from anon_sql.models import PrivacyModel
+
+    offenders = []
+    for path in sorted((PACKAGE / "methods").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("models"):
+                continue
+            module = importlib.import_module("anon_sql." + node.module) if node.level == 2 else None
+            for a in node.names:
+                value = getattr(module, a.name, None)
+                if isinstance(value, type) and issubclass(value, PrivacyModel) and value is not PrivacyModel:
+                    offenders.append(f"methods/{path.name}:{node.lineno} {a.name}")
+    assert not offenders, offenders
+
