@@ -14,8 +14,8 @@ Adding a key is one declaration:
 * a privacy model: one ``ModelKey`` in its model module (anon_sql/models/*.py), e.g. ``ModelKey(key("beta_likeness",
   table(BETA_LIKENESS), "..."), build=...)`` with its table's keys in ``BETA_LIKENESS =
   section("privacy.beta_likeness", key("beta", number(gt=0), "..."), ...)``; the models' registry hands the keys to
-  :data:`PRIVACY` (:func:`model_keys`); a new choice of an existing key is one more name in its ``choice(...)`` (e.g.
-  ``"hierarchical"`` in :data:`T_DISTANCES`);
+  :data:`PRIVACY` (:func:`registered_model_keys`); a new choice of an existing key is one more name in its
+  ``choice(...)`` (e.g. ``"hierarchical"`` in :data:`T_DISTANCES`);
 * a method parameter: one ``key(...)`` in the method class's ``parameters`` tuple (anon_sql/methods/*.py); the
   registry collects them (:func:`anon_sql.methods.method_parameters`);
 * a search objective: its name in ``anon_sql.policy.objectives.OBJECTIVES`` (the ``objective`` choice reads that table);
@@ -453,7 +453,7 @@ REQUIREMENT = section("[[privacy.requirements]]",
 
 class PrivacySection(Section):
     """The ``[privacy]`` section: its own keys (``k``, ``max_suppression``, ``requirements``) around the keys of the
-    privacy models, which the models' registry declares (:func:`model_keys`, read on first use)."""
+    privacy models, which the models' registry declares (:func:`registered_model_keys`, read on first use)."""
 
     def __init__(self, title: str, head: Iterable[Key], tail: Iterable[Key]):
         super().__init__(title, {})
@@ -463,7 +463,7 @@ class PrivacySection(Section):
     def keys(self) -> dict[str, Key]:  # type: ignore[override]
         if self.own is None:
             head, tail = self.frame
-            self.own = {k.name: k for k in (*head, *(m.key for m in model_keys()), *tail)}
+            self.own = {k.name: k for k in (*head, *(m.key for m in registered_model_keys()), *tail)}
         return self.own
 
     @keys.setter
@@ -524,7 +524,7 @@ def register_model_catalog(keys: Callable[[], list[ModelKeyInfo]]) -> None:
     _MODEL_CATALOG.update(keys=keys)
 
 
-def model_keys() -> list[ModelKeyInfo]:
+def registered_model_keys() -> list[ModelKeyInfo]:
     """The ``[privacy]`` keys of the privacy models, in order (the models' registry, loaded on first use)."""
     if "keys" not in _MODEL_CATALOG:
         importlib.import_module(MODELS_MODULE)   # registers the catalog (see register_model_catalog)
@@ -534,12 +534,12 @@ def model_keys() -> list[ModelKeyInfo]:
 def sensitive_model_keys() -> tuple[str, ...]:
     """The [privacy] keys whose models protect a sensitive attribute (a policy with one of them needs role =
     "sensitive")."""
-    return tuple(m.key.name for m in model_keys() if m.per_attribute)
+    return tuple(m.key.name for m in registered_model_keys() if m.per_attribute)
 
 
 def population_model_keys() -> tuple[str, ...]:
     """The [privacy] keys whose models compare each class with a population table."""
-    return tuple(m.key.name for m in model_keys() if m.population)
+    return tuple(m.key.name for m in registered_model_keys() if m.population)
 
 
 # The methods are a layer above the policy: anon_sql.methods registers its catalog here when it is imported. The
@@ -560,12 +560,12 @@ def _method_catalog(what: str) -> Callable[..., Any]:
     return _METHOD_CATALOG[what]
 
 
-def method_names() -> list[str]:
+def registered_method_names() -> list[str]:
     """Every method name (the methods' registry, loaded on first use)."""
     return _method_catalog("names")()
 
 
-def method_parameters(name: str) -> tuple:
+def registered_method_parameters(name: str) -> tuple:
     """The ``[method_params]`` keys of a method (its class's ``parameters``)."""
     return _method_catalog("parameters")(name)
 
@@ -576,7 +576,7 @@ TOP = section(
     key("source", Text(), "table or view of the database, or a `.csv` / `.parquet` path (from Python, "
         "`release(..., source=X)` also takes a pandas / Polars DataFrame, a pyarrow Table or Dataset, or a DuckDB "
         "relation in its place: see the README)", REQUIRED),
-    key("method", Choice(method_names, "method"), "the anonymization method", "levels"),
+    key("method", Choice(registered_method_names, "method"), "the anonymization method", "levels"),
     key("seed", integer(), "seed of every random step", 0),
     key("count_column", Text(), "each row stands for n records (a whole number >= 1 on every row, checked against "
         "the data); class sizes are SUM(n)"),
@@ -594,7 +594,7 @@ SQL_TOP_LEVEL = tuple(k for k in TOP.keys if k not in ("name", "source", "attrib
 
 def method_params_section(method: str) -> Section:
     """The ``[method_params]`` section of a method (its class's ``parameters``)."""
-    return section(f"[method_params] of method {method!r}", *method_parameters(method))
+    return section(f"[method_params] of method {method!r}", *registered_method_parameters(method))
 
 
 def check_policy_dict(d: Any) -> None:

@@ -20,7 +20,7 @@ from ...data.taxonomy import Taxonomy
 from ...errors import TaxonomyError
 from ...models import group_rules
 from ...policy.objectives import MEASURES, OBJECTIVES  # re-exported (tests import them from here)
-from .encode import BaseLoading, State, encode
+from .encode import BaseLoading, State, encode_taxonomy
 from .evaluate import CACHE_SLOTS, NodeEval, NodeEvaluation
 from .settle import Settling
 from .utility import Utility, quantize
@@ -42,7 +42,7 @@ class Lattice(BaseLoading, NodeEvaluation, Settling, Utility):
         missing = [q for q in self.quasi if q not in taxonomies]
         if missing:
             raise TaxonomyError(f"quasi-identifier(s) {missing} have no taxonomy; a lattice search needs one each")
-        self.enc = [encode(q, taxonomies[q]) for q in self.quasi]
+        self.enc = [encode_taxonomy(q, taxonomies[q]) for q in self.quasi]
         self.heights = tuple(e.height for e in self.enc)
         # the class-level models; the <S,k> group rules are evaluated as windows over the classes (see _checks)
         self.models = [m for m in models if m.per_class]

@@ -50,7 +50,7 @@ ENCODINGS: dict[str, tuple] = {}
 ENCODINGS_MAX = 256
 
 
-def encode(name: str, tax: Taxonomy) -> Encoding:
+def encode_taxonomy(name: str, tax: Taxonomy) -> Encoding:
     key = tax.fingerprint()
     hit = ENCODINGS.get(key)
     if hit is None:
