@@ -7,7 +7,7 @@ from sqlglot import exp
 
 from ..errors import PolicyError
 from ..methods.base import AssignmentPlan, LevelPlan
-from ..models import ClassColumns, population_models
+from ..models import ClassColumns, equal_distance, population_models
 from ..models.population import WEIGHT as POP_WEIGHT
 from . import population as population_match
 from ..common.columns import EC_ID, SIZE
@@ -41,7 +41,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         ctes.append(("__sz", base))
     per_attr = []
     extra_cols: list[list[str]] = []
-    own_distance: list[bool] = []   # per attribute: a model computes the distance column in CTEs of its own
+    own_distance: list[str | None] = []   # per attribute: the CTE of a model that computes the distance column
     for i, sa in enumerate(sens):
         sv, sa_q = f"__sv{i}", f"__sa{i}"
         grouped = (exp.select(*key_cols, alias(col(sa), "__v"), alias(exp.Sum(this=w), "__c"))
@@ -53,10 +53,6 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
         gq = f"__gq{i}"
         ctes.append((gq, exp.select(col("__v"), alias(exp.Div(this=exp.Sum(this=col("__c")), expression=total),
                                                        "__q")).from_(sv).group_by(col("__v"))))
-        tc_equal = exp.Mul(this=lit(0.5), expression=exp.Paren(this=exp.Add(
-            this=exp.Sum(this=exp.Abs(this=exp.Sub(this=exp.Div(this=col("__c", "x"), expression=col("__m", "x")),
-                                                    expression=col("__q", "g")))),
-            expression=exp.Sub(this=lit(1.0), expression=exp.Sum(this=col("__q", "g"))))))
         items = [*keys_of("x"), alias(exp.Sum(this=col("__c", "x")), SIZE if i == 0 else f"__size{i}"),
                  alias(exp.Count(this=exp.Star()), f"__distinct__{sa}")]
         if duck:
@@ -66,9 +62,9 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
             if needs_values:
                 items.append(alias(exp.ArrayAgg(this=cast_varchar(col("__v", "x"))), f"__values__{sa}"))
         distance = _distance_ctes(ci, i, sa, keys, sv, gq)
-        own_distance.append(distance is not None)
+        own_distance.append(distance[-1][0] if distance else None)   # the model names the CTE to join
         if distance is None:
-            items.append(alias(tc_equal, f"__tclose__{sa}"))
+            items.append(alias(equal_distance(col("__c", "x"), col("__m", "x"), col("__q", "g")), f"__tclose__{sa}"))
         extra_cols.append([])
         for model in ci.models:   # per-class aggregates a model declares over (count, class size, table share)
             if model.attribute == sa:
@@ -99,7 +95,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
                 select_items.append(col(f"__values__{sa}", a))
         if own_distance[i]:
             t_alias = f"t{i}"
-            query = query.join(exp.Table(this=ident(f"__tco{i}"), alias=exp.TableAlias(this=ident(t_alias))),
+            query = query.join(exp.Table(this=ident(own_distance[i]), alias=exp.TableAlias(this=ident(t_alias))),
                                on=join_on(base_alias, t_alias))
             select_items.append(col(f"__tclose__{sa}", t_alias))
         else:

@@ -14,7 +14,7 @@ from .p_sensitive import PSensitivity
 from .population import DeltaPresence, KMap, Population, PopulationModel
 from .simpson import SimpsonDiversity
 from .slicing import SlicingGuide, SlicingLDiversity
-from .t_closeness import TCloseness
+from .t_closeness import TCloseness, equal_distance
 from .theta import ThetaCapacity, ThetaFeasible, ThetaSensitivity
 
 
@@ -29,4 +29,4 @@ __all__ = ["build_models", "find", "group_rules", "PrivacyModel", "ClassStats", 
            "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
            "HierarchicalTCloseness", "KMap", "DeltaPresence", "Population", "PopulationModel", "population_models",
            "largest_is_worst", "REGISTRY", "ModelKey", "model_keys", "model_classes",
-           "model_class", "make_model"]
+           "model_class", "make_model", "equal_distance"]

@@ -153,9 +153,10 @@ class PrivacyModel:
         return {}
 
     def distance_ctes(self, i: int, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]] | None:
-        """CTEs whose last (``__tco<i>``, one row per class of ``keys``) gives the class's distance column
-        ``__tclose__<attribute>``, from ``sv`` (keys, __v, __c, __m) and ``gq`` (__v, __q); None: the equal-distance
-        column the classes view computes inline is the one it reads."""
+        """CTEs (name, query) whose last (one row per class of ``keys``) gives the class's distance column
+        ``__tclose__<attribute>``; the compiler joins that last CTE by the name the model gives it. They read ``sv``
+        (keys, __v, __c, __m) and ``gq`` (__v, __q); ``i`` numbers the attribute so that CTE names stay distinct.
+        None: the class reads the equal distance (:func:`anon_sql.models.t_closeness.equal_distance`)."""
         return None
 
     def table_check(self, con: Any, release: exp.Table, source: exp.Expression, risk: exp.Table | None,
