@@ -21,7 +21,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
     """One row per class (grouped by ``keys``): size, per sensitive attribute distinct count / sorted counts /
     t-closeness distance, and one value + pass column per privacy model."""
     policy = ci.policy
-    duck = ci.dialect == "duckdb"
+    lists = ci.target.list_aggregates   # per-class count / value lists (the models' macros read them)
     w = weight if weight is not None else weight_of(policy)
     needs_values = any(m.needs_values for m in ci.models)
     ctes: list[tuple[str, exp.Expression]] = []
@@ -55,7 +55,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
                                                        "__q")).from_(sv).group_by(col("__v"))))
         items = [*keys_of("x"), alias(exp.Sum(this=col("__c", "x")), SIZE if i == 0 else f"__size{i}"),
                  alias(exp.Count(this=exp.Star()), f"__distinct__{sa}")]
-        if duck:
+        if lists:
             ordered = [exp.Ordered(this=col("__c", "x"), desc=True, nulls_first=False)]
             items.append(alias(exp.ArrayAgg(this=exp.Order(this=col("__c", "x"), expressions=ordered)),
                                f"__counts__{sa}"))
@@ -89,7 +89,7 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
             query = query.join(exp.Table(this=ident(sa_q), alias=exp.TableAlias(this=ident(a))), on=join_on(base_alias, a))
         sa = sens[i]
         select_items.append(col(f"__distinct__{sa}", a))
-        if duck:
+        if lists:
             select_items.append(col(f"__counts__{sa}", a))
             if needs_values:
                 select_items.append(col(f"__values__{sa}", a))
@@ -119,14 +119,14 @@ def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str
     inner = query.select(*select_items, copy=False)
     for name, cte in ctes:
         # DuckDB: the one aggregation over the rows is computed once, not inlined into each CTE that reads it
-        inner = inner.with_(name, as_=cte, materialized=True if ci.on_duckdb and name.endswith("_g") else None, copy=False)
+        inner = inner.with_(name, as_=cte, materialized=True if ci.target.materialized_ctes and name.endswith("_g") else None, copy=False)
 
     # outer: model checks over the class columns
     cc = ClassColumns(lambda c: col(c))
     outer_items: list[exp.Expression] = [exp.Star()]
     oks = []
     for model in ci.models:
-        if not duck and not model.portable:
+        if not lists and not model.portable:
             raise PolicyError(
                 f"{model.describe()} has no portable SQL form yet; compile for dialect 'duckdb' "
                 f"(requested: {ci.dialect!r})"

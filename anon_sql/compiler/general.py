@@ -12,12 +12,13 @@ from ..data import base_counts
 from ..common.columns import EC_ID
 from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq, prerendered
 from ..data.taxonomy import TOP, Taxonomy
+from .dialect import dialect_target
 from .names import KEEP, WEIGHT, CompileInput, ReleaseNames, noise_flag, released_columns, cast_varchar
 
 
 def _mapping_relation(rows: list[tuple[str, str]], alias_name: str, dialect: str) -> exp.Expression:
     """leaf → value rows as an inline relation with columns (leaf, value); VALUES, or UNION ALL for SQLite."""
-    if dialect == "sqlite":
+    if not dialect_target(dialect).values_relation:
         selects = [exp.select(alias(lit(a), "leaf"), alias(lit(b), "value")) for a, b in rows]
         union: exp.Expression = selects[0]
         for s in selects[1:]:
@@ -83,7 +84,7 @@ def uses_tuple_map(ci: CompileInput) -> bool:
     joins the source to a temp table QI tuple → ``ec_id`` (one row per distinct tuple, written with the plan)
     instead of the assignment on ``__row``, whose window sorts every row of the source at each read (issue 17.3)."""
     plan = ci.plan
-    return (ci.on_duckdb and isinstance(plan, AssignmentPlan) and plan.tuple_classes is not None
+    return (ci.target.session_tables and isinstance(plan, AssignmentPlan) and plan.tuple_classes is not None
             and not plan.row_values)
 
 
@@ -166,7 +167,7 @@ def generalized_items(ci: CompileInput, cols: Sequence[str], src: str
             continue
         tax = ci.taxonomies[c]
         fallback = tax.null_parent or TOP
-        if ci.on_duckdb and all(v == fallback for v in tax.mapping(level).values()):
+        if ci.target.enum_types and all(v == fallback for v in tax.mapping(level).values()):
             # every leaf maps to the value NULL and unknown values map to (the top): a constant, no join (issue
             # 17.1: at the optimum of a wide search most columns are at the top, and each join cost binding and
             # probing time for one value)
@@ -175,7 +176,7 @@ def generalized_items(ci: CompileInput, cols: Sequence[str], src: str
             continue
         m = f"m{len(joins)}"
         on = exp.EQ(this=cast_varchar(col(c, src)), expression=col("leaf", m))
-        if ci.on_duckdb:   # the VALUES list and the ENUM domain rendered once per (taxonomy content, level, alias)
+        if ci.target.enum_types:   # the VALUES list and the ENUM domain rendered once per (taxonomy content, level, alias)
             fp = tax.fingerprint()
             joins.append((prerendered(("map", fp, level, m), lambda: _mapping_relation(_rows(tax, level), m, ci.dialect)),
                           on))
@@ -201,7 +202,7 @@ def _mapped_value(tax: Taxonomy, level: int, m: str, c: str, enum: bool) -> exp.
 
 def is_enum(ci: CompileInput, column: str) -> bool:
     """A generalized quasi-identifier of a DuckDB level plan (released as an ENUM)."""
-    return (ci.on_duckdb and isinstance(ci.plan, LevelPlan) and column in ci.policy.quasi
+    return (ci.target.enum_types and isinstance(ci.plan, LevelPlan) and column in ci.policy.quasi
             and ci.plan.levels.get(column, 0) > 0)
 
 
@@ -244,7 +245,7 @@ def level_base(ci: CompileInput, names: ReleaseNames, base: exp.Table | None = N
 
 def uses_base_table(ci: CompileInput) -> bool:
     """DuckDB level plans keep the base counts in a temp table that the release statement reads."""
-    return ci.on_duckdb and isinstance(ci.plan, LevelPlan)
+    return ci.target.session_tables and isinstance(ci.plan, LevelPlan)
 
 
 def base_table(ci: CompileInput, names: ReleaseNames) -> exp.Table | None:

@@ -13,6 +13,7 @@ from ..data import base_counts
 from ..common.sqlbuild import col, dtype, ident, lit, render
 from ..data.taxonomy import Taxonomy
 from ..catalog.names import COUNTED_ROWS, WORK_SCHEMA, working
+from .dialect import Target, dialect_target, target
 
 
 WEIGHT = base_counts.WEIGHT
@@ -123,9 +124,14 @@ class CompileInput:
     counted_rows: bool = False
 
     @property
+    def target(self) -> Target:
+        """What the SQL may use, given the dialect it is rendered in and the engine that runs it."""
+        return target(self.dialect, self.engine)
+
+    @property
     def on_duckdb(self) -> bool:
         """DuckDB SQL run by DuckDB: temp tables and ENUM types may be used."""
-        return self.dialect == "duckdb" and self.engine == "duckdb"
+        return self.target.native
 
 
 @dataclass
@@ -185,7 +191,7 @@ def cast_varchar(e: exp.Expression) -> exp.Expression:
 
 def create_view(name: exp.Table, query: exp.Expression, dialect: str = "duckdb") -> exp.Create:
     # SQLite has no CREATE OR REPLACE VIEW; its compiled script is meant for a fresh database
-    return exp.Create(this=name, kind="VIEW", expression=query, replace=dialect != "sqlite")
+    return exp.Create(this=name, kind="VIEW", expression=query, replace=dialect_target(dialect).replace_view)
 
 
 def noise_flag(plan) -> str | None:

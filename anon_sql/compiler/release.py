@@ -212,7 +212,7 @@ def _ordered_rows(ci: CompileInput, query: exp.Select, items: list[exp.Expressio
     if policy.count_column:
         others.append(col(policy.count_column))
     order_cols = [col(EC_ID)]
-    if others and ci.on_duckdb:
+    if others and ci.target.hash_order:
         order_cols.append(exp.Anonymous(this="hash", expressions=[*others, lit(policy.seed)]))
     else:
         order_cols += others

@@ -52,7 +52,7 @@ def _compile_key(ci: CompileInput, names: ReleaseNames) -> tuple | None:
     """Everything a level plan's statements on DuckDB are built from, as plain values (the policy as JSON, the
     taxonomies by content, each model's parameters); None — not cached — for an assignment plan (data frames),
     another engine or dialect, or a model holding anything but plain parameters (a taxonomy, a table)."""
-    if not isinstance(ci.plan, LevelPlan) or not ci.on_duckdb:
+    if not isinstance(ci.plan, LevelPlan) or not ci.target.cached:
         return None
     models = []
     for m in ci.models:
@@ -72,7 +72,7 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
     created by the release runner before these). A level plan's release on DuckDB is compiled once per plan
     shape (:func:`_compile_key`) and its text rendered once: a warm release of the same policy reuses both
     (issue 17.1: building and rendering the trees cost a tenth of a small release)."""
-    names = names or ReleaseNames(ci.policy.name, ci.schema, work=WORK_SCHEMA if ci.on_duckdb else None)
+    names = names or ReleaseNames(ci.policy.name, ci.schema, work=WORK_SCHEMA if ci.target.work_schema else None)
     key = _compile_key(ci, names)
     if key is not None and key in _COMPILED:
         return _COMPILED[key]

@@ -184,3 +184,19 @@ def test_no_module_passes_800_lines():
     long = [f"{p.relative_to(ROOT)}: {n}" for p in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "udfs").rglob("*.py")])
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 800]
     assert not long, long
+
+
+def test_the_compiler_has_no_dialect_branch():
+    """Issue 27.4: the view builders read capabilities (compiler/dialect.py's Target), never compare the dialect or
+    the engine with a name."""
+    offenders = []
+    for path in sorted((PACKAGE / "compiler").glob("*.py")):
+        if path.name == "dialect.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                names = [c.attr if isinstance(c, ast.Attribute) else getattr(c, "id", None)
+                         for c in [node.left, *node.comparators]]
+                if {"dialect", "engine"} & set(names):
+                    offenders.append(f"compiler/{path.name}:{node.lineno}")
+    assert not offenders, offenders
