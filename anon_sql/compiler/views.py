@@ -1,7 +1,8 @@
 """Policy + plan → sqlglot statements for the release views (``__source``, ``__general``, ``__classes``, the
-release table, ``__checks``), in execution order, cached per plan shape. Trees are rendered to text only at the end,
-in the requested dialect. The views' builders live in names / source / general / classes / release; this module
-assembles them and re-exports their public names."""
+release table, ``__checks``), in execution order, cached per plan shape: :data:`STEPS` is an ordered tuple of one-job
+builders (as sqlglot's optimizer runs its rules), each ``(ci, names) → statements``. Trees are rendered to text only
+at the end, in the requested dialect. The views themselves are built in names / source / general / classes /
+release; this module assembles them and re-exports their public names."""
 from __future__ import annotations
 
 from typing import Any
@@ -84,53 +85,105 @@ def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> Comp
     return compiled
 
 
-def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
-    stmts: list[tuple[str, exp.Expression]] = []
-    if names.work:
-        stmts.append((SCHEMA_STATEMENT, work_schema_statement(names)))
-    stmts += [
-        (SOURCE_STATEMENT, source_statement(ci, names)),
-        (DROPPED_VIEWS[0], create_view(names.general, general_view(ci, names), ci.dialect)),
-        (DROPPED_VIEWS[1], create_view(names.classes, classes_view(ci, names), ci.dialect)),
-    ]
-    base = base_counts.temp_table(names.release) if uses_base_table(ci) else None
-    if base is not None:
-        stmts.append((BASE_STATEMENT, base_counts.create(ci.policy, names.source, base)))
-    row_map = row_map_table(names.release) if isinstance(ci.plan, LevelPlan) and uses_row_map(ci) else None
-    if row_map is not None:
-        stmts.append(("row map", exp.Create(this=row_map.copy(), kind="TABLE", replace=True,
-                                            expression=row_map_query(ci, names),
-                                            properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
-    if uses_tuple_map(ci):
-        stmts.append(("kept tuples", exp.Create(this=tuple_map_table(names.release, kept=True), kind="TABLE",
-                                                replace=True, expression=kept_tuples_query(ci, names),
-                                                properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
+Statements = list[tuple[str, exp.Expression]]   # (description, statement)
+
+
+def _temporary(table: exp.Table, query: exp.Expression) -> exp.Create:
+    return exp.Create(this=table, kind="TABLE", replace=True, expression=query,
+                      properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+
+
+def _row_map(ci: CompileInput, names: ReleaseNames) -> exp.Table | None:
+    return row_map_table(names.release) if isinstance(ci.plan, LevelPlan) and uses_row_map(ci) else None
+
+
+# -- the steps of a release, each one job with one signature: (ci, names) → its statements ---------------------
+def work_schema_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    """The working schema, when the working objects have one."""
+    return [(SCHEMA_STATEMENT, work_schema_statement(names))] if names.work else []
+
+
+def source_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    return [(SOURCE_STATEMENT, source_statement(ci, names))]
+
+
+def general_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    return [(DROPPED_VIEWS[0], create_view(names.general, general_view(ci, names), ci.dialect))]
+
+
+def classes_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    return [(DROPPED_VIEWS[1], create_view(names.classes, classes_view(ci, names), ci.dialect))]
+
+
+def base_counts_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    """A level plan's base counts as a session table, where the target keeps one."""
+    if not uses_base_table(ci):
+        return []
+    return [(BASE_STATEMENT, base_counts.create(ci.policy, names.source, base_counts.temp_table(names.release)))]
+
+
+def row_map_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    """The map original QI tuple → released values of a level plan that re-reads the source."""
+    row_map = _row_map(ci, names)
+    return [("row map", _temporary(row_map.copy(), row_map_query(ci, names)))] if row_map is not None else []
+
+
+def kept_tuples_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    """The QI tuples of the kept classes of an assignment plan that has them."""
+    if not uses_tuple_map(ci):
+        return []
+    return [("kept tuples", _temporary(tuple_map_table(names.release, kept=True), kept_tuples_query(ci, names)))]
+
+
+def release_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    """The released table and the checks view over it (kept as rows with their counts, the table a view repeating
+    them, when the engine keeps releases so)."""
     released = release_table_query(ci, names)
     grouped = grouped_release(released) if ci.counted_rows else None
-    if grouped is not None:   # kept as rows with their counts, the table a view repeating them
-        stmts += [
-            ("release rows", exp.Create(this=names.rows, kind="TABLE", expression=grouped[0])),
-            ("release table", create_view(names.table, repeated_rows(names.rows, grouped[1]), ci.dialect)),
-            ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True), ci.dialect)),
-        ]
-    else:
-        stmts += [
-            ("release table", exp.Create(this=names.table, kind="TABLE", expression=released)),
-            ("checks view", create_view(names.checks, checks_view(ci, names), ci.dialect)),
-        ]
-    if row_map is not None:
-        stmts.append(("drop row map", exp.Drop(tables=[row_map.copy()], kind="TABLE", exists=True)))
-    if uses_tuple_map(ci) and ci.plan.assignment is None:
-        stmts.append(("assignment", exp.Create(this=names.assignment.copy(), kind="TABLE", replace=True,
-                                               expression=assignment_query(ci, names))))
-    if uses_tuple_map(ci):
-        stmts += [(f"drop tuple map{' (kept)' if kept else ''}",
-                   exp.Drop(tables=[tuple_map_table(names.release, kept)], kind="TABLE", exists=True))
-                  for kept in (True, False)]
-    if base is not None:
-        stmts.append(("drop base counts", base_counts.drop(base)))
+    if grouped is not None:
+        return [("release rows", exp.Create(this=names.rows, kind="TABLE", expression=grouped[0])),
+                ("release table", create_view(names.table, repeated_rows(names.rows, grouped[1]), ci.dialect)),
+                ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True), ci.dialect))]
+    return [("release table", exp.Create(this=names.table, kind="TABLE", expression=released)),
+            ("checks view", create_view(names.checks, checks_view(ci, names), ci.dialect))]
+
+
+def drop_row_map_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    row_map = _row_map(ci, names)
+    return [] if row_map is None else [("drop row map", exp.Drop(tables=[row_map.copy()], kind="TABLE", exists=True))]
+
+
+def assignment_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    """The ``__assignment`` table of a plan with QI tuples that did not bring one."""
+    if not (uses_tuple_map(ci) and ci.plan.assignment is None):
+        return []
+    return [("assignment", exp.Create(this=names.assignment.copy(), kind="TABLE", replace=True,
+                                      expression=assignment_query(ci, names)))]
+
+
+def drop_tuple_maps_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    if not uses_tuple_map(ci):
+        return []
+    return [(f"drop tuple map{' (kept)' if kept else ''}",
+             exp.Drop(tables=[tuple_map_table(names.release, kept)], kind="TABLE", exists=True))
+            for kept in (True, False)]
+
+
+def drop_base_step(ci: CompileInput, names: ReleaseNames) -> Statements:
+    return ([("drop base counts", base_counts.drop(base_counts.temp_table(names.release)))]
+            if uses_base_table(ci) else [])
+
+
+#: a release's statements, in execution order: each step adds what its job needs (none when it does not apply)
+STEPS = (work_schema_step, source_step, general_step, classes_step, base_counts_step, row_map_step, kept_tuples_step,
+         release_step, drop_row_map_step, assignment_step, drop_tuple_maps_step, drop_base_step)
+
+
+def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
+    stmts: Statements = [stmt for step in STEPS for stmt in step(ci, names)]
     cols = data_columns(ci)
     cols.append(EC_ID)
     if ci.policy.count_column:
         cols.append(ci.policy.count_column)
-    return CompiledRelease(names, stmts, cols, ci.dialect, names.rows if grouped is not None else None)
+    counted = any(what == "release rows" for what, _ in stmts)
+    return CompiledRelease(names, stmts, cols, ci.dialect, names.rows if counted else None)
