@@ -17,9 +17,9 @@ from .methods import LevelPlan, get_method
 from .models import build_models
 from .policy.model import Policy, coerce_policy
 from .runner.run import run
-from .data.source import is_path, resolve as resolve_source, table_relation
+from .data.source import is_path, resolve_source, table_relation
 from .common.sqlbuild import col, render
-from .runner.resolve import discard, resolve
+from .runner.resolve import discard, resolve_release
 from .data.builtin_taxonomies import load as builtin_taxonomy
 from .data.taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv, needs_values
 
@@ -45,7 +45,7 @@ def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.Du
         raise PolicyError("a SafePub policy (privacy.differential_privacy) compiles only for dialect 'duckdb' with a "
                           "connection to its source (con=..., no source=): its sample is drawn with DuckDB's hash")
     if con is not None:
-        r = resolve(con, policy, source, base=True)
+        r = resolve_release(con, policy, source, base=True)
         try:
             if r.method.plan_kind == "assignment" and dialect != "duckdb":
                 raise PolicyError(f"method {policy.method!r} computes a record assignment; only dialect 'duckdb' "

@@ -56,7 +56,7 @@ def timed(name: str, fn: Callable) -> Callable:
 
 
 def instrument() -> None:
-    release_mod.resolve = timed("resolve: policy, source, record count", release_mod.resolve)
+    release_mod.resolve_release = timed("resolve: policy, source, record count", release_mod.resolve_release)
     DuckDBEngine.base_counts = timed("resolve: base counts (GROUP BY of the source)", DuckDBEngine.base_counts)
     resolve_mod.resolve_taxonomies = timed("resolve: taxonomies + coverage check", resolve_mod.resolve_taxonomies)
     release_mod.check_target = timed("target name check", release_mod.check_target)

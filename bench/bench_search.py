@@ -28,7 +28,7 @@ from anon_sql.compiler.views import (CompileInput, ReleaseNames, compile_release
         work_schema_statement)
 from anon_sql.methods.lattice import Lattice
 from anon_sql.methods import LevelPlan, MethodContext, get_method
-from anon_sql.runner.resolve import resolve
+from anon_sql.runner.resolve import resolve_release
 from anon_sql.common.sqlbuild import col, render
 from sqlglot import exp
 
@@ -46,7 +46,7 @@ def policy(source: str, qis: list[str], method: str, objective: str, name: str =
 
 def context(con: duckdb.DuckDBPyConnection, pol: dict) -> MethodContext:
     """Resolve the policy and create its ``__source`` view, as anon_sql.release does before planning."""
-    r = resolve(con, pol)
+    r = resolve_release(con, pol)
     policy_, src, taxonomies, models, records = r.policy, r.source, r.taxonomies, r.models, r.records
     names = ReleaseNames(policy_.name)
     probe = CompileInput(policy_, src.relation, src.columns, LevelPlan({}), taxonomies, models)

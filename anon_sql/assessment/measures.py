@@ -22,7 +22,7 @@ from sqlglot import exp
 from ..errors import PolicyError, SourceError
 from ..models import ClassStats, SensitiveCounts, TCloseness
 from ..models.hierarchical import resolve_taxonomy, taxonomy_nodes
-from ..data.source import Source, resolve, unregister
+from ..data.source import Source, resolve_source, unregister
 from ..common.columns import UNIT
 from ..common.sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render
 from ..data.taxonomy import Taxonomy
@@ -66,9 +66,9 @@ class Assessment:
 
     def report(self, format: str = "text") -> str:
         """The assessment as ``text``, ``json`` or ``html`` (anon_sql.report.assessment)."""
-        from ..report.assessment import render
+        from ..report.assessment import render_assessment
 
-        return render(self, format)
+        return render_assessment(self, format)
 
 
 # -- input checks -------------------------------------------------------------------------------------------------
@@ -209,9 +209,9 @@ def _resolve(con, source: Any, label: str, registered: list[str]) -> Source:
     """A table / view name or a path as it is; any other accepted object (DataFrame, Arrow, Polars, relation)
     registered as the connection-local view ``label``, unregistered when the assessment ends."""
     if isinstance(source, (str, os.PathLike)):
-        return resolve(con, source)
+        return resolve_source(con, source)
     registered.append(label)
-    return resolve(con, source, label=label)
+    return resolve_source(con, source, label=label)
 
 
 def _base_counts(con, src: Source, keys: list[str], count_column: str | None):

@@ -244,7 +244,7 @@ def _population_quasi(policy: Policy, plan: dict[str, Any]) -> list[str]:
 def _copy_population(con, private, policy: Policy, plan: dict[str, Any], name: str) -> bool:
     """A shared file's check: the population's QI columns, when ``con`` can read the population (a table or view
     of this database, or a file), copied to ``private`` under the same name; False when it cannot."""
-    from ..data.source import resolve as resolve_source
+    from ..data.source import resolve_source
 
     try:
         src = resolve_source(con, name, label=name)

@@ -28,16 +28,16 @@ def _split(text: str | None) -> list[str] | None:
 def report(release_name: str, db: str, html_path: str | None, metrics: str | None,
            target: str | None, models: str | None, folds: int, sample: int) -> None:
     """Print (and optionally write as HTML / JSON) the metrics report of a release."""
-    from ..report.build import render
+    from ..report.build import render_report
     from ..publish.report import build
 
     with _errors(), database(db, must_exist=True, read_only=True) as con:
         options = {"models": _split(models), "folds": folds, "sample": sample or None}
         rep = build(con, release_name, _split(metrics), classify=target, classify_options=options)
         set_result(rep)      # --json [FILE|-]: the same report as JSON (stdout by default)
-        click.echo(render(rep, "text"))
+        click.echo(render_report(rep, "text"))
         if html_path:
-            Path(html_path).write_text(render(rep, "html"), encoding="utf-8")
+            Path(html_path).write_text(render_report(rep, "html"), encoding="utf-8")
             click.echo(f"wrote {html_path}")
 
 

@@ -190,7 +190,7 @@ def describe(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> list[t
     return con.execute(render(exp.Describe(this=exp.select("*").from_(relation.copy())))).fetchall()
 
 
-def resolve(con: duckdb.DuckDBPyConnection, source: Any, label: str | None = None) -> Source:
+def resolve_source(con: duckdb.DuckDBPyConnection, source: Any, label: str | None = None) -> Source:
     """Find the source and read its columns; raise :class:`SourceError` naming what exists when it is not found.
 
     ``source``: see :data:`ACCEPTED`. A Python object is registered on the connection as the temporary view

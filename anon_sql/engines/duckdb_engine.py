@@ -13,7 +13,7 @@ from ..catalog import store as catalog
 from ..compiler.views import WORK_SCHEMA, ReleaseNames, tuple_map_table
 from ..methods import AssignmentPlan
 from ..policy.model import Policy
-from ..data.source import Source, relation_exists, resolve
+from ..data.source import Source, relation_exists, resolve_source
 from ..common.sqlbuild import render
 from .base import Engine
 
@@ -52,7 +52,7 @@ class DuckDBEngine(Engine):
     def register_source(self, source: Any, label: str) -> Source:
         catalog.ensure_installed(self._con)
         # an in-memory source (DataFrame, Arrow, relation) is registered per release: its views read it by that name
-        return resolve(self._con, source, label=label)
+        return resolve_source(self._con, source, label=label)
 
     def base_counts(self, policy: Policy, relation: exp.Expression,
                     table: exp.Table) -> Callable[[str], pd.DataFrame] | None:

@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from ..catalog import store as catalog
 from ..errors import PolicyError
-from ..models import KAnonymity, PrivacyModel, SimpsonDiversity
+from ..models import PrivacyModel
 from ..models.base import find
 from ..common.sqlbuild import alias, col, render, table as table_ref
 from ..udfs import kernels
@@ -240,11 +240,11 @@ class Adaptive(Method):
         policy = ctx.policy
         sensitive = single_record_sensitive(policy, "adaptive", "measures the diversity of",
                                             "forms classes of k single records")
-        return find(ctx.models, KAnonymity.name).k, sensitive
+        return find(ctx.models, "k_anonymity").k, sensitive
 
     def thresholds(self, models: Sequence[PrivacyModel]) -> tuple[float, float]:
         """T_d, T_e: method_params, else the policy's simpson model, else the paper's 1.75 / 0.75."""
-        model = find(models, SimpsonDiversity.name)
+        model = find(models, "simpson")
         d = self.diversity if self.diversity is not None else (model and model.diversity) or DIVERSITY
         e = self.evenness if self.evenness is not None else (model and model.evenness) or EVENNESS
         return float(d), float(e)

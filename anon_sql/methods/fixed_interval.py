@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PolicyError
-from ..models import KAnonymity, find, group_rules
+from ..models import find, group_rules
 from ..policy.keys import choice, integer, key, number
 from . import register
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
@@ -144,7 +144,7 @@ class FixedInterval(Method):
         self.intervals, self.strategy, self.theta = interval_params(params)
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
-        k = find(ctx.models, KAnonymity.name).k
+        k = find(ctx.models, "k_anonymity").k
         n = int(self.intervals or k)
         data = load_source(ctx)
         numeric = [c for c in data.columns if c.numeric]

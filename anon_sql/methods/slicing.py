@@ -21,9 +21,9 @@ from scipy.stats import chi2_contingency
 from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
-from ..models import ClassStats, KAnonymity, SensitiveCounts
+from ..models import ClassStats, SensitiveCounts, make_model
 from ..models.base import PrivacyModel, find
-from ..models.slicing import PAIR, SlicingGuide, SlicingLDiversity
+from ..models.slicing import PAIR
 from ..common.sqlbuild import alias, col, lit, render, table as table_ref
 from ..udfs.slicing import slicing_max_p
 from ..policy.keys import Boolean, ListOf, Text, any_of, choice, integer, key
@@ -181,7 +181,7 @@ def max_conditional_share(key: np.ndarray, sens: np.ndarray, weights: np.ndarray
     one = np.zeros(len(key), dtype=np.int64)
     stats = ClassStats(np.array([w.sum()]),
                        {PAIR: SensitiveCounts.from_codes(one, key * ns + sens, w, 1, (int(key.max()) + 1) * ns)})
-    return float(SlicingGuide(1.0, ns).measure(stats)[0])
+    return float(make_model("slicing_guide", 1.0, ns).measure(stats)[0])
 
 
 def group_codes(codes: dict[str, np.ndarray], group: Sequence[str], n: int) -> np.ndarray:
@@ -259,13 +259,13 @@ def subset_column(column: QIColumn, keep: np.ndarray) -> QIColumn:
     return replace(column, order=column.order[keep], x=None if column.x is None else column.x[keep], _anc=None)
 
 
-def slicing_requirements(policy, models: Sequence[PrivacyModel]) -> tuple[SlicingLDiversity, int]:
+def slicing_requirements(policy, models: Sequence[PrivacyModel]) -> tuple[PrivacyModel, int]:
     """The l-diverse slicing model of a slicing policy and its k (minimum bucket size), or a PolicyError saying
     what to write."""
     if len(policy.sensitive) != 1:
         raise PolicyError(f"method {policy.method!r} needs exactly one sensitive attribute (role = \"sensitive\"), "
                           f"got {list(policy.sensitive)}")
-    model = find(models, SlicingLDiversity.name)
+    model = find(models, "slicing_l_diversity")
     if model is None:
         raise PolicyError(f'method {policy.method!r} needs privacy.l_diversity = {{ kind = "slicing", l = ... }}')
     if model.l < 1:
@@ -276,7 +276,7 @@ def slicing_requirements(policy, models: Sequence[PrivacyModel]) -> tuple[Slicin
         raise PolicyError(f"method {policy.method!r} does not take count_column = {policy.count_column!r}: a permuted "
                           "row takes each column group from another record, so no single count fits it; expand the "
                           "counted rows first (one row per record) and drop count_column")
-    return model, find(models, KAnonymity.name).k
+    return model, find(models, "k_anonymity").k
 
 
 # -- validity rules (seed 001 §V: invalid tuples created by the permutation) ------------------------------------------
@@ -449,7 +449,7 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
     pair = skey * ns + codes[sa]
     stats = StatsBuilder(w, {PAIR: pair}, {PAIR: np.arange(nx * ns)},
                          {PAIR: np.bincount(pair, weights=w, minlength=nx * ns)}, True)
-    models = [KAnonymity(k), model.guide(ns, xattrs)]
+    models = [make_model("k_anonymity", k), model.guide(ns, xattrs)]
     pid = partition(list(columns), models, stats, ctx.progress).pid if n else np.zeros(0, dtype=np.int64)
     gcodes = (np.stack([group_codes(codes, g, n) for g in groups[:-1]], axis=1) if len(groups) > 1
               else np.zeros((n, 0), dtype=np.int64))

@@ -30,9 +30,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PolicyError, PrivacyRequirementError
-from ..models import KAnonymity, PrivacyModel
+from ..models import PrivacyModel, make_model
 from ..models.base import find
-from ..models.theta import ThetaCapacity, ThetaFeasible, ThetaSensitivity
 from ..common.progress import Progress
 from ..policy.keys import Text, choice, integer, key
 from ..udfs import kernels
@@ -550,7 +549,8 @@ def class_order(data: SourceData, k: int, order: str, sa: str,
     nv = len(data.sensitive_values[sa])
     stats = StatsBuilder(data.weights, {sa: values}, {sa: data.sensitive_values[sa].to_numpy()},
                          {sa: np.bincount(values, minlength=nv).astype(float)}, True)
-    models: list[PrivacyModel] = [KAnonymity(k), ThetaFeasible(sa, k, min_distinct(k, mu, nv))]
+    models: list[PrivacyModel] = [make_model("k_anonymity", k),
+                                  make_model("theta_feasible", sa, k, min_distinct(k, mu, nv))]
     n = data.n
     whole = stats.build(np.arange(n), np.zeros(n, dtype=np.int64), 1)
     if not models[1].check(whole)[0]:
@@ -558,8 +558,9 @@ def class_order(data: SourceData, k: int, order: str, sa: str,
         # (noise included), else keep QI locality alone and let swaps and noise do the rest
         e = max_excess(k, mu, nv)
         models = models[:1]
-        if e is not None and e >= 0 and ThetaCapacity(sa, k, e).check(whole)[0]:
-            models.append(ThetaCapacity(sa, k, e))
+        capacity = make_model("theta_capacity", sa, k, e) if e is not None and e >= 0 else None
+        if capacity is not None and capacity.check(whole)[0]:
+            models.append(capacity)
     pid = partition(data.columns, models, stats).pid
     o = np.lexsort(keys + [values, pid])           # rows of each (partition, value) in QI order
     out = []
@@ -587,10 +588,10 @@ class ThetaSensitive(Method):
 
     def _validate(self, ctx: MethodContext) -> tuple[float, int, str]:
         policy = ctx.policy
-        theta = find(ctx.models, ThetaSensitivity.name)
+        theta = find(ctx.models, "theta")
         if theta is None:
             raise PolicyError("method 'theta' needs the threshold factor: [privacy] theta = { mu = 0.6 }")
-        k = find(ctx.models, KAnonymity.name).k
+        k = find(ctx.models, "k_anonymity").k
         if k < 2:
             raise PolicyError(f"method 'theta' needs privacy.k >= 2 (Algorithm 1 refuses smaller k), got {k!r}")
         sensitive = single_record_sensitive(policy, "theta", "protects", "moves single records between classes")

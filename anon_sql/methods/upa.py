@@ -25,7 +25,7 @@ from sklearn.metrics import pairwise_distances_argmin_min, silhouette_score
 from sklearn.preprocessing import StandardScaler
 
 from ..errors import PolicyError
-from ..models import KAnonymity, PrivacyModel, find, group_rules
+from ..models import PrivacyModel, find, group_rules
 from ..udfs.utility import ncp_categorical, ncp_numeric
 from ..policy.keys import ListOf, Text, any_of, choice, integer, key, number
 from . import register
@@ -366,7 +366,7 @@ class UPA(Method):
         return selected, _jsonable(table.rename(columns={"selected_for_anonymization": "selected"}))
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
-        policy, k, seed = ctx.policy, find(ctx.models, KAnonymity.name).k, int(ctx.policy.seed)
+        policy, k, seed = ctx.policy, find(ctx.models, "k_anonymity").k, int(ctx.policy.seed)
         selected, relevance = self.select(ctx)
         outside = [a for a in self.unique_only if a not in selected]
         if outside:

@@ -26,7 +26,7 @@ from ..compiler.views import EC_ID, ReleaseNames
 from ..errors import SourceError
 from ..models import ClassStats, SensitiveCounts
 from ..policy.model import Policy
-from ..data.source import Source, relation_exists, resolve
+from ..data.source import Source, relation_exists, resolve_source
 from ..common.sqlbuild import alias, and_all, col, ident, lit, record_count, render
 from ..data.taxonomy import Taxonomy
 from .coverage import covering_pairs
@@ -144,10 +144,10 @@ class ReleaseData:
     def source(self) -> Source:
         """The release's source: its table/file, else its working ``__source`` view (identifiers dropped)."""
         try:
-            return resolve(self.con, self.source_label)
+            return resolve_source(self.con, self.source_label)
         except SourceError:
             if relation_exists(self.con, self.names.source):
-                return resolve(self.con, self.names.source)
+                return resolve_source(self.con, self.names.source)
             raise SourceError(f"release {self.name!r}: its source {self.source_label!r} is gone (and so is the "
                               f"{render(self.names.source)} view); metrics that compare with the original data "
                               "need it back") from None

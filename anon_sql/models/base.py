@@ -121,6 +121,12 @@ class PrivacyModel:
     # whether a class's pass depends on that class alone (not on the other classes or the whole table): suppressing
     # the failing classes then cannot make a kept class fail, and the lattice skips re-checking the remainder
     class_local = False
+    # whether a class's pass survives merging with any other class (passing or not): the records needing suppression
+    # can then only shrink under generalization, and a search with a suppression budget may prune on it
+    suppression_monotone = False
+    # the distinct sensitive values every passing class has at least (0: none implied): distinct l-diversity, whose
+    # pass survives merging, is then a necessary check a search may prune with
+    implied_distinct = 0
 
     def check(self, stats: ClassStats) -> np.ndarray:
         """Boolean per class: does the class satisfy the model?"""
@@ -147,9 +153,10 @@ class PrivacyModel:
         return {}
 
     def distance_ctes(self, i: int, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]] | None:
-        """CTEs whose last (``__tco<i>``, one row per class of ``keys``) gives the class's distance column
-        ``__tclose__<attribute>``, from ``sv`` (keys, __v, __c, __m) and ``gq`` (__v, __q); None: the equal-distance
-        column the classes view computes inline is the one it reads."""
+        """CTEs (name, query) whose last (one row per class of ``keys``) gives the class's distance column
+        ``__tclose__<attribute>``; the compiler joins that last CTE by the name the model gives it. They read ``sv``
+        (keys, __v, __c, __m) and ``gq`` (__v, __q); ``i`` numbers the attribute so that CTE names stay distinct.
+        None: the class reads the equal distance (:func:`anon_sql.models.t_closeness.equal_distance`)."""
         return None
 
     def table_check(self, con: Any, release: exp.Table, source: exp.Expression, risk: exp.Table | None,

@@ -14,8 +14,10 @@ import numpy as np
 from sqlglot import exp
 
 from ..common.sqlbuild import func, lit
+from ..policy.keys import REQUIRED, any_of, choice, key, number, section, table
 from ..udfs import risk_kernels as rk
-from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .base import EPS, MACRO_SCHEMA, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .registry import ModelKey, register_model_key
 
 
 def _sc(stats: ClassStats, attribute: str):
@@ -147,3 +149,38 @@ class DeltaDisclosure(_DistributionModel):
 
     def describe(self) -> str:
         return f"δ-disclosure privacy (δ = {self.delta}) on {self.attribute}"
+
+
+# -- the [privacy] keys -------------------------------------------------------------------------------------------
+BETA_LIKENESS = section("privacy.beta_likeness",
+                        key("beta", number(gt=0), "(p − q)/q <= β for each value with p > q (q: its share of the "
+                            "table)", REQUIRED),
+                        key("kind", choice("basic", "enhanced"), "enhanced: <= min(β, −ln q)", "basic"))
+DELTA_DISCLOSURE = section("privacy.delta_disclosure",
+                           key("delta", number(gt=0), "|log(p/q)| < δ for each value in the class", REQUIRED),
+                           key("log", choice("e", "2"), "the logarithm's base (`\"2\"` as ARX)", "e"))
+
+
+def build_delta_disclosure(spec, attribute, context) -> list[PrivacyModel]:
+    """δ-disclosure on ``attribute`` (a number is the ``delta``, natural logarithm)."""
+    spec = spec if isinstance(spec, dict) else {"delta": spec}
+    return [DeltaDisclosure(attribute, spec["delta"], 2.0 if str(spec.get("log", "e")) == "2" else math.e)]
+
+
+register_model_key(ModelKey(
+    key("alpha", number(gt=0, le=1), "(α, k)-anonymity (Wong et al. 2006): largest share of one sensitive value "
+        "in a class <= α"),
+    build=lambda alpha, attribute, context: [AlphaKAnonymity(attribute, alpha)], classes=(AlphaKAnonymity,),
+    examples=(0.6,)))
+register_model_key(ModelKey(
+    key("beta_likeness", table(BETA_LIKENESS), "β-likeness (Cao & Karras 2012)"),
+    build=lambda spec, attribute, context: [BetaLikeness(attribute, spec["beta"],
+                                                         spec.get("kind", "basic") == "enhanced")],
+    sections=(("`beta_likeness = { … }`", BETA_LIKENESS),), classes=(BetaLikeness,),
+    examples=({"beta": 1.0}, {"beta": 1.5, "kind": "enhanced"})))
+register_model_key(ModelKey(
+    key("delta_disclosure", any_of(number(gt=0), table(DELTA_DISCLOSURE)), "δ-disclosure privacy (Brickell & "
+        "Shmatikov 2008; a number is { delta = … })"),
+    build=build_delta_disclosure,
+    sections=(("`delta_disclosure = { … }` (or a number: the `delta`)", DELTA_DISCLOSURE),),
+    classes=(DeltaDisclosure,), examples=(1.0, {"delta": 1.5, "log": "2"})))

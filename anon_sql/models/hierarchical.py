@@ -17,8 +17,10 @@ from sqlglot import exp
 from ..errors import PolicyError, TaxonomyError
 from ..common.sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
 from ..data.taxonomy import Taxonomy
+from ..policy.keys import REQUIRED, T_DISTANCES, any_of, choice, key, number, section, table
 from ..udfs import risk_kernels as rk
-from .base import ClassColumns, ClassStats, SQLCheck
+from .base import ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .registry import ModelKey, register_model_key
 from .t_closeness import TCloseness
 
 if TYPE_CHECKING:
@@ -172,3 +174,32 @@ class HierarchicalTCloseness(TCloseness):
                            on=and_all([null_safe_eq(col(c, "a"), col(c, "b")) for c in keys]), join_type="left")))
         return ctes
 
+
+# -- the [privacy] key of t-closeness (both distances: this module extends TCloseness) ---------------------------
+T_CLOSENESS = section("privacy.t_closeness",
+                      key("t", number(gt=0, le=1), "the largest distance allowed", REQUIRED),
+                      key("distance", choice(*T_DISTANCES), "ground distance: equal ½Σ|p−q|, ordered (for "
+                          "ordinal values), or hierarchical over the sensitive attribute's taxonomy (Li et al. 2007: "
+                          "Σ_N (level(N)/H)·min(pos, neg); a value outside the taxonomy fails)", "equal"))
+
+
+def build_t_closeness(spec, attribute, context) -> list[PrivacyModel]:
+    """t-closeness on ``attribute`` (a number is the ``t`` of the equal distance); the hierarchical distance reads
+    the sensitive attribute's taxonomy."""
+    spec = spec if isinstance(spec, dict) else {"t": spec}
+    distance = spec.get("distance", "equal")
+    if distance != "hierarchical":
+        return [TCloseness(attribute, spec["t"], distance)]
+    spec_tax = context.policy.attributes[attribute].taxonomy
+    if spec_tax is None:
+        raise PolicyError(f"t_closeness distance 'hierarchical' needs a taxonomy for sensitive attribute "
+                          f"{attribute!r}: [attributes.{attribute}] role = \"sensitive\", taxonomy = \"file.csv\"")
+    return [HierarchicalTCloseness(attribute, spec["t"], resolve_taxonomy(spec_tax, attribute, context.con))]
+
+
+register_model_key(ModelKey(
+    key("t_closeness", any_of(number(gt=0, le=1), table(T_CLOSENESS)),
+        "t-closeness: EMD between a class's and the table's sensitive distribution <= t"), build=build_t_closeness,
+    sections=(("`t_closeness = { … }` (or a number: the `t`)", T_CLOSENESS),),
+    classes=(TCloseness, HierarchicalTCloseness),
+    examples=(0.4, {"t": 0.3, "distance": "ordered"}, {"t": 0.4, "distance": "hierarchical"})))

@@ -20,6 +20,7 @@ class KAnonymity(PrivacyModel):
 
     name = "k_anonymity"
     class_local = True
+    suppression_monotone = True
 
     def __init__(self, k: int):
         self.k = int(k)

@@ -3,12 +3,17 @@ udfs/kernels.py over the classes' sparse counts; the SQL tests call the same for
 (sql/macros.sql), cross-tested in tests/udfs/test_kernels.py. (l-diverse slicing: models/slicing.py.)"""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from sqlglot import exp
 
 from ..common.sqlbuild import lit
+from ..policy.keys import REQUIRED, Tagged, choice, integer, key, number, section
 from ..udfs import kernels
 from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck, macro
+from .registry import ModelKey, register_model_key
+from .slicing import SlicingLDiversity
 
 
 class SensitiveModel(PrivacyModel):
@@ -54,6 +59,7 @@ class DistinctLDiversity(SensitiveModel):
 
     name = "distinct_l_diversity"
     class_local = True
+    suppression_monotone = True
 
     def __init__(self, attribute: str, l: float):
         super().__init__(attribute)
@@ -88,6 +94,7 @@ class EntropyLDiversity(SensitiveModel):
     def __init__(self, attribute: str, l: float):
         super().__init__(attribute)
         self.l = float(l)
+        self.implied_distinct = math.ceil(self.l - EPS)   # exp(entropy) <= #distinct
 
     def measure(self, stats: ClassStats) -> np.ndarray:
         sc = stats.sensitive[self.attribute]
@@ -118,6 +125,7 @@ class RecursiveCLDiversity(SensitiveModel):
     def __init__(self, attribute: str, c: float, l: int):
         super().__init__(attribute)
         self.c, self.l = float(c), int(l)
+        self.implied_distinct = math.ceil(self.l - EPS)   # r_l exists only with l distinct values
 
     def check(self, stats: ClassStats) -> np.ndarray:
         sc = stats.sensitive[self.attribute]
@@ -140,3 +148,40 @@ class RecursiveCLDiversity(SensitiveModel):
 
     def describe(self) -> str:
         return f"recursive (c, l)-diversity (c = {self.c}, l = {self.l}) on {self.attribute}"
+
+
+# -- the [privacy] key --------------------------------------------------------------------------------------------
+L_KINDS = ("distinct", "entropy", "recursive", "slicing")
+L_DIVERSITY = Tagged("kind", {
+    "distinct": section("privacy.l_diversity kind = \"distinct\"", key("kind", choice("distinct"), "", "distinct"),
+                        key("l", integer(ge=1), "distinct sensitive values per class", REQUIRED),
+                        doc="#distinct sensitive values >= l"),
+    "entropy": section("privacy.l_diversity kind = \"entropy\"", key("kind", choice("entropy"), "", REQUIRED),
+                       key("l", number(ge=1), "exp(entropy) per class", REQUIRED), doc="exp(−Σ p ln p) >= l"),
+    "recursive": section("privacy.l_diversity kind = \"recursive\"", key("kind", choice("recursive"), "", REQUIRED),
+                         key("c", number(gt=0), "the constant c", REQUIRED),
+                         key("l", integer(ge=1), "the rank l", REQUIRED), doc="r1 < c (r_l + r_{l+1} + …)"),
+    "slicing": section("privacy.l_diversity kind = \"slicing\"", key("kind", choice("slicing"), "", REQUIRED),
+                       key("l", number(ge=1), "bucket diversity (method `slicing` / `attribute_focused`)", REQUIRED),
+                       doc="l-diverse slicing: no sensitive value has probability > 1/l in a bucket"),
+}, default="distinct", noun="table")
+
+
+def build_l_diversity(spec, attribute, context) -> list[PrivacyModel]:
+    """The l-diversity model of ``kind`` (distinct by default) on ``attribute``."""
+    kind, l = spec.get("kind", "distinct"), spec["l"]
+    if kind == "distinct":
+        return [DistinctLDiversity(attribute, l)]
+    if kind == "entropy":
+        return [EntropyLDiversity(attribute, l)]
+    if kind == "recursive":
+        return [RecursiveCLDiversity(attribute, spec["c"], l)]
+    return [SlicingLDiversity(attribute, l)]   # a whole-table requirement, checked over the sliced release
+
+
+register_model_key(ModelKey(
+    key("l_diversity", L_DIVERSITY, "l-diversity of each sensitive attribute"), build=build_l_diversity,
+    sections=(("`l_diversity = { kind = …, … }` (kind defaults to `\"distinct\"`)", L_DIVERSITY),),
+    classes=(DistinctLDiversity, EntropyLDiversity, RecursiveCLDiversity, SlicingLDiversity),
+    examples=({"l": 2}, {"kind": "entropy", "l": 1.8}, {"kind": "recursive", "c": 2.0, "l": 2},
+              {"kind": "slicing", "l": 2})))

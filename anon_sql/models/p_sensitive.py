@@ -22,7 +22,10 @@ from sqlglot import exp
 
 from ..errors import PolicyError
 from ..common.sqlbuild import alias, col, func, ident, lit, render, values_table
+from ..policy.keys import (REQUIRED, Boolean, ListOf, MapOf, Scalar, Text, any_of, integer, key, number, section,
+                           table)
 from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .registry import ModelKey, register_model_key
 
 def _sort_key(c: str) -> tuple:
     return (0, int(c), c) if c.lstrip("-").isdigit() else (1, 0, c)
@@ -213,3 +216,24 @@ class PSensitivity(PrivacyModel):
 
 
 __all__ = ["PSensitivity", "load_categories"]
+
+
+# -- the [privacy] key --------------------------------------------------------------------------------------------
+P_SENSITIVE = section("privacy.p_sensitive",
+                      key("p", integer(ge=1), "distinct sensitive values (and categories with `plus`) per class",
+                          REQUIRED),
+                      key("categories", any_of(Text(what="path or table name"),
+                                               MapOf(any_of(ListOf(Scalar()), Scalar()), "category")),
+                          "category of each value: a CSV path (columns category,<value>), a table, or inline "
+                          "{ category = [values] }"),
+                      key("plus", Boolean(), "p+-sensitivity: also >= p distinct categories", False),
+                      key("alpha", number(ge=0), "(p, α)-sensitivity: category weights of a class sum to >= α"),
+                      key("weights", MapOf(number(), "category"), "weight per category (default (i−1)/(n−1))"))
+
+register_model_key(ModelKey(
+    key("p_sensitive", any_of(integer(ge=1), table(P_SENSITIVE)), "p-sensitive, p+-sensitive, (p, α)-sensitive "
+        "k-anonymity (an integer is { p = … })"),
+    build=lambda spec, attribute, context: [PSensitivity.from_policy(attribute, spec, context.con)],
+    sections=(("`p_sensitive = { … }` (or an integer: the `p`)", P_SENSITIVE),), classes=(PSensitivity,),
+    examples=(2, {"p": 2, "plus": True, "categories": {"low": ["a", "b"], "high": ["c", "d", "e", "f"]}},
+              {"p": 1, "alpha": 0.5, "categories": {"low": ["a", "b"], "mid": ["c", "d"], "high": ["e", "f"]}})))

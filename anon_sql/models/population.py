@@ -17,13 +17,16 @@ suppression) — ARX's DPresence likewise: monotonic with generalization, not wi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 from sqlglot import exp
 
 from ..errors import PolicyError
 from ..common.sqlbuild import lit
+from ..policy.keys import REQUIRED, Text, integer, key, number, section, table
 from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .registry import ModelKey, register_model_key
 
 WEIGHT = "__pw"   # the population relation's column: records each of its rows stands for
 
@@ -118,3 +121,48 @@ class DeltaPresence(PopulationModel):
 def _between(value: exp.Expression, low: float, high: float) -> exp.Expression:
     return exp.And(this=exp.GTE(this=value.copy(), expression=lit(low)),
                    expression=exp.LTE(this=value.copy(), expression=lit(high)))
+
+
+# -- the [privacy] keys -------------------------------------------------------------------------------------------
+def check_delta_range(d: Mapping[str, Any], where: str) -> None:
+    """δ-presence's bounds must leave a δ a class can have."""
+    lo, hi = d.get("delta_min", 0.0), d.get("delta_max", 1.0)
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
+        raise PolicyError(f"{where}: delta_min = {lo} is larger than delta_max = {hi}; no class can have "
+                          "delta_min <= δ <= delta_max: give delta_min <= delta_max")
+
+
+POPULATION_KEY = key("population", Text(what="table, view or .csv/.parquet path"),
+                     "the population the source was sampled from: a table, view or file with (at least) every "
+                     "quasi-identifier column; the source must be a subset of it", REQUIRED)
+K_MAP = section("privacy.k_map",
+                key("k", integer(ge=1), "every released class matches >= k records of the population (records "
+                    "its released values cover; docs/assess.md)", REQUIRED), POPULATION_KEY)
+DELTA_PRESENCE = section("privacy.delta_presence",
+                         key("delta_min", number(ge=0, le=1), "smallest δ = |class| / |population records matching "
+                             "it| allowed",
+                             0.0),
+                         key("delta_max", number(ge=0, le=1), "largest δ allowed", REQUIRED), POPULATION_KEY,
+                         rules=[check_delta_range])
+
+
+def shared_population(name: str, context) -> Population:
+    """The population ``name`` of this policy's models (k-map and δ-presence on one population share it)."""
+    return context.populations.setdefault(name, Population(name))
+
+
+register_model_key(ModelKey(
+    key("k_map", table(K_MAP), "k-map (Sweeney 2002; ARX's KMap with a population table): each class matches "
+        ">= k population records"),
+    build=lambda spec, attribute, context: [KMap(spec["k"], shared_population(spec["population"], context))],
+    per_attribute=False, population=True,
+    sections=(("`k_map = { … }` (population-based; every method, on DuckDB and on Spark)", K_MAP),),
+    classes=(KMap,), examples=({"k": 3, "population": "population"},)))
+register_model_key(ModelKey(
+    key("delta_presence", table(DELTA_PRESENCE), "δ-presence (Nergiz, Atzori & Clifton 2007): "
+        "delta_min <= |class| / |population records matching it| <= delta_max"),
+    build=lambda spec, attribute, context: [DeltaPresence(spec.get("delta_min", 0.0), spec["delta_max"],
+                                                          shared_population(spec["population"], context))],
+    per_attribute=False, population=True,
+    sections=(("`delta_presence = { … }` (population-based; every method, on DuckDB and on Spark)", DELTA_PRESENCE),),
+    classes=(DeltaPresence,), examples=({"delta_min": 0.05, "delta_max": 0.6, "population": "population"},)))

@@ -14,7 +14,9 @@ from sqlglot import exp
 
 from ..common.sqlbuild import lit
 from ..errors import PolicyError
+from ..policy.keys import REQUIRED, key, number, section, table
 from .base import ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .registry import ModelKey, register_model_key
 
 __all__ = ["SafePubParameters", "safepub_parameters", "sampling_rate", "safepub_k", "safepub_delta", "SafePub"]
 
@@ -134,3 +136,23 @@ class SafePub(PrivacyModel):
     def describe(self) -> str:
         p = self.parameters
         return f"SafePub (epsilon = {p.epsilon:g}, delta = {p.delta:g}: beta = {p.beta:.6f}, k = {self.k})"
+
+
+DIFFERENTIAL_PRIVACY = section(
+    "privacy.differential_privacy",
+    key("epsilon", number(gt=0), "ε of the (ε,δ)-DP release (e.g. 2.0); sets the sampling rate β = 1 − e^(−ε)",
+        REQUIRED),
+    key("delta", number(gt=0, lt=1), "δ of the (ε,δ)-DP release (e.g. 1e-5); with ε it sets the class size k "
+        "below which classes are suppressed", REQUIRED),
+    key("search_share", number(ge=0, lt=1), "share of ε spent on a DP choice of the level vector (not "
+        "implemented: only 0, with method `levels`)", 0.0))
+
+
+register_model_key(ModelKey(
+    key("differential_privacy", table(DIFFERENTIAL_PRIVACY), "(ε,δ)-DP release by SafePub (Bild, Kuhn & Prasser "
+        "2018; docs/dp.md): records sampled with probability β (seeded by `seed`, which must be secret and not 0), "
+        "generalized at method `levels`' vector, every class below the k that ε and δ imply suppressed"),
+    build=lambda spec, attribute, context: [SafePub(spec["epsilon"], spec["delta"], spec.get("search_share", 0.0))],
+    per_attribute=False,
+    sections=(("`differential_privacy = { … }` (SafePub, method `levels`, DuckDB; docs/dp.md)", DIFFERENTIAL_PRIVACY),),
+    classes=(SafePub,), examples=({"epsilon": 2.0, "delta": 1e-5},)))

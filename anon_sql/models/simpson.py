@@ -7,9 +7,11 @@ import numpy as np
 from sqlglot import exp
 
 from ..common.sqlbuild import lit
+from ..policy.keys import at_least_one_key, key, number, section, table
 from ..udfs import kernels
 from .base import EPS, ClassColumns, ClassStats, SQLCheck, macro
 from .l_diversity import SensitiveModel
+from .registry import ModelKey, register_model_key
 
 
 class SimpsonDiversity(SensitiveModel):
@@ -59,3 +61,15 @@ class SimpsonDiversity(SensitiveModel):
 
     def describe(self) -> str:
         return f"Simpson diversity (D >= {self.diversity}, E >= {self.evenness}) on {self.attribute}"
+
+
+# -- the [privacy] key --------------------------------------------------------------------------------------------
+SIMPSON = section("privacy.simpson", key("diversity", number(ge=1), "D = 1/Σp² >= diversity"),
+                  key("evenness", number(ge=0, le=1), "E = D/#distinct >= evenness"),
+                  rules=[at_least_one_key("diversity", "evenness")])
+
+register_model_key(ModelKey(
+    key("simpson", table(SIMPSON), "Simpson diversity D and evenness E per class"),
+    build=lambda spec, attribute, context: [SimpsonDiversity(attribute, spec.get("diversity"), spec.get("evenness"))],
+    sections=(("`simpson = { … }`", SIMPSON),), classes=(SimpsonDiversity,),
+    examples=({"diversity": 1.8}, {"diversity": 1.5, "evenness": 0.7})))

@@ -78,6 +78,16 @@ class TCloseness(SensitiveModel):
         return f"t-closeness (t = {self.t}, {self.distance} distance) on {self.attribute}"
 
 
+def equal_distance(c: exp.Expression, m: exp.Expression, q: exp.Expression) -> exp.Expression:
+    """The equal-distance EMD of a class as an aggregate over its (value, count ``c``, class size ``m``) rows joined
+    to the table's value shares ``q``: ½ (Σ |c/m − q| + 1 − Σ q), the values the class lacks moving their whole
+    share. Every class of the classes view carries it as ``__tclose__<attribute>`` unless a model computes that
+    column in CTEs of its own (:meth:`TCloseness.distance_ctes`)."""
+    return exp.Mul(this=lit(0.5), expression=exp.Paren(this=exp.Add(
+        this=exp.Sum(this=exp.Abs(this=exp.Sub(this=exp.Div(this=c, expression=m), expression=q))),
+        expression=exp.Sub(this=lit(1.0), expression=exp.Sum(this=q.copy())))))
+
+
 def ordered_distance_ctes(i: int, sa: str, keys: list[str], sv: str, gq: str) -> list[tuple[str, exp.Expression]]:
     """EMD with ordered ground distance: Σ_i |Σ_{j<=i} (p_j − q_j)| / (m − 1) over the ordered domain."""
     dom, grid, cum, out = f"__dom{i}", f"__grid{i}", f"__cum{i}", f"__tco{i}"

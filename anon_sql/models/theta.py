@@ -10,9 +10,11 @@ import numpy as np
 from sqlglot import exp
 
 from ..common.sqlbuild import lit
+from ..policy.keys import REQUIRED, key, number, section, table
 from ..udfs import kernels
 from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck, macro
 from .l_diversity import SensitiveModel
+from .registry import ModelKey, register_model_key
 
 
 class ThetaSensitivity(SensitiveModel):
@@ -102,3 +104,13 @@ class ThetaCapacity(PrivacyModel):
         ok = exp.GTE(this=total, expression=exp.Sub(this=cols.size, expression=lit(1e-9)))
         return [SQLCheck(f"theta_capacity__{self.attribute}", supply.copy(), ok,
                          f"Σ_v min(f_v, ⌊L/{self.k}⌋) + {self.excess}·⌊L/{self.k}⌋ >= L on {self.attribute}")]
+
+
+# -- the [privacy] key --------------------------------------------------------------------------------------------
+THETA = section("privacy.theta", key("mu", number(gt=0, le=1), "σ² of the frequency-rank weights >= μ (m²−1)/12 "
+                                     "(the paper uses 0.5–0.9)", REQUIRED))
+
+register_model_key(ModelKey(
+    key("theta", table(THETA), "θ-sensitivity (seed 004)"),
+    build=lambda spec, attribute, context: [ThetaSensitivity(attribute, spec["mu"])],
+    sections=(("`theta = { … }`", THETA),), classes=(ThetaSensitivity,), examples=({"mu": 0.5},)))

@@ -2,7 +2,7 @@
 
 Everything that reads a policy checks it here (``Policy(...)``, ``Policy.from_dict`` / ``from_toml`` / ``from_sql``,
 the SQL form's ``WITH (...)`` options and role functions), and the reference tables of docs/policy.md are generated
-from it (anon_sql/policy/docs.py: ``python -m anon_sql.schema_docs --write docs/policy.md``; a test fails when the
+from it (anon_sql/policy/docs.py: ``python -m anon_sql.policy.docs --write docs/policy.md``; a test fails when the
 file differs), so what is documented is exactly what is accepted.
 
 An unknown key is a :class:`PolicyError` naming the key and its section, with the closest known key (difflib):
@@ -11,10 +11,11 @@ text is never coerced to a number (``l = "2"`` is refused).
 
 Adding a key is one declaration:
 
-* a privacy model: one ``key(...)`` in :data:`PRIVACY`, e.g. ``key("beta_likeness", table(BETA_LIKENESS), "...")``
-  with its table's keys in ``BETA_LIKENESS = section("privacy.beta_likeness", key("beta", number(gt=0), "..."), ...)``
-  (a model of a sensitive attribute is then in :data:`SENSITIVE_MODELS` by itself); a new choice of an existing key
-  is one more name in its ``choice(...)`` (e.g. ``"hierarchical"`` in :data:`T_DISTANCES`);
+* a privacy model: one ``ModelKey`` in its model module (anon_sql/models/*.py), e.g. ``ModelKey(key("beta_likeness",
+  table(BETA_LIKENESS), "..."), build=...)`` with its table's keys in ``BETA_LIKENESS =
+  section("privacy.beta_likeness", key("beta", number(gt=0), "..."), ...)``; the models' registry hands the keys to
+  :data:`PRIVACY` (:func:`registered_model_keys`); a new choice of an existing key is one more name in its
+  ``choice(...)`` (e.g. ``"hierarchical"`` in :data:`T_DISTANCES`);
 * a method parameter: one ``key(...)`` in the method class's ``parameters`` tuple (anon_sql/methods/*.py); the
   registry collects them (:func:`anon_sql.methods.method_parameters`);
 * a search objective: its name in ``anon_sql.policy.objectives.OBJECTIVES`` (the ``objective`` choice reads that table);
@@ -377,7 +378,6 @@ class Tagged(ValueType):
 # -- the policy's sections -------------------------------------------------------------------------------------------
 ROLES = ("identifier", "quasi", "sensitive", "insensitive")
 IDENTIFIER_ACTIONS = ("drop", "pseudonymize")
-L_KINDS = ("distinct", "entropy", "recursive", "slicing")
 T_DISTANCES = ("equal", "ordered", "hierarchical")
 TAXONOMY_KINDS = ("file", "interval", "mask", "date", "top", "mapping")
 
@@ -391,7 +391,7 @@ def _one_of_keys(*names: str) -> Callable[[Mapping[str, Any], str], None]:
     return rule
 
 
-def _at_least_one_key(*names: str) -> Callable[[Mapping[str, Any], str], None]:
+def at_least_one_key(*names: str) -> Callable[[Mapping[str, Any], str], None]:
     def rule(d: Mapping[str, Any], where: str) -> None:
         if all(d.get(n) is None for n in names):
             raise PolicyError(f"{where} needs at least one of {', '.join(f'`{n}`' for n in names)}")
@@ -550,102 +550,36 @@ ATTRIBUTE = Tagged("role", {
                            doc="released unchanged (or perturbed, or masked)"),
 }, noun="table")
 
-L_DIVERSITY = Tagged("kind", {
-    "distinct": section("privacy.l_diversity kind = \"distinct\"", key("kind", choice("distinct"), "", "distinct"),
-                        key("l", integer(ge=1), "distinct sensitive values per class", REQUIRED),
-                        doc="#distinct sensitive values >= l"),
-    "entropy": section("privacy.l_diversity kind = \"entropy\"", key("kind", choice("entropy"), "", REQUIRED),
-                       key("l", number(ge=1), "exp(entropy) per class", REQUIRED), doc="exp(−Σ p ln p) >= l"),
-    "recursive": section("privacy.l_diversity kind = \"recursive\"", key("kind", choice("recursive"), "", REQUIRED),
-                         key("c", number(gt=0), "the constant c", REQUIRED),
-                         key("l", integer(ge=1), "the rank l", REQUIRED), doc="r1 < c (r_l + r_{l+1} + …)"),
-    "slicing": section("privacy.l_diversity kind = \"slicing\"", key("kind", choice("slicing"), "", REQUIRED),
-                       key("l", number(ge=1), "bucket diversity (method `slicing` / `attribute_focused`)", REQUIRED),
-                       doc="l-diverse slicing: no sensitive value has probability > 1/l in a bucket"),
-}, default="distinct", noun="table")
-
-T_CLOSENESS = section("privacy.t_closeness",
-                      key("t", number(gt=0, le=1), "the largest distance allowed", REQUIRED),
-                      key("distance", choice(*T_DISTANCES), "ground distance: equal ½Σ|p−q|, ordered (for "
-                          "ordinal values), or hierarchical over the sensitive attribute's taxonomy (Li et al. 2007: "
-                          "Σ_N (level(N)/H)·min(pos, neg); a value outside the taxonomy fails)", "equal"))
-SIMPSON = section("privacy.simpson", key("diversity", number(ge=1), "D = 1/Σp² >= diversity"),
-                  key("evenness", number(ge=0, le=1), "E = D/#distinct >= evenness"),
-                  rules=[_at_least_one_key("diversity", "evenness")])
-THETA = section("privacy.theta", key("mu", number(gt=0, le=1), "σ² of the frequency-rank weights >= μ (m²−1)/12 "
-                                     "(the paper uses 0.5–0.9)", REQUIRED))
-P_SENSITIVE = section("privacy.p_sensitive",
-                      key("p", integer(ge=1), "distinct sensitive values (and categories with `plus`) per class",
-                          REQUIRED),
-                      key("categories", any_of(Text(what="path or table name"),
-                                               MapOf(any_of(ListOf(Scalar()), Scalar()), "category")),
-                          "category of each value: a CSV path (columns category,<value>), a table, or inline "
-                          "{ category = [values] }"),
-                      key("plus", Boolean(), "p+-sensitivity: also >= p distinct categories", False),
-                      key("alpha", number(ge=0), "(p, α)-sensitivity: category weights of a class sum to >= α"),
-                      key("weights", MapOf(number(), "category"), "weight per category (default (i−1)/(n−1))"))
-BETA_LIKENESS = section("privacy.beta_likeness",
-                        key("beta", number(gt=0), "(p − q)/q <= β for each value with p > q (q: its share of the "
-                            "table)", REQUIRED),
-                        key("kind", choice("basic", "enhanced"), "enhanced: <= min(β, −ln q)", "basic"))
-DELTA_DISCLOSURE = section("privacy.delta_disclosure",
-                           key("delta", number(gt=0), "|log(p/q)| < δ for each value in the class", REQUIRED),
-                           key("log", choice("e", "2"), "the logarithm's base (`\"2\"` as ARX)", "e"))
-def _delta_range(d: Mapping[str, Any], where: str) -> None:
-    lo, hi = d.get("delta_min", 0.0), d.get("delta_max", 1.0)
-    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
-        raise PolicyError(f"{where}: delta_min = {lo} is larger than delta_max = {hi}; no class can have "
-                          "delta_min <= δ <= delta_max: give delta_min <= delta_max")
-
-
-_POPULATION = key("population", Text(what="table, view or .csv/.parquet path"),
-                  "the population the source was sampled from: a table, view or file with (at least) every "
-                  "quasi-identifier column; the source must be a subset of it", REQUIRED)
-K_MAP = section("privacy.k_map",
-                key("k", integer(ge=1), "every released class matches >= k records of the population (records "
-                    "its released values cover; docs/assess.md)", REQUIRED), _POPULATION)
-DELTA_PRESENCE = section("privacy.delta_presence",
-                         key("delta_min", number(ge=0, le=1), "smallest δ = |class| / |population records matching "
-                             "it| allowed",
-                             0.0),
-                         key("delta_max", number(ge=0, le=1), "largest δ allowed", REQUIRED), _POPULATION,
-                         rules=[_delta_range])
-DIFFERENTIAL_PRIVACY = section(
-    "privacy.differential_privacy",
-    key("epsilon", number(gt=0), "ε of the (ε,δ)-DP release (e.g. 2.0); sets the sampling rate β = 1 − e^(−ε)",
-        REQUIRED),
-    key("delta", number(gt=0, lt=1), "δ of the (ε,δ)-DP release (e.g. 1e-5); with ε it sets the class size k "
-        "below which classes are suppressed", REQUIRED),
-    key("search_share", number(ge=0, lt=1), "share of ε spent on a DP choice of the level vector (not "
-        "implemented: only 0, with method `levels`)", 0.0))
 REQUIREMENT = section("[[privacy.requirements]]",
                       key("quasi", ListOf(Text(), 1), "the quasi-identifier subset S", REQUIRED),
                       key("k", integer(ge=1), "every group over S has >= k records", REQUIRED))
 
-PRIVACY = section(
+
+class PrivacySection(Section):
+    """The ``[privacy]`` section: its own keys (``k``, ``max_suppression``, ``requirements``) around the keys of the
+    privacy models, which the models' registry declares (:func:`registered_model_keys`, read on first use)."""
+
+    def __init__(self, title: str, head: Iterable[Key], tail: Iterable[Key]):
+        super().__init__(title, {})
+        self.own, self.frame = None, (tuple(head), tuple(tail))
+
+    @property
+    def keys(self) -> dict[str, Key]:  # type: ignore[override]
+        if self.own is None:
+            head, tail = self.frame
+            self.own = {k.name: k for k in (*head, *(m.key for m in registered_model_keys()), *tail)}
+        return self.own
+
+    @keys.setter
+    def keys(self, value: dict[str, Key]) -> None:
+        self.own = value or None
+
+
+PRIVACY = PrivacySection(
     "[privacy]",
-    key("k", integer(ge=1), "k-anonymity: every class has >= k records (without it, k = 1)"),
-    key("max_suppression", number(ge=0, le=1), "fraction of records that may be suppressed (removed, counted)", 0.0),
-    key("l_diversity", L_DIVERSITY, "l-diversity of each sensitive attribute"),
-    key("t_closeness", any_of(number(gt=0, le=1), table(T_CLOSENESS)),
-        "t-closeness: EMD between a class's and the table's sensitive distribution <= t"),
-    key("simpson", table(SIMPSON), "Simpson diversity D and evenness E per class"),
-    key("theta", table(THETA), "θ-sensitivity (seed 004)"),
-    key("p_sensitive", any_of(integer(ge=1), table(P_SENSITIVE)), "p-sensitive, p+-sensitive, (p, α)-sensitive "
-        "k-anonymity (an integer is { p = … })"),
-    key("alpha", number(gt=0, le=1), "(α, k)-anonymity (Wong et al. 2006): largest share of one sensitive value "
-        "in a class <= α"),
-    key("beta_likeness", table(BETA_LIKENESS), "β-likeness (Cao & Karras 2012)"),
-    key("delta_disclosure", any_of(number(gt=0), table(DELTA_DISCLOSURE)), "δ-disclosure privacy (Brickell & "
-        "Shmatikov 2008; a number is { delta = … })"),
-    key("k_map", table(K_MAP), "k-map (Sweeney 2002; ARX's KMap with a population table): each class matches "
-        ">= k population records"),
-    key("delta_presence", table(DELTA_PRESENCE), "δ-presence (Nergiz, Atzori & Clifton 2007): "
-        "delta_min <= |class| / |population records matching it| <= delta_max"),
-    key("requirements", ListOf(table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)"),
-    key("differential_privacy", table(DIFFERENTIAL_PRIVACY), "(ε,δ)-DP release by SafePub (Bild, Kuhn & Prasser "
-        "2018; docs/dp.md): records sampled with probability β (seeded by `seed`, which must be secret and not 0), "
-        "generalized at method `levels`' vector, every class below the k that ε and δ imply suppressed"),
+    [key("k", integer(ge=1), "k-anonymity: every class has >= k records (without it, k = 1)"),
+     key("max_suppression", number(ge=0, le=1), "fraction of records that may be suppressed (removed, counted)", 0.0)],
+    [key("requirements", ListOf(table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)")],
 )
 
 
@@ -670,11 +604,46 @@ METRICS = section(
 )
 
 
-#: the [privacy] keys whose models protect a sensitive attribute (a policy with one of them needs role = "sensitive")
-SENSITIVE_MODELS = tuple(k for k in PRIVACY.keys if k not in ("k", "max_suppression", "requirements", "k_map",
-                                                              "delta_presence", "differential_privacy"))
-#: the [privacy] keys whose models compare each class with a population table
-POPULATION_MODELS = ("k_map", "delta_presence")
+# The privacy models are a layer above the policy too: anon_sql.models registers its catalog of [privacy] keys here
+# when it is imported (each model family declares its key, type and doc sections in its own module), loaded by name
+# on first use as the methods' catalog is.
+_MODEL_CATALOG: dict[str, Callable[..., Any]] = {}
+MODELS_MODULE = "anon_sql.models"
+
+
+@dataclass(frozen=True)
+class ModelKeyInfo:
+    """What the policy layer knows of one model family's ``[privacy]`` key: the key itself, whether its models
+    protect a sensitive attribute (one model per attribute; the policy then needs role = "sensitive") or compare the
+    classes with a population table, and the sub-sections docs/policy.md lists under it (title, section)."""
+
+    key: Key
+    per_attribute: bool = True
+    population: bool = False
+    sections: tuple[tuple[str, Any], ...] = ()
+
+
+def register_model_catalog(keys: Callable[[], list[ModelKeyInfo]]) -> None:
+    """Called by :mod:`anon_sql.models`: how to list the models' ``[privacy]`` keys, in their order."""
+    _MODEL_CATALOG.update(keys=keys)
+
+
+def registered_model_keys() -> list[ModelKeyInfo]:
+    """The ``[privacy]`` keys of the privacy models, in order (the models' registry, loaded on first use)."""
+    if "keys" not in _MODEL_CATALOG:
+        importlib.import_module(MODELS_MODULE)   # registers the catalog (see register_model_catalog)
+    return list(_MODEL_CATALOG["keys"]())
+
+
+def sensitive_model_keys() -> tuple[str, ...]:
+    """The [privacy] keys whose models protect a sensitive attribute (a policy with one of them needs role =
+    "sensitive")."""
+    return tuple(m.key.name for m in registered_model_keys() if m.per_attribute)
+
+
+def population_model_keys() -> tuple[str, ...]:
+    """The [privacy] keys whose models compare each class with a population table."""
+    return tuple(m.key.name for m in registered_model_keys() if m.population)
 
 
 # The methods are a layer above the policy: anon_sql.methods registers its catalog here when it is imported. The
@@ -695,12 +664,12 @@ def _method_catalog(what: str) -> Callable[..., Any]:
     return _METHOD_CATALOG[what]
 
 
-def method_names() -> list[str]:
+def registered_method_names() -> list[str]:
     """Every method name (the methods' registry, loaded on first use)."""
     return _method_catalog("names")()
 
 
-def method_parameters(name: str) -> tuple:
+def registered_method_parameters(name: str) -> tuple:
     """The ``[method_params]`` keys of a method (its class's ``parameters``)."""
     return _method_catalog("parameters")(name)
 
@@ -721,7 +690,7 @@ TOP = section(
     key("source", Text(), "table or view of the database, or a `.csv` / `.parquet` path (from Python, "
         "`release(..., source=X)` also takes a pandas / Polars DataFrame, a pyarrow Table or Dataset, or a DuckDB "
         "relation in its place: see docs/api.md)", REQUIRED),
-    key("method", Choice(method_names, "method"), "the anonymization method", "levels"),
+    key("method", Choice(registered_method_names, "method"), "the anonymization method", "levels"),
     key("seed", integer(), "seed of every random step", 0),
     key("privacy_unit", Text(what="column name"), "the column that identifies the person (the unit) when a person "
         "may have several rows: every guarantee then counts distinct units, not rows (k = people per class, a "
@@ -747,7 +716,7 @@ SQL_TOP_LEVEL = tuple(k for k in TOP.keys if k not in ("name", "source", "attrib
 
 def method_params_section(method: str) -> Section:
     """The ``[method_params]`` section of a method (its class's ``parameters``)."""
-    return section(f"[method_params] of method {method!r}", *method_parameters(method))
+    return section(f"[method_params] of method {method!r}", *registered_method_parameters(method))
 
 
 def check_policy_dict(d: Any) -> None:

@@ -69,6 +69,12 @@ class Privacy:
     delta_presence: dict[str, Any] | None = None     # { delta_min = 0.0, delta_max = 0.5, population = "table" }
     requirements: list[Requirement] = field(default_factory=list)
     differential_privacy: dict[str, Any] | None = None   # SafePub: { epsilon = 2.0, delta = 1e-5 }
+    # settings of registered model keys that have no field above (a model added by its own module alone)
+    others: dict[str, Any] = field(default_factory=dict)
+
+    def setting(self, name: str) -> Any:
+        """The setting of a model's ``[privacy]`` key (None when not given)."""
+        return getattr(self, name) if name in FIELDS else self.others.get(name)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Privacy":
@@ -76,21 +82,26 @@ class Privacy:
         d = {k: v for k, v in (d or {}).items() if v is not None}
         schema.PRIVACY.check(d, "privacy")
         reqs = [Requirement(quasi=list(r["quasi"]), k=r["k"]) for r in d.pop("requirements", [])]
-        return cls(requirements=reqs, **d)
+        others = {k: d.pop(k) for k in list(d) if k not in FIELDS}
+        return cls(requirements=reqs, others=others, **d)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.k is not None:
             out["k"] = self.k
         out["max_suppression"] = self.max_suppression
-        for name in ("l_diversity", "t_closeness", "simpson", "theta", "p_sensitive", "alpha", "beta_likeness",
-                     "delta_disclosure", "k_map", "delta_presence", "differential_privacy"):
-            v = getattr(self, name)
+        for name in schema.PRIVACY.keys:
+            if name in ("k", "max_suppression", "requirements"):
+                continue
+            v = self.setting(name)
             if v is not None:
                 out[name] = copy.deepcopy(v)
         if self.requirements:
             out["requirements"] = [r.to_dict() for r in self.requirements]
         return out
+
+
+FIELDS = frozenset(f for f in Privacy.__dataclass_fields__ if f != "others")
 
 
 @dataclass
@@ -146,7 +157,7 @@ class Policy:
                     f"privacy.requirements: {unknown} are not quasi-identifiers of the policy "
                     f"(quasi-identifiers: {self.quasi})"
                 )
-        needs_sa = [k for k in schema.SENSITIVE_MODELS if getattr(p, k) is not None]
+        needs_sa = [k for k in schema.sensitive_model_keys() if p.setting(k) is not None]
         if needs_sa and not self.sensitive:
             raise PolicyError(
                 f"the policy asks for a sensitive-attribute model ({', '.join(needs_sa)}) but no attribute has "

@@ -114,7 +114,7 @@ def render_html(a) -> str:
     return "\n".join(parts)
 
 
-def render(a, format: str = "text") -> str:
+def render_assessment(a, format: str = "text") -> str:
     """``text``, ``json`` or ``html``."""
     if format not in FORMATS:
         raise PolicyError(f"report format {format!r} is not one of {', '.join(FORMATS)}")

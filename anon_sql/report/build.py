@@ -210,7 +210,7 @@ def render_json(report: dict[str, Any]) -> str:
     return json.dumps(clean(report), indent=2, default=str, allow_nan=False)
 
 
-def render(report: dict[str, Any], format: str = "text") -> str:
+def render_report(report: dict[str, Any], format: str = "text") -> str:
     """Render a report dict as ``text``, ``html`` or ``json``."""
     if format not in FORMATS:
         raise PolicyError(f"report format {format!r} is not one of {', '.join(FORMATS)}")

@@ -19,7 +19,7 @@ from ..engines import Engine
 from ..errors import PolicyError, SourceError, TaxonomyError
 from ..models import population_models
 from ..models.population import WEIGHT
-from ..data.source import Source, resolve as resolve_source
+from ..data.source import Source, resolve_source
 from ..common.sqlbuild import alias, and_all, col, ident, lit, null_safe_eq, record_count, render
 
 POPULATION_SUFFIX = "__population"   # the view a population file becomes on an engine that registers one (Spark)

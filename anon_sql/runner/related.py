@@ -20,7 +20,7 @@ from ..catalog.store import released_names
 from ..common.columns import UNIT
 from ..common.sqlbuild import alias, col, dtype, ident, render
 from ..common.wording import counted
-from ..data.source import Source, resolve as resolve_source
+from ..data.source import Source, resolve_source
 from ..errors import PolicyError, SourceError
 from ..policy.model import Policy
 

@@ -109,7 +109,7 @@ def as_engine(engine: Engine | Any) -> Engine:
     return engine if isinstance(engine, Engine) else DuckDBEngine(engine)
 
 
-def resolve(engine: Engine | Any, policy: Policy | dict | str, source: Any = None, base: bool = False) -> Resolved:
+def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: Any = None, base: bool = False) -> Resolved:
     """Resolve a policy against an engine's data (a DuckDB connection is taken as its engine; ``source`` overrides
     the policy's).
 

@@ -57,9 +57,9 @@ class Release:
     def report(self, format: str = "text") -> str:
         """A report of plan, checks and metrics: plain text, or ``"html"`` / ``"json"`` (anon_sql.report.build)."""
         if format != "text":
-            from ..report.build import from_release, render
+            from ..report.build import from_release, render_report
 
-            return render(from_release(self), format)
+            return render_report(from_release(self), format)
         parts = [self.summary(), "", "checks:", self.checks.to_string(index=False), "", "metrics:"]
         parts += [f"  {k}: {v:.6g}" if isinstance(v, float) else f"  {k}: {v}" for k, v in self.metrics.items()]
         return "\n".join(parts)

@@ -23,7 +23,7 @@ from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
 from .digests import taxonomy_digests
 from .plan import make_context, placeholder, plan_dict, released_policy
-from .resolve import Resolved, discard, resolve
+from .resolve import Resolved, discard, resolve_release
 from .verify import failing_classes_records, failure_message, verify
 
 
@@ -43,7 +43,7 @@ def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = F
     t0 = time.perf_counter()
     with probed_once():    # the catalog is probed once per release, not once per stage that reads it
         with engine.stage("prepare"):
-            resolved = resolve(engine, policy, source, base=True)
+            resolved = resolve_release(engine, policy, source, base=True)
         return run(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0,
                    before_commit=before_commit)
 

@@ -15,7 +15,7 @@ from anon_sql.compiler.views import SOURCE_STATEMENT, CompileInput, compile_rele
 from anon_sql.errors import PrivacyRequirementError
 from anon_sql.methods.lattice import MEASURES, Lattice
 from anon_sql.methods import LevelPlan, MethodContext
-from anon_sql.runner.resolve import resolve
+from anon_sql.runner.resolve import resolve_release
 from anon_sql.common.sqlbuild import render
 from anon_sql.data.taxonomy import TOP
 from conftest import load_seed000, seed000_policy
@@ -23,7 +23,7 @@ from conftest import load_seed000, seed000_policy
 
 def make_context(con: duckdb.DuckDBPyConnection, policy) -> MethodContext:
     """Resolve a policy and create its ``__source`` view, as release() does before planning."""
-    r = resolve(con, policy)
+    r = resolve_release(con, policy)
     policy, src, taxonomies, models, records = r.policy, r.source, r.taxonomies, r.models, r.records
     probe = CompileInput(policy, src.relation, src.columns, LevelPlan({}), taxonomies, models)
     compiled = compile_release(probe)

@@ -15,7 +15,7 @@ from anon_sql.cli.main import main
 from anon_sql.errors import PolicyError, PrivacyRequirementError, SourceError, TaxonomyError
 from anon_sql.methods.lattice import Lattice
 from anon_sql.models import ClassStats, DeltaPresence, KMap, Population
-from anon_sql.runner.resolve import discard, resolve
+from anon_sql.runner.resolve import discard, resolve_release
 from anon_sql.data.taxonomy import from_arx_csv
 from conftest import data_path
 
@@ -306,7 +306,7 @@ def adult_lattice(adult):
     c, _ = adult
     pol = _adult_policy("lat", method="exhaustive", k_map={"k": 40, "population": "population"},
                         delta_presence={"delta_min": 0.05, "delta_max": 0.15, "population": "population"})
-    r = resolve(c, pol)
+    r = resolve_release(c, pol)
     try:
         yield c, r, Lattice(c, r.policy, "sample", r.taxonomies, r.models, r.records)
     finally:
@@ -344,7 +344,7 @@ def test_optimal_search_equals_brute_force_with_suppression(adult):
     privacy = {"k_map": {"k": 40, "population": "population"}, "max_suppression": 0.1,
                "delta_presence": {"delta_min": 0.05, "delta_max": 0.12, "population": "population"}}
     rel = anon_sql.release(c, _adult_policy("opt", method="optimal", **privacy))
-    r = resolve(c, _adult_policy("brute", method="optimal", **privacy))
+    r = resolve_release(c, _adult_policy("brute", method="optimal", **privacy))
     try:
         lat = Lattice(c, r.policy, "sample", r.taxonomies, r.models, r.records)
         feasible = [lat.evaluate(tuple(int(x) for x in n)) for n in lat.all_nodes()]
@@ -463,7 +463,7 @@ def _planner_counts(c, rel, pol) -> np.ndarray:
     from anon_sql.methods.population_points import population_points
     from anon_sql.common.sqlbuild import render
 
-    r = resolve(c, {**pol, "name": rel.name + "_again"})
+    r = resolve_release(c, {**pol, "name": rel.name + "_again"})
     try:
         ctx = SimpleNamespace(con=c, policy=r.policy, source_view=working(rel.name, "source"),
                               taxonomies=r.taxonomies, models=r.models)

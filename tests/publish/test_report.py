@@ -12,7 +12,7 @@ import anon_sql
 from anon_sql.cli.main import main
 from anon_sql.errors import PolicyError
 from anon_sql.policy.model import Policy
-from anon_sql.report.build import parse_values, render, set_param
+from anon_sql.report.build import parse_values, render_report, set_param
 from anon_sql.publish.report import build, sweep
 from conftest import load_seed000, seed000_policy
 
@@ -52,11 +52,11 @@ def test_build_report_tables_and_json_nan_as_null(odd):
     assert set(rep["ncp_by_qi"]) == {"age", ODD}
     assert rep["query_error_table"] and rep["leakage"] and rep["class_sizes"]
     assert sum(c["records"] for c in rep["class_sizes"]) == 30
-    data = json.loads(render(rep, "json"))                   # strict JSON: NaN (silhouette) becomes null
+    data = json.loads(render_report(rep, "json"))                   # strict JSON: NaN (silhouette) becomes null
     assert next(m for m in data["metrics"] if m["metric"] == "silhouette")["value"] is None
     ncp = next(m for m in data["metrics"] if m["metric"] == "ncp")
     assert ncp["direction"] == "lower" and "NCP" in ncp["formula"]
-    text = render(rep, "text")
+    text = render_report(rep, "text")
     assert "query error by dim" in text and "entropy leakage" in text
 
 
@@ -64,7 +64,7 @@ def test_html_is_self_contained_with_verdict_cards_and_svg_charts(odd, monkeypat
     con, _ = odd
     monkeypatch.setitem(sys.modules, "matplotlib", None)     # no plotting library is needed
     rep = build(con, "o_rel", ["k", "ncp", "prosecutor_risk_max"])
-    page = render(rep, "html")
+    page = render_report(rep, "html")
     assert rep["verdict"] == {"status": "pass", "checks": len(rep["checks"]), "failed": [], "unknown": []}
     assert "class='verdict pass'" in page and page.index("id='verdict'") < page.index("<h2>")
     assert "data-metric='prosecutor_risk_max'" in page and "data-metric='ncp'" in page
@@ -102,7 +102,7 @@ def test_failing_checks_give_a_fail_verdict():
     report = {"release": "r", "method": "levels", "source": "s", "records_in": 1, "records_out": 1, "suppressed": 0,
               "noise": 0, "classes": 1, "plan": {}, "checks": checks, "metrics": [], "verdict": v}
     assert render_text(report).startswith("FAIL: l_diversity failed")
-    assert "class='verdict fail'" in render(report, "html") and "failed: l_diversity" in render(report, "html")
+    assert "class='verdict fail'" in render_report(report, "html") and "failed: l_diversity" in render_report(report, "html")
 
 
 def test_set_param_and_parse_values():

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from anon_sql.cli.demo import demo_policy, run_demo
-from anon_sql.report.build import render
+from anon_sql.report.build import render_report
 from anon_sql.publish.report import build
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -74,7 +74,7 @@ def demo_page(tmp_path_factory):
     run_demo(con, echo=lambda message: None)
     report = build(con, demo_policy().name)
     page = tmp / "report.html"
-    page.write_text(render(report, "html"), encoding="utf-8")
+    page.write_text(render_report(report, "html"), encoding="utf-8")
     return tmp, page, report
 
 

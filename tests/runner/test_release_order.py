@@ -68,11 +68,11 @@ def test_rows_join_their_class_on_one_hash_key_and_a_shared_hash_stops_the_relea
     (the hash taken modulo 3) stop the release with an error and leave no table behind."""
     load_adult(con)
     con.execute("CREATE TABLE src AS SELECT row_number() OVER () AS pos, * FROM adult")
-    import anon_sql.compiler.views as compiler
+    import anon_sql.compiler.release as compiler
     from sqlglot import exp
 
-    real = compiler._tuple_hash
-    monkeypatch.setattr(compiler, "_tuple_hash",
+    real = compiler.tuple_hash
+    monkeypatch.setattr(compiler, "tuple_hash",
                         lambda ci, columns: exp.Mod(this=real(ci, columns), expression=exp.Literal.number(3)))
     with pytest.raises(Exception, match="share one 64-bit hash"):
         anon_sql.release(con, _policy("collide", "src"))

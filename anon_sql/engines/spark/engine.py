@@ -14,7 +14,7 @@ from ..base import Engine
 from ...data.source import Source, is_path
 from ...common.sqlbuild import ident, render
 from . import ctes, maps, ownership, planning, udfs
-from .session import JobCounter, SparkSQL, require_pyspark, resolve_source, table_exists, temporary_view
+from .session import JobCounter, SparkSQL, require_pyspark, resolve_spark_source, table_exists, temporary_view
 
 
 class SparkEngine(Engine):
@@ -73,7 +73,7 @@ class SparkEngine(Engine):
         if not isinstance(source, str) or (is_path(source) and Path(source).exists()):
             ownership.check_working_name(self.spark, label)   # becomes the view ``label``: never over the user's
             existed = table_exists(self.spark, label)          # then an earlier release's: it stays with that one
-        src = resolve_source(self.spark, source, label)
+        src = resolve_spark_source(self.spark, source, label)
         if src.relation.name == label and not existed:
             self.created.append(label)   # a path / DataFrame source's view goes with a failed release
         return src

@@ -144,7 +144,7 @@ def read_path(spark: Any, path: str) -> Any:
     return spark.read.csv(str(p), header=True, inferSchema=True, sep=_csv_delimiter(p))
 
 
-def resolve_source(spark: Any, source: Any, view: str) -> Source:
+def resolve_spark_source(spark: Any, source: Any, view: str) -> Source:
     """The policy's source in Spark: a table / temporary view of the session, a Parquet/CSV path, or a Spark
     DataFrame (registered as the temporary view ``view``; a table is read in place)."""
     require_pyspark()

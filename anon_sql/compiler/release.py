@@ -1,0 +1,265 @@
+"""The released table's query: the generalized records of the kept classes with ``ec_id`` (count column merged,
+rows in a fixed order), written from the base counts, the row map, the kept tuples or the general view."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from sqlglot import exp
+
+from ..methods.base import LevelPlan
+from ..data import base_counts
+from ..common.columns import EC_ID, UNIT
+from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq
+from .classes import classes_select
+from .general import base_table, level_base, level_combos, tuple_join, uses_base_table, uses_tuple_map
+from .names import KEEP, WEIGHT, CompileInput, ReleaseNames, noise_flag, released_columns, unit_columns
+
+
+def expands_base(ci: CompileInput, data_cols: list[str]) -> bool:
+    """A level plan read from a base-count table whose released columns are all QIs / sensitive attributes: written
+    from the base counts, never re-reading the source."""
+    return ((uses_base_table(ci) or (ci.base is not None and isinstance(ci.plan, LevelPlan)))
+            and not ci.policy.count_column
+            and set(data_cols) <= set(base_counts.keys(ci.policy) + unit_columns(ci.policy)))
+
+
+def data_columns(ci: CompileInput) -> list[str]:
+    """Released columns other than the count column (and the noise flag of an assignment plan, if any)."""
+    cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column]
+    return cols + ([noise_flag(ci.plan)] if noise_flag(ci.plan) else []) + unit_columns(ci.policy)
+
+
+def uses_row_map(ci: CompileInput) -> bool:
+    """DuckDB level plans that re-read the source (insensitive columns, a count column) join it to a temp table of
+    the kept combinations (``<release>__map``): its exact, small cardinality makes it the build side of the hash
+    join; inlined, its estimate is so large that DuckDB builds the hash table over the whole source instead."""
+    return uses_base_table(ci) and not expands_base(ci, data_columns(ci))
+
+
+def row_map_table(release_name: str) -> exp.Table:
+    """The session-temporary map original QI tuple → (released QI values, ec_id) of the kept classes."""
+    return exp.Table(this=ident(release_name + "__map"), db=ident("main"), catalog=ident("temp"))
+
+
+ROW_KEY = "__h"   # the row map's join key: a seeded hash of the original QI tuple
+
+
+def tuple_hash(ci: CompileInput, columns: Sequence[exp.Expression]) -> exp.Expression:
+    """``hash(q1, …, qn, seed)``: one 64-bit key for a QI tuple (NULLs included), seeded by the policy."""
+    return exp.Anonymous(this="hash", expressions=[*columns, lit(ci.policy.seed)])
+
+
+def row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """Every distinct original QI tuple of the source (kept and suppressed) → released QI values, ``ec_id``, keep
+    flag, keyed by :func:`tuple_hash`. The source rows join it on that one key instead of n null-safe keys (issue
+    17.5: hashing and comparing n columns twice per row was half the join's cost). Exact because the map holds
+    every tuple of the source and its keys are checked distinct here: two tuples with the same hash stop the
+    release with an error (a policy ``seed`` changes the hashes)."""
+    quasi = list(ci.policy.quasi)
+    key = tuple_hash(ci, [col(f"__o{i}", "x") for i in range(len(quasi))])
+    # the distinct (tuple hash, released values) pairs: as many as the distinct tuples when no two tuples share a
+    # hash (the released values are a function of the tuple), which the scalar check below makes sure of — one
+    # hash column carried to the join instead of the n original columns, and no per-tuple window (issue 17.1:
+    # a COUNT(*) OVER (PARTITION BY hash) cost 60% of a warm Adult release's SQL time)
+    distinct = exp.select(alias(key.copy(), ROW_KEY), *[col(q, "x") for q in quasi]).distinct().from_(
+        exp.Table(this=ident("__lb"), alias=exp.TableAlias(this=ident("x"))))
+    if base_counts.keys(ci.policy) == quasi and not ci.policy.privacy_unit:   # the base rows are the tuples
+        tuples: exp.Expression = exp.Count(this=exp.Star())
+    else:                                         # a tuple has a base row per sensitive value
+        originals = exp.select(*[col(f"__o{i}") for i in range(len(quasi))]).distinct().from_(
+            exp.Table(this=ident("__lb")))
+        tuples = exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(
+            exp.Subquery(this=originals, alias=exp.TableAlias(this=ident("t")))))
+    hashes = exp.Count(this=exp.Distinct(expressions=[tuple_hash(ci, [col(f"__o{i}") for i in range(len(quasi))])]))
+    unique = exp.Subquery(this=exp.select(exp.EQ(this=hashes, expression=tuples)).from_(
+        exp.Table(this=ident("__lb"))))
+    message = lit("two distinct quasi-identifier combinations of the source share one 64-bit hash; "
+                  "set another seed in the policy and release again")
+    checked = exp.Case(ifs=[exp.If(this=unique, true=col(ROW_KEY, "d"))],
+                       default=exp.Anonymous(this="error", expressions=[message]))
+    on = and_all(null_safe_eq(col(q, "d"), col(q, "c")) for q in quasi)
+    query = (exp.select(*[col(q, "d") for q in quasi], col(EC_ID, "c"), col(KEEP, "c"), alias(checked, ROW_KEY))
+             .from_(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("d"))))
+             .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))), on=on))
+    query = query.with_("__lb", as_=level_base(ci, names, base_counts.temp_table(names.release)), copy=False)
+    return query.with_("__lc", as_=classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
+
+
+def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """The released rows: generalized records of the kept classes, with ``ec_id`` (count column merged)."""
+    data_cols = data_columns(ci)
+    if isinstance(ci.plan, LevelPlan):
+        if uses_row_map(ci):
+            return _joined_release(ci, names, data_cols, row_map_table(names.release))
+        base = base_table(ci, names)
+        if expands_base(ci, data_cols):
+            query = _expanded_release(ci, data_cols)
+        else:
+            query = _joined_release(ci, names, data_cols)
+        # one aggregation of the rows feeds both the classes and the row → class map (CTE shared, not rescanned)
+        query = query.with_("__lb", as_=level_base(ci, names, base), copy=False)
+        return query.with_("__lc", as_=classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
+    if uses_tuple_map(ci) and _expands_tuples(ci, data_cols):
+        return _expanded_tuple_release(ci, names, data_cols)
+    if uses_tuple_map(ci):   # the source joined to the kept tuples and the class values (no second general read)
+        items = [col(c, "v") if c in ci.plan.class_values.columns and c in ci.policy.quasi else col(c, "g")
+                 for c in data_cols] + [col(EC_ID, "a")]
+        kept, on = tuple_join(ci, names, "g", "a", kept=True)
+        query = (exp.select(*items)
+                 .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                  alias=exp.TableAlias(this=ident("g"))))
+                 .join(kept, on=on)
+                 .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
+                                 alias=exp.TableAlias(this=ident("v"))),
+                       on=exp.EQ(this=col(EC_ID, "a"), expression=col(EC_ID, "v"))))
+        return _ordered_rows(ci, query, items, data_cols)
+    items = [col(c, "g") for c in data_cols] + [col(EC_ID, "c")]
+    query = (exp.select(*items)
+             .from_(exp.Table(this=names.general.this.copy(), db=names.general.args.get("db"),
+                              alias=exp.TableAlias(this=ident("g"))))
+             .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
+                             alias=exp.TableAlias(this=ident("c"))),
+                   on=exp.EQ(this=col(EC_ID, "g"), expression=col(EC_ID, "c")))
+             .where(col(KEEP, "c")))
+    return _ordered_rows(ci, query, items, data_cols)
+
+
+def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
+    """Every released column is a quasi-identifier or sensitive attribute: a record is fully described by its base
+    combination, so each kept combination, in (ec_id, sensitive values) order, is written ``__w`` times (UNNEST,
+    which keeps that order) instead of re-reading, joining and sorting the source rows."""
+    quasi = list(ci.policy.quasi)
+    items = [col(c, "c") if c in quasi else col(c, "b") for c in data_cols] + [col(EC_ID, "c"), col(WEIGHT, "b")]
+    on = and_all(null_safe_eq(col(q, "b"), col(q, "c")) for q in quasi)
+    order = [col(EC_ID)] + [col(c) for c in data_cols if c not in quasi and c != UNIT]
+    kept = (exp.select(*items)
+            .from_(exp.Table(this=ident("__lb"), alias=exp.TableAlias(this=ident("b"))))
+            .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))), on=on)
+            .where(col(KEEP, "c"))
+            .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    return _each_record(kept, data_cols)
+
+
+def _expands_tuples(ci: CompileInput, data_cols: list[str]) -> bool:
+    """A plan with ``tuple_classes`` whose released columns are all QIs / sensitive attributes (no count column):
+    written from the kept rows grouped by class and sensitive values, not sorted row by row."""
+    return not ci.policy.count_column and set(data_cols) <= set(base_counts.keys(ci.policy))
+
+
+def _expanded_tuple_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str]) -> exp.Select:
+    """The release of a plan with ``tuple_classes`` when every released column is a QI or a sensitive attribute
+    (:func:`_expands_tuples`): the source rows of the kept tuples grouped by (``ec_id``, the columns not released
+    per class) with their count, joined to the class values, sorted in the release order of
+    :func:`_ordered_rows` (``ec_id``, then the seeded hash of the non-QI columns) and each group written ``__w``
+    times (UNNEST keeps that order). Rows of a group are identical once released, so this is the table the sorted
+    rows give, but the sort is over the groups, not over every row (issue 17.3)."""
+    policy, plan = ci.policy, ci.plan
+    per_class = [c for c in data_cols if c in plan.class_values.columns and c in policy.quasi]
+    grouped_cols = [c for c in data_cols if c not in per_class]
+    kept, on = tuple_join(ci, names, "g", "a", kept=True)
+    keys = [col(EC_ID, "a"), *[col(c, "g") for c in grouped_cols]]
+    grouped = (exp.select(*[k.copy() for k in keys], alias(exp.Count(this=exp.Star()), WEIGHT))
+               .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                alias=exp.TableAlias(this=ident("g"))))
+               .join(kept, on=on)
+               .group_by(*keys))
+    items = [col(c, "v") if c in per_class else col(c, "x") for c in data_cols] + [col(EC_ID, "x")]
+    others = [col(c, "x") for c in data_cols if c not in policy.quasi]
+    order = [col(EC_ID, "x")] + ([exp.Anonymous(this="hash", expressions=[*others, lit(policy.seed)])]
+                                 if others else [])
+    rows = (exp.select(*items, col(WEIGHT, "x"))
+            .from_(exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("x"))))
+            .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
+                            alias=exp.TableAlias(this=ident("v"))),
+                  on=exp.EQ(this=col(EC_ID, "x"), expression=col(EC_ID, "v")))
+            .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    return _each_record(rows, data_cols)
+
+
+def _joined_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
+                    row_map: exp.Table | None = None) -> exp.Select:
+    """The source rows joined to the map original QI tuple → (released values, ec_id) of the kept classes (the
+    ``row_map`` temp table, or inline from the ``__lb`` / ``__lc`` CTEs)."""
+    quasi = list(ci.policy.quasi)
+    items = [col(c, "k") if c in quasi else col(c, "g") for c in data_cols] + [col(EC_ID, "k")]
+    if row_map is not None:   # one hash key (exact: see row_map_query), kept classes only
+        combos: exp.Expression = row_map.copy()
+        combos.set("alias", exp.TableAlias(this=ident("k")))
+        on = exp.EQ(this=tuple_hash(ci, [col(q, "g") for q in quasi]), expression=col(ROW_KEY, "k"))
+    else:
+        combos = exp.Subquery(this=level_combos(ci, "__lb", "__lc"), alias=exp.TableAlias(this=ident("k")))
+        on = and_all(null_safe_eq(col(q, "g"), col(f"__o{i}", "k")) for i, q in enumerate(quasi))
+    query = (exp.select(*items)
+             .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                              alias=exp.TableAlias(this=ident("g"))))
+             .join(combos, on=on))
+    if row_map is not None:
+        query = query.where(col(KEEP, "k"))
+    return _ordered_rows(ci, query, items, data_cols)
+
+
+def _ordered_rows(ci: CompileInput, query: exp.Select, items: list[exp.Expression], data_cols: list[str]
+                  ) -> exp.Select:
+    """Merge rows by the count column (if any) and fix the row order: by ec_id, then — on DuckDB — a hash of the
+    other released values and the policy's seed, never the source's order (quasi-identifiers are constant inside a
+    class; identical rows are interchangeable, so the order depends on the released values alone). One integer key
+    after ec_id instead of every released column keeps the sort cheap (issue 17.5); engines without DuckDB's
+    ``hash`` order by the released columns themselves."""
+    policy = ci.policy
+    if policy.count_column:
+        total = exp.Cast(this=exp.Sum(this=col(policy.count_column, "g")), to=dtype("BIGINT"))
+        query = query.select(alias(total, policy.count_column)).group_by(*[g.copy() for g in items])
+    others = [col(c) for c in data_cols if c not in policy.quasi and c != UNIT]   # never the unit's raw value
+    if policy.count_column:
+        others.append(col(policy.count_column))
+    order_cols = [col(EC_ID)]
+    if others and ci.target.hash_order:
+        order_cols.append(exp.Anonymous(this="hash", expressions=[*others, lit(policy.seed)]))
+    else:
+        order_cols += others
+    wrapped = exp.select(exp.Star()).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=ident("r"))))
+    return wrapped.order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order_cols])
+
+
+_REPEATED = "anon_sql.repeated"   # meta key of a release query built by _each_record: its released columns
+
+
+def _each_record(grouped: exp.Select, data_cols: Sequence[str]) -> exp.Select:
+    """``grouped`` (released values with their records in ``__w``, in release order) as one row per record: each
+    row repeated ``__w`` times by an UNNEST of a series, the order kept."""
+    copies = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(0), end=col(WEIGHT), is_end_exclusive=True)])
+    out = [col(c) for c in data_cols] + [col(EC_ID)]
+    repeated = exp.select(*out, alias(copies, "__i")).from_(
+        exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("g"))))
+    query = exp.select(*[c.copy() for c in out]).from_(
+        exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("r"))))
+    query.meta[_REPEATED] = list(data_cols)
+    return query
+
+
+def grouped_release(query: exp.Expression) -> tuple[exp.Select, list[str]] | None:
+    """A release query that writes each row of a grouped query ``__w`` times (:func:`_each_record`): those
+    rows with their counts (the query's common table expressions moved onto them) and the released columns, so
+    that an engine may keep the rows once with their counts and repeat them when read (:func:`repeated_rows`);
+    None for any other query."""
+    data_cols = query.meta.get(_REPEATED)
+    if data_cols is None:
+        return None
+    repeated = _from_query(query)
+    grouped = _from_query(repeated).copy()
+    ctes = query.args.get("with_")
+    if ctes is not None:
+        grouped.set("with_", ctes.copy())
+    return grouped, list(data_cols)
+
+
+def _from_query(select: exp.Select) -> exp.Select:
+    """The query of ``select``'s FROM subquery."""
+    source = select.args.get("from_") or select.args.get("from")
+    return source.this.this
+
+
+def repeated_rows(table: exp.Table, data_cols: Sequence[str]) -> exp.Select:
+    """The released rows of a table of rows with their counts ``__w`` (:func:`grouped_release`): each
+    written ``__w`` times, in the table's order."""
+    return _each_record(exp.select(exp.Star()).from_(table.copy()), data_cols)
