@@ -1,6 +1,7 @@
 """Shared fixtures: data locations, connections, and the seed 000 / Adult policies used across tests."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import duckdb
@@ -15,6 +16,12 @@ settings.register_profile("anon_sql", deadline=None)
 settings.load_profile("anon_sql")
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+# A few test modules reuse another folder's cases (e.g. the method battery's policies): every test folder is importable,
+# so that any one folder or file runs alone, not only the whole suite.
+for _folder in sorted(p for p in Path(__file__).resolve().parent.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 
 @pytest.fixture(scope="session", autouse=True)

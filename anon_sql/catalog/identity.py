@@ -109,7 +109,7 @@ def mark(con: Any, release: str) -> None:
                     + ", ".join(["(?, ?, ?, ?, ?)"] * len(rows)), [v for row in rows for v in row])
 
 
-def forget(con: Any, release: str) -> None:
+def forget_identity(con: Any, release: str) -> None:
     """Delete the identity rows of ``release`` (DROP ANONYMIZED VIEW, inside its transaction)."""
     if con.execute(_HAS_OWNED).fetchall()[0][0]:
         con.execute(render(exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"),

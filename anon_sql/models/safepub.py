@@ -65,13 +65,21 @@ def _chernoff(n: int, beta: float, gamma: float) -> float:
     return math.exp(-n * (gamma * math.log(gamma / beta) - (gamma - beta)))
 
 
+MAX_STEPS = 20_000   # sizes n examined for one δ(k); ε up to 3 needs far fewer (tests/dp)
+
+
 def safepub_delta(epsilon_anon: float, beta: float, k: int, _cache: dict | None = None) -> float:
     """δ(k) = max over n ≥ n_m = ⌈k/γ − 1⌉ of a_n, iterating n upward until the running max reaches c_n."""
     gamma = _gamma(epsilon_anon, beta)
     cache = {} if _cache is None else _cache
     n = max(1, math.ceil(k / gamma - 1))
+    start = n
     worst, bound = 0.0, math.inf
     while worst < bound:
+        if n - start > MAX_STEPS:   # a large ε: γ → 1 and the Chernoff bound falls too slowly to ever meet the tail
+            raise PolicyError(f"differential_privacy epsilon = {epsilon_anon!r}: SafePub's class size k does not "
+                              f"settle within {MAX_STEPS:,} sizes at this ε (the sampling rate is {beta:.6f}, almost "
+                              "every record); use epsilon <= 3 or a DP query (docs/dp.md)")
         if n not in cache:
             cache[n] = (_upper_tail(n, beta, gamma), _chernoff(n, beta, gamma))
         a_n, c_n = cache[n]

@@ -188,7 +188,7 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> 
         con.execute(render(exp.delete(exp.Table(this=ident("policies"), db=ident("anon")),
                                       where=exp.EQ(this=col("name"), expression=lit(name)))))
         versions.forget(con, name)
-        identity.forget(con, name)
+        identity.forget_identity(con, name)
         con.execute("COMMIT")
     except BaseException:
         rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))

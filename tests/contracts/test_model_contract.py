@@ -24,6 +24,8 @@ from anon_sql.policy.model import Policy
 from conftest import working
 
 VALUES = "abcdef"
+# keys whose release reads a seeded sample of the source (SafePub), not the source the battery builds classes from
+SAMPLED = {"differential_privacy"}
 # the sensitive attribute's taxonomy (hierarchical t-closeness reads it; the other models ignore it)
 SENSITIVE_TAXONOMY = {"kind": "mapping", "mapping": {"a": ["ab"], "b": ["ab"], "c": ["cd"], "d": ["cd"],
                                                      "e": ["ef"], "f": ["ef"]}}
@@ -48,7 +50,7 @@ def test_every_registered_model_key_has_examples_and_builds_its_classes():
 
 
 def policy_dict(key: str, setting) -> dict:
-    return {"name": "mb", "source": "mb_src", "method": "levels", "method_params": {"levels": {"zip": 0}},
+    return {"name": "mb", "source": "mb_src", "method": "levels", "method_params": {"levels": {"zip": 0}}, "seed": 1,
             "attributes": {"zip": {"role": "quasi", "taxonomy": {"kind": "mask"}},
                            "s": {"role": "sensitive", "taxonomy": SENSITIVE_TAXONOMY}},
             "privacy": {"k": 1, "max_suppression": 1.0, key: setting}}
@@ -100,6 +102,9 @@ def mcon():
 @BATTERY
 @given(classes=classes_strategy)
 def test_numpy_check_equals_sql_check(mcon, key, setting, classes):
+    if key in SAMPLED:
+        pytest.skip(f"{key}: the release samples the records before classes form, so its classes view is not the "
+                    "battery's classes; tests/dp/test_safepub_release.py recomputes its classes and k with pandas")
     source, population = frames(classes)
     mcon.register("mb_frame", source)
     mcon.register("mb_pop_frame", population)

@@ -49,3 +49,16 @@ def test_classes_below_k_are_suppressed():
         suppressed_classes([[1, 2]], 3)
     with pytest.raises(PolicyError):
         suppressed_classes([-1, 2], 3)
+
+
+def test_a_large_epsilon_is_refused_not_looped_on():
+    """At ε = 5 the sampling rate is 0.9933 and δ(k)'s Chernoff bound falls too slowly to meet the tail: the search
+    for k once ran without end; it is refused, naming ε and what works."""
+    import time
+
+    from anon_sql.errors import PolicyError
+
+    started = time.perf_counter()
+    with pytest.raises(PolicyError, match="epsilon = 5.0"):
+        safepub_parameters(5.0, 1e-5)
+    assert time.perf_counter() - started < 60
