@@ -85,12 +85,17 @@ def mdav_multivariate(X: np.ndarray, k: int) -> np.ndarray:
         d[anchor] = -1.0  # the anchor is in its own group whatever the ties
         return np.argpartition(d, k - 1)[:k]
 
-    while remaining.size >= 3 * k:
-        R = Z[remaining]
+    def farthest_group(R: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """MDAV's first step: r, the record farthest from the centroid, its group of k, and the records left free."""
         free = np.ones(R.shape[0], dtype=bool)
         r = int(np.argmax(((R - R.mean(axis=0)) ** 2).sum(axis=1)))
-        group_r = nearest(R, R[r], free, r)
-        free[group_r] = False
+        group = nearest(R, R[r], free, r)
+        free[group] = False
+        return r, group, free
+
+    while remaining.size >= 3 * k:
+        R = Z[remaining]
+        r, group_r, free = farthest_group(R)
         d_r = ((R - R[r]) ** 2).sum(axis=1)
         d_r[~free] = -np.inf
         s = int(np.argmax(d_r))
@@ -101,11 +106,7 @@ def mdav_multivariate(X: np.ndarray, k: int) -> np.ndarray:
         g += 2
         remaining = remaining[free]
     if remaining.size >= 2 * k:
-        R = Z[remaining]
-        free = np.ones(R.shape[0], dtype=bool)
-        r = int(np.argmax(((R - R.mean(axis=0)) ** 2).sum(axis=1)))
-        group_r = nearest(R, R[r], free, r)
-        free[group_r] = False
+        _, group_r, free = farthest_group(Z[remaining])
         labels[remaining[group_r]] = g
         g += 1
         remaining = remaining[free]

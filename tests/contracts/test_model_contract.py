@@ -90,14 +90,6 @@ def merged(labels: np.ndarray, population: np.ndarray, i: int, j: int) -> tuple[
     return new, pop, int(np.searchsorted(kept, i))
 
 
-@pytest.fixture(scope="module")
-def mcon():
-    c = duckdb.connect()
-    anon_sql.install(c)
-    yield c
-    c.close()
-
-
 @pytest.mark.parametrize("key, setting", CASES)
 @BATTERY
 @given(classes=classes_strategy)
