@@ -45,7 +45,7 @@ def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
         known = catalog.released_names(con)
         raise SourceError(f"{name!r} is not a release recorded in this database (anon.releases lists "
                           f"{known if known else 'no release'}); give the name of a release, e.g. the policy's name")
-    if not relation_exists(con, name):
+    if not relation_exists(con, exp.Table(this=ident(name))):   # one name, a dot in it included ("a.b")
         raise SourceError(f"release {name!r} is recorded in anon.releases but its table is missing from this "
                           "database; release it again")
     return row

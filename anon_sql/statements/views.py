@@ -50,6 +50,11 @@ def canonical_name(con: duckdb.DuckDBPyConnection, name: str) -> str:
     return found[0] if len(found) == 1 else name
 
 
+def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Is there a table or view of this one name (a release's name is one identifier, a dot in it included)?"""
+    return relation_exists(con, exp.Table(this=ident(name)))
+
+
 def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, declared: Policy, replace: bool,
                  keep_plan_of: str | None = None):
     """Release ``policy`` (replacing the recorded release when ``replace``) with its version row and the comparison
@@ -59,7 +64,7 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
     from ..runner.run import release
 
     previous, prior = None, None
-    if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, policy.name):
+    if replace and versions.recorded(con, policy.name) is not None and _exists(con, policy.name):
         require_owned(con, policy.name)       # never snapshot, compare or replace a table that is not ours
         prior = versions.recorded(con, policy.name)
         previous = versions.snapshot(con, policy.name)
@@ -107,7 +112,7 @@ def create(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace:
     refused (:class:`ViewExistsError`), as is an existing name without ``replace``."""
     policy = coerce_policy(policy)
     catalog.ensure_installed(con)
-    if relation_exists(con, policy.name):
+    if _exists(con, policy.name):
         if not replace:
             raise ViewExistsError(f"{policy.name!r} already exists; CREATE OR REPLACE ANONYMIZED VIEW replaces an "
                                      "anonymized view, REFRESH ANONYMIZED VIEW re-runs its policy")
@@ -116,7 +121,7 @@ def create(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace:
                 f"{policy.name!r} is a table or view that is not an anonymized view (not recorded in anon.releases); "
                 "OR REPLACE replaces only anonymized views: choose another name")
         require_owned(con, policy.name)
-    return _run_version(con, policy, "replace" if replace and relation_exists(con, policy.name) else "create",
+    return _run_version(con, policy, "replace" if replace and _exists(con, policy.name) else "create",
                         policy, replace)
 
 
