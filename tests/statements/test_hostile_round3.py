@@ -99,3 +99,16 @@ def test_a_noise_mask_on_a_text_column_names_the_column(function, options):
                               f"insensitive(sex, mask => {{'function': '{function}', {options}}}) FROM people")
     assert err.value.exit_code == 2
     assert con.execute("SELECT table_name FROM duckdb_tables()").fetchall() == before
+
+
+def test_a_dangling_symlink_as_export_target_is_named_as_existing(tmp_path):
+    """F: E08. A dangling symlink was reported as having "appeared while writing" (it was there before)."""
+    db = str(tmp_path / "r.duckdb")
+    with duckdb.connect(db) as con:
+        people(con)
+        anon_sql.execute(con, POLICY.format(name="r"))
+    link = tmp_path / "out.duckdb"
+    link.symlink_to(tmp_path / "nowhere.duckdb")
+    res = CliRunner().invoke(main, ["export", "r", "--db", db, "--to", str(link)])
+    assert res.exit_code == 2 and "already exists" in res.output, res.output
+    assert link.is_symlink() and not (tmp_path / "nowhere.duckdb").exists()
