@@ -112,3 +112,14 @@ def test_a_dangling_symlink_as_export_target_is_named_as_existing(tmp_path):
     res = CliRunner().invoke(main, ["export", "r", "--db", db, "--to", str(link)])
     assert res.exit_code == 2 and "already exists" in res.output, res.output
     assert link.is_symlink() and not (tmp_path / "nowhere.duckdb").exists()
+
+
+def test_a_missing_source_lists_the_users_tables_only():
+    """F: R01. A refresh whose source was renamed away listed its own temporary tables (`__anon_previous_rows`) and
+    the working views of anon_work among the tables "found"."""
+    con = duckdb.connect()
+    people(con)
+    anon_sql.execute(con, POLICY.format(name="r"))
+    con.execute("ALTER TABLE people RENAME TO people_old")
+    with pytest.raises(anon_sql.StatementError, match=r"found: \['people_old', 'r'\]"):
+        anon_sql.execute(con, "REFRESH ANONYMIZED VIEW r")
