@@ -82,6 +82,6 @@ def search_levels(ctx: MethodContext, epsilon_search: float, k: int, sampled: in
     chosen = tuple(int(x) for x in nodes[index])
     info: dict[str, Any] = {"search": "SafePub exponential mechanism (OpenDP make_noisy_max, exponential noise)",
                             "epsilon_search": spent, "candidates": int(len(nodes)), "sensitivity": float(k),
-                            "scale": scale, "utility": "released records x (1 - generalization intensity)",
-                            "score": float(scores[index]), "best_score": float(scores.max())}
+                            "scale": scale, "utility": "released records x (1 - generalization intensity)"}
+    # the scores themselves are not DP (counts of the sample at every node): they are not reported
     return LevelPlan(lattice.as_dict(chosen), {"dp_search": info})
