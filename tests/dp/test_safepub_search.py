@@ -5,18 +5,25 @@ lattice is the oracle); with a tiny ε the choice is close to uniform over the c
 map reports what is charged; bad combinations are refused naming the key."""
 from __future__ import annotations
 
+import itertools
 import math
+from importlib import resources
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
+from sqlglot import exp
 
 import anon_sql
 from anon_sql.cli.demo import load_demo_data
+from anon_sql.common.sqlbuild import render, table
 from anon_sql.errors import PolicyError
+from anon_sql.methods import dp_search
 from anon_sql.methods.dp_search import (choose_index, generalization_intensity, noisy_max_measurement)
 from anon_sql.models.safepub import safepub_parameters
+from anon_sql.runner.sampling import sampled_relation
 
 QI = {"age": 4, "sex": 1, "race": 1}   # taxonomy heights of the demo's adult_* files (checked below)
 SEED = 424242
@@ -106,3 +113,37 @@ def test_refusals(con, change, words):
     with pytest.raises(PolicyError, match=words):
         anon_sql.release(con, {**_policy(), **change})
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'adult_search'").fetchall() == [(0,)]
+
+
+def _taxonomy_map(q: str, level: int) -> dict[str, str]:
+    text = resources.files("anon_sql.taxonomies").joinpath(f"adult_{q}.csv").read_text(encoding="utf-8")
+    return {r[0]: r[level] for r in (line.split(";") for line in text.splitlines() if line.strip())}
+
+
+def test_scores_match_a_pandas_recomputation_on_the_sample(con, monkeypatch):
+    """The scores the mechanism sees, captured at choose_index, against pandas: the seeded sample generalized
+    through the taxonomy CSVs at every node, classes below k dropped, released × (1 − mean level/height)."""
+    seen = {}
+
+    def capture(scores, sensitivity, epsilon):
+        seen.update(scores=np.asarray(scores, dtype=float), sensitivity=sensitivity, epsilon=epsilon)
+        return choose_index(scores, sensitivity, epsilon)
+
+    monkeypatch.setattr(dp_search, "choose_index", capture)
+    rel = anon_sql.release(con, _policy())
+    params = safepub_parameters(2.0, 1e-5, 0.5)
+    assert seen["sensitivity"] == params.k and seen["epsilon"] == pytest.approx(1.0)
+    columns = list(con.execute("SELECT * FROM adult_sample LIMIT 0").df().columns)
+    sample = con.execute(render(exp.select("*").from_(sampled_relation(table("adult_sample"), columns, params.beta,
+                                                                        SEED)))).df()
+    assert len(sample) == rel.info["differential_privacy"]["dp_sampled"]
+    heights = [QI[q] for q in QI]
+    nodes = sorted(itertools.product(*[range(h + 1) for h in heights]), key=sum)   # total level, then lexicographic
+    expected = []
+    for node in nodes:
+        general = pd.DataFrame({q: sample[q].astype(str).map(_taxonomy_map(q, lvl)) for q, lvl in zip(QI, node)})
+        counts = general.value_counts(dropna=False)
+        released = int(counts[counts >= params.k].sum())
+        expected.append(released * (1 - np.mean([lvl / h for lvl, h in zip(node, heights)])))
+    np.testing.assert_allclose(seen["scores"], expected)
+    assert len(set(expected)) > 3   # the scores differ: the test can tell nodes apart
