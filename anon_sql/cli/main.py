@@ -29,7 +29,7 @@ LAZY_COMMANDS = {
                                            "DP statements; stop at the first failure."),
     "shell": ("anon_sql.cli.sql", "shell_cmd", "Interactive SQL prompt with history; accepts DuckDB SQL, the "
                                                "anonymized-view and the DP statements."),
-    "sweep": ("anon_sql.cli.report", "sweep", "Dry-run a policy once per parameter value and tabulate the metrics "
+    "sweep": ("anon_sql.cli.report", "sweep_command", "Dry-run a policy once per parameter value and tabulate the metrics "
                                               "(nothing is created)."),
 }
 
