@@ -64,7 +64,7 @@ def ready(con: Any, where: str) -> None:
 
 def mark_row(con: Any, where: str, key: str) -> None:
     """Write a new marker on object ``key`` of ``where`` and record it with the object's fingerprint."""
-    marker = f"anon_sql {uuid.uuid4().hex}"
+    marker = f"anon_sql row {uuid.uuid4().hex}"
     con.execute(_SET_MARKER[where], [marker, key])
     forget_row(con, where, key)
     con.execute("INSERT INTO anon.owned_objects (release, schema_name, object, marker, fingerprint) "

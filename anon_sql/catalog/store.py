@@ -358,12 +358,23 @@ def _column(values: list[Any]) -> Any:
 
 def record_failure(con: duckdb.DuckDBPyConnection, policy: Any, source_label: str, records: int,
                    message: str) -> None:
-    """A ``failed`` row in anon.releases (after the release's rollback); best effort: never masks the failure."""
+    """A ``failed`` row in anon.releases (after the release's rollback); best effort: never masks the failure. A
+    database whose catalog went with the rollback gets it back in the row's own transaction."""
+    insert = ("INSERT INTO anon.releases (release, policy, method, source, records_in, status, message, "
+              "policy_json) VALUES (?, ?, ?, ?, ?, 'failed', ?, ?)")
+    values = [policy.name, policy.name, policy.method, source_label, records, message, policy.to_json()]
     try:
-        con.execute(
-            "INSERT INTO anon.releases (release, policy, method, source, records_in, status, message, policy_json) "
-            "VALUES (?, ?, ?, ?, ?, 'failed', ?, ?)",
-            [policy.name, policy.name, policy.method, source_label, records, message, policy.to_json()])
+        if is_installed(con):
+            con.execute(insert, values)
+            return
+        con.execute("BEGIN TRANSACTION")
+        try:
+            install(con, inside=True)
+            con.execute(insert, values)
+            con.execute("COMMIT")
+        except duckdb.Error:
+            con.execute("ROLLBACK")
+            raise
     except duckdb.Error:
         pass
 

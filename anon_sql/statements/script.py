@@ -319,7 +319,9 @@ class Session:
                 with catalog.undone_on_failure(self.con):   # a refused first budget leaves no empty ledger behind
                     return _run_dp(self.con, stmt, kind)
             with catalog.undone_on_failure(self.con):    # a failing statement leaves no catalog behind either
-                if cmd.kind == "create" or catalog.is_installed(self.con):   # reads never install (issue 28.5)
+                # reads never install (issue 28.5); CREATE installs a missing catalog inside its release's
+                # transaction (a crash leaves no catalog, or the catalog with the view)
+                if catalog.is_installed(self.con):
                     catalog.ensure_installed(self.con)
                 return _run_command(self.con, stmt, cmd)
         except _Syntax as err:

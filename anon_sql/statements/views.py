@@ -106,7 +106,6 @@ def create(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace:
     ``replace`` replaces only an anonymized view recorded in the catalog; any other table or view of that name is
     refused (:class:`ViewExistsError`), as is an existing name without ``replace``."""
     policy = coerce_policy(policy)
-    catalog.ensure_installed(con)
     if relation_exists(con, policy.name):
         if not replace:
             raise ViewExistsError(f"{policy.name!r} already exists; CREATE OR REPLACE ANONYMIZED VIEW replaces an "
