@@ -54,8 +54,8 @@ class DuckDBEngine(Engine):
     def register_source(self, source: Any, label: str) -> Source:
         # a database without the catalog gets it inside the release's transaction (begin), so a crash leaves either
         # no catalog or the catalog with the release; the Python UDFs are registered now, outside any transaction
+        self._install = not catalog.is_installed(self._con)   # (a query first: it completes a pending result)
         catalog.register_functions(self._con)
-        self._install = not catalog.is_installed(self._con)
         # an in-memory source (DataFrame, Arrow, relation) is registered per release: its views read it by that name
         return resolve_source(self._con, source, label=label)
 
