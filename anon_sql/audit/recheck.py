@@ -45,7 +45,7 @@ def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
         known = catalog.released_names(con)
         raise SourceError(f"{name!r} is not a release recorded in this database (anon.releases lists "
                           f"{known if known else 'no release'}); give the name of a release, e.g. the policy's name")
-    if not relation_exists(con, name):
+    if not relation_exists(con, exp.Table(this=ident(name))):   # one name, dots and all (issue 28.7)
         raise SourceError(f"release {name!r} is recorded in anon.releases but its table is missing from this "
                           "database; release it again")
     return row
@@ -58,7 +58,7 @@ def metadata_table(name: str) -> exp.Table:
 
 def is_shared(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Is ``name`` a release of a shared file here (its metadata table beside it, not recorded in a catalog)?"""
-    return (catalog.recorded_release(con, name) is None and relation_exists(con, name)
+    return (catalog.recorded_release(con, name) is None and relation_exists(con, exp.Table(this=ident(name)))
             and relation_exists(con, metadata_table(name)))
 
 

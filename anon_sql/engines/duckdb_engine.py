@@ -44,7 +44,7 @@ class DuckDBEngine(Engine):
         return self._con
 
     def exists(self, name: str) -> bool:
-        return relation_exists(self._con, name)
+        return relation_exists(self._con, exp.Table(this=exp.to_identifier(name, quoted=True)))
 
     def claim_name(self, name: str, replace: bool, dry_run: bool) -> bool:
         from ..catalog.ownership import claim_release_name   # never a user's table, whatever replace says
