@@ -38,7 +38,7 @@ def install(con: duckdb.DuckDBPyConnection, inside: bool = False) -> None:
 
     duckdb_udfs.install_macros(con)
     if not inside:
-        duckdb_udfs.register(con)
+        duckdb_udfs.register_udfs(con)
     from ..sdc.masking import install_masking   # pandas-free import path of the CLI: loaded on use
 
     install_masking(con, inside)     # anon.partial, anon.hash, …: persisted macros a policy's `mask` compiles to
@@ -97,7 +97,7 @@ def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     the catalog."""
     from ..udfs import duckdb_udfs
 
-    duckdb_udfs.register(con)
+    duckdb_udfs.register_udfs(con)
 
 
 def store_taxonomy(con: duckdb.DuckDBPyConnection, tax: Taxonomy, replace: bool = True) -> None:
