@@ -22,11 +22,18 @@ BUDGETS = "anon.privacy_budgets"
 OWNED_DDL = ("CREATE TABLE IF NOT EXISTS anon.owned_objects (release VARCHAR, schema_name VARCHAR, object VARCHAR, "
              "marker VARCHAR, fingerprint VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp)")
 
-_HAS_MARKER = ("SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() "
-               "AND schema_name = 'anon' AND table_name = ? AND column_name = 'marker'")
+# one catalog read for both (a DP query asks on every answer): is anon.owned_objects there, has the table a marker
+_READY = ("SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = "
+          "'anon' AND table_name = 'owned_objects'), (SELECT count(*) FROM duckdb_columns() WHERE database_name = "
+          "current_database() AND schema_name = 'anon' AND table_name = ? AND column_name = 'marker')")
 # constant SQL per kind (no user text): the marker column of the object's row, and what its fingerprint digests
-_MARKER = {TAXONOMIES: "SELECT marker FROM anon.taxonomies WHERE name = ?",
-           BUDGETS: "SELECT marker FROM anon.privacy_budgets WHERE CAST(budget_id AS VARCHAR) = ?"}
+# the object's marker beside the recorded marker and fingerprint (NULLs when no identity row): one query
+_MARKER = {TAXONOMIES: ("SELECT t.marker, o.marker, o.fingerprint FROM anon.taxonomies t LEFT JOIN anon.owned_objects o "
+                        "ON o.release IS NULL AND o.schema_name = 'anon.taxonomies' AND o.object = t.name "
+                        "WHERE t.name = ?"),
+           BUDGETS: ("SELECT b.marker, o.marker, o.fingerprint FROM anon.privacy_budgets b LEFT JOIN "
+                     "anon.owned_objects o ON o.release IS NULL AND o.schema_name = 'anon.privacy_budgets' AND "
+                     "o.object = CAST(b.budget_id AS VARCHAR) WHERE CAST(b.budget_id AS VARCHAR) = ?")}
 _SET_MARKER = {TAXONOMIES: "UPDATE anon.taxonomies SET marker = ? WHERE name = ?",
                BUDGETS: "UPDATE anon.privacy_budgets SET marker = ? WHERE CAST(budget_id AS VARCHAR) = ?"}
 _DEFINES = {
@@ -54,8 +61,10 @@ def ready(con: Any, where: str) -> None:
     """Make sure ``where`` (``TAXONOMIES`` or ``BUDGETS``) has its marker column and ``anon.owned_objects`` exists;
     when the column is added to an existing table, its rows are adopted (written before markers existed, by anon_sql).
     Call inside the writing transaction."""
-    con.execute(OWNED_DDL)
-    if con.execute(_HAS_MARKER, [_TABLE[where]]).fetchall()[0][0]:
+    has_owned, has_marker = con.execute(_READY, [_TABLE[where]]).fetchall()[0]
+    if not has_owned:
+        con.execute(OWNED_DDL)
+    if has_marker:
         return
     con.execute(_ADD_MARKER[where])
     for (key,) in con.execute(_ALL[where]).fetchall():   # one row per catalog object (taxonomy, budget)
@@ -83,12 +92,11 @@ def foreign(con: Any, where: str, key: str) -> str | None:
     row = con.execute(_MARKER[where], [key]).fetchone()
     if row is None:
         return None
-    recorded = con.execute("SELECT marker, fingerprint FROM anon.owned_objects WHERE release IS NULL "
-                           "AND schema_name = ? AND object = ?", [where, key]).fetchone()
-    if row[0] is None or recorded is None or recorded[0] != row[0]:
+    marker, recorded_marker, recorded_fingerprint = row
+    if marker is None or recorded_marker != marker:
         return (f"its row in {where} does not carry a marker anon_sql recorded in anon.owned_objects: it was "
                 "inserted or edited by hand, not by anon_sql")
-    if recorded[1] != _fingerprint(con, where, key):
+    if recorded_fingerprint != _fingerprint(con, where, key):
         return f"what defines it in {where} changed since anon_sql wrote it (edited by hand)"
     return None
 
