@@ -112,6 +112,18 @@ def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, width
         set_result({"taxonomy": tax.name, "leaves": len(tax.leaves), "height": tax.height})
 
 
+@taxonomy.command("drop")
+@click.argument("name")
+@click.option("--db", required=True, help="DuckDB database file.")
+@json_option
+def taxonomy_drop(name: str, db: str) -> None:
+    """Delete a stored taxonomy (only one anon_sql stored: a row written by hand is refused, exit 2)."""
+    with _errors(), database(db, must_exist=True) as con:
+        catalog.drop_taxonomy(con, name)
+        click.echo(f"dropped taxonomy {name!r}")
+        set_result({"taxonomy": name, "dropped": True})
+
+
 @taxonomy.command("show")
 @click.argument("name", required=False)
 @click.option("--db", required=True, help="DuckDB database file.")
