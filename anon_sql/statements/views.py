@@ -50,11 +50,6 @@ def canonical_name(con: duckdb.DuckDBPyConnection, name: str) -> str:
     return found[0] if len(found) == 1 else name
 
 
-def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Is there a table or view of this one name (a release's name is one identifier, a dot in it included)?"""
-    return relation_exists(con, exp.Table(this=ident(name)))
-
-
 def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, declared: Policy, replace: bool,
                  keep_plan_of: str | None = None):
     """Release ``policy`` (replacing the recorded release when ``replace``) with its version row and the comparison
@@ -64,7 +59,7 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
     from ..runner.run import release_with_duckdb
 
     previous, prior = None, None
-    if replace and versions.recorded(con, policy.name) is not None and _exists(con, policy.name):
+    if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, _table(policy.name)):
         require_owned(con, policy.name)       # never snapshot, compare or replace a table that is not ours
         prior = versions.recorded(con, policy.name)
         previous = versions.snapshot(con, policy.name)
@@ -100,6 +95,11 @@ def _same_taxonomies(name: str, recorded_digests: str, now: dict) -> None:
             "taxonomies (values are then not comparable with earlier versions: see docs/refresh.md)")
 
 
+def _table(name: str) -> exp.Table:
+    """A release's table: its name as one identifier, dots and all (``"Sales.2024"`` is no schema)."""
+    return exp.Table(this=ident(name))
+
+
 def _declared_json(policy: Policy) -> str:
     """The policy as JSON in its own attribute order (Policy.to_json sorts keys; the order decides ties)."""
     return json.dumps(policy.to_dict())
@@ -111,8 +111,7 @@ def create_anonymized_view(con: duckdb.DuckDBPyConnection, policy: Policy | dict
     ``replace`` replaces only an anonymized view recorded in the catalog; any other table or view of that name is
     refused (:class:`ViewExistsError`), as is an existing name without ``replace``."""
     policy = coerce_policy(policy)
-    catalog.ensure_installed(con)
-    if _exists(con, policy.name):
+    if relation_exists(con, _table(policy.name)):
         if not replace:
             raise ViewExistsError(f"{policy.name!r} already exists; CREATE OR REPLACE ANONYMIZED VIEW replaces an "
                                      "anonymized view, REFRESH ANONYMIZED VIEW re-runs its policy")
@@ -121,7 +120,7 @@ def create_anonymized_view(con: duckdb.DuckDBPyConnection, policy: Policy | dict
                 f"{policy.name!r} is a table or view that is not an anonymized view (not recorded in anon.releases); "
                 "OR REPLACE replaces only anonymized views: choose another name")
         require_owned(con, policy.name)
-    return _run_version(con, policy, "replace" if replace and _exists(con, policy.name) else "create",
+    return _run_version(con, policy, "replace" if replace and relation_exists(con, _table(policy.name)) else "create",
                         policy, replace)
 
 
