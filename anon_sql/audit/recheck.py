@@ -25,11 +25,12 @@ from ..catalog.read import table_columns
 from ..compiler.checks_summary import summary_columns, summary_query
 from ..common.columns import EC_ID, UNIT
 from ..compiler.views import CompileInput, ReleaseNames, class_stats_query, released_columns
-from ..errors import PolicyError, SourceError, TaxonomyError
+from ..errors import PolicyError, PrivacyRequirementError, SourceError, TaxonomyError
 from ..methods import LevelPlan
 from ..models import PrivacyModel, build_models, largest_is_worst, population_models
 from ..policy.model import Policy
 from ..data.source import describe, file_relation, is_path, relation_exists, table_relation
+from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 
 if TYPE_CHECKING:
@@ -293,13 +294,76 @@ def _population_plan(con, policy: Policy, plan: dict[str, Any], table: exp.Table
         pop.quasi = quasi
         pop.types = {r[0]: r[1] for r in describe(con, pop.relation.subquery("__p")) if r[0] in quasi}
     else:
-        levels = {q: int(plan.get(q, 0)) for q in policy.quasi}
+        levels = recorded_levels(con, table, policy, plan, taxonomies)
         described = describe(con, table)
         types = {r[0]: (r[1] if levels.get(r[0], 0) == 0 else "VARCHAR") for r in described}
         pop.relation = population_relation(con, pop.name, policy, types, keys)
         match_plan = LevelPlan(levels)
     check_values(con, pop.name, pop.relation, policy, taxonomies, quasi)
     return match_plan, taxonomies
+
+
+def recorded_levels(con, table: exp.Table, policy: Policy, plan: dict[str, Any], taxonomies: dict[str, Any]
+                    ) -> dict[str, int]:
+    """The recorded level of each QI, verified against the released table (issue 28.8: a forged plan must not
+    match the population at another level than the one released): every released value must be a value of the
+    QI's taxonomy at that level (level 0: a leaf or NULL; above: a value of the level, or the NULL parent / top
+    the compiler releases for NULL). :class:`PrivacyRequirementError` (exit 3) names the QI and the level."""
+    import numpy as np
+
+    levels: dict[str, int] = {}
+    for q in policy.quasi:
+        level, tax = plan.get(q, 0), taxonomies.get(q)
+        wrong = (not isinstance(level, int) or isinstance(level, bool) or level < 0
+                 or (tax is None and level != 0) or (tax is not None and level > tax.height))
+        if wrong:
+            raise PrivacyRequirementError(
+                f"the plan recorded for release {policy.name!r} puts quasi-identifier {q!r} at level {level!r}, "
+                f"which its taxonomy {getattr(tax, 'name', None)!r} does not have: the plan was edited, and the "
+                "population models cannot be matched to the released values; release it again")
+        levels[q] = level
+        if tax is None:
+            continue
+        allowed = set(tax.levels[f"level{level}"])
+        if level > 0:
+            allowed.add(tax.null_parent or TOP)
+        text = exp.Cast(this=exp.column(q, quoted=True), to=exp.DataType.build("VARCHAR"))
+        found = [r[0] for r in con.execute(render(exp.select(text).distinct().from_(table.copy()))).fetchall()]
+        # the distinct released values (an aggregate), not rows: NULL is released at level 0 only
+        values = np.array([v for v in found if v is not None], dtype=str)
+        bad = sorted(values[~np.isin(values, np.array(sorted(allowed), dtype=str))].tolist()) if len(values) else []
+        nulls = level > 0 and None in found
+        if bad or nulls:
+            shown = ", ".join(repr(v) for v in bad[:5]) + (" and more" if len(bad) > 5 else "")
+            shown = shown + (", NULL" if nulls else "") if shown else "NULL"
+            raise PrivacyRequirementError(
+                f"the plan recorded for release {policy.name!r} puts quasi-identifier {q!r} at level {level} of "
+                f"taxonomy {tax.name!r}, but the released column holds {shown}, not values of that level: the plan "
+                "or the table was edited, and the population models (k_map / delta_presence) cannot be matched to "
+                "the released values; release it again")
+        others = [o for o in range(tax.height + 1) if o != level and _same_values(tax, o, values, found)]
+        differ = [o for o in others if _meanings(tax, o, values) != _meanings(tax, level, values)]
+        if differ:   # the table cannot tell which level it was released at: the plan cannot be confirmed
+            raise PrivacyRequirementError(
+                f"the released values of quasi-identifier {q!r} in release {policy.name!r} are values of taxonomy "
+                f"{tax.name!r} at level {level} (the recorded plan) and at level(s) {differ} too, where they stand "
+                "for other leaves: the plan cannot be confirmed from the table, so the population models (k_map / "
+                "delta_presence) cannot be verified; use a taxonomy whose generalized values differ from its leaves")
+    return levels
+
+
+def _same_values(tax: Any, level: int, values: Any, found: list) -> bool:
+    """Could the released ``values`` (and NULL, when ``found`` holds it) have been released at ``level``?"""
+    import numpy as np
+
+    allowed = set(tax.levels[f"level{level}"]) | ({tax.null_parent or TOP} if level > 0 else set())
+    return (level == 0 or None not in found) and bool(np.isin(values, list(allowed)).all())
+
+
+def _meanings(tax: Any, level: int, values: Any) -> dict[str, frozenset]:
+    """The leaves each released value stands for at ``level`` (a few per value: the taxonomy's size, not rows)."""
+    frame = tax.levels[tax.levels[f"level{level}"].isin(list(values))]
+    return {v: frozenset(g) for v, g in frame.groupby(f"level{level}")["level0"]}
 
 
 def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, layout: dict[str, Any]
@@ -337,4 +401,4 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
 
 
 __all__ = ["require_recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table",
-           "noise_flag_of"]
+           "noise_flag_of", "recorded_levels"]
