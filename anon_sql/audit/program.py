@@ -37,7 +37,10 @@ from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
 from ..sql import macro_statements
 
-FORMAT = 2     # 2: the noise count from the table (issue 28.8)
+FORMAT = 3     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8)
+# what a check row's figures rest on (its ``basis``): the policy and the released table, or, for the two checks that
+# read ``records_in`` (reconciliation, max_suppression), the source recounted or the catalog's number taken as it is
+TABLE, SOURCE, UNVERIFIED = "table", "source", "catalog (unverified)"
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -54,9 +57,27 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
     recorded_noise = int(row["noise"] or 0)
     noise = (int(con.execute(program["noise"]).fetchall()[0][0] or 0) if program.get("noise")
              else recorded_noise if program.get("noise_recorded") else 0)
-    return [*summary_rows(program["summary_columns"], summary), *table_rows,
+    basis = records_basis(con, program.get("source_records"), int(row["records_in"]))
+    rows = [*summary_rows(program["summary_columns"], summary), *table_rows,
             *catalog_rows(row, released, columns, program["expected_columns"], program["max_suppression"], classes,
                           noise)]
+    return [{**r, "basis": basis if r["check"] in ("reconciliation", "max_suppression") else TABLE} for r in rows]
+
+
+def records_basis(con: Any, query: str | None, records_in: int) -> str:
+    """What ``records_in`` (the records before suppression, which the released table cannot give) rests on:
+    ``source`` when ``query`` recounts the source to the same number; else the catalog's number, unverified (a shared
+    file, which holds no source; a source that is gone, or that counts another number now: changed since, or the
+    number was forged)."""
+    import duckdb
+
+    if not query:
+        return UNVERIFIED
+    try:
+        now = int(con.execute(query).fetchall()[0][0] or 0)
+    except duckdb.Error:
+        return UNVERIFIED
+    return SOURCE if now == records_in else f"{UNVERIFIED}: the source counts {now} records now"
 
 
 def catalog_rows(row: dict[str, Any], released: int, columns: Sequence[str], expected: Sequence[str],
@@ -278,5 +299,5 @@ def _write(path: Path, value: Any) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
-__all__ = ["FORMAT", "cache_dir", "cached_rows", "catalog_rows", "code_version", "expected_macros", "guard_macros",
-           "program_digest", "load_program", "run_program", "store"]
+__all__ = ["FORMAT", "SOURCE", "TABLE", "UNVERIFIED", "cache_dir", "cached_rows", "catalog_rows", "code_version", "expected_macros", "guard_macros",
+           "program_digest", "load_program", "records_basis", "run_program", "store"]

@@ -117,6 +117,7 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
     described = table_columns(con, name) or [tuple(r[:2]) for r in describe(con, names.table)]
     columns = [c for c, _ in described]
     program = _program(con, names.table, policy, plan, models, level_plan, taxonomies, columns)
+    program["source_records"] = _source_records(policy)
     layout = plan.get("slicing_check")
     table_rows = [_table_check(con, policy, names, m, layout) for m in models if m.whole_table and table_checks]
     if cacheable and not reads.used:     # (a model might read through the connection only when compiled)
@@ -219,6 +220,18 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
             "noise": noise, "noise_recorded": policy.method == "theta" and noise is None,
             "expected_columns": expected, "max_suppression": policy.privacy.max_suppression}
+
+
+def _source_records(policy: Policy) -> str | None:
+    """The query recounting the records of the release's source, as the release counted them (the count column's
+    sum, else rows); None where ``records_in`` counts something else (people of a privacy unit, related tables).
+    Run when the check runs (:func:`anon_sql.audit.program.run_program`): a source that is gone leaves
+    ``records_in`` unverified."""
+    if policy.privacy_unit or policy.related:
+        return None
+    src = policy.source
+    relation = file_relation(src) if is_path(src) else table_relation(src)
+    return render(exp.select(record_count(policy.count_column)).from_(relation))
 
 
 def noise_flag_of(policy: Policy) -> str | None:

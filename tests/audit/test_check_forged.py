@@ -10,7 +10,8 @@ What `check` reads from `anon.releases`, and what it does with it now:
 - ``plan.slicing_check`` (a whole-table model's layout): a missing layout fails the model, the layout's QIs are
   ignored (the policy's QIs), and its column groups must hold each QI and the sensitive attribute once;
 - ``classes``, ``suppressed``: compared with what the table gives (a forged value can only fail the check);
-- ``records_in``: not derivable from the released table (the suppressed records are gone): see docs/testing.md.
+- ``records_in``: not derivable from the released table (the suppressed records are gone): recounted from the
+  source when it is there (``basis`` "source"), else reported as the catalog's number, unverified.
 """
 from __future__ import annotations
 
@@ -143,3 +144,53 @@ def test_the_wildcard_model_checks_the_policys_quasi_identifiers(tmp_path):
     row = model.table_check(c, exp.Table(this=exp.to_identifier("r")), None, None, forged, None)
     assert row["passed"] is False          # every (p, q) combination is unique: k = 1 < 2 over both QIs
     c.close()
+
+
+def basis(db: str, name: str) -> dict[str, str]:
+    c = duckdb.connect(db, read_only=True)
+    frame = anon_sql.check(c, name).set_index("check")
+    c.close()
+    return frame["basis"].to_dict()
+
+
+def test_records_in_is_verified_against_the_source_when_it_is_there(db):
+    """The source recounts to the recorded records_in: the two checks that read it say so; every other row rests on
+    the table."""
+    got = basis(db, "rl")
+    assert got["reconciliation"] == got["max_suppression"] == "source"
+    assert {v for k, v in got.items() if k not in ("reconciliation", "max_suppression")} == {"table"}
+
+
+def test_records_in_forged_to_hide_suppression_is_reported_unverified(db):
+    """A record deleted from a class and records_in and suppressed forged so that the counts reconcile: the
+    model checks still pass (the class keeps k and l), so the figure stands on the catalog's word, and check says
+    so: the source counts another number."""
+    c = duckdb.connect(db)
+    ec = c.execute("SELECT ec_id FROM rl GROUP BY ec_id HAVING count(*) >= 4 AND count(DISTINCT diag) >= 3 "
+                   "ORDER BY ec_id LIMIT 1").fetchall()[0][0]
+    c.execute("DELETE FROM rl WHERE rowid = (SELECT min(rowid) FROM rl WHERE ec_id = ?)", [ec])
+    records_in = c.execute("SELECT records_in FROM anon.releases WHERE release = 'rl'").fetchall()[0][0]
+    c.execute("UPDATE anon.releases SET records_in = records_in - 1 WHERE release = 'rl'")
+    c.close()
+    assert exit_code(db, "rl") == 0          # the figures agree with each other: only the source can tell
+    got = basis(db, "rl")
+    assert got["max_suppression"] == got["reconciliation"] == (
+        f"catalog (unverified): the source counts {records_in} records now")
+
+
+def test_records_in_without_the_source_is_reported_unverified(db):
+    edit(db, "DROP TABLE patients")
+    got = basis(db, "rl")
+    assert got["reconciliation"] == got["max_suppression"] == "catalog (unverified)"
+    result = CliRunner().invoke(main, ["check", "rl", "--db", db])
+    assert result.exit_code == 0 and "catalog (unverified)" in result.output
+
+
+def test_a_shared_file_reports_records_in_unverified(released, tmp_path):
+    """A shared file holds no source: its records_in is the metadata's number, never called verified."""
+    c = duckdb.connect(released, read_only=True)
+    path = str(tmp_path / "rl.duckdb")
+    anon_sql.export(c, "rl", path)
+    c.close()
+    got = basis(path, "rl")
+    assert got["reconciliation"] == got["max_suppression"] == "catalog (unverified)"
