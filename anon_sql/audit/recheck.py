@@ -119,7 +119,7 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
     program = _program(con, names.table, policy, plan, models, level_plan, taxonomies, columns)
     program["source_records"] = _source_records(policy)
     layout = plan.get("slicing_check")
-    table_rows = [_table_check(con, policy, names, m, layout) for m in models if m.whole_table and table_checks]
+    table_rows = [_table_check(con, policy, names, m, layout, columns) for m in models if m.whole_table and table_checks]
     if cacheable and not reads.used:     # (a model might read through the connection only when compiled)
         check_program.store(check_program.program_digest(name, row, described), program)
     return program, columns, table_rows
@@ -379,8 +379,8 @@ def _meanings(tax: Any, level: int, values: Any) -> dict[str, frozenset]:
     return {v: frozenset(g) for v, g in frame.groupby(f"level{level}")["level0"]}
 
 
-def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, layout: dict[str, Any]
-                 ) -> dict[str, Any]:
+def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, layout: dict[str, Any],
+                 columns: list[str]) -> dict[str, Any]:
     """A model's whole-table check (slicing's l-diversity), with the source rows read afresh through the stored
     policy (not the release's ``__source`` view); not recomputable (the source is gone) counts as failed."""
     from ..compiler.views import source_view
@@ -392,11 +392,13 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
                     "worst_value": None, "passed": False}
     if not isinstance(layout, dict) or not layout:
         return unverifiable   # the plan's layout is missing (an edited catalog): the model cannot be checked
-    if layout.get("kind") is None:     # slicing: every QI and the sensitive attribute in exactly one column group
-        groups = layout.get("columns")
+    if layout.get("kind") is None:     # slicing: every QI and the sensitive attribute in exactly one column group,
+        groups = layout.get("columns")  # and every grouped column one the table releases (not an ec_id or count)
         placed = [a for g in groups for a in g] if isinstance(groups, list) and all(
             isinstance(g, list) for g in groups) else None
-        if placed is None or len(placed) != len(set(placed)) or not {*policy.quasi, *policy.sensitive} <= set(placed):
+        released = set(columns) - {EC_ID, policy.count_column}
+        if (placed is None or len(placed) != len(set(placed)) or not {*policy.quasi, *policy.sensitive} <= set(placed)
+                or not set(placed) <= released):
             return unverifiable
     if not (Path(src).exists() if is_path(src) else relation_exists(con, src)):
         return unverifiable

@@ -194,3 +194,12 @@ def test_a_shared_file_reports_records_in_unverified(released, tmp_path):
     c.close()
     got = basis(path, "rl")
     assert got["reconciliation"] == got["max_suppression"] == "catalog (unverified)"
+
+
+@pytest.mark.parametrize("groups", [[["sex", "age"], ["zipcode", "ec_id"], ["diagnosis"]],
+                                    [["sex", "age", "zipcode", "name"], ["diagnosis"]]])
+def test_a_layout_grouping_columns_the_table_does_not_release_fails(db, groups):
+    """The class id, or an identifier the table does not hold, put into a column group."""
+    forge_plan(db, "sl", lambda plan: plan["slicing_check"].update(columns=groups))
+    assert exit_code(db, "sl") == 3
+    assert "slicing_l_diversity" in failing(db, "sl")
