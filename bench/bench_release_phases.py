@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--case", default="q8_k5_s0")
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--statements", action="store_true", help="list the statements of the last release")
+    ap.add_argument("--json", default=None, help="append the result (bench/results.py format) to this file")
     args = ap.parse_args(argv)
     raw = duckdb.connect()
     anon_sql.install(raw)
@@ -157,6 +158,15 @@ def main(argv: list[str] | None = None) -> None:
         wall, sql, n = med(name, 0), med(name, 1), med(name, 2)
         print(f"| {name} | {wall * 1e3:.1f} | {n:.0f} | {sql * 1e3:.1f} | {(wall - sql) * 1e3:.1f} | "
               f"{wall / total:.0%} |")
+    from results import Result, emit
+
+    sql = med("total", 1)
+    top = sorted({n for r in runs for n in r} - {"total"}, key=lambda n: -med(n, 0))[:4]
+    emit([Result("phases", f"{args.case}: warm release, Python time (of {statements:.0f} statements)",
+                 total - sql, "the DuckDB statements of the same releases", sql, rows=raw.execute(
+                     "SELECT count(*) FROM adult").fetchall()[0][0], repeat=args.repeat, stat="median",
+                 extra={"statements": int(statements), "release s": total,
+                        **{f"{n} s": med(n, 0) for n in top}})], args.json)
     if args.statements:
         print("\nstatements of the last release (stage, ms, text):")
         for stage, spent, text in LOG:
