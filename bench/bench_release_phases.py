@@ -4,6 +4,7 @@ the median of N.
 
     python bench/bench_release_phases.py                       # q8_k5_s0 (optimal, k = 5, DM*, 8 QIs), 9 releases
     python bench/bench_release_phases.py --case q8_k5_s4 --repeat 5 --statements
+    python bench/bench_release_phases.py --mixed 1000000 --repeat 3          # issue 29.3's 1M rows
 
 The release runs through ``anon_sql.release`` on a counting wrapper of the connection (every ``execute`` / ``sql`` is
 one statement, timed), and the stage functions of :mod:`anon_sql.runner.run` are wrapped by timers (bench only, the
@@ -120,11 +121,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--statements", action="store_true", help="list the statements of the last release")
     ap.add_argument("--json", default=None, help="append the result (bench/results.py format) to this file")
+    ap.add_argument("--mixed", type=int, default=None, metavar="ROWS",
+                    help="bench/generate_mixed.py's data set of ROWS rows instead of Adult (issue 29.3)")
     args = ap.parse_args(argv)
+    data = DATA
+    if args.mixed:
+        from generate_mixed import generate_mixed
+
+        data = generate_mixed(args.mixed, Path(__file__).resolve().parent / "data" / f"adult_mixed_{args.mixed}")
     raw = duckdb.connect()
     anon_sql.install(raw)
     raw.execute("CREATE TABLE adult AS SELECT * FROM read_csv(?, delim = ';', header = true)",
-                [str(DATA / "adult.csv")])
+                [str(data / "adult.csv")])
     pol = policy(args.case)
     anon_sql.release(raw, pol, replace=True)          # cold: caches filled
     instrument()
@@ -162,7 +170,8 @@ def main(argv: list[str] | None = None) -> None:
 
     sql = med("total", 1)
     top = sorted({n for r in runs for n in r} - {"total"}, key=lambda n: -med(n, 0))[:4]
-    emit([Result("phases", f"{args.case}: warm release, Python time (of {statements:.0f} statements)",
+    label = f"mixed {args.mixed:,} rows, " if args.mixed else ""
+    emit([Result("phases", f"{label}{args.case}: warm release, Python time (of {statements:.0f} statements)",
                  total - sql, "the DuckDB statements of the same releases", sql, rows=raw.execute(
                      "SELECT count(*) FROM adult").fetchall()[0][0], repeat=args.repeat, stat="median",
                  extra={"statements": int(statements), "release s": total,

@@ -4,8 +4,8 @@ random rows (seeded), so that the distinct QI combinations grow with the rows (a
 Written as ``adult.csv`` (Adult's header and ``;`` delimiter) into a folder, beside symlinks to the shared Adult
 hierarchies, so that ARX's driver reads the very same rows:
 
-    python bench/generate_mixed.py --rows 1000000 --out bench/data/adult_mixed_1m
-    ADULT_DIR=bench/data/adult_mixed_1m ../shared/tools/arx/arx-bench q8_k5_s0 3 1
+    python bench/generate_mixed.py --rows 1000000          # → bench/data/adult_mixed_1000000
+    ADULT_DIR=bench/data/adult_mixed_1000000 ../shared/tools/arx/arx-bench q8_k5_s0 3 1
 
 The folder is made at run time (bench/data is ignored by git: never commit data or the symlinks). A folder that
 already holds ``adult.csv`` of that many rows and seed (its ``.generated`` stamp) is reused.
@@ -58,7 +58,9 @@ def generate_mixed(rows: int, out: Path, seed: int = 0) -> Path:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "data" / "adult_mixed_1m")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the folder (default bench/data/adult_mixed_<ROWS>)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    print(generate_mixed(args.rows, args.out, args.seed))
+    out = args.out or Path(__file__).resolve().parent / "data" / f"adult_mixed_{args.rows}"
+    print(generate_mixed(args.rows, out, args.seed))
