@@ -156,22 +156,26 @@ def counts_from_rows(rows: Any, columns: list[str]) -> dict[str, pd.DataFrame]:
 
 
 class Reader:
-    """Per-column value counts read from the base table, every quasi-identifier's at once on first use. On DuckDB
-    the base counts are fetched once as text rows (one statement, no aggregation in SQL): the value counts are
-    grouped from them in Arrow, and :attr:`rows` hands the same rows to a lattice search, which then reads the base
-    table no more (issue 29.1: one read of the base counts serves the coverage check, the record count and the
-    search)."""
+    """Per-column value counts read from the base table, every quasi-identifier's at once on first use. For a
+    lattice search on DuckDB (``share``) the base counts are fetched once as text rows (one statement, no aggregation
+    in SQL): the value counts are grouped from them in Arrow, and :attr:`rows` hands the same rows to the search,
+    which then reads the base table no more (issue 29.1: one read of the base counts serves the coverage check, the
+    record count and the search)."""
 
     def __init__(self, con: Any, policy: Any, table: exp.Table):
         self.con, self.policy, self.table = con, policy, table
         self.columns = keys(policy)
         self.rows: Any = None          # the Arrow table of text_rows_sql(table, keys(policy)), once fetched
+        # fetch the rows only for a reader of them (a lattice search: resolve says so), and only when they are what
+        # it codes (the quasi-identifiers alone, no person column): else one aggregation, a few hundred rows back
+        self.share = False
         self._known: dict[str, pd.DataFrame] = {}
 
     def __call__(self, column: str) -> pd.DataFrame:
         if not self._known and column in self.policy.quasi:
             # DuckDB's connection (or a wrapper of it) hands results over as Arrow; Spark's runner has no ``sql``
-            if callable(getattr(self.con, "sql", None)) and not getattr(self.policy, "privacy_unit", None):
+            if (self.share and callable(getattr(self.con, "sql", None)) and self.columns == list(self.policy.quasi)
+                    and not getattr(self.policy, "privacy_unit", None)):
                 self.rows = self.con.sql(text_rows_sql(self.table, self.columns)).to_arrow_table()
                 self._known.update(counts_from_rows(self.rows, self.columns))
             else:   # Spark (one shuffle instead of a collect of every combination), or rows per person

@@ -150,6 +150,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         if base and method.plan_kind == "levels":
             table = engine.base_table(policy.name)
             counts = engine.base_counts(policy, src.relation, table)
+            if counts is not None and hasattr(counts, "share"):   # a search codes the rows: read them whole once
+                counts.share = method.reads == "base"
             table = table if counts is not None else None
     except BaseException:
         sdc.discard(engine.con, prepared)
