@@ -34,7 +34,7 @@ class Target:
 
 
 ISSUE = 29
-MIXED = "bench_arx.py --mixed 1000000 --cases q8_k5_s0 q8_k5_s4 --repeat 3 --warmup 1"
+MIXED = "bench_arx.py --mixed 1000000 --cases q8_k5_s0 q8_k5_s4 --repeat 1 --warmup 0"
 TARGETS: list[Target] = [
     Target("Adult 30k, 8 QIs, k = 5, 0 % suppression (optimal)", "<= 2x ARX anonymize() + output", "arx",
            "q8_k5_s0:", 2.0, command="bench_arx.py --cases q8_k5_s0"),
