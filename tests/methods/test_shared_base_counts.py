@@ -44,7 +44,7 @@ def test_value_counts_from_the_shared_rows_match_pandas(count_column, share):
                                "attributes": {q: {"role": "quasi"} for q in ("age", "zip", "sex")},
                                "privacy": {"k": 2}})
     table = exp.Table(this=ident("base"))
-    con.execute(base_counts.create(policy, exp.Table(this=ident("src")), table).sql(dialect="duckdb")
+    con.execute(base_counts.create_base_table(policy, exp.Table(this=ident("src")), table).sql(dialect="duckdb")
                 .replace("TEMPORARY ", ""))
     reader = base_counts.reader(con, policy, table)
     reader.share = share          # True: the rows fetched and grouped in Arrow; False: one GROUPING SETS query
