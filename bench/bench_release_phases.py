@@ -98,21 +98,22 @@ STAGES = [   # (module, attribute, stage name)
     (search_mod.Optimal, "search", "search (node evaluations)"),
     (run_mod, "compile_release", "compile (sqlglot trees)"),
     (run_mod, "materialize", "materialize (DuckDB runs the release)"),
-    (run_mod, "verify", "verify: checks view, counts, metrics"),
+    (run_mod, "verify_release", "verify: checks view, counts, metrics"),
     (verify_mod, "check_summary", "verify: check summary"),
     (run_mod.suppression, "settle", "settle suppression"),
     (run_mod, "tidy", "tidy (drop working views)"),
     (DuckDBEngine, "record", "catalog record"),
     (DuckDBEngine, "commit", "commit"),
-    (run_mod, "discard", "discard (drop the base counts)"),
+    (run_mod, "discard_resolved", "discard (drop the base counts)"),
     (recheck_mod, "prepare_check", "check program (cached for anon-sql check)"),
 ]
 
 
 def instrument() -> None:
     for owner, attr, name in STAGES:
-        if hasattr(owner, attr):
-            setattr(owner, attr, timed(name, getattr(owner, attr)))
+        if not hasattr(owner, attr):   # a renamed stage would silently count as "other": say so
+            raise SystemExit(f"bench_release_phases: {owner.__name__}.{attr} is gone; update STAGES")
+        setattr(owner, attr, timed(name, getattr(owner, attr)))
 
 
 def main(argv: list[str] | None = None) -> None:

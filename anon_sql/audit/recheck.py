@@ -94,7 +94,7 @@ def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
         return
     row = recorded(con, name)
     described = table_columns(con, name)
-    if described and check_program.load(check_program.key(name, row, described)) is not None:
+    if described and check_program.load_program(check_program.program_digest(name, row, described)) is not None:
         return   # compiled before from the same policy, plan, columns, files and code: the very same program
     _recorded_program(con, name, row, table_checks=False, only_cacheable=True)
 
