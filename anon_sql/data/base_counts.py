@@ -169,7 +169,7 @@ class Reader:
         # fetch the rows only for a reader of them (a lattice search: resolve says so), and only when they are what
         # it codes (the quasi-identifiers alone, no person column): else one aggregation, a few hundred rows back
         self.share = False
-        self._known: dict[str, pd.DataFrame] = {}
+        self._known: dict[str, Any] = {}
 
     def __call__(self, column: str) -> pd.DataFrame:
         if not self._known and column in self.policy.quasi:
