@@ -72,6 +72,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 create_source_view(engine, r.compile_input(placeholder(r), **options), names)
                 say("planning")
                 plan = engine.plan(r.method, make_context(r, engine.con, names.source_relation(), say))
+                r.base_rows = None   # coded by the search: not held while the release is written
             policy = released_policy(r.policy, plan)
             compiled = compile_release(r.compile_input(plan, policy, **options), names)
             say("materializing")
