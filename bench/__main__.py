@@ -216,11 +216,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--render", type=Path, default=None,
                     help="run nothing: write the page from this JSON-lines file (e.g. a run's --results plus records "
                          "a script appended by hand with --json)")
+    ap.add_argument("--ran", default=None, metavar="TEXT",
+                    help="with --render: what made the records (e.g. the command and its hours), said on the page")
     args = ap.parse_args(argv)
     if args.render:
         records = read(args.render)
         plotted = plot(records, args.out.parent / "benchmarks-scale.png")
-        write_doc(records, "rendered from " + args.render.name, [], [], "-", "-", args.out,
+        made = f"rendered from {args.render.name}" + (f", the records of {args.ran}" if args.ran else "")
+        write_doc(records, made, [], [], "-", "-", args.out,
                   f"python -m bench --render {args.render.name}", plotted)
         print(f"wrote {args.out} ({len(records)} figures)")
         return
