@@ -161,7 +161,9 @@ def write_doc(records: list[dict], profile: str, skipped: list[str], failed: lis
         *standing(records),
         "",
         "Regenerate: `python -m bench` (a few minutes) or `python -m bench --full` (the scale curve; about half an "
-        "hour on an idle machine; its plot needs the `bench` extra, `pip install -e \".[bench]\"`). Spark (`bench/bench_spark.py`), the Python peers (`bench/bench_mondrian.py` "
+        "hour on an idle machine; its plot needs the `bench` extra, `pip install -e \".[bench]\"`); "
+        "`--max-rows N` leaves out the runs of larger tables (the page lists them under Not run), `--render FILE` "
+        "writes the page from kept records (`--results`). The targets' table comes from `bench/targets.py`. Spark (`bench/bench_spark.py`), the Python peers (`bench/bench_mondrian.py` "
         "beside anonypy) and the search at scale (`bench/bench_search.py --rows ...`) run by hand. Each script also runs alone (see its docstring) and `--json FILE` appends its "
         "records in the common format of `bench/results.py`.",
         "",
