@@ -64,13 +64,13 @@ TARGETS: list[Target] = [
 
 
 def standing(records: list[dict[str, Any]], targets: list[Target] = TARGETS) -> list[str]:
-    """The page's table: each target, the figure of the last record that measures it, met or not."""
+    """The page's table: each target, the figure of the last record that measures it (a later run wins), met or not."""
     lines = [f"| issue {ISSUE} target | goal | measured (this page) | load avg | commit | stands |",
              "| --- | --- | ---: | --- | --- | --- |"]
     for t in targets:
         found = [r for r in records if t.matches(r)]
         if not found:
-            lines.append(f"| {t.what} | {t.goal} | - | - | - | not measured in this run (`python bench/{t.command}`) |")
+            lines.append(f"| {t.what} | {t.goal} | - | - | - | not measured for this page (`python bench/{t.command}`) |")
             continue
         r = found[-1]
         v = t.figure(r)
