@@ -78,6 +78,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                     plan = dp_search.search_levels(ctx, params.epsilon_search, params.k, r.sampling.sampled)
                 else:
                     plan = engine.plan(r.method, ctx)
+                r.base_rows = None   # coded by the search: not held while the release is written
             policy = released_policy(r.policy, plan)
             compiled = compile_release(r.compile_input(plan, policy, **options), names)
             say("materializing")
