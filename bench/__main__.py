@@ -36,6 +36,7 @@ PROFILES: dict[str, dict[str, list[str] | None]] = {
         "memory": ["bench_memory.py", "--cases", "optimal:300000", "mondrian:30162", "mondrian:1000000"],
         "arx": ["bench_arx.py", "--cases", "q8_k5_s0", "q8_k5_s4", "--repeat", "3"],
         "scale": ["bench_scale.py", "--rows", "300000", "1000000"],
+        "large": ["bench_large.py", "--rows", "1000000", "--repeat", "3"],
     },
     "full": {
         "startup": ["bench_startup.py", "--repeat", "5"],
@@ -44,6 +45,7 @@ PROFILES: dict[str, dict[str, list[str] | None]] = {
         "memory": ["bench_memory.py", "--cases", "optimal:300000", "mondrian:30162", "mondrian:1000000"],
         "arx": ["bench_arx.py", "--repeat", "5"],
         "scale": ["bench_scale.py", "--rows", "1000000", "10000000"],   # 100M: by hand, --database FILE
+        "large": ["bench_large.py", "--rows", "1000000", "10000000", "--repeat", "3"],   # 100M: by hand
     },
 }
 TITLES = {
@@ -53,6 +55,7 @@ TITLES = {
     "memory": "Peak resident memory (issue 17.3): a fresh process per case",
     "arx": "ARX side by side (issue 17.1): Adult, warm",
     "scale": "Scale curve (issue 17.6): against one bare GROUP BY",
+    "large": "Large tables, fewer passes (issue 29.2): median of N beside one bare GROUP BY",
 }
 
 
