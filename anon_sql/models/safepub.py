@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from ..common.sqlbuild import lit
 from ..errors import PolicyError
-from ..policy.keys import REQUIRED, key, number, section, table
+from ..policy.keys import REQUIRED, key, number, section, section_table
 from .base import ClassColumns, ClassStats, PrivacyModel, SQLCheck
 from .registry import ModelKey, register_model_key
 
@@ -157,7 +157,7 @@ DIFFERENTIAL_PRIVACY = section(
 
 
 register_model_key(ModelKey(
-    key("differential_privacy", table(DIFFERENTIAL_PRIVACY), "(ε,δ)-DP release by SafePub (Bild, Kuhn & Prasser "
+    key("differential_privacy", section_table(DIFFERENTIAL_PRIVACY), "(ε,δ)-DP release by SafePub (Bild, Kuhn & Prasser "
         "2018; docs/dp.md): records sampled with probability β (seeded by `seed`, which must be secret and not 0), "
         "generalized at method `levels`' vector, every class below the k that ε and δ imply suppressed"),
     build=lambda spec, attribute, context: [SafePub(spec["epsilon"], spec["delta"], spec.get("search_share", 0.0))],

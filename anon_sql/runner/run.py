@@ -23,11 +23,11 @@ from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
 from .digests import taxonomy_digests
 from .plan import make_context, placeholder, plan_dict, released_policy
-from .resolve import Resolved, discard, resolve_release
-from .verify import failing_classes_records, failure_message, verify
+from .resolve import Resolved, discard_resolved, resolve_release
+from .verify import failing_classes_records, failure_message, verify_release
 
 
-def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, replace: bool = False,
+def release_with_duckdb(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, replace: bool = False,
             dry_run: bool = False, source: Any = None, progress: Callable[[str], None] | None = None,
             before_commit: Callable[[Release], None] | None = None) -> Release:
     """Plan, compile, materialize and verify a release on a DuckDB connection, in one transaction;
@@ -39,16 +39,16 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, repl
 def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = False, dry_run: bool = False,
                source: Any = None, progress: Callable[[str], None] | None = None,
                before_commit: Callable[[Release], None] | None = None) -> Release:
-    """A release on any engine: resolve, then :func:`run`."""
+    """A release on any engine: resolve, then :func:`run_resolved`."""
     t0 = time.perf_counter()
     with probed_once():    # the catalog is probed once per release, not once per stage that reads it
         with engine.stage("prepare"):
             resolved = resolve_release(engine, policy, source, base=True)
-        return run(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0,
+        return run_resolved(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0,
                    before_commit=before_commit)
 
 
-def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = False,
+def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = False,
         progress: Callable[[str], None] | None = None, t0: float | None = None,
         before_commit: Callable[[Release], None] | None = None) -> Release:
     """The stages after resolve; what resolve made (the temp base counts) is dropped whatever happens."""
@@ -79,13 +79,13 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 materialize(engine, compiled, plan, policy, replace=exists, base_made=r.base is not None)
             say("verifying")
             with engine.stage("verify"):
-                v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
+                v = verify_release(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
                            units=r.units)
                 if (v.failures and policy.privacy.max_suppression > 0
                         and suppression.settle(engine, names, compiled.counted_rows,
                                               written=compiled.written)):
                     # suppressed to a fixed point (whole-table checks move with it): verify the release as it stands
-                    v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
+                    v = verify_release(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
                                units=r.units)
                 if v.failures:
                     if engine.transactional or policy.privacy.max_suppression > 0:   # Spark: no trial release
@@ -140,7 +140,7 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 engine.record_failure(policy, r.source.label, r.records, str(err))
             raise
     finally:
-        discard(engine, r)
+        discard_resolved(engine, r)
 
 
 def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, options: dict) -> float | None:
@@ -157,7 +157,7 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
             engine.base_counts(policy, r.source.relation, r.base)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
         suppression.settle(engine, compiled.names, compiled.counted_rows, written=compiled.written)
-        v = verify(engine.con, trial_policy, compiled, r.records, plan, r.models, units=r.units)
+        v = verify_release(engine.con, trial_policy, compiled, r.records, plan, r.models, units=r.units)
     if any(f["check"] != "max_suppression" for f in v.failures):
         return None
     return float(v.suppressed if v.units is None else v.units["suppressed"])
