@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from sqlglot import exp
 
 from ..common.columns import UNIT
-from ..common.sqlbuild import alias, col, dtype, ident, lit, record_count, render
+from ..common.sqlbuild import alias, col, dtype, ident, record_count, render
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -122,15 +122,7 @@ def base_value_counts(con: Any, table: exp.Table, column: str) -> pd.DataFrame:
     return con.execute(render(q)).df()
 
 
-def source_reader(con: Any, policy: Any, relation: exp.Expression) -> Callable[[str], pd.DataFrame]:
-    """Per-column value counts read from the source itself (no base counts: a local-recoding release): every
-    quasi-identifier's in one aggregation over the rows on first use, instead of one scan per column (issue 29.2)."""
-    weight = col(policy.count_column) if policy.count_column else lit(1)
-    rows = exp.select(*[col(q) for q in policy.quasi], alias(weight, WEIGHT)).from_(relation.copy())
-    return reader(con, policy, exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("__src"))))
-
-
-def reader(con: Any, policy: Any, table: exp.Expression) -> Callable[[str], pd.DataFrame]:
+def reader(con: Any, policy: Any, table: exp.Table) -> Callable[[str], pd.DataFrame]:
     """Per-column value counts read from the base table: every quasi-identifier's in one query, on first use."""
     known: dict[str, Any] = {}
 

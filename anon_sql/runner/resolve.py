@@ -150,8 +150,6 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
             table = engine.base_table(policy.name)
             counts = engine.base_counts(policy, src.relation, table)
             table = table if counts is not None else None
-        if counts is None and policy.quasi and not policy.privacy_unit:   # one aggregation, not a scan per QI
-            counts = base_counts.source_reader(engine.con, policy, src.relation)
     except BaseException:
         sdc.discard_prepared(engine.con, prepared)
         raise
