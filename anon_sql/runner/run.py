@@ -16,6 +16,7 @@ from ..catalog.read import probed_once
 from ..common.rollback import rollback_keeping_cause
 from ..compiler.views import ReleaseNames, compile_release, drop_unit_statement
 from ..engines import DuckDBEngine, Engine
+from ..methods import dp_search
 from ..errors import PrivacyRequirementError
 from ..data.source import Source
 from ..policy.model import Policy
@@ -71,7 +72,12 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             with engine.stage("plan"):
                 create_source_view(engine, r.compile_input(placeholder(r), **options), names)
                 say("planning")
-                plan = engine.plan(r.method, make_context(r, engine.con, names.source_relation(), say))
+                ctx = make_context(r, engine.con, names.source_relation(), say)
+                if r.sampling is not None and r.sampling.parameters.epsilon_search > 0:   # SafePub's DP search
+                    params = r.sampling.parameters
+                    plan = dp_search.search_levels(ctx, params.epsilon_search, params.k, r.sampling.sampled)
+                else:
+                    plan = engine.plan(r.method, ctx)
             policy = released_policy(r.policy, plan)
             compiled = compile_release(r.compile_input(plan, policy, **options), names)
             say("materializing")
