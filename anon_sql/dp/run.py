@@ -262,6 +262,7 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
         if budget is None:
             raise PrivacyRequirementError(f"{name} has no privacy budget: CREATE PRIVACY BUDGET ON {name} WITH "
                                           "(epsilon = 1.0, delta = 1e-7, privacy_unit = '<column>') first")
+        ledger.require_budget_owned(con, budget, "charge")   # a budget row written by hand is no budget
         _check_against_budget(q, budget)
         ledger.check_affordable(budget, epsilon, delta)
         sql = build_sql(q, table, budget.privacy_unit, secrets.randbits(62)).sql(dialect="duckdb")
