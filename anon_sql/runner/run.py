@@ -62,7 +62,7 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
-                   "counted_rows": engine.keeps_counted_rows}
+                   "counted_rows": engine.keeps_counted_rows, "inline_masks": engine.inline_masks}
         policy = r.policy
         engine.begin()
         try:
