@@ -41,7 +41,7 @@ FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent
 
 
-def run(con: Any, program: dict[str, Any], row: dict[str, Any], columns: Sequence[str],
+def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns: Sequence[str],
         table_rows: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """The check rows of ``program`` over its table (``columns``: the table's columns; ``row``: the recorded counts
     ``records_in``, ``suppressed``, ``noise``, ``classes``): the models per check, then ``table_rows`` (whole-table
@@ -84,13 +84,13 @@ def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
     if row is None or not described:
         return None
     try:
-        program = load(key(name, row, described))
+        program = load_program(program_digest(name, row, described))
     except (TypeError, ValueError):      # an unreadable stored policy: compiling says what is wrong with it
         return None
     if program is None:
         return None
     guard_macros(con)
-    return run(con, program, row, [c for c, _ in described])
+    return run_program(con, program, row, [c for c, _ in described])
 
 
 # the file's anon macros, as DuckDB shows them (its normalized definition text), in the current database
@@ -168,7 +168,7 @@ def _by_name(rows: Sequence[Sequence[Any]]) -> dict[str, list]:
     return found
 
 
-def key(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) -> str:
+def program_digest(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) -> str:
     """The digest naming a program: everything it is compiled from (see the module's docstring)."""
     facts = {"format": FORMAT, "code": code_version(), "release": name, "policy": row["policy_json"],
              "plan": row["plan"], "columns": [list(c) for c in described], "files": _files(row["policy_json"])}
@@ -230,7 +230,7 @@ def cache_dir() -> Path | None:
     return Path(base) / "anon_sql"
 
 
-def load(digest: str) -> dict[str, Any] | None:
+def load_program(digest: str) -> dict[str, Any] | None:
     """The cached program of ``digest``, or None (absent, unreadable, or of another format: compiled again)."""
     folder = cache_dir()
     if folder is None:
@@ -268,4 +268,4 @@ def _write(path: Path, value: Any) -> None:
 
 
 __all__ = ["FORMAT", "cache_dir", "cached_rows", "catalog_rows", "code_version", "expected_macros", "guard_macros",
-           "key", "load", "run", "store"]
+           "program_digest", "load_program", "run_program", "store"]

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 _SHARED = "__anon_shared"
 
 
-def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
+def require_recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
     """The catalog row of release ``name``; :class:`SourceError` when no such release exists in this database."""
     row = catalog.recorded_release(con, name)
     if row is None:
@@ -80,10 +80,10 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
         return cached
     if is_shared(con, name):
         return _recheck_shared(con, name)
-    row = recorded(con, name)        # an unknown release is named as such before the macros are compared
+    row = require_recorded(con, name)        # an unknown release is named as such before the macros are compared
     check_program.guard_macros(con)
     program, columns, table_rows = _recorded_program(con, name, row, table_checks=True)
-    return check_program.run(con, program, row, columns, table_rows)
+    return check_program.run_program(con, program, row, columns, table_rows)
 
 
 def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -92,7 +92,7 @@ def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
     all with ``ANON_SQL_CACHE=off``: there is nowhere to keep it."""
     if check_program.cache_dir() is None:
         return
-    _recorded_program(con, name, recorded(con, name), table_checks=False, only_cacheable=True)
+    _recorded_program(con, name, require_recorded(con, name), table_checks=False, only_cacheable=True)
 
 
 def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, Any], table_checks: bool,
@@ -120,7 +120,7 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
     table_rows = [_table_check(con, policy, names, m, layout) for m in models
                   if m.whole_table and layout and table_checks]
     if cacheable and not reads.used:     # (a model might read through the connection only when compiled)
-        check_program.store(check_program.key(name, row, described), program)
+        check_program.store(check_program.program_digest(name, row, described), program)
     return program, columns, table_rows
 
 
@@ -175,7 +175,7 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         unverifiable = [m.name for m in models if m.whole_table]
         if population and not any(m.needs_population for m in models):
             unverifiable += [m.name for m in population]
-        return check_program.run(private, program, row, columns, [
+        return check_program.run_program(private, program, row, columns, [
             {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
              "passed": False} for check in unverifiable])
     finally:
@@ -316,4 +316,4 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
     return model.table_check(con, names.table, source, None, layout, policy.count_column, assignment)
 
 
-__all__ = ["recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table"]
+__all__ = ["require_recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table"]

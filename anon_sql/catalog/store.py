@@ -33,7 +33,7 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
     from ..udfs import duckdb_udfs
 
     duckdb_udfs.install_macros(con)
-    duckdb_udfs.register(con)
+    duckdb_udfs.register_udfs(con)
     from ..sdc.masking import install_masking   # pandas-free import path of the CLI: loaded on use
 
     install_masking(con)     # anon.partial, anon.hash, …: persisted macros a policy's `mask` compiles to
@@ -84,7 +84,7 @@ def ensure_installed(con: duckdb.DuckDBPyConnection) -> None:
     else:
         from ..udfs import duckdb_udfs
 
-        duckdb_udfs.register(con)
+        duckdb_udfs.register_udfs(con)
 
 
 def store_taxonomy(con: duckdb.DuckDBPyConnection, tax: Taxonomy, replace: bool = True) -> None:

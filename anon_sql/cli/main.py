@@ -34,7 +34,7 @@ LAZY_COMMANDS = {
 }
 
 
-def coerce_policy(policy):
+def policy_argument(policy):
     """:func:`anon_sql.policy.model.coerce_policy`, imported on use."""
     from ..policy.model import coerce_policy as coerce
 
@@ -156,7 +156,7 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
     if to and dry_run:
         raise click.UsageError("--to writes a release, --dry-run creates none: use one or the other")
     with _errors(), database(db) as con:
-        pol = coerce_policy(policy)
+        pol = policy_argument(policy)
         bar = ProgressLine(f"release {pol.name}", STAGES)   # the methods' own progress (depth, nodes, swaps)
         try:
             rel = api.release(con, pol, replace=replace, dry_run=dry_run, progress=bar, to=to)

@@ -65,8 +65,16 @@ class Budget:
         return left if left > _SLACK * self.delta else 0.0
 
 
+_PRESENT = ("SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = "
+            "'anon' AND table_name IN ('privacy_budgets', 'privacy_ledger')) + (SELECT count(*) FROM duckdb_sequences() "
+            "WHERE database_name = current_database() AND schema_name = 'anon' AND sequence_name = 'privacy_budget_ids')")
+
+
 def ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the schema, sequence and both tables if missing (idempotent)."""
+    """Create the schema, sequence and both tables if missing (idempotent). One catalog read when they exist: each
+    DP query calls this, and three CREATE … IF NOT EXISTS statements cost more than a small query's answer."""
+    if con.execute(_PRESENT).fetchone()[0] == 3:
+        return
     for statement in _DDL:
         con.execute(statement)
 
@@ -117,9 +125,11 @@ def _row_to_budget(row) -> Budget:
 _BUDGET_COLUMNS = ("budget_id, table_name, privacy_unit, units, epsilon, delta, spent_epsilon, spent_delta, queries")
 
 
-def active_budget(con: duckdb.DuckDBPyConnection, table_name: str) -> Budget | None:
-    """The table's budget that is not dropped (None when there is none); table_name is canonical."""
-    ensure_ledger(con)
+def active_budget(con: duckdb.DuckDBPyConnection, table_name: str, *, ensure: bool = True) -> Budget | None:
+    """The table's budget that is not dropped (None when there is none); table_name is canonical. ensure=False
+    when the caller has just run ensure_ledger."""
+    if ensure:
+        ensure_ledger(con)
     row = con.execute(f"SELECT {_BUDGET_COLUMNS} FROM anon.privacy_budgets "  # constant column list only
                       "WHERE table_name = ? AND dropped_at IS NULL", [table_name]).fetchone()
     return None if row is None else _row_to_budget(row)

@@ -56,7 +56,7 @@ class DuckDBEngine(Engine):
 
     def base_counts(self, policy: Policy, relation: exp.Expression,
                     table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
-        self._con.execute(render(base_counts.create(policy, relation, table)))
+        self._con.execute(render(base_counts.create_base_table(policy, relation, table)))
         return base_counts.reader(self._con, policy, table)
 
     def pseudonym_function(self, policy: Policy) -> str | None:
@@ -65,7 +65,7 @@ class DuckDBEngine(Engine):
             return None
         from ..data import pseudonym
 
-        return pseudonym.register(self._con, pseudonym.load_key(ids[0].options.get("key_file")))
+        return pseudonym.register_duckdb_pseudonym(self._con, pseudonym.load_key(ids[0].options.get("key_file")))
 
     def create(self, stmt: exp.Create, cache: bool = False, text: str | None = None) -> None:
         self._con.execute(text if text is not None else render(stmt))

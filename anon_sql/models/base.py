@@ -179,7 +179,7 @@ def find(models: Sequence[PrivacyModel], name: str, attribute: str | None = None
 
 def largest_is_worst(models: Sequence[PrivacyModel]) -> frozenset[str]:
     """The checks of ``models`` whose worst class is the one with the largest value (``SQLCheck.worst``): what
-    :func:`anon_sql.compiler.checks_summary.summarize` needs to know of the models."""
+    :func:`anon_sql.compiler.checks_summary.summarize_checks` needs to know of the models."""
     cols = ClassColumns(lambda c: exp.column(c))
     return frozenset(chk.name for m in models if not m.whole_table for chk in m.sql_checks(cols)
                      if chk.worst == WORST_LARGEST)

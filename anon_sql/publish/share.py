@@ -64,7 +64,7 @@ def write(con: duckdb.DuckDBPyConnection, release_name: str, path: str | Path) -
     returns the files written. :class:`SourceError` for a name that is not a recorded release,
     :class:`PrivacyRequirementError` when the release no longer passes its checks (nothing is written)."""
     files = targets(path)
-    row = audit.recorded(con, release_name)
+    row = audit.require_recorded(con, release_name)
     checks = audit.recheck(con, release_name)
     if not checks["passed"].all():
         failed = checks.loc[~checks["passed"], "check"].tolist()

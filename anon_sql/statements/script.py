@@ -142,7 +142,7 @@ def _value(token: Token) -> str:
     return sqlglot.tokenize(token.text, read="duckdb")[0].text
 
 
-def classify(stmt: Statement) -> str:
+def statement_kind(stmt: Statement) -> str:
     """``"sql"`` for an ordinary statement, else the anonymized-view or DP statement's kind (KINDS, DP_KINDS)."""
     words = [t.word() for t in stmt.tokens[:5]]
     if tuple(words[:3]) in DP_KINDS:
@@ -158,10 +158,10 @@ def classify(stmt: Statement) -> str:
     return "sql"
 
 
-def parse(stmt: Statement) -> Command:
+def parse_view_statement(stmt: Statement) -> Command:
     """Parse an anonymized-view statement other than CREATE (whose body is the policy grammar of policy_sql); a DP
     statement gives a Command of its kind only (anon_sql.dp parses its text when it runs)."""
-    kind = classify(stmt)
+    kind = statement_kind(stmt)
     toks = list(stmt.tokens)
     if kind in DP_KINDS.values():
         return Command(kind)
@@ -200,13 +200,13 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
     if cmd.name is not None and not cmd.quoted:
         cmd.name = views.canonical_name(con, cmd.name)
     if cmd.kind == "create":
-        rel = views.create(con, Policy.from_sql(stmt.text), replace=cmd.replace)
+        rel = views.create_anonymized_view(con, Policy.from_sql(stmt.text), replace=cmd.replace)
         return Result(stmt, "create", message=_release_line(rel), value=rel)
     if cmd.kind == "refresh":
         rel = views.refresh(con, cmd.name, keep_plan=cmd.keep_plan)
         return Result(stmt, "refresh", message=_release_line(rel), value=rel)
     if cmd.kind == "drop":
-        dropped = views.drop(con, cmd.name, if_exists=cmd.if_exists)
+        dropped = views.drop_anonymized_view(con, cmd.name, if_exists=cmd.if_exists)
         return Result(stmt, "drop", message=f"dropped anonymized view {cmd.name}" if dropped
                       else f"no anonymized view {cmd.name}: nothing dropped")
     if cmd.kind == "show":
@@ -304,7 +304,7 @@ class Session:
     def run(self, stmt: Statement, script: str) -> Result:
         """Run one statement; on failure raise :class:`StatementError` (the database as before the statement)."""
         try:
-            kind = classify(stmt)
+            kind = statement_kind(stmt)
             if kind == "sql":
                 result = _run_sql(self.con, stmt)
                 self._track(stmt)
@@ -314,7 +314,7 @@ class Session:
                         else f"{kind.upper()} ANONYMIZED VIEW")
                 raise PolicyError(f"{what} runs in its own transaction: COMMIT or ROLLBACK the transaction this "
                                   "script opened first")
-            cmd = parse(stmt)
+            cmd = parse_view_statement(stmt)
             if kind in DP_KINDS.values():
                 with catalog.undone_on_failure(self.con):   # a refused first budget leaves no empty ledger behind
                     return _run_dp(self.con, stmt, kind)

@@ -56,7 +56,7 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
     with the previous version, in the release's one transaction (issue 28.2: both commit, or neither).
     ``keep_plan_of``: the recorded taxonomy digests the plan was made with (KEEP PLAN): a digest that no longer
     matches refuses the refresh, everything rolled back."""
-    from ..runner.run import release
+    from ..runner.run import release_with_duckdb
 
     previous, prior = None, None
     if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, policy.name):
@@ -72,10 +72,10 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
         rel.info["version"] = versions.record(con, rel, action, _declared_json(declared), previous)
 
     try:
-        return release(con, policy, replace=replace, before_commit=write_version)
+        return release_with_duckdb(con, policy, replace=replace, before_commit=write_version)
     finally:
         if previous is not None:
-            versions.discard(con)
+            versions.discard_snapshots(con)
 
 
 class _TaxonomyMoved(PrivacyRequirementError):
@@ -100,7 +100,7 @@ def _declared_json(policy: Policy) -> str:
     return json.dumps(policy.to_dict())
 
 
-def create(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace: bool = False):
+def create_anonymized_view(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace: bool = False):
     """``CREATE [OR REPLACE] ANONYMIZED VIEW``: release ``policy`` as version 1 (or the next version, replacing).
 
     ``replace`` replaces only an anonymized view recorded in the catalog; any other table or view of that name is
@@ -159,7 +159,7 @@ def refresh(con: duckdb.DuckDBPyConnection, name: str, keep_plan: bool = False):
             "again (values are then not comparable with earlier versions: see docs/refresh.md)") from None
 
 
-def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> bool:
+def drop_anonymized_view(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> bool:
     """``DROP ANONYMIZED VIEW [IF EXISTS] name``: drop a recorded release's table, views, plan tables and catalog
     rows in one transaction. Returns False when ``if_exists`` and there is none; a name that is not a recorded
     anonymized view is refused (a user's table is never dropped)."""

@@ -29,7 +29,7 @@ import duckdb
 import anon_sql
 from anon_sql.catalog import store
 from anon_sql.cli.demo import load_demo_data
-from anon_sql.data.taxonomy import build as build_taxonomy
+from anon_sql.data.taxonomy import build_taxonomy
 from anon_sql.statements import views
 from anon_sql.statements.script import execute
 
@@ -111,7 +111,7 @@ OPS = {
     "refresh_keep_plan": (_appended, lambda con, work: views.refresh(con, NAME, keep_plan=True)),
     "refresh": (_appended, lambda con, work: views.refresh(con, NAME)),
     "replace": (_appended, lambda con, work: execute(con, VIEW.replace("CREATE", "CREATE OR REPLACE"))),
-    "drop": (_with_mondrian, lambda con, work: views.drop(con, "adult_m")),
+    "drop": (_with_mondrian, lambda con, work: views.drop_anonymized_view(con, "adult_m")),
     "taxonomy": (_base, lambda con, work: store.store_taxonomy(con, build_taxonomy(
         "adult_age_bands", {"kind": "interval", "widths": [10, 20]}, range(17, 91)))),
     "export": (_base, _export),

@@ -64,7 +64,7 @@ class SparkEngine(Engine):
         """Never a table or view this session's releases did not create (:mod:`anon_sql.engines.spark.ownership`)."""
         self.release_name = name
         try:
-            return ownership.claim_release_name(self.spark, name, replace=replace, dry_run=dry_run)
+            return ownership.claim_spark_release_name(self.spark, name, replace=replace, dry_run=dry_run)
         except BaseException:
             self.cleanup()   # the source's input view registered for this release goes too
             raise
@@ -99,7 +99,7 @@ class SparkEngine(Engine):
 
     def prepare(self, models: list) -> None:
         if not all(m.portable for m in models):
-            udfs.register(self.spark)
+            udfs.register_spark_udfs(self.spark)
             self.flavor = "duckdb"   # duckdb trees carry the count lists; udfs.to_spark rewrites them
 
     def pseudonym_function(self, policy: Any) -> str | None:
@@ -112,7 +112,7 @@ class SparkEngine(Engine):
         return udfs.register_pseudonym(self.spark, pseudonym.load_key(ids[0].options.get("key_file")))
 
     def plan(self, method: Any, ctx: Any) -> Any:
-        return planning.plan(self, method, ctx)
+        return planning.plan_spark_release(self, method, ctx)
 
     def execute(self, stmt: exp.Expression) -> None:
         self.spark.sql(self.render(stmt))
@@ -130,7 +130,7 @@ class SparkEngine(Engine):
         name = self.maps.get(rows)
         if name is None:
             name = self._fresh(f"{self.release_name}{maps.SUFFIX}{len(self.maps) + 1}")
-            maps.register(self.spark, rows, name)
+            maps.register_map_view(self.spark, rows, name)
             self.maps[rows] = name
             self.created.append(name)
             self.sql.append(maps.statement(name, rows))
@@ -276,7 +276,7 @@ class SparkEngine(Engine):
     def record(self, rel: Any, plan: Any, source_label: str) -> None:
         """Spark keeps no catalog: the session remembers the release's name (so that it may be replaced later, and
         nothing else ever is) and the release persists as the ``output`` Parquet when one is asked for."""
-        ownership.record_release(self.spark, rel.name)
+        ownership.remember_spark_release(self.spark, rel.name)
         if self.output:
             with self.jobs.stage("output"):
                 mode = "overwrite" if self.replace else "errorifexists"

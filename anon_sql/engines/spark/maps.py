@@ -52,7 +52,7 @@ def by_name(tree: exp.Expression, view: Callable[[tuple[tuple[str, str], ...]], 
     return tree.transform(swap)
 
 
-def register(spark: Any, rows: tuple[tuple[str, str], ...], name: str) -> None:
+def register_map_view(spark: Any, rows: tuple[tuple[str, str], ...], name: str) -> None:
     """Register ``rows`` as the temporary view ``name`` (the engine's ``<release>__map<n>``, a name no table or view
     of the session has: nothing is replaced)."""
     spark.sql(render(_query(rows), "spark")).createOrReplaceTempView(name)
@@ -70,4 +70,4 @@ def statement(name: str, rows: tuple[tuple[str, str], ...]) -> str:
     return render(temporary_view(name, _query(rows)), "spark", pretty=True)
 
 
-__all__ = ["by_name", "register", "rows_of", "statement"]
+__all__ = ["by_name", "register_map_view", "rows_of", "statement"]

@@ -59,7 +59,7 @@ KERNELS: dict[str, tuple[Callable[..., pd.Series], str]] = {
 }
 
 
-def register(spark: Any) -> list[str]:
+def register_spark_udfs(spark: Any) -> list[str]:
     """Register every kernel as a pandas UDF ``anon_<macro>`` in the session; returns the names."""
     from pyspark.sql.functions import pandas_udf
 
