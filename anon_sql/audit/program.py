@@ -37,7 +37,7 @@ from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
 from ..sql import macro_statements
 
-FORMAT = 1
+FORMAT = 2     # 2: the noise count from the table (issue 28.8)
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -49,22 +49,33 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
     summary = con.execute(program["summary"]).fetchone()          # its first column: the number of classes
     classes = int(summary[0])
     released = int(con.execute(program["records"]).fetchall()[0][0] or 0)
+    # the noise records: counted in the table through the policy's flag; the recorded number only for θ without a
+    # flag (then nothing in the table marks them), and none for any other method
+    recorded_noise = int(row["noise"] or 0)
+    noise = (int(con.execute(program["noise"]).fetchall()[0][0] or 0) if program.get("noise")
+             else recorded_noise if program.get("noise_recorded") else 0)
     return [*summary_rows(program["summary_columns"], summary), *table_rows,
-            *catalog_rows(row, released, columns, program["expected_columns"], program["max_suppression"], classes)]
+            *catalog_rows(row, released, columns, program["expected_columns"], program["max_suppression"], classes,
+                          noise)]
 
 
 def catalog_rows(row: dict[str, Any], released: int, columns: Sequence[str], expected: Sequence[str],
-                 max_suppression: float, classes: int) -> list[dict[str, Any]]:
+                 max_suppression: float, classes: int, noise: int | None = None) -> list[dict[str, Any]]:
     """The table against the numbers recorded at release time: records reconcile, suppression within budget, the
-    same number of classes, and exactly the columns the policy releases (no identifier added back)."""
-    records_in, noise = int(row["records_in"]), int(row["noise"] or 0)
+    same number of classes, and exactly the columns the policy releases (no identifier added back). ``noise``: the
+    noise records as derived from the table and policy (default: as recorded); a recorded number that differs
+    fails the reconciliation."""
+    recorded_noise = int(row["noise"] or 0)
+    noise = recorded_noise if noise is None else noise
+    records_in = int(row["records_in"])
     suppressed = records_in - (released - noise)
     gap = records_in - (released - noise + int(row["suppressed"]))
     budget = max_suppression * records_in
     odd = sorted(set(columns) ^ set(expected))
     return [
-        {"check": "reconciliation", "classes": classes, "failing_classes": 0, "failing_records": abs(gap),
-         "worst_value": float(gap), "passed": gap == 0},
+        {"check": "reconciliation", "classes": classes, "failing_classes": 0,
+         "failing_records": abs(gap) + abs(noise - recorded_noise), "worst_value": float(gap),
+         "passed": gap == 0 and noise == recorded_noise},
         {"check": "max_suppression", "classes": classes, "failing_classes": 0,
          "failing_records": max(0, int(suppressed - budget)), "worst_value": float(suppressed),
          "passed": suppressed <= budget + 1e-9},

@@ -29,7 +29,7 @@ LAZY_COMMANDS = {
                                            "DP statements; stop at the first failure."),
     "shell": ("anon_sql.cli.sql", "shell_cmd", "Interactive SQL prompt with history; accepts DuckDB SQL, the "
                                                "anonymized-view and the DP statements."),
-    "sweep": ("anon_sql.cli.report", "sweep", "Dry-run a policy once per parameter value and tabulate the metrics "
+    "sweep": ("anon_sql.cli.report", "sweep_command", "Dry-run a policy once per parameter value and tabulate the metrics "
                                               "(nothing is created)."),
 }
 
@@ -110,6 +110,18 @@ def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, width
         tax = api.build_taxonomy_from_column(con, name, table, column, spec, replace=replace)
         click.echo(f"built taxonomy {tax.name!r}: {counted(len(tax.leaves), 'leaf', 'leaves')}, levels 0..{tax.height}")
         set_result({"taxonomy": tax.name, "leaves": len(tax.leaves), "height": tax.height})
+
+
+@taxonomy.command("drop")
+@click.argument("name")
+@click.option("--db", required=True, help="DuckDB database file.")
+@json_option
+def taxonomy_drop(name: str, db: str) -> None:
+    """Delete a stored taxonomy (only one anon_sql stored: a row written by hand is refused, exit 2)."""
+    with _errors(), database(db, must_exist=True) as con:
+        catalog.drop_taxonomy(con, name)
+        click.echo(f"dropped taxonomy {name!r}")
+        set_result({"taxonomy": name, "dropped": True})
 
 
 @taxonomy.command("show")

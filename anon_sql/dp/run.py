@@ -40,7 +40,8 @@ def _subquery(query: exp.Expression, name: str) -> exp.Subquery:
 
 
 def _num(value: float) -> exp.Expression:
-    return exp.convert(int(value) if float(value).is_integer() else float(value))
+    # an integer literal only within BIGINT: int(1e308) is a 309-digit BIGNUM that DuckDB cannot hand to numpy
+    return exp.convert(int(value) if float(value).is_integer() and abs(value) < 2 ** 63 else float(value))
 
 
 def _clamp(node: exp.Expression, low: float, high: float) -> exp.Expression:
@@ -262,6 +263,7 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
         if budget is None:
             raise PrivacyRequirementError(f"{name} has no privacy budget: CREATE PRIVACY BUDGET ON {name} WITH "
                                           "(epsilon = 1.0, delta = 1e-7, privacy_unit = '<column>') first")
+        ledger.require_budget_owned(con, budget, "charge")   # a budget row written by hand is no budget
         _check_against_budget(q, budget)
         ledger.check_affordable(budget, epsilon, delta)
         sql = build_sql(q, table, budget.privacy_unit, secrets.randbits(62)).sql(dialect="duckdb")

@@ -13,10 +13,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from sqlglot import exp
 
-from ..common.sqlbuild import func
+from ..common.sqlbuild import kernel_call
 
 EPS = 1e-9
-MACRO_SCHEMA = "anon"   # the schema of the SQL macros (sql/macros.sql) the models' checks call
 
 
 @dataclass
@@ -186,8 +185,8 @@ def largest_is_worst(models: Sequence[PrivacyModel]) -> frozenset[str]:
 
 
 def macro(name: str, *args: exp.Expression) -> exp.Expression:
-    """A call of one of the package's SQL macros (``anon.<name>``)."""
-    return func(name, *args, schema=MACRO_SCHEMA)
+    """A call of one of the package's kernels (``anon.<name>`` on DuckDB; each dialect spells it: KernelCall)."""
+    return kernel_call(name, *args)
 
 
 # -- vectorized helpers over SensitiveCounts --------------------------------------------------------------------

@@ -16,7 +16,7 @@ from sqlglot import exp
 from ..common.sqlbuild import func, lit
 from ..policy.keys import REQUIRED, any_of, choice, key, number, section, section_table
 from ..udfs import risk_kernels as rk
-from .base import EPS, MACRO_SCHEMA, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 from .registry import ModelKey, register_model_key
 
 

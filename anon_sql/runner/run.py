@@ -59,11 +59,12 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
         names = ReleaseNames(r.policy.name, work=engine.work_schema)
         exists = check_target(engine, r.policy, r.source, replace, dry_run)
         if r.related:
-            related.check_targets(engine.con, r.policy, r.related, replace or dry_run)
+            related.check_targets(engine.con, r.policy, r.related, replace, dry_run=dry_run)
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
-                   "counted_rows": engine.keeps_counted_rows, "inline_masks": engine.inline_masks}
+                   "counted_rows": engine.keeps_counted_rows, "level_map": engine.level_map,
+                   "inline_masks": engine.inline_masks}
         policy = r.policy
         engine.begin()
         try:

@@ -29,12 +29,16 @@ def masking_sql() -> str:
     return resources.files(__package__).joinpath("masking.sql").read_text(encoding="utf-8")
 
 
-def install_masking(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Create schema ``anon`` if missing and (re)create the masking macros in it, in one transaction; idempotent.
-    Returns the macro names. The macros live in the database file and work in any DuckDB client without Python."""
+def install_masking(con: duckdb.DuckDBPyConnection, inside: bool = False) -> list[str]:
+    """Create schema ``anon`` if missing and (re)create the masking macros in it, in one transaction (the caller's
+    when ``inside``: a failed BEGIN would abort it); idempotent. Returns the macro names. The macros live in the
+    database file and work in any DuckDB client without Python."""
+    if inside:
+        con.execute(masking_sql())
+        return [f"{SCHEMA}.{m}" for m in MACROS]
     try:
         con.execute("BEGIN TRANSACTION")
-    except duckdb.TransactionException:     # the caller's transaction holds it (anon_sql.install inside one)
+    except duckdb.TransactionException:     # an open transaction of the caller's, not declared: run inside it
         con.execute(masking_sql())
         return [f"{SCHEMA}.{m}" for m in MACROS]
     try:

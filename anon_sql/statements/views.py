@@ -59,7 +59,7 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
     from ..runner.run import release_with_duckdb
 
     previous, prior = None, None
-    if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, policy.name):
+    if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, _table(policy.name)):
         require_owned(con, policy.name)       # never snapshot, compare or replace a table that is not ours
         prior = versions.recorded(con, policy.name)
         previous = versions.snapshot(con, policy.name)
@@ -95,6 +95,11 @@ def _same_taxonomies(name: str, recorded_digests: str, now: dict) -> None:
             "taxonomies (values are then not comparable with earlier versions: see docs/refresh.md)")
 
 
+def _table(name: str) -> exp.Table:
+    """A release's table: its name as one identifier, dots and all (``"Sales.2024"`` is no schema)."""
+    return exp.Table(this=ident(name))
+
+
 def _declared_json(policy: Policy) -> str:
     """The policy as JSON in its own attribute order (Policy.to_json sorts keys; the order decides ties)."""
     return json.dumps(policy.to_dict())
@@ -106,8 +111,7 @@ def create_anonymized_view(con: duckdb.DuckDBPyConnection, policy: Policy | dict
     ``replace`` replaces only an anonymized view recorded in the catalog; any other table or view of that name is
     refused (:class:`ViewExistsError`), as is an existing name without ``replace``."""
     policy = coerce_policy(policy)
-    catalog.ensure_installed(con)
-    if relation_exists(con, policy.name):
+    if relation_exists(con, _table(policy.name)):
         if not replace:
             raise ViewExistsError(f"{policy.name!r} already exists; CREATE OR REPLACE ANONYMIZED VIEW replaces an "
                                      "anonymized view, REFRESH ANONYMIZED VIEW re-runs its policy")
@@ -116,7 +120,7 @@ def create_anonymized_view(con: duckdb.DuckDBPyConnection, policy: Policy | dict
                 f"{policy.name!r} is a table or view that is not an anonymized view (not recorded in anon.releases); "
                 "OR REPLACE replaces only anonymized views: choose another name")
         require_owned(con, policy.name)
-    return _run_version(con, policy, "replace" if replace and relation_exists(con, policy.name) else "create",
+    return _run_version(con, policy, "replace" if replace and relation_exists(con, _table(policy.name)) else "create",
                         policy, replace)
 
 

@@ -99,8 +99,7 @@ class SparkEngine(Engine):
 
     def prepare(self, models: list) -> None:
         if not all(m.portable for m in models):
-            udfs.register_spark_udfs(self.spark)
-            self.flavor = "duckdb"   # duckdb trees carry the count lists; udfs.to_spark rewrites them
+            udfs.register_spark_udfs(self.spark)    # the kernels the models' checks call, as the session's UDFs
 
     def pseudonym_function(self, policy: Any) -> str | None:
         """The keyed hash as a pandas UDF of the session: the DuckDB function's values (same key, same hex)."""
@@ -121,12 +120,17 @@ class SparkEngine(Engine):
         return self.spark.sql(self.render(query)).toPandas()
 
     def render(self, tree: exp.Expression) -> str:
-        tree = maps.by_name(tree, self._map_view)
-        tree = udfs.to_spark(tree) if self.flavor != "spark" else tree
+        unknown = udfs.unknown_kernels(tree)
+        if unknown:
+            from ...errors import PolicyError
+
+            raise PolicyError(f"the SQL function(s) {', '.join('anon.' + k for k in unknown)} have no Spark form "
+                              f"(known: {sorted(udfs.KERNELS)})")
         return render(tree, "spark", pretty=True)
 
-    def _map_view(self, rows: tuple[tuple[str, str], ...]) -> str:
-        """The temporary view of one taxonomy level map, registered once per release (:mod:`.maps`)."""
+    def level_map(self, rows: tuple[tuple[str, str], ...]) -> str:
+        """The temporary view of one taxonomy level map, registered once per release (:mod:`.maps`); the compiler
+        joins it by name (``CompileInput.level_map``)."""
         name = self.maps.get(rows)
         if name is None:
             name = self._fresh(f"{self.release_name}{maps.SUFFIX}{len(self.maps) + 1}")
