@@ -154,6 +154,7 @@ class CompiledRelease:
     released_columns: list[str]
     dialect: str
     counted_rows: exp.Table | None = None   # where the released rows are kept, when not in the table itself
+    written: bool = False   # the table is also written from ``counted_rows`` (DuckDB): suppression deletes from both
     _texts: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)   # renderings, unread
 
     def unread(self, kinds: tuple[str, ...]) -> frozenset[int]:
