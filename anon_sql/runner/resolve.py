@@ -138,7 +138,9 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     unit_count = units.resolve_units(engine.con, policy, src, method, declared)
     tables = related.resolve_related(engine.con, policy, src) if policy.related else []
     try:
-        prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
+        # perturbation first: every later stage reads its values (on Spark: the row-local kinds, as SQL)
+        prepared = (sdc.prepare(engine.con, policy, src) if engine.name == "duckdb"
+                    else sdc.prepare_rowwise(engine, policy, src))
     except BaseException:
         engine.cleanup()   # what the engine registered for this release
         raise

@@ -63,7 +63,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
-                   "counted_rows": engine.keeps_counted_rows, "level_map": engine.level_map}
+                   "counted_rows": engine.keeps_counted_rows, "level_map": engine.level_map,
+                   "inline_masks": engine.inline_masks}
         policy = r.policy
         engine.begin()
         try:
