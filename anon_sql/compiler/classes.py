@@ -231,10 +231,13 @@ def classes_select(ci: CompileInput, relation: exp.Expression) -> exp.Select:
     return exp.select(*items).from_(exp.Subquery(this=stats, alias=exp.TableAlias(this=ident("s"))))
 
 
-def checks_view(ci: CompileInput, names: ReleaseNames, counted_rows: bool = False) -> exp.Select:
+def checks_view(ci: CompileInput, names: ReleaseNames, counted_rows: bool = False,
+                rows: exp.Table | None = None) -> exp.Select:
     """The independent verification: per released class, every model's value and pass flag (``counted_rows``:
-    over the rows the release's table repeats, weighted by their counts)."""
+    over the rows the release's table repeats or is written from — ``rows``, default ``names.rows`` —, weighted
+    by their counts)."""
     keys = [EC_ID, *ci.policy.quasi]
     if counted_rows:
-        return class_stats_query(ci, names.rows.copy(), keys, null_safe=True, weight=col(WEIGHT))
+        table = rows if rows is not None else names.rows
+        return class_stats_query(ci, table.copy(), keys, null_safe=True, weight=col(WEIGHT))
     return class_stats_query(ci, names.table.copy(), keys, null_safe=True)

@@ -99,6 +99,9 @@ class MethodContext:
     # the release's base counts (``base_counts.keys`` with their weight ``__w``, already aggregated by resolve) when
     # the engine keeps them: a method reading "base" may group these rows instead of the source's
     base: Any = None
+    # those base counts as fetched by resolve (an Arrow table: ``base_counts.keys`` as text ``__v<i>``, weight
+    # ``__w``) when it read them whole for the coverage check: a lattice search codes these rows, no second read
+    base_rows: Any = None
 
 
 class Method:

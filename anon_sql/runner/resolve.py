@@ -47,6 +47,7 @@ class Resolved:
     sdc: Prepared | None = None               # the perturbed / table-masked source resolve made, or None
     units: int | None = None                  # distinct privacy units of the source (None: no privacy_unit)
     related: list = field(default_factory=list)   # the policy's related tables, checked (runner/related.py)
+    base_rows: Any = None                     # the base counts as fetched for the coverage check (Arrow), or None
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
@@ -137,7 +138,9 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     unit_count = units.resolve_units(engine.con, policy, src, method, declared)
     tables = related.resolve_related(engine.con, policy, src) if policy.related else []
     try:
-        prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
+        # perturbation first: every later stage reads its values (on Spark: the row-local kinds, as SQL)
+        prepared = (sdc.prepare(engine.con, policy, src) if engine.name == "duckdb"
+                    else sdc.prepare_rowwise(engine, policy, src))
     except BaseException:
         engine.cleanup()   # what the engine registered for this release
         raise
@@ -149,6 +152,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         if base and method.plan_kind == "levels":
             table = engine.base_table(policy.name)
             counts = engine.base_counts(policy, src.relation, table)
+            if counts is not None and hasattr(counts, "share"):   # a search codes the rows: read them whole once
+                counts.share = method.reads == "base"
             table = table if counts is not None else None
     except BaseException:
         sdc.discard_prepared(engine.con, prepared)
@@ -165,6 +170,7 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         resolved.taxonomies = resolve_taxonomies(engine.con, policy, src, method.needs_taxonomies,
                                                  catalog_con=engine.catalog, value_counts=counts)
         resolved.models = build_models(policy, engine.catalog)
+        resolved.base_rows = getattr(counts, "rows", None)
         resolve_population(engine, resolved)
     except BaseException:
         discard_resolved(engine, resolved)
