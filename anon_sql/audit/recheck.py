@@ -370,11 +370,12 @@ def recorded_levels(con, table: exp.Table, policy: Policy, plan: dict[str, Any],
 
 
 def _same_values(tax: Any, level: int, values: Any, found: list) -> bool:
-    """Could the released ``values`` (and NULL, when ``found`` holds it) have been released at ``level``?"""
+    """Could the released ``values`` (and NULL, when ``found`` holds it) be values of ``level`` as well? Its own
+    values only: the NULL parent / ``*`` that stands for NULL at any level below the top does not make another level
+    a reading of the table (at the top level of most taxonomies it is the one value)."""
     import numpy as np
 
-    allowed = set(tax.levels[f"level{level}"]) | ({tax.null_parent or TOP} if level > 0 else set())
-    return (level == 0 or None not in found) and bool(np.isin(values, list(allowed)).all())
+    return (level == 0 or None not in found) and bool(np.isin(values, list(set(tax.levels[f"level{level}"]))).all())
 
 
 def _meanings(tax: Any, level: int, values: Any) -> dict[str, frozenset]:
