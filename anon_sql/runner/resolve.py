@@ -47,6 +47,7 @@ class Resolved:
     sdc: Prepared | None = None               # the perturbed / table-masked source resolve made, or None
     units: int | None = None                  # distinct privacy units of the source (None: no privacy_unit)
     related: list = field(default_factory=list)   # the policy's related tables, checked (runner/related.py)
+    varying: tuple[str, ...] = ()             # QIs varying inside a unit: classes are signatures (docs/units.md)
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
@@ -134,7 +135,7 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     if policy.privacy_unit and engine.name != "duckdb":
         raise PolicyError(f"privacy_unit releases run on DuckDB for now (engine {engine.name!r} counts rows); "
                           "release with anon_sql.release(duckdb_connection, policy)")
-    unit_count = units.resolve_units(engine.con, policy, src, method, declared)
+    unit_count, varying = units.resolve_units(engine.con, policy, src, method, declared)
     tables = related.resolve_related(engine.con, policy, src) if policy.related else []
     try:
         prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
@@ -153,7 +154,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     except BaseException:
         sdc.discard(engine.con, prepared)
         raise
-    resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared, units=unit_count, related=tables)
+    resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared, units=unit_count, related=tables,
+                        varying=varying)
     try:
         # the records: summed from the base counts when resolve made them (a small table), else counted
         resolved.records = (base_counts.total(counts, policy) if table is not None

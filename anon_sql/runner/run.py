@@ -22,7 +22,7 @@ from ..policy.model import Policy
 from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
 from .digests import taxonomy_digests
-from .plan import make_context, placeholder, plan_dict, released_policy
+from .plan import make_context, placeholder, plan_dict, released_policy, signed_plan
 from .resolve import Resolved, discard, resolve_release
 from .verify import failing_classes_records, failure_message, verify
 
@@ -71,7 +71,8 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             with engine.stage("plan"):
                 create_source_view(engine, r.compile_input(placeholder(r), **options), names)
                 say("planning")
-                plan = engine.plan(r.method, make_context(r, engine.con, names.source_relation(), say))
+                plan = signed_plan(r, engine.plan(r.method, make_context(r, engine.con, names.source_relation(),
+                                                                         say)))
             policy = released_policy(r.policy, plan)
             compiled = compile_release(r.compile_input(plan, policy, **options), names)
             say("materializing")
