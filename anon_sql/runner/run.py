@@ -17,6 +17,7 @@ from ..common.rollback import rollback_keeping_cause
 from ..compiler.views import ReleaseNames, compile_release, drop_unit_statement
 from ..engines import DuckDBEngine, Engine
 from ..errors import PrivacyRequirementError
+from ..common.columns import SIZE
 from ..data.source import Source
 from ..policy.model import Policy
 from .result import Release
@@ -100,8 +101,6 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 if r.related:   # the rows of the released people, before the unit's values leave the release
                     tables_out = related.release_related(engine, policy, names.table, r.related, udf,
                                                           replace or dry_run)
-                if r.units is not None:   # verified counting people: the unit's values leave the release
-                    engine.execute(drop_unit_statement(names))
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
                           info={"seconds": time.perf_counter() - t0, **plan.details(),
@@ -120,9 +119,15 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 from ..metrics import attach
 
                 people = dict(v.metrics) if v.units is not None else None
-                attach(engine.con, rel, r.taxonomies, r.source)
-                if people is not None:   # the size metrics count people (the table no longer holds them)
+                attach(engine.con, rel, r.taxonomies, r.source)   # the sensitive counts read the unit: people
+                if people is not None:   # the size metrics count people (the verified classes' sizes)
                     rel.metrics.update(people)
+                    if "sample_uniques" in rel.metrics:   # classes of one person over the people released
+                        one = v.classes[SIZE].to_numpy() if len(v.classes) else []
+                        rel.metrics["sample_uniques"] = (float((one == 1).sum() / one.sum()) if len(one)
+                                                         else float("nan"))
+            if r.units is not None:   # verified and measured counting people: the unit's values leave the release
+                engine.execute(drop_unit_statement(names))
             if dry_run:
                 engine.rollback()
                 return rel
