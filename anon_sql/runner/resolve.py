@@ -48,6 +48,8 @@ class Resolved:
     units: int | None = None                  # distinct privacy units of the source (None: no privacy_unit)
     related: list = field(default_factory=list)   # the policy's related tables, checked (runner/related.py)
     varying: tuple[str, ...] = ()             # QIs varying inside a unit: classes are signatures (docs/units.md)
+    unit_rows: int | None = None              # rows of the unit table when the source is its join with a related
+                                              # table's sensitive values (runner/related.py), else None
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
@@ -137,6 +139,10 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
                           "release with anon_sql.release(duckdb_connection, policy)")
     unit_count, varying = units.resolve_units(engine.con, policy, src, method, declared)
     tables = related.resolve_related(engine.con, policy, src) if policy.related else []
+    unit_rows = None
+    if policy.related_sensitive:   # a person's values live in a related table: the checks read the join
+        unit_rows = related.count_rows(engine.con, src)
+        policy, src = related.with_related_sensitive(policy, src, tables)
     try:
         prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
     except BaseException:
@@ -155,7 +161,7 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         sdc.discard(engine.con, prepared)
         raise
     resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared, units=unit_count, related=tables,
-                        varying=varying)
+                        varying=varying, unit_rows=unit_rows)
     try:
         # the records: summed from the base counts when resolve made them (a small table), else counted
         resolved.records = (base_counts.total(counts, policy) if table is not None

@@ -126,6 +126,9 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                         one = v.classes[SIZE].to_numpy() if len(v.classes) else []
                         rel.metrics["sample_uniques"] = (float((one == 1).sum() / one.sum()) if len(one)
                                                          else float("nan"))
+            if r.unit_rows is not None:   # the related sensitive values live in <release>_<name>: one row a person
+                rel.records_out = related.one_row_per_unit(engine, policy, names.table)
+                rel.records_in, rel.suppressed = r.unit_rows, r.unit_rows - rel.records_out
             if r.units is not None:   # verified and measured counting people: the unit's values leave the release
                 engine.execute(drop_unit_statement(names))
             if dry_run:

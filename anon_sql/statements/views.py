@@ -19,6 +19,7 @@ from ..errors import AnonSQLError, PolicyError, PrivacyRequirementError, Unknown
 from ..methods import get_method
 from ..catalog import identity
 from ..catalog.ownership import legacy_working, require_owned
+from ..catalog.read import related_tables
 from ..policy.model import Policy, coerce_policy
 from ..data.source import relation_exists
 from ..common.rollback import rollback_keeping_cause
@@ -160,8 +161,8 @@ def refresh(con: duckdb.DuckDBPyConnection, name: str, keep_plan: bool = False):
 
 
 def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> bool:
-    """``DROP ANONYMIZED VIEW [IF EXISTS] name``: drop a recorded release's table, views, plan tables and catalog
-    rows in one transaction. Returns False when ``if_exists`` and there is none; a name that is not a recorded
+    """``DROP ANONYMIZED VIEW [IF EXISTS] name``: drop a recorded release's table, its related tables, views, plan
+    tables and catalog rows in one transaction. Returns False when ``if_exists`` and there is none; a name that is not a recorded
     anonymized view is refused (a user's table is never dropped)."""
     row = versions.recorded(con, name)
     if row is None:
@@ -172,7 +173,8 @@ def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> 
     names = ReleaseNames(name)
     # the working objects live in the product's schema (a user's object named like one in main is never touched)
     views = [v for v in names.views() if _is(con, v, "VIEW")]
-    tables = [t for t in [names.table, *names.plan_tables()] if _is(con, t, "TABLE")]
+    related = [exp.Table(this=ident(t)) for t in related_tables(con, name)]   # <release>_<name> (docs/units.md)
+    tables = [t for t in [names.table, *related, *names.plan_tables()] if _is(con, t, "TABLE")]
     legacy = legacy_working(con, name)     # a release made before anon_work: its working objects beside the table
     views += [t for t, kind in legacy if kind == "view"]
     tables += [t for t, kind in legacy if kind == "table"]

@@ -404,7 +404,7 @@ def test_two_tables_dropped_unit_drops_the_key_everywhere(con):
     ("", {"related": {"conditions": {"source": "conditions", "key": "nope", "default_role": "insensitive"}}},
      "key 'nope' is not a column"),
     ("", {"related": {"c": {"source": "conditions", "key": "PATIENT",
-                            "attributes": {"DESCRIPTION": {"role": "sensitive"}}}}}, "identifier or insensitive"),
+                            "attributes": {"DESCRIPTION": {"role": "quasi"}}}}}, "quasi-identifiers live in the unit"),
     ("", {"privacy_unit": None, "attributes": {"age": {"role": "quasi", "taxonomy": {"kind": "top"}},
                                                 "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
                                                 "Id": {"role": "identifier", "rows_are_people": True}}},
