@@ -134,7 +134,10 @@ class ReleaseData:
         dated = [r for r in rows if r[-1] is not None]     # the latest release of that name (as ORDER BY ... DESC)
         policy_json, plan_json, label, records_in, suppressed, noise, _ = (max(dated, key=lambda r: r[-1]) if dated
                                                                            else rows[0])
-        policy = Policy.from_dict(json.loads(policy_json))
+        declared = json.loads(policy_json)
+        for c in Policy.from_dict(declared).related_sensitive:   # released in <release>_<name>, not in this table:
+            declared["attributes"].pop(c, None)                    # its people's values are verified by `check`
+        policy = Policy.from_dict(declared)
         return cls(con, name, policy, json.loads(plan_json or "{}"), None, label, records_in or 0,
                    suppressed or 0, noise or 0, params)
 

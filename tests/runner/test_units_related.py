@@ -245,3 +245,17 @@ def test_refusals_leave_the_database_unchanged(con, change, error):
     with pytest.raises(anon_sql.AnonSQLError, match=error):
         anon_sql.release(con, p)
     assert tables(con) == before
+
+
+def test_report_reads_the_set(con):
+    """The report of a stored release re-runs the checks over the set (the related values through the pseudonym)
+    and lists the related tables; its metrics read the unit table."""
+    from anon_sql.publish.report import build
+
+    flu(con)
+    anon_sql.release(con, policy(max_suppression=0.5))
+    report = build(con, "synth")
+    assert report["verdict"]["status"] == "pass"
+    assert {"l_distinct__DESCRIPTION", "related conditions"} <= {c["check"] for c in report["checks"]}
+    assert report["related"] == [{"name": "conditions", "table": "synth_conditions", "rows": 10}]
+    assert (report["records_in"], report["records_out"], report["suppressed"]) == (20, 10, 10)
