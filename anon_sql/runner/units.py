@@ -62,7 +62,19 @@ def repeated_identifiers(con: Any, policy: Policy, src: Source, declared: set[st
 def varying_counts(con: Any, unit_name: str, quasi: list[str], src: Source) -> list[tuple[str, int]]:
     """The quasi-identifiers whose value differs between the rows of one unit, with the units they vary in (one
     aggregate over the source)."""
-    unit = col(unit_name)
+    items = _differs(quasi)
+    if not items:
+        return []
+    per_unit = exp.select(*items).from_(src.relation.copy()).group_by(col(unit_name))
+    totals = exp.select(*[alias(exp.Sum(this=col(f"__d{i}")), f"__n{i}") for i in range(len(items))]).from_(
+        exp.Subquery(this=per_unit, alias=exp.TableAlias(this=exp.to_identifier("u"))))
+    counts = _one_row(con, totals)
+    return [(q, int(n)) for q, n in zip(quasi, counts) if n]
+
+
+def _differs(quasi: list[str]) -> list[exp.Expression]:
+    """Per unit (a GROUP BY the unit), ``__d<i>``: 1 when QI i differs between the unit's rows (NULL and a value
+    included), else 0."""
     items = []
     for i, q in enumerate(quasi):
         differs = exp.Or(this=exp.NEQ(this=exp.Min(this=col(q)), expression=exp.Max(this=col(q))),
@@ -70,13 +82,30 @@ def varying_counts(con: Any, unit_name: str, quasi: list[str], src: Source) -> l
                                             expression=exp.LT(this=exp.Count(this=col(q)),
                                                               expression=exp.Count(this=exp.Star()))))
         items.append(alias(exp.Cast(this=differs, to=exp.DataType.build("INT")), f"__d{i}"))
-    if not items:
-        return []
-    per_unit = exp.select(*items).from_(src.relation.copy()).group_by(unit)
-    totals = exp.select(*[alias(exp.Sum(this=col(f"__d{i}")), f"__n{i}") for i in range(len(items))]).from_(
+    return items
+
+
+def unit_profile(con: Any, unit: str, quasi: list[str], src: Source) -> tuple[int, list[tuple[str, int]]]:
+    """:func:`count_units` and :func:`varying_counts` in one pass over the source (one GROUP BY the unit): the
+    distinct units and the QIs varying inside a unit; refuses a missing unit column and NULL units first."""
+    if unit not in src.columns:
+        raise PolicyError(f"privacy_unit {unit!r} is not a column of {src.label!r} ({src.columns})")
+    is_null = exp.Is(this=col(unit), expression=exp.Null())
+    per_unit = exp.select(alias(is_null, "__null"), alias(exp.Count(this=exp.Star()), "__rows"),
+                          *_differs(quasi)).from_(src.relation.copy()).group_by(col(unit))
+    known = exp.Where(this=exp.Not(this=col("__null")))
+    totals = exp.select(
+        alias(exp.Filter(this=exp.Count(this=exp.Star()), expression=known.copy()), "units"),
+        alias(exp.Filter(this=exp.Sum(this=col("__rows")), expression=exp.Where(this=col("__null"))), "nulls"),
+        *[alias(exp.Filter(this=exp.Sum(this=col(f"__d{i}")), expression=known.copy()), f"__n{i}")
+          for i in range(len(quasi))]).from_(
         exp.Subquery(this=per_unit, alias=exp.TableAlias(this=exp.to_identifier("u"))))
-    counts = _one_row(con, totals)
-    return [(q, int(n)) for q, n in zip(quasi, counts) if n]
+    units, nulls, *counts = _one_row(con, totals)
+    if nulls:
+        raise SourceError(f"privacy_unit {unit!r} of {src.label!r} is NULL on {counted(int(nulls), 'row')}: a row "
+                          "must belong to a person; fill or remove those rows (e.g. a view WHERE "
+                          f"{unit} IS NOT NULL)")
+    return int(units or 0), [(q, int(n)) for q, n in zip(quasi, counts) if n]
 
 
 def varying_quasi(con: Any, unit_name: str, quasi: list[str], src: Source, what: str = "assess") -> None:
@@ -160,8 +189,7 @@ def resolve_units(con: Any, policy: Policy, src: Source, method: Any, declared: 
     if not policy.privacy_unit:
         return None, ()
     check_method(policy, method)
-    units = count_units(con, policy.privacy_unit, src)
-    varying = varying_counts(con, policy.privacy_unit, list(policy.quasi), src)
+    units, varying = unit_profile(con, policy.privacy_unit, list(policy.quasi), src)
     check_varying(policy, method, varying)
     k = policy.privacy.k
     if k is not None and units and k > units:
