@@ -29,6 +29,7 @@ __version__ = "0.1.0"
 # start at once — does not load pandas, scikit-learn or scipy before a command needs them.
 _LAZY = {
     "install": ".catalog.store", "load_taxonomy": ".catalog.store", "store_taxonomy": ".catalog.store",
+    "drop_taxonomy": ".catalog.store",
     "Attribute": ".policy.model", "Policy": ".policy.model", "Privacy": ".policy.model", "Requirement": ".policy.model",
     "Release": ".runner.result", "release": ".api",      # api.release: the runner, plus the shareable file (to=)
     "check": ".api", "compile": ".api", "export": ".api", "load_taxonomy_file": ".api",
@@ -43,7 +44,7 @@ _LAZY = {
 
 __all__ = [
     "install", "Policy", "Attribute", "Privacy", "Requirement", "release", "Release", "compile", "check",
-    "export", "assess", "Assessment", "Taxonomy", "load_taxonomy", "store_taxonomy", "load_taxonomy_file",
+    "export", "assess", "Assessment", "Taxonomy", "load_taxonomy", "store_taxonomy", "drop_taxonomy", "load_taxonomy_file",
     "AnonSQLError", "PolicyError", "PrivacyRequirementError", "ReleaseExistsError", "SourceError", "TaxonomyError",
     "execute", "refresh", "StatementError", "TargetError", "UnknownViewError", "ViewExistsError",
     "create_budget", "show_budgets", "drop_budget", "dp_query",

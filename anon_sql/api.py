@@ -1,4 +1,4 @@
-"""Public entry points beside :func:`anon_sql.runner.run`: compile, check, export, taxonomy loading."""
+"""Public entry points beside :func:`anon_sql.runner.run.release_with_duckdb`: compile, check, export, taxonomy loading."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,12 +16,12 @@ from .errors import PolicyError, SourceError, TaxonomyError
 from .methods import LevelPlan, get_method
 from .models import build_models
 from .policy.model import Policy, coerce_policy
-from .runner.run import run
+from .runner.run import run_resolved
 from .data.source import is_path, resolve_source, table_relation
 from .common.sqlbuild import col, render
-from .runner.resolve import discard, resolve_release
-from .data.builtin_taxonomies import load as builtin_taxonomy
-from .data.taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv, needs_values
+from .runner.resolve import discard_resolved, resolve_release
+from .data.builtin_taxonomies import load_builtin_taxonomy as builtin_taxonomy
+from .data.taxonomy import Taxonomy, build_taxonomy, from_arx_csv, needs_values
 
 if TYPE_CHECKING:
     from .runner.result import Release
@@ -53,12 +53,12 @@ def compile(policy: Policy | dict | str, dialect: str = "duckdb", con: duckdb.Du
             if policy.method == "levels":
                 plan = get_method("levels", policy.method_params).plan(_Ctx(r.policy, r.taxonomies))
             else:   # the method plans over the data: a dry run of the release, from the same resolved record
-                rel = run(DuckDBEngine(con), r, dry_run=True)
+                rel = run_resolved(DuckDBEngine(con), r, dry_run=True)
                 if r.method.plan_kind != "levels":
                     return rel.sql
                 plan = LevelPlan(dict(rel.plan))
         finally:
-            discard(con, r)
+            discard_resolved(con, r)
         eff = r.policy
         in_place = source is None and (dialect == "duckdb" or not is_path(eff.source))
         relation = r.source.relation if in_place else table_relation(eff.source)
@@ -143,11 +143,11 @@ def _claim_taxonomy_name(con: duckdb.DuckDBPyConnection, name: str, replace: boo
 def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, to: str | Path | None = None,
             **options: Any) -> "Release":
     """``anon_sql.runner.run``: plan, compile, materialize and verify a release in one transaction (``options``:
-    replace, dry_run, source, progress — see :func:`anon_sql.runner.run.release`). With ``to``, the release's shareable
+    replace, dry_run, source, progress — see :func:`anon_sql.runner.run.release_with_duckdb`). With ``to``, the release's shareable
     form (:mod:`anon_sql.publish.share`) is also written to that new ``.duckdb`` / ``.parquet`` path, checked before any work
     is done; ``Release.info["shared"]`` lists the files."""
     from .audit.recheck import prepare_check
-    from .runner.run import release as release_run
+    from .runner.run import release_with_duckdb as release_run
     from .publish.share import targets, write
 
     if to is not None:

@@ -28,7 +28,7 @@ import anon_sql
 from anon_sql.catalog import store as catalog
 from anon_sql.analytics.vulnerability import identity_vulnerability
 from anon_sql.common.sqlbuild import alias, col, render, table
-from anon_sql.data.builtin_taxonomies import load as builtin
+from anon_sql.data.builtin_taxonomies import load_builtin_taxonomy as builtin
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult" / "adult.csv"
 QIS = ["age", "sex", "race", "native-country"]

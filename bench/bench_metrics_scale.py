@@ -118,7 +118,7 @@ def main() -> None:
               flush=True)
     # the same families with the taxonomies stored in the catalog (anon-sql taxonomy load), the production path
     from anon_sql.catalog import store as catalog
-    from anon_sql.data.builtin_taxonomies import load as builtin
+    from anon_sql.data.builtin_taxonomies import load_builtin_taxonomy as builtin
 
     for q in QIS:
         catalog.store_taxonomy(con, builtin(f"adult_{q}"))

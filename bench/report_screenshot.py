@@ -15,7 +15,7 @@ import duckdb
 
 from anon_sql.cli.demo import demo_policy, run_demo
 from anon_sql.report.build import render_report
-from anon_sql.publish.report import build
+from anon_sql.publish.report import build_report
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     run_demo(con, echo=lambda message: None)
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "report.html"
-        page.write_text(render_report(build(con, demo_policy().name), "html"), encoding="utf-8")
+        page.write_text(render_report(build_report(con, demo_policy().name), "html"), encoding="utf-8")
         subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
                         f"--user-data-dir={tmp}/profile", f"--screenshot={args.out}",

@@ -7,7 +7,8 @@ CREATE TABLE IF NOT EXISTS anon.taxonomies (
     height      INTEGER,
     leaves      INTEGER,
     spec        VARCHAR,          -- JSON of the builder spec (or file path)
-    created_at  TIMESTAMP DEFAULT current_timestamp
+    created_at  TIMESTAMP DEFAULT current_timestamp,
+    marker      VARCHAR           -- anon_sql's random marker (issue 28.1), recorded in anon.owned_objects
 );
 
 CREATE TABLE IF NOT EXISTS anon.taxonomy_nodes (

@@ -25,7 +25,7 @@ try:   # DuckDB >= 1.4 names the type module `sqltypes`; 1.1-1.3 call it `typing
 except ImportError:  # pragma: no cover - exercised by CI's oldest-versions run
     from duckdb import typing as sqltypes
 
-__all__ = ["UDF_NAMES", "install_macros", "macro_statements", "register"]
+__all__ = ["UDF_NAMES", "install_macros", "macro_statements", "register_udfs"]
 
 
 def _as_list_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -109,7 +109,7 @@ def _create(con: duckdb.DuckDBPyConnection, name: str, fn: Callable[..., Any], r
             raise
 
 
-def register(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+def register_udfs(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Register the anon_* arrow UDFs on `con` (idempotent); returns `con`."""
     for name, seg_kernel in _DOUBLE_UDFS.items():
         _create(con, name, _double_udf(seg_kernel), sqltypes.DOUBLE)

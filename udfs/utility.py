@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cavg", "discernibility", "dot", "ncp_categorical", "ncp_numeric"]
+__all__ = ["cavg_formula", "discernibility", "dot", "ncp_categorical", "ncp_numeric"]
 
 # OpenBLAS runs a dot product of more than 10,000 elements on several threads: on a loaded machine waking them costs
 # milliseconds (measured 15 ms for 15,000 elements at load 12, against 0.01 ms in one thread)
@@ -54,6 +54,6 @@ def discernibility(sizes: np.ndarray, records_in: float, suppressed: float) -> f
     return float(dot(s, s) + records_in * suppressed)
 
 
-def cavg(released: float, classes: int, k: int, empty: float = float("nan")) -> float:
+def cavg_formula(released: float, classes: int, k: int, empty: float = float("nan")) -> float:
     """C_AVG = (N / #EC) / k; 1 is optimal (``empty`` when there is no class)."""
     return float(released / classes / k) if classes else empty

@@ -13,7 +13,7 @@ from ..errors import PolicyError, SourceError
 from ..data.source import accepts_sources
 from ..common.sqlbuild import alias, col, lit, render, table as table_ref
 
-def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     """Column name → DuckDB type of a table or view; SourceError listing the known tables when it does not exist."""
     if not isinstance(table, (str, exp.Table)) or not table:
         raise SourceError(f"table must be the name of a DuckDB table or view, got {table!r}")
@@ -123,7 +123,7 @@ def leakage(con: duckdb.DuckDBPyConnection, table: str, attributes: Sequence[str
             combinations: int = 1) -> pd.DataFrame:
     """Partitions, average information loss ΔS (bits) and normalized ΔS/log2 n per attribute (or per set of
     ``combinations`` attributes, as tuples), computed in SQL and sorted by normalized leakage, highest first."""
-    columns = table_columns(con, table)
+    columns = column_types(con, table)
     if isinstance(attributes, str):
         attributes = [attributes]
     if not attributes:

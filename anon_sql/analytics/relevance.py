@@ -11,7 +11,7 @@ from scipy import stats
 from sklearn.metrics import normalized_mutual_info_score
 from sqlglot import exp
 
-from .leakage import resolve_columns, table_columns
+from .leakage import resolve_columns, column_types
 from ..common.columns import is_numeric
 from ..errors import PolicyError, SourceError
 from ..data.source import accepts_sources
@@ -78,7 +78,7 @@ def feature_relevance(con: duckdb.DuckDBPyConnection, table: str, features: Sequ
     # are categories); non-numeric columns enter τ and ρ as ordinal codes in value order, NULLs are left out of τ and
     # ρ but are a category of their own in SU; a redundant feature is eliminated from FS, so it is not selected unless
     # listed in ``vulnerable``; an undefined score (constant column) counts as 0; SU ties keep the caller's order.
-    columns = table_columns(con, table)
+    columns = column_types(con, table)
     if isinstance(features, str):
         features = [features]
     if not features:

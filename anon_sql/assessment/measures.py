@@ -123,7 +123,7 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
     """Measure a table as it is (see docs/assess.md for every measure and its formula).
 
     ``source``: a table or view name, a .csv / .parquet path (str or Path), a pandas or Polars DataFrame, an Arrow
-    table or a DuckDB relation (as :func:`anon_sql.runner.run` accepts).
+    table or a DuckDB relation (as :func:`anon_sql.runner.run.release_with_duckdb` accepts).
     ``population``: the size of the population the table was sampled from, or a table / view / file / DataFrame
     holding that population (it must contain every record of the table; journalist risk, k-map and δ-presence need
     it); ``sampling_fraction``: n / population size instead. ``threshold``: the highest acceptable prosecutor risk

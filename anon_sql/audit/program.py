@@ -37,11 +37,11 @@ from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
 from ..sql import macro_statements
 
-FORMAT = 1
+FORMAT = 2     # 2: the noise count from the table (issue 28.8)
 _PACKAGE = Path(__file__).resolve().parent
 
 
-def run(con: Any, program: dict[str, Any], row: dict[str, Any], columns: Sequence[str],
+def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns: Sequence[str],
         table_rows: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """The check rows of ``program`` over its table (``columns``: the table's columns; ``row``: the recorded counts
     ``records_in``, ``suppressed``, ``noise``, ``classes``): the models per check, then ``table_rows`` (whole-table
@@ -49,22 +49,33 @@ def run(con: Any, program: dict[str, Any], row: dict[str, Any], columns: Sequenc
     summary = con.execute(program["summary"]).fetchone()          # its first column: the number of classes
     classes = int(summary[0])
     released = int(con.execute(program["records"]).fetchall()[0][0] or 0)
+    # the noise records: counted in the table through the policy's flag; the recorded number only for θ without a
+    # flag (then nothing in the table marks them), and none for any other method
+    recorded_noise = int(row["noise"] or 0)
+    noise = (int(con.execute(program["noise"]).fetchall()[0][0] or 0) if program.get("noise")
+             else recorded_noise if program.get("noise_recorded") else 0)
     return [*summary_rows(program["summary_columns"], summary), *table_rows,
-            *catalog_rows(row, released, columns, program["expected_columns"], program["max_suppression"], classes)]
+            *catalog_rows(row, released, columns, program["expected_columns"], program["max_suppression"], classes,
+                          noise)]
 
 
 def catalog_rows(row: dict[str, Any], released: int, columns: Sequence[str], expected: Sequence[str],
-                 max_suppression: float, classes: int) -> list[dict[str, Any]]:
+                 max_suppression: float, classes: int, noise: int | None = None) -> list[dict[str, Any]]:
     """The table against the numbers recorded at release time: records reconcile, suppression within budget, the
-    same number of classes, and exactly the columns the policy releases (no identifier added back)."""
-    records_in, noise = int(row["records_in"]), int(row["noise"] or 0)
+    same number of classes, and exactly the columns the policy releases (no identifier added back). ``noise``: the
+    noise records as derived from the table and policy (default: as recorded); a recorded number that differs
+    fails the reconciliation."""
+    recorded_noise = int(row["noise"] or 0)
+    noise = recorded_noise if noise is None else noise
+    records_in = int(row["records_in"])
     suppressed = records_in - (released - noise)
     gap = records_in - (released - noise + int(row["suppressed"]))
     budget = max_suppression * records_in
     odd = sorted(set(columns) ^ set(expected))
     return [
-        {"check": "reconciliation", "classes": classes, "failing_classes": 0, "failing_records": abs(gap),
-         "worst_value": float(gap), "passed": gap == 0},
+        {"check": "reconciliation", "classes": classes, "failing_classes": 0,
+         "failing_records": abs(gap) + abs(noise - recorded_noise), "worst_value": float(gap),
+         "passed": gap == 0 and noise == recorded_noise},
         {"check": "max_suppression", "classes": classes, "failing_classes": 0,
          "failing_records": max(0, int(suppressed - budget)), "worst_value": float(suppressed),
          "passed": suppressed <= budget + 1e-9},
@@ -84,13 +95,13 @@ def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
     if row is None or not described:
         return None
     try:
-        program = load(key(name, row, described))
+        program = load_program(program_digest(name, row, described))
     except (TypeError, ValueError):      # an unreadable stored policy: compiling says what is wrong with it
         return None
     if program is None:
         return None
     guard_macros(con)
-    return run(con, program, row, [c for c, _ in described])
+    return run_program(con, program, row, [c for c, _ in described])
 
 
 # the file's anon macros, as DuckDB shows them (its normalized definition text), in the current database
@@ -168,7 +179,7 @@ def _by_name(rows: Sequence[Sequence[Any]]) -> dict[str, list]:
     return found
 
 
-def key(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) -> str:
+def program_digest(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) -> str:
     """The digest naming a program: everything it is compiled from (see the module's docstring)."""
     facts = {"format": FORMAT, "code": code_version(), "release": name, "policy": row["policy_json"],
              "plan": row["plan"], "columns": [list(c) for c in described], "files": _files(row["policy_json"])}
@@ -230,7 +241,7 @@ def cache_dir() -> Path | None:
     return Path(base) / "anon_sql"
 
 
-def load(digest: str) -> dict[str, Any] | None:
+def load_program(digest: str) -> dict[str, Any] | None:
     """The cached program of ``digest``, or None (absent, unreadable, or of another format: compiled again)."""
     folder = cache_dir()
     if folder is None:
@@ -268,4 +279,4 @@ def _write(path: Path, value: Any) -> None:
 
 
 __all__ = ["FORMAT", "cache_dir", "cached_rows", "catalog_rows", "code_version", "expected_macros", "guard_macros",
-           "key", "load", "run", "store"]
+           "program_digest", "load_program", "run_program", "store"]

@@ -38,14 +38,14 @@ if TYPE_CHECKING:
 _SHARED = "__anon_shared"
 
 
-def recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
+def require_recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
     """The catalog row of release ``name``; :class:`SourceError` when no such release exists in this database."""
     row = catalog.recorded_release(con, name)
     if row is None:
         known = catalog.released_names(con)
         raise SourceError(f"{name!r} is not a release recorded in this database (anon.releases lists "
                           f"{known if known else 'no release'}); give the name of a release, e.g. the policy's name")
-    if not relation_exists(con, name):
+    if not relation_exists(con, exp.Table(this=ident(name))):   # one name, dots and all (issue 28.7)
         raise SourceError(f"release {name!r} is recorded in anon.releases but its table is missing from this "
                           "database; release it again")
     return row
@@ -58,7 +58,7 @@ def metadata_table(name: str) -> exp.Table:
 
 def is_shared(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Is ``name`` a release of a shared file here (its metadata table beside it, not recorded in a catalog)?"""
-    return (catalog.recorded_release(con, name) is None and relation_exists(con, name)
+    return (catalog.recorded_release(con, name) is None and relation_exists(con, exp.Table(this=ident(name)))
             and relation_exists(con, metadata_table(name)))
 
 
@@ -80,10 +80,10 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
         return [*cached, *_recorded_related_rows(con, name)]
     if is_shared(con, name):
         return _recheck_shared(con, name)
-    row = recorded(con, name)        # an unknown release is named as such before the macros are compared
+    row = require_recorded(con, name)        # an unknown release is named as such before the macros are compared
     check_program.guard_macros(con)
     program, columns, table_rows = _recorded_program(con, name, row, table_checks=True)
-    return [*check_program.run(con, program, row, columns, table_rows), *_recorded_related_rows(con, name)]
+    return [*check_program.run_program(con, program, row, columns, table_rows), *_recorded_related_rows(con, name)]
 
 
 def _recorded_related_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
@@ -99,7 +99,7 @@ def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
     all with ``ANON_SQL_CACHE=off``: there is nowhere to keep it."""
     if check_program.cache_dir() is None:
         return
-    _recorded_program(con, name, recorded(con, name), table_checks=False, only_cacheable=True)
+    _recorded_program(con, name, require_recorded(con, name), table_checks=False, only_cacheable=True)
 
 
 def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, Any], table_checks: bool,
@@ -124,10 +124,9 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
     columns = [c for c, _ in described]
     program = _program(con, names.table, policy, plan, models, level_plan, taxonomies, columns)
     layout = plan.get("slicing_check")
-    table_rows = [_table_check(con, policy, names, m, layout) for m in models
-                  if m.whole_table and layout and table_checks]
+    table_rows = [_table_check(con, policy, names, m, layout) for m in models if m.whole_table and table_checks]
     if cacheable and not reads.used:     # (a model might read through the connection only when compiled)
-        check_program.store(check_program.key(name, row, described), program)
+        check_program.store(check_program.program_digest(name, row, described), program)
     return program, columns, table_rows
 
 
@@ -182,7 +181,7 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         unverifiable = [m.name for m in models if m.whole_table]
         if population and not any(m.needs_population for m in models):
             unverifiable += [m.name for m in population]
-        return [*check_program.run(private, program, row, columns, [
+        return [*check_program.run_program(private, program, row, columns, [
             {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
              "passed": False} for check in unverifiable]), *related_rows(private, name, policy, table)]
     finally:
@@ -219,13 +218,25 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     view = class_stats_query(ci, relation.copy(), [EC_ID, *policy.quasi], null_safe=True).subquery("__checks")
     described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
     wanted = summary_columns(d[0] for d in described)
+    # the noise flag and the noise count come from the policy and the table, never from the recorded plan or counts
+    # (issue 28.8: a plan naming an identifier as its "noise flag" let that column back into the release)
+    flag = noise_flag_of(policy)
     expected = [c for c in released_columns(policy, list(policy.attributes))
                 if c != policy.count_column and c not in policy.related_sensitive]
-    expected += [c for c in (plan.get("noise_flag"), EC_ID, policy.count_column) if c]
+    expected += [c for c in (flag, EC_ID, policy.count_column) if c]
+    noise = (render(exp.select(record_count(policy.count_column)).from_(table.copy()).where(
+        exp.column(flag, quoted=True).is_(exp.true()))) if flag and flag in columns else None)
     return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted, largest_is_worst(models))),
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
+            "noise": noise, "noise_recorded": policy.method == "theta" and noise is None,
             "expected_columns": expected, "max_suppression": policy.privacy.max_suppression}
+
+
+def noise_flag_of(policy: Policy) -> str | None:
+    """The column that marks θ's noise records, as the policy declares it (None for every other method)."""
+    flag = policy.method_params.get("noise_flag") if policy.method == "theta" else None
+    return flag if isinstance(flag, str) and flag else None
 
 
 def _people(table: exp.Table, policy: Policy, columns: list[str]) -> tuple[exp.Expression, Policy]:
@@ -372,9 +383,18 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
     import pandas as pd
 
     src = policy.source
+    unverifiable = {"check": model.name, "classes": 0, "failing_classes": 0, "failing_records": 0,
+                    "worst_value": None, "passed": False}
+    if not isinstance(layout, dict) or not layout:
+        return unverifiable   # the plan's layout is missing (an edited catalog): the model cannot be checked
+    if layout.get("kind") is None:     # slicing: every QI and the sensitive attribute in exactly one column group
+        groups = layout.get("columns")
+        placed = [a for g in groups for a in g] if isinstance(groups, list) and all(
+            isinstance(g, list) for g in groups) else None
+        if placed is None or len(placed) != len(set(placed)) or not {*policy.quasi, *policy.sensitive} <= set(placed):
+            return unverifiable
     if not (Path(src).exists() if is_path(src) else relation_exists(con, src)):
-        return {"check": model.name, "classes": 0, "failing_classes": 0, "failing_records": 0,
-                "worst_value": None, "passed": False}
+        return unverifiable
     relation = file_relation(src) if is_path(src) else table_relation(src)
     cols = [r[0] for r in describe(con, relation)]
     # the row key orders by every source column, as at release time; identifiers are not needed for the check
@@ -388,4 +408,5 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
     return model.table_check(con, names.table, source, None, layout, policy.count_column, assignment)
 
 
-__all__ = ["recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table"]
+__all__ = ["require_recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table",
+           "noise_flag_of"]

@@ -119,4 +119,4 @@ def forget_identity(con: Any, release: str) -> None:
                                                                    expression=lit(release)))))
 
 
-__all__ = ["MARKER", "PLAN_PARTS", "Seen", "fingerprint", "seen", "owned", "mismatches", "mark", "forget"]
+__all__ = ["MARKER", "PLAN_PARTS", "Seen", "fingerprint", "seen", "owned", "mismatches", "mark", "forget_identity"]

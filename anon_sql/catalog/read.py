@@ -39,6 +39,13 @@ def is_installed(con: Any) -> bool:
     return bool(rows[0][0])
 
 
+def forget_installed(con: Any) -> None:
+    """Forget that :func:`is_installed` found ``con``'s catalog: a rolled-back transaction installed it."""
+    known = _INSTALLED.get()
+    if known is not None:
+        known.discard(id(con))
+
+
 def recorded_release(con: Any, name: str) -> dict | None:
     """The ``anon.releases`` row of release ``name`` with status ``released`` (the latest), or None: what anon_sql
     itself created under that name. Reads only (works on a read-only connection)."""
@@ -76,4 +83,5 @@ def table_columns(con: Any, name: str) -> list[tuple[str, str]]:
         "AND schema_name = current_schema() AND table_name = ? ORDER BY column_index", [name]).fetchall()]
 
 
-__all__ = ["is_installed", "probed_once", "recorded_release", "related_tables", "table_columns"]
+__all__ = ["is_installed", "probed_once", "forget_installed", "recorded_release", "related_tables",
+           "table_columns"]

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import duckdb
 from sqlglot import exp
 
-from . import identity
+from . import identity, owned_rows
 from .read import is_installed, recorded_release  # noqa: F401  (re-exported: catalog reads)
 from ..common.columns import EC_ID, SIZE
 from ..common.rollback import rollback_keeping_cause
 from ..common.sqlbuild import col, dtype, ident, lit, render
 from ..data.taxonomy import Taxonomy
+from ..errors import TaxonomyError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,16 +28,20 @@ def _sql_file(name: str) -> str:
     return resources.files("anon_sql.sql").joinpath(name).read_text(encoding="utf-8")
 
 
-def install(con: duckdb.DuckDBPyConnection) -> None:
-    """Create schema ``anon`` (catalog tables + SQL macros) and register the Python UDFs. Idempotent."""
+def install(con: duckdb.DuckDBPyConnection, inside: bool = False) -> None:
+    """Create schema ``anon`` (catalog tables + SQL macros) and register the Python UDFs. Idempotent. ``inside``:
+    the caller's transaction is open, so the catalog commits (or not) with the command that needs it (issue 28: a
+    crash leaves no catalog, or the catalog with the command's result); the caller registers the UDFs before it
+    (:func:`register_functions`: a registration rolled back with a transaction cannot be made again)."""
     con.execute(_sql_file("catalog.sql"))
     from ..udfs import duckdb_udfs
 
     duckdb_udfs.install_macros(con)
-    duckdb_udfs.register(con)
+    if not inside:
+        duckdb_udfs.register_udfs(con)
     from ..sdc.masking import install_masking   # pandas-free import path of the CLI: loaded on use
 
-    install_masking(con)     # anon.partial, anon.hash, …: persisted macros a policy's `mask` compiles to
+    install_masking(con, inside)     # anon.partial, anon.hash, …: persisted macros a policy's `mask` compiles to
 
 
 def upgrade(con: duckdb.DuckDBPyConnection) -> None:
@@ -78,24 +83,40 @@ def _remove_if_empty(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(render(exp.Drop(tables=[exp.Table(db=ident(SCHEMA))], kind="SCHEMA", exists=True, cascade=True)))
 
 
-def ensure_installed(con: duckdb.DuckDBPyConnection) -> None:
+def ensure_installed(con: duckdb.DuckDBPyConnection, inside: bool = False) -> None:
+    """Install the catalog when missing (inside the caller's transaction when ``inside``: see :func:`install`),
+    and register the Python UDFs (outside a transaction, unless ``inside``: then the caller has)."""
     if not is_installed(con):
-        install(con)
-    else:
-        from ..udfs import duckdb_udfs
+        install(con, inside)
+    elif not inside:
+        register_functions(con)
 
-        duckdb_udfs.register(con)
+
+def register_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """Register the Python UDFs on ``con`` (not stored in the file; idempotent): before a transaction that installs
+    the catalog."""
+    from ..udfs import duckdb_udfs
+
+    duckdb_udfs.register_udfs(con)
 
 
 def store_taxonomy(con: duckdb.DuckDBPyConnection, tax: Taxonomy, replace: bool = True) -> None:
-    """Write a taxonomy to ``anon.taxonomies`` / ``anon.taxonomy_nodes`` (replacing one of the same name)."""
-    ensure_installed(con)
+    """Write a taxonomy to ``anon.taxonomies`` / ``anon.taxonomy_nodes``, marked as anon_sql's (issue 28.1), in one
+    transaction with the catalog's first install. One of the same name is replaced when ``replace`` and anon_sql
+    wrote it; otherwise :class:`TaxonomyError` (exit 2) and nothing changes."""
     frame = tax.to_frame()
+    register_functions(con)
     con.execute("BEGIN TRANSACTION")
     try:
-        if replace:
-            con.execute("DELETE FROM anon.taxonomy_nodes WHERE taxonomy = ?", [tax.name])
-            con.execute("DELETE FROM anon.taxonomies WHERE name = ?", [tax.name])
+        ensure_installed(con, inside=True)
+        owned_rows.ready(con, owned_rows.TAXONOMIES)
+        if con.execute("SELECT count(*) FROM anon.taxonomies WHERE name = ?", [tax.name]).fetchall()[0][0]:
+            if not replace:
+                raise TaxonomyError(f"taxonomy {tax.name!r} already exists in the catalog (anon.taxonomies); "
+                                    "pass --replace (replace=True) to replace it, or choose another name")
+            require_taxonomy_owned(con, tax.name, "replace")
+        con.execute("DELETE FROM anon.taxonomy_nodes WHERE taxonomy = ?", [tax.name])
+        con.execute("DELETE FROM anon.taxonomies WHERE name = ?", [tax.name])
         con.execute(
             "INSERT INTO anon.taxonomies (name, kind, height, leaves, spec) VALUES (?, ?, ?, ?, ?)",
             [tax.name, tax.kind, tax.height, len(tax.leaves), json.dumps(tax.spec)],
@@ -103,6 +124,38 @@ def store_taxonomy(con: duckdb.DuckDBPyConnection, tax: Taxonomy, replace: bool 
         con.register("__anon_tax_frame", frame)
         con.execute("INSERT INTO anon.taxonomy_nodes SELECT taxonomy, leaf, level, value FROM __anon_tax_frame")
         con.unregister("__anon_tax_frame")
+        owned_rows.mark_row(con, owned_rows.TAXONOMIES, tax.name)
+        con.execute("COMMIT")
+    except Exception:
+        rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))
+        raise
+
+
+def require_taxonomy_owned(con: duckdb.DuckDBPyConnection, name: str, action: str) -> None:
+    """Refuse (:class:`TaxonomyError`, exit 2) to ``action`` stored taxonomy ``name`` unless anon_sql wrote it as
+    it is now (inside the writing transaction, after :func:`owned_rows.ready`)."""
+    why = owned_rows.foreign(con, owned_rows.TAXONOMIES, name)
+    if why is not None:
+        raise TaxonomyError(
+            f"taxonomy {name!r} is not one anon_sql stored: {why}; anon_sql never {action}s what it did not write, "
+            f"so nothing was changed: delete its rows from anon.taxonomies and anon.taxonomy_nodes yourself, or "
+            "choose another taxonomy name")
+
+
+def drop_taxonomy(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Delete stored taxonomy ``name`` (its nodes and identity row too), in one transaction; :class:`TaxonomyError`
+    (exit 2, nothing changed) when there is none or anon_sql did not write it as it is now."""
+    if not is_installed(con):
+        raise TaxonomyError(f"no taxonomy named {name!r}: this database has no anon catalog")
+    con.execute("BEGIN TRANSACTION")
+    try:
+        owned_rows.ready(con, owned_rows.TAXONOMIES)
+        if not con.execute("SELECT count(*) FROM anon.taxonomies WHERE name = ?", [name]).fetchall()[0][0]:
+            raise TaxonomyError(f"no taxonomy named {name!r} (stored: {taxonomy_names(con)})")
+        require_taxonomy_owned(con, name, "drop")
+        con.execute("DELETE FROM anon.taxonomy_nodes WHERE taxonomy = ?", [name])
+        con.execute("DELETE FROM anon.taxonomies WHERE name = ?", [name])
+        owned_rows.forget_row(con, owned_rows.TAXONOMIES, name)
         con.execute("COMMIT")
     except Exception:
         rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))
@@ -305,12 +358,23 @@ def _column(values: list[Any]) -> Any:
 
 def record_failure(con: duckdb.DuckDBPyConnection, policy: Any, source_label: str, records: int,
                    message: str) -> None:
-    """A ``failed`` row in anon.releases (after the release's rollback); best effort: never masks the failure."""
+    """A ``failed`` row in anon.releases (after the release's rollback); best effort: never masks the failure. A
+    database whose catalog went with the rollback gets it back in the row's own transaction."""
+    insert = ("INSERT INTO anon.releases (release, policy, method, source, records_in, status, message, "
+              "policy_json) VALUES (?, ?, ?, ?, ?, 'failed', ?, ?)")
+    values = [policy.name, policy.name, policy.method, source_label, records, message, policy.to_json()]
     try:
-        con.execute(
-            "INSERT INTO anon.releases (release, policy, method, source, records_in, status, message, policy_json) "
-            "VALUES (?, ?, ?, ?, ?, 'failed', ?, ?)",
-            [policy.name, policy.name, policy.method, source_label, records, message, policy.to_json()])
+        if is_installed(con):
+            con.execute(insert, values)
+            return
+        con.execute("BEGIN TRANSACTION")
+        try:
+            install(con, inside=True)
+            con.execute(insert, values)
+            con.execute("COMMIT")
+        except duckdb.Error:
+            con.execute("ROLLBACK")
+            raise
     except duckdb.Error:
         pass
 
@@ -341,5 +405,6 @@ def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.Data
     con.unregister("__anon_ec_stats")
 
 
-__all__ = ["install", "store_taxonomy", "load_taxonomy", "taxonomy_names", "releases", "recorded_release",
+__all__ = ["install", "ensure_installed", "register_functions", "store_taxonomy", "require_taxonomy_owned",
+           "drop_taxonomy", "load_taxonomy", "taxonomy_names", "releases", "recorded_release",
            "released_names", "store_vulnerability", "load_vulnerability", "record_release", "record_failure", "lit"]

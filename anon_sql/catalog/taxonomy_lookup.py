@@ -12,7 +12,7 @@ from ..errors import PolicyError, TaxonomyError
 from ..policy.model import Policy
 from ..data.source import Source
 from ..common.sqlbuild import alias, col, dtype, record_count, render
-from ..data.taxonomy import Taxonomy, build as build_taxonomy, from_arx_csv
+from ..data.taxonomy import Taxonomy, build_taxonomy, from_arx_csv
 
 
 def resolve_taxonomies(con: Any, policy: Policy, src: Source, need: bool, catalog_con: Any = None,
@@ -24,7 +24,7 @@ def resolve_taxonomies(con: Any, policy: Policy, src: Source, need: bool, catalo
     whose ``anon`` catalog holds named taxonomies (None: built-ins, files and inline specs only); ``value_counts``
     (column → frame v, n) replaces the per-column scans of the source (e.g. reads the base counts); ``check=False``
     skips the coverage check (metrics of a release that was checked), so named taxonomies read no values at all."""
-    from ..data.builtin_taxonomies import load as load_builtin
+    from ..data.builtin_taxonomies import load_builtin_taxonomy as load_builtin
 
     out: dict[str, Taxonomy] = {}
     named = [policy.attributes[q].taxonomy for q in policy.quasi if isinstance(policy.attributes[q].taxonomy, str)]

@@ -34,7 +34,7 @@ def _where_release(name: str) -> exp.Expression:
 
 @dataclass
 class Snapshot:
-    """The previous version's rows and classes, held in temp tables until :func:`discard`."""
+    """The previous version's rows and classes, held in temp tables until :func:`discard_snapshots`."""
 
     release: str
     plan: str | None
@@ -59,7 +59,7 @@ def snapshot(con: duckdb.DuckDBPyConnection, name: str) -> Snapshot:
                     last.get("taxonomy_digests") or (None if row is None else row.get("taxonomy_digests")))
 
 
-def discard(con: duckdb.DuckDBPyConnection) -> None:
+def discard_snapshots(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the temp snapshot tables (whatever happened to the new version)."""
     for table in (_PREV_ROWS, _PREV_CLASSES):
         con.execute(render(exp.Drop(tables=[_temp(table)], kind="TABLE", exists=True)))

@@ -125,14 +125,14 @@ def analyze(table: str, db: str | None, do_leakage: bool, combinations: int, do_
         do_leakage = True
     import duckdb
 
-    from ..analytics.leakage import resolve_columns, table_columns
+    from ..analytics.leakage import resolve_columns, column_types
 
     try:
         con, name = open_source(table, db, read_only=not store)
     except (AnonSQLError, duckdb.Error) as err:
         raise _CliError(err) from err
     try:
-        columns = table_columns(con, name)
+        columns = column_types(con, name)
         excluded = {c.lower() for c in (target, count_column) if c}
         attributes = _split(quasi) or [c for c in columns if c.lower() not in excluded]
         if not attributes:

@@ -10,7 +10,7 @@ from sqlglot import exp
 from ..catalog import store as catalog
 from ..methods import REGISTRY, load_all
 from ..policy.model import Policy
-from ..runner.run import release
+from ..runner.run import release_with_duckdb
 from ..data.source import file_relation
 from ..errors import ReleaseExistsError
 from ..catalog.ownership import claim_release_name, existing
@@ -69,7 +69,7 @@ def run_demo(con: duckdb.DuckDBPyConnection, echo: Callable[[str], None] = print
     echo(f"== policy: {policy.name} — method {policy.method}, quasi-identifiers {policy.quasi}, "
          f"sensitive {policy.sensitive}, k = {policy.privacy.k}, l = {policy.privacy.l_diversity}, "
          f"max_suppression = {policy.privacy.max_suppression}")
-    rel = release(con, policy, replace=True)
+    rel = release_with_duckdb(con, policy, replace=True)
     echo(f"== plan: {rel.plan}")
     echo(f"== release {rel.name}: {rel.records_in} in, {rel.records_out} released, {rel.suppressed} suppressed, "
          f"{counted(len(rel.classes), 'equivalence class')}")

@@ -29,12 +29,12 @@ LAZY_COMMANDS = {
                                            "DP statements; stop at the first failure."),
     "shell": ("anon_sql.cli.sql", "shell_cmd", "Interactive SQL prompt with history; accepts DuckDB SQL, the "
                                                "anonymized-view and the DP statements."),
-    "sweep": ("anon_sql.cli.report", "sweep", "Dry-run a policy once per parameter value and tabulate the metrics "
+    "sweep": ("anon_sql.cli.report", "sweep_command", "Dry-run a policy once per parameter value and tabulate the metrics "
                                               "(nothing is created)."),
 }
 
 
-def coerce_policy(policy):
+def policy_argument(policy):
     """:func:`anon_sql.policy.model.coerce_policy`, imported on use."""
     from ..policy.model import coerce_policy as coerce
 
@@ -112,6 +112,18 @@ def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, width
         set_result({"taxonomy": tax.name, "leaves": len(tax.leaves), "height": tax.height})
 
 
+@taxonomy.command("drop")
+@click.argument("name")
+@click.option("--db", required=True, help="DuckDB database file.")
+@json_option
+def taxonomy_drop(name: str, db: str) -> None:
+    """Delete a stored taxonomy (only one anon_sql stored: a row written by hand is refused, exit 2)."""
+    with _errors(), database(db, must_exist=True) as con:
+        catalog.drop_taxonomy(con, name)
+        click.echo(f"dropped taxonomy {name!r}")
+        set_result({"taxonomy": name, "dropped": True})
+
+
 @taxonomy.command("show")
 @click.argument("name", required=False)
 @click.option("--db", required=True, help="DuckDB database file.")
@@ -156,7 +168,7 @@ def release_cmd(policy: str, db: str | None, dry_run: bool, explain: bool, repla
     if to and dry_run:
         raise click.UsageError("--to writes a release, --dry-run creates none: use one or the other")
     with _errors(), database(db) as con:
-        pol = coerce_policy(policy)
+        pol = policy_argument(policy)
         bar = ProgressLine(f"release {pol.name}", STAGES)   # the methods' own progress (depth, nodes, swaps)
         try:
             rel = api.release(con, pol, replace=replace, dry_run=dry_run, progress=bar, to=to)

@@ -29,11 +29,11 @@ def report(release_name: str, db: str, html_path: str | None, metrics: str | Non
            target: str | None, models: str | None, folds: int, sample: int) -> None:
     """Print (and optionally write as HTML / JSON) the metrics report of a release."""
     from ..report.build import render_report
-    from ..publish.report import build
+    from ..publish.report import build_report
 
     with _errors(), database(db, must_exist=True, read_only=True) as con:
         options = {"models": _split(models), "folds": folds, "sample": sample or None}
-        rep = build(con, release_name, _split(metrics), classify=target, classify_options=options)
+        rep = build_report(con, release_name, _split(metrics), classify=target, classify_options=options)
         set_result(rep)      # --json [FILE|-]: the same report as JSON (stdout by default)
         click.echo(render_report(rep, "text"))
         if html_path:
@@ -50,7 +50,7 @@ def report(release_name: str, db: str, html_path: str | None, metrics: str | Non
                                               "compute, else a cheap default set).")
 @click.option("--csv", "csv_path", default=None, type=click.Path(dir_okay=False), help="Also write the table as CSV.")
 @json_option
-def sweep(policy: str, params: tuple[str, ...], db: str | None, metrics: str | None, csv_path: str | None) -> None:
+def sweep_command(policy: str, params: tuple[str, ...], db: str | None, metrics: str | None, csv_path: str | None) -> None:
     """Dry-run a policy once per parameter value and tabulate the metrics (nothing is created)."""
     import itertools
 

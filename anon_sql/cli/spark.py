@@ -18,12 +18,12 @@ def release_on_spark(policy_path: str, source_path: str | None, output: str | No
                    "back); run without it, or with --engine duckdb", err=True)
         sys.exit(2)
     try:
-        from ..runner.spark import release
+        from ..runner.spark import release_with_spark
         from ..engines.spark.session import local_session
 
         policy = coerce_policy(policy_path)
         spark = local_session()
-        rel = release(spark, policy, source=source_path, output=output, replace=replace,
+        rel = release_with_spark(spark, policy, source=source_path, output=output, replace=replace,
                       progress=lambda message: click.echo(message, err=True))
     except AnonSQLError as err:
         click.echo(f"error: {err}", err=True)

@@ -2,10 +2,29 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import cache
 from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+
+MACRO_SCHEMA = "anon"   # the schema of the product's SQL macros (sql/macros.sql) on DuckDB
+
+
+class KernelCall(exp.Expression):
+    """A call of one of the product's per-class kernels by name (``entropy_counts``, ...). The compiled tree is the
+    same for every engine; each dialect spells the call as :data:`KERNEL_SPELLING` says when it is rendered."""
+
+    arg_types = {"this": True, "expressions": False}
+
+
+# how a dialect's SQL reaches the kernels: (schema, name prefix). DuckDB (and the default) calls the persisted macros
+# ``anon.<kernel>(…)``; Spark the session's pandas UDFs ``anon_<kernel>(…)`` (anon_sql.engines.spark.udfs)
+KERNEL_SPELLING: dict[str, tuple[str | None, str]] = {"spark": (None, "anon_")}
+# dialects whose ordered list aggregate is spelled ``sort_array(collect_list(x), asc)``: their ``array_agg`` keeps
+# no ORDER BY (sqlglot renders Spark's as a bare ``collect_list``); the kernels read count lists largest first
+SORTED_COLLECT = frozenset({"spark"})
 
 
 def ident(name: str) -> exp.Identifier:
@@ -91,7 +110,41 @@ def render(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = F
     """Render an expression tree as SQL text for a dialect (the only place trees become text). ``copy=False``: the
     generator may rewrite the tree in place (its dialect's normalizations) instead of copying it first — for trees
     owned by the caller and rendered only in that dialect."""
-    return expression.sql(dialect=dialect, pretty=pretty, copy=copy)
+    return expression.sql(dialect=_dialect(dialect), pretty=pretty, copy=copy)
+
+
+def kernel_call(name: str, *args: exp.Expression) -> KernelCall:
+    """A call of the kernel ``name`` (see :class:`KernelCall`)."""
+    return KernelCall(this=exp.to_identifier(name), expressions=list(args))
+
+
+@cache
+def _dialect(name: str) -> Dialect:
+    """``name``'s sqlglot dialect with this product's spellings added to its generator (the kernels, ordered lists):
+    the operation map is data on the dialect class, as sqlglot's own dialects keep theirs, so no engine rewrites a
+    finished tree."""
+    base = type(Dialect.get_or_raise(name))
+    schema, prefix = KERNEL_SPELLING.get(name, (MACRO_SCHEMA, ""))
+
+    def kernel_sql(generator: Any, e: KernelCall) -> str:
+        call = exp.Anonymous(this=prefix + e.name, expressions=e.expressions)
+        return generator.sql(exp.Dot(this=exp.to_identifier(schema), expression=call) if schema else call)
+
+    transforms = {**base.generator_class.TRANSFORMS, KernelCall: kernel_sql}
+    if name in SORTED_COLLECT:
+        plain = transforms.get(exp.ArrayAgg) or base.generator_class.arrayagg_sql   # type: ignore[attr-defined]
+
+        def array_agg_sql(generator: Any, e: exp.ArrayAgg) -> str:
+            if not isinstance(e.this, exp.Order):
+                return plain(generator, e)
+            keys = e.this.expressions
+            descending = bool(keys and keys[0].args.get("desc"))
+            return generator.sql(exp.ArraySort(this=exp.ArrayAgg(this=e.this.this), asc=exp.false() if descending
+                                               else exp.true()))
+
+        transforms[exp.ArrayAgg] = array_agg_sql
+    generator = type("Generator", (base.generator_class,), {"TRANSFORMS": transforms})
+    return type(f"AnonSQL{base.__name__}", (base,), {"Generator": generator})()
 
 
 _FRAGMENTS: "OrderedDict[tuple, str]" = OrderedDict()

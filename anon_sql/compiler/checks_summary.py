@@ -67,7 +67,7 @@ def summary_rows(columns: Sequence[str], row: Sequence[Any]) -> list[dict[str, A
     return out
 
 
-def summarize(con: Any, relation: exp.Expression, columns: Sequence[str],
+def summarize_checks(con: Any, relation: exp.Expression, columns: Sequence[str],
               largest: Collection[str] = ()) -> list[dict[str, Any]]:
     """One row per check of the checks relation ``relation`` with these (:func:`summary_columns`) columns."""
     from ..common.sqlbuild import render
@@ -85,4 +85,4 @@ def _summary_names(columns: Sequence[str]) -> list[str]:
     return names
 
 
-__all__ = ["check_names", "summarize", "summary_columns", "summary_query", "summary_rows"]
+__all__ = ["check_names", "summarize_checks", "summary_columns", "summary_query", "summary_rows"]

@@ -2,9 +2,9 @@
 instead of asking which dialect or engine they serve (after ibis's compilers: capability flags on one class).
 
 A dialect's flags say what its SQL can express; the engine flags say what the engine that runs the SQL keeps
-between statements. DuckDB SQL run by DuckDB uses all of it; Spark runs DuckDB-flavoured trees, which it rewrites
-into its own functions when it renders them (anon_sql.engines.spark), so it gets the dialect's list aggregates but
-none of DuckDB's session objects.
+between statements. DuckDB SQL run by DuckDB uses all of it. How a dialect spells what the trees hold (the kernels'
+calls, ordered list aggregates) is data on its sqlglot dialect class (anon_sql.common.sqlbuild), so no engine
+rewrites a compiled tree.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ class Target:
 # what each dialect's SQL can express (a dialect not listed: the portable subset)
 DIALECTS = {
     "duckdb": Target("duckdb", list_aggregates=True),
+    "spark": Target("spark", list_aggregates=True),     # ordered lists as sort_array(collect_list(x)) (common.sqlbuild)
     "sqlite": Target("sqlite", values_relation=False, replace_view=False),
 }
 # engine → the dialect it runs natively and what it adds to that dialect's SQL (other engines add nothing)

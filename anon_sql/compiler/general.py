@@ -188,7 +188,13 @@ def generalized_items(ci: CompileInput, cols: Sequence[str], src: str
                           on))
             items.append(prerendered(("value", fp, level, m, c), lambda: _mapped_value(tax, level, m, c, True)))
             continue
-        joins.append((_mapping_relation(_rows(tax, level), m, ci.dialect), on))
+        rows = _rows(tax, level)
+        if ci.level_map is not None and all(isinstance(v, str) for pair in rows for v in pair):
+            relation: exp.Expression = exp.Table(this=ident(ci.level_map(tuple(rows))),
+                                                 alias=exp.TableAlias(this=ident(m)))
+        else:
+            relation = _mapping_relation(rows, m, ci.dialect)
+        joins.append((relation, on))
         items.append(_mapped_value(tax, level, m, c, False))
     return items, joins
 

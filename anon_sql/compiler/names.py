@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from sqlglot import exp
 
@@ -123,7 +123,7 @@ class CompileInput:
     schema: str | None = None
     pseudonym_function: str | None = None    # UDF that pseudonymizes identifiers (DuckDB only)
     numeric_sensitive: set[str] = field(default_factory=set)
-    engine: str = "duckdb"            # what runs the SQL: Spark runs DuckDB-flavoured trees after a rewrite
+    engine: str = "duckdb"            # what runs the SQL (the engine's own objects: compiler/dialect.py's Target)
     base: exp.Table | None = None     # the base counts the engine already holds (made by resolve), if any
     # the engine keeps a release written as repeated rows as the rows with their counts (``__rows``, one per source
     # combination: a released row may be in several), the table a view repeating them, and the checks aggregate the
@@ -131,6 +131,9 @@ class CompileInput:
     counted_rows: bool = False
     types: dict[str, str] = field(default_factory=dict)   # source column → engine type (a mask's cast)
     sdc_prepared: bool = False        # the relation holds the policy's perturbations and whole-column masks
+    # the engine's relation for a taxonomy level map, by its (leaf, value) rows (Spark registers each map once per
+    # release as a view: anon_sql.engines.spark.maps); None: an inline VALUES relation
+    level_map: Callable[[tuple[tuple[str, str], ...]], str] | None = None
 
     @property
     def target(self) -> Target:

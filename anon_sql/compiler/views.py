@@ -120,7 +120,7 @@ def base_counts_step(ci: CompileInput, names: ReleaseNames) -> Statements:
     """A level plan's base counts as a session table, where the target keeps one."""
     if not uses_base_table(ci):
         return []
-    return [(BASE_STATEMENT, base_counts.create(ci.policy, names.source, base_counts.temp_table(names.release),
+    return [(BASE_STATEMENT, base_counts.create_base_table(ci.policy, names.source, base_counts.temp_table(names.release),
                                                    UNIT))]
 
 
@@ -172,7 +172,7 @@ def drop_tuple_maps_step(ci: CompileInput, names: ReleaseNames) -> Statements:
 
 
 def drop_base_step(ci: CompileInput, names: ReleaseNames) -> Statements:
-    return ([("drop base counts", base_counts.drop(base_counts.temp_table(names.release)))]
+    return ([("drop base counts", base_counts.drop_base_table(base_counts.temp_table(names.release)))]
             if uses_base_table(ci) else [])
 
 

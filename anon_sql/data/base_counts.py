@@ -44,13 +44,13 @@ def temp_table(release_name: str) -> exp.Table:
     return exp.Table(this=ident(release_name + SUFFIX), db=ident("main"), catalog=ident("temp"))
 
 
-def create(policy: Any, relation: exp.Expression, table: exp.Table, unit: str | None = None) -> exp.Create:
+def create_base_table(policy: Any, relation: exp.Expression, table: exp.Table, unit: str | None = None) -> exp.Create:
     """``CREATE OR REPLACE TEMP TABLE table AS <query>`` (DuckDB)."""
     return exp.Create(this=table.copy(), kind="TABLE", replace=True, expression=query(policy, relation, unit),
                       properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
 
 
-def drop(table: exp.Table) -> exp.Drop:
+def drop_base_table(table: exp.Table) -> exp.Drop:
     """``DROP TABLE IF EXISTS table``."""
     return exp.Drop(tables=[table.copy()], kind="TABLE", exists=True)
 
@@ -113,7 +113,7 @@ def all_value_counts(con: Any, table: exp.Table, columns: list[str]) -> dict[str
     return out
 
 
-def value_counts(con: Any, table: exp.Table, column: str) -> pd.DataFrame:
+def base_value_counts(con: Any, table: exp.Table, column: str) -> pd.DataFrame:
     """Per-value record counts of one key column (as text, like the taxonomy leaves), read from the base table."""
     v = exp.Cast(this=col(column), to=dtype("VARCHAR"))
     n = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
@@ -129,5 +129,5 @@ def reader(con: Any, policy: Any, table: exp.Table) -> Callable[[str], pd.DataFr
     def counts(column: str) -> pd.DataFrame:
         if not known and column in policy.quasi:
             known.update(all_value_counts(con, table, list(policy.quasi)))
-        return known[column] if column in known else value_counts(con, table, column)
+        return known[column] if column in known else base_value_counts(con, table, column)
     return counts

@@ -14,7 +14,7 @@ def names() -> list[str]:
     return sorted(p.name[:-4] for p in resources.files(_PACKAGE).iterdir() if p.name.endswith(".csv"))
 
 
-def load(name: str) -> Taxonomy | None:
+def load_builtin_taxonomy(name: str) -> Taxonomy | None:
     """A built-in taxonomy by name, or None (a fresh copy each call: parsed and validated once per process)."""
     tax = _parsed(name)
     if tax is None:

@@ -45,7 +45,7 @@ def pseudonyms(key: bytes, values: list[str | None]) -> list[str | None]:
     return out
 
 
-def register(con: duckdb.DuckDBPyConnection, key: bytes) -> str:
+def register_duckdb_pseudonym(con: duckdb.DuckDBPyConnection, key: bytes) -> str:
     """Register ``anon_pseudonym(VARCHAR) -> VARCHAR`` bound to ``key`` on this connection (not persisted)."""
 
     def pseudonym(values: pa.Array) -> pa.Array:

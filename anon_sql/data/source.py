@@ -104,7 +104,7 @@ def _type_label(obj: Any) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
-def register(con: duckdb.DuckDBPyConnection, obj: Any, name: str = INPUT_NAME) -> str:
+def register_input_view(con: duckdb.DuckDBPyConnection, obj: Any, name: str = INPUT_NAME) -> str:
     """Register an in-memory source on the connection as the temporary view ``name`` and return ``name``.
 
     DuckDB scans the object in place (no copy through Python rows). A DuckDB relation of another connection cannot
@@ -138,7 +138,7 @@ def register(con: duckdb.DuckDBPyConnection, obj: Any, name: str = INPUT_NAME) -
 
 
 def unregister(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Drop what :func:`register` or :func:`temporary_table` created under ``name`` (no error when gone)."""
+    """Drop what :func:`register_input_view` or :func:`temporary_table` created under ``name`` (no error when gone)."""
     with contextlib.suppress(duckdb.Error):
         con.unregister(name)
     temp = exp.Table(this=ident(name), db=ident("main"), catalog=ident("temp"))
@@ -166,7 +166,7 @@ def temporary_table(con: duckdb.DuckDBPyConnection, source: Any) -> Iterator[str
                           expression=exp.select("*").from_(file_relation(source)))
         con.execute(render(view))
     else:
-        register(con, source, name)
+        register_input_view(con, source, name)
     try:
         yield name
     finally:
@@ -201,7 +201,7 @@ def resolve_source(con: duckdb.DuckDBPyConnection, source: Any, label: str | Non
         relation = source.copy()
         label = render(source)
     elif not isinstance(source, str):
-        name = register(con, source, label or INPUT_NAME)
+        name = register_input_view(con, source, label or INPUT_NAME)
         relation: exp.Expression = exp.Table(this=ident(name))
         label = name
     elif not source.strip():

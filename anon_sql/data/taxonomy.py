@@ -318,7 +318,7 @@ def top_only(name: str, values: Iterable[Any]) -> Taxonomy:
     return Taxonomy(name, pd.DataFrame({0: texts, 1: TOP}), kind="top", spec={"kind": "top"})
 
 
-def build(name: str, spec: dict[str, Any], values: Iterable[Any] | None = None) -> Taxonomy:
+def build_taxonomy(name: str, spec: dict[str, Any], values: Iterable[Any] | None = None) -> Taxonomy:
     """Build a taxonomy from an inline policy spec such as ``{kind = "interval", widths = [5, 10]}``."""
     kind = spec.get("kind")
     vals = list(values) if values is not None else []

@@ -15,11 +15,12 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
+from anon_sql.catalog import owned_rows
 from anon_sql.common.wording import counted
 from anon_sql.errors import PolicyError, PrivacyRequirementError, SourceError
 
 __all__ = ["Budget", "ensure_ledger", "create_budget", "show_budgets", "drop_budget", "active_budget",
-           "resolve_table", "record_spend", "remaining"]
+           "resolve_table", "record_spend", "remaining", "require_budget_owned"]
 
 # Constant DDL (no user text in it); values always go through parameters or sqlglot literals.
 _DDL = (
@@ -31,7 +32,8 @@ _DDL = (
         epsilon DOUBLE NOT NULL, delta DOUBLE NOT NULL,
         spent_epsilon DOUBLE NOT NULL DEFAULT 0, spent_delta DOUBLE NOT NULL DEFAULT 0,
         queries BIGINT NOT NULL DEFAULT 0,
-        created_at TIMESTAMP NOT NULL DEFAULT current_timestamp, dropped_at TIMESTAMP)""",
+        created_at TIMESTAMP NOT NULL DEFAULT current_timestamp, dropped_at TIMESTAMP,
+        marker VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS anon.privacy_ledger (
         budget_id BIGINT NOT NULL, table_name VARCHAR NOT NULL, query_text VARCHAR NOT NULL,
         epsilon DOUBLE NOT NULL, delta DOUBLE NOT NULL, groups_released BIGINT,
@@ -65,10 +67,53 @@ class Budget:
         return left if left > _SLACK * self.delta else 0.0
 
 
+_PRESENT = ("SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = "
+            "'anon' AND table_name IN ('privacy_budgets', 'privacy_ledger')) + (SELECT count(*) FROM duckdb_sequences() "
+            "WHERE database_name = current_database() AND schema_name = 'anon' AND sequence_name = 'privacy_budget_ids')")
+
+
 def ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the schema, sequence and both tables if missing (idempotent)."""
+    """Create the schema, sequence and both tables if missing (idempotent). One catalog read when they exist: each
+    DP query calls this, and three CREATE … IF NOT EXISTS statements cost more than a small query's answer."""
+    if con.execute(_PRESENT).fetchone()[0] == 3:
+        return
     for statement in _DDL:
         con.execute(statement)
+
+
+def _owned_ledger(con: duckdb.DuckDBPyConnection) -> None:
+    """The ledger with its identity rows ready (inside the writing transaction): a ledger from before markers gets
+    its budgets adopted (:func:`anon_sql.catalog.owned_rows.ready`)."""
+    ensure_ledger(con)
+    owned_rows.ready(con, owned_rows.BUDGETS)
+
+
+def require_budget_owned(con: duckdb.DuckDBPyConnection, budget: Budget, action: str) -> None:
+    """Refuse (:class:`PolicyError`, exit 2) to ``action`` a budget row that anon_sql did not write as it is now
+    (inserted or edited by hand: issue 28.1); inside the transaction."""
+    owned_rows.ready(con, owned_rows.BUDGETS)
+    why = owned_rows.foreign(con, owned_rows.BUDGETS, str(budget.budget_id))
+    if why is not None:
+        raise PolicyError(
+            f"the privacy budget of {budget.table_name} (budget_id {budget.budget_id}) is not one anon_sql created: "
+            f"{why}; anon_sql never {action}s a budget it did not create, so nothing was changed: delete that row "
+            "from anon.privacy_budgets yourself, then CREATE PRIVACY BUDGET again")
+
+
+def _in_transaction(con: duckdb.DuckDBPyConnection, work):
+    """Run ``work()`` in its own transaction (PolicyError when the caller holds one open)."""
+    try:
+        con.begin()
+    except duckdb.TransactionException:
+        raise PolicyError("a privacy budget is changed in its own transaction: COMMIT or ROLLBACK the open one "
+                          "first") from None
+    try:
+        out = work()
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+    return out
 
 
 def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tuple[exp.Table, str]:
@@ -117,9 +162,11 @@ def _row_to_budget(row) -> Budget:
 _BUDGET_COLUMNS = ("budget_id, table_name, privacy_unit, units, epsilon, delta, spent_epsilon, spent_delta, queries")
 
 
-def active_budget(con: duckdb.DuckDBPyConnection, table_name: str) -> Budget | None:
-    """The table's budget that is not dropped (None when there is none); table_name is canonical."""
-    ensure_ledger(con)
+def active_budget(con: duckdb.DuckDBPyConnection, table_name: str, *, ensure: bool = True) -> Budget | None:
+    """The table's budget that is not dropped (None when there is none); table_name is canonical. ensure=False
+    when the caller has just run ensure_ledger."""
+    if ensure:
+        ensure_ledger(con)
     row = con.execute(f"SELECT {_BUDGET_COLUMNS} FROM anon.privacy_budgets "  # constant column list only
                       "WHERE table_name = ? AND dropped_at IS NULL", [table_name]).fetchone()
     return None if row is None else _row_to_budget(row)
@@ -128,7 +175,6 @@ def active_budget(con: duckdb.DuckDBPyConnection, table_name: str) -> Budget | N
 def create_budget(con: duckdb.DuckDBPyConnection, table: str, *, epsilon: float, delta: float,
                   privacy_unit: str) -> Budget:
     """Give a table a total (ε, δ) for DP queries about its units. δ must be in (0, 1/number of units)."""
-    ensure_ledger(con)
     epsilon = _number("epsilon", epsilon)
     delta = _number("delta", delta)
     if epsilon <= 0:
@@ -148,12 +194,19 @@ def create_budget(con: duckdb.DuckDBPyConnection, table: str, *, epsilon: float,
     if not (0 < delta < 1 / units):
         raise PolicyError(f"delta = {delta!r}: must be in (0, 1/units) = (0, {1 / units:.3g}) for the {units} units "
                           f"of {name}; e.g. delta = {_suggest_delta(units):g}")
-    if active_budget(con, name) is not None:
-        raise PolicyError(f"{name} already has a privacy budget: DROP PRIVACY BUDGET ON {name} first "
-                          "(its history stays in anon.privacy_ledger)")
-    con.execute("INSERT INTO anon.privacy_budgets (table_name, privacy_unit, units, epsilon, delta) "
-                "VALUES (?, ?, ?, ?, ?)", [name, unit, units, epsilon, delta])
-    return active_budget(con, name)
+
+    def create() -> Budget:
+        _owned_ledger(con)
+        if active_budget(con, name) is not None:
+            raise PolicyError(f"{name} already has a privacy budget: DROP PRIVACY BUDGET ON {name} first "
+                              "(its history stays in anon.privacy_ledger)")
+        con.execute("INSERT INTO anon.privacy_budgets (table_name, privacy_unit, units, epsilon, delta) "
+                    "VALUES (?, ?, ?, ?, ?)", [name, unit, units, epsilon, delta])
+        budget = active_budget(con, name)
+        owned_rows.mark_row(con, owned_rows.BUDGETS, str(budget.budget_id))
+        return budget
+
+    return _in_transaction(con, create)
 
 
 def _suggest_delta(units: int) -> float:
@@ -172,14 +225,19 @@ def show_budgets(con: duckdb.DuckDBPyConnection, include_dropped: bool = False) 
 
 def drop_budget(con: duckdb.DuckDBPyConnection, table: str) -> Budget:
     """Mark the table's budget dropped (its rows and ledger stay); PrivacyRequirementError when it has none."""
-    ensure_ledger(con)
     _, name = resolve_table(con, table)
-    budget = active_budget(con, name)
-    if budget is None:
-        raise PrivacyRequirementError(f"{name} has no privacy budget to drop (SHOW PRIVACY BUDGETS lists them)")
-    con.execute("UPDATE anon.privacy_budgets SET dropped_at = current_timestamp WHERE budget_id = ?",
-                [budget.budget_id])
-    return budget
+
+    def drop() -> Budget:
+        _owned_ledger(con)
+        budget = active_budget(con, name)
+        if budget is None:
+            raise PrivacyRequirementError(f"{name} has no privacy budget to drop (SHOW PRIVACY BUDGETS lists them)")
+        require_budget_owned(con, budget, "drop")
+        con.execute("UPDATE anon.privacy_budgets SET dropped_at = current_timestamp WHERE budget_id = ?",
+                    [budget.budget_id])
+        return budget
+
+    return _in_transaction(con, drop)
 
 
 def remaining(budget: Budget) -> str:

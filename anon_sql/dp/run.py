@@ -67,19 +67,21 @@ def _statistics(q: DPQuery) -> list[tuple[str, str, Aggregate]]:
 
 
 def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
-    """Row-level work as one query: per (unit, group) totals, at most max_groups_contributed groups per unit (the
-    smallest hash(unit, group, salt)), per-unit values clamped, then one row per group."""
+    """Row-level work as one query: each unit keeps at most max_groups_contributed groups (the smallest
+    hash(unit, group, salt)), its totals per kept group are clamped, then one row per group.
+
+    No window and no aggregate over every (unit, group) pair (bench/bench_dp.py: those were the cost): a GROUP BY
+    unit finds the cut (m = 1: the smallest row hash; m > 1: the m-th smallest distinct one, if any), a semi-join keeps the
+    rows at or below it, and only those are summed per (unit, hash). A bucket holding two groups (a 64-bit hash
+    collision inside one unit) is dropped, so a unit never reaches more than m groups."""
     groups = [exp.alias_(g.copy(), _group(i), quoted=True) for i, g in enumerate(q.group_by)]
     base = exp.select(exp.alias_(_col(unit), _UNIT, quoted=True), *groups).from_(table.copy())
     condition = exp.Not(this=exp.Is(this=_col(unit), expression=exp.Null()))
     if q.where is not None:
         condition = exp.and_(exp.paren(q.where.copy()), condition)
     base = base.where(condition)
-    keys = [_col(_UNIT)] + [_col(_group(i)) for i in range(len(q.group_by))]
-    one_group = bool(q.group_by) and q.max_groups_contributed == 1
-    pair_keys = [_col(_UNIT)] if one_group else keys
-    pair = exp.select(*[k.copy() for k in pair_keys])
-    if one_group:
+    pair = exp.select(_col(_UNIT))
+    if q.group_by:
         pair = pair.select(*[exp.alias_(exp.AnyValue(this=_col(_group(i))), _group(i), quoted=True)
                              for i in range(len(q.group_by))])
     pair = pair.select(exp.alias_(exp.Count(this=exp.Star()), _ROWS, quoted=True))
@@ -90,30 +92,30 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
         base = base.select(exp.alias_(a.argument.copy(), value, quoted=True))
         agg = {"count_column": exp.Count, "sum": exp.Sum, "avg": exp.Avg}[a.kind]
         pair = pair.select(exp.alias_(agg(this=_col(value)), f"__dp_p{i}", quoted=True))
-    order = exp.Anonymous(this="hash", expressions=[k.copy() for k in keys] + [exp.convert(salt)])
-    if one_group:
-        # one group per unit without sorting: each row carries hash(unit, group, salt); a GROUP BY unit finds the
-        # smallest, and only the rows of that (unit, group) are aggregated, per unit (bench/bench_dp.py: the
-        # window over every (unit, group) pair cost twice as much). Two groups of one unit with equal 64-bit
-        # hashes would both be kept and counted as one: still one bounded contribution.
+    if not q.group_by:
+        pair = pair.from_(_subquery(base, "__dp_rows_in")).group_by(_col(_UNIT))
+    else:
         row_hash = exp.Anonymous(this="hash", expressions=[_col(unit)] + [g.copy() for g in q.group_by]
                                  + [exp.convert(salt)])
-        pair = pair.with_("__dp_rows_in", as_=base.select(exp.alias_(row_hash, _HASH, quoted=True)))
-        smallest = (exp.select(exp.alias_(_col(_UNIT), _PICK_UNIT, quoted=True),
-                               exp.alias_(exp.Min(this=_col(_HASH)), _PICK_HASH, quoted=True))
-                    .from_(_table("__dp_rows_in")).group_by(_col(_UNIT)))
-        on = exp.and_(exp.EQ(this=exp.column(_UNIT, "__dp_rows_in", quoted=True), expression=_col(_PICK_UNIT)),
-                      exp.EQ(this=exp.column(_HASH, "__dp_rows_in", quoted=True), expression=_col(_PICK_HASH)))
-        pair = (pair.from_(_table("__dp_rows_in")).join(_subquery(smallest, "__dp_pick"), on=on)
-                .group_by(exp.column(_UNIT, "__dp_rows_in", quoted=True)))
-        pair.set("expressions", [exp.alias_(exp.column(_UNIT, "__dp_rows_in", quoted=True), _UNIT, quoted=True)]
-                 + pair.expressions[1:])
-    else:
-        pair = pair.from_(_subquery(base, "__dp_rows_in")).group_by(*keys)
-        if q.group_by:
-            rank = exp.Window(this=exp.RowNumber(), partition_by=[_col(_UNIT)], order=exp.Order(
-                expressions=[exp.Ordered(this=order)]))
-            pair = pair.qualify(exp.LTE(this=rank, expression=exp.convert(q.max_groups_contributed)))
+        base = base.select(exp.alias_(row_hash, _HASH, quoted=True))
+        m = q.max_groups_contributed
+        # m > 1: the m-th smallest distinct hash (NULL when the unit has fewer groups: it keeps them all); a
+        # sorted list of distinct hashes measured faster than min(DISTINCT h, m) at 10M rows (bench/bench_dp.py)
+        cut = exp.Min(this=_col(_HASH)) if m == 1 else exp.Anonymous(this="list_extract", expressions=[
+            exp.Anonymous(this="list_sort", expressions=[exp.ArrayAgg(this=exp.Distinct(expressions=[_col(_HASH)]))]),
+            exp.convert(m)])
+        pick = (exp.select(exp.alias_(_col(_UNIT), _PICK_UNIT, quoted=True), exp.alias_(cut, _PICK_HASH, quoted=True))
+                .from_(_table("__dp_rows_in")).group_by(_col(_UNIT)))
+        keep = (exp.EQ(this=_col(_HASH), expression=_col(_PICK_HASH)) if m == 1 else exp.or_(
+            exp.Is(this=_col(_PICK_HASH), expression=exp.Null()), exp.LTE(this=_col(_HASH), expression=_col(_PICK_HASH))))
+        on = exp.and_(exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)), keep)
+        one_group = [exp.and_(exp.NullSafeEQ(this=exp.Min(this=_col(_group(i))), expression=exp.Max(this=_col(_group(i)))),
+                              exp.In(this=exp.Count(this=_col(_group(i))),
+                                     expressions=[exp.convert(0), exp.Count(this=exp.Star())]))
+                     for i in range(len(q.group_by))]
+        pair = (pair.with_("__dp_rows_in", as_=base).from_(_table("__dp_rows_in"))
+                .join(_subquery(pick, "__dp_pick"), on=on, join_type="semi")
+                .group_by(_col(_UNIT), _col(_HASH)).having(exp.and_(*one_group)))
     final = exp.select(*[_col(_group(i)) for i in range(len(q.group_by))],
                        exp.alias_(exp.Count(this=exp.Star()), _UNITS, quoted=True))
     for name, kind, a in _statistics(q):
@@ -256,10 +258,11 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
     except duckdb.TransactionException:
         raise PolicyError("a DP query runs in its own transaction: COMMIT or ROLLBACK the open one first") from None
     try:
-        budget = ledger.active_budget(con, name)
+        budget = ledger.active_budget(con, name, ensure=False)
         if budget is None:
             raise PrivacyRequirementError(f"{name} has no privacy budget: CREATE PRIVACY BUDGET ON {name} WITH "
                                           "(epsilon = 1.0, delta = 1e-7, privacy_unit = '<column>') first")
+        ledger.require_budget_owned(con, budget, "charge")   # a budget row written by hand is no budget
         _check_against_budget(q, budget)
         ledger.check_affordable(budget, epsilon, delta)
         sql = build_sql(q, table, budget.privacy_unit, secrets.randbits(62)).sql(dialect="duckdb")

@@ -25,6 +25,8 @@ class Engine(ABC):
 
     name: str = "engine"
     flavor: str = "duckdb"          # the dialect the compiler renders for this engine (see CompileInput.engine)
+    # the engine's relation for a taxonomy level map (CompileInput.level_map); None: an inline VALUES relation
+    level_map: Callable[[tuple[tuple[str, str], ...]], str] | None = None
     where: str = ""                 # how messages say where objects live, e.g. " in the Spark session"
     work_schema: str | None = None  # where the working objects live (None: unqualified, e.g. temporary views)
     transactional: bool = False     # rollback undoes everything (else: cleanup drops what the release created)
@@ -102,7 +104,7 @@ class Engine(ABC):
 
     # -- planning --------------------------------------------------------------------------------------------------
     def prepare(self, models: list) -> None:
-        """Ready the engine for the models' checks (UDFs, the compile flavor)."""
+        """Ready the engine for the models' checks (the UDFs their checks call)."""
 
     def pseudonym_function(self, policy: Policy) -> str | None:
         """Register the keyed hash when an identifier is pseudonymized; its name, else None."""

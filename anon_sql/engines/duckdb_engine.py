@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from ..data import base_counts
 from ..catalog import store as catalog
+from ..catalog.read import forget_installed
 from ..compiler.views import WORK_SCHEMA, ReleaseNames, tuple_map_table
 from ..methods import AssignmentPlan
 from ..policy.model import Policy
@@ -32,6 +33,7 @@ class DuckDBEngine(Engine):
     def __init__(self, con: duckdb.DuckDBPyConnection):
         super().__init__()
         self._con = con
+        self._install = False     # no catalog yet: the release's transaction installs it (issue 28, the crash gap)
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -42,7 +44,7 @@ class DuckDBEngine(Engine):
         return self._con
 
     def exists(self, name: str) -> bool:
-        return relation_exists(self._con, name)
+        return relation_exists(self._con, exp.Table(this=exp.to_identifier(name, quoted=True)))
 
     def claim_name(self, name: str, replace: bool, dry_run: bool) -> bool:
         from ..catalog.ownership import claim_release_name   # never a user's table, whatever replace says
@@ -50,13 +52,16 @@ class DuckDBEngine(Engine):
         return claim_release_name(self._con, name, replace=replace, dry_run=dry_run)
 
     def register_source(self, source: Any, label: str) -> Source:
-        catalog.ensure_installed(self._con)
+        # a database without the catalog gets it inside the release's transaction (begin), so a crash leaves either
+        # no catalog or the catalog with the release; the Python UDFs are registered now, outside any transaction
+        self._install = not catalog.is_installed(self._con)   # (a query first: it completes a pending result)
+        catalog.register_functions(self._con)
         # an in-memory source (DataFrame, Arrow, relation) is registered per release: its views read it by that name
         return resolve_source(self._con, source, label=label)
 
     def base_counts(self, policy: Policy, relation: exp.Expression,
                     table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
-        self._con.execute(render(base_counts.create(policy, relation, table)))
+        self._con.execute(render(base_counts.create_base_table(policy, relation, table)))
         return base_counts.reader(self._con, policy, table)
 
     def pseudonym_function(self, policy: Policy) -> str | None:
@@ -65,7 +70,7 @@ class DuckDBEngine(Engine):
             return None
         from ..data import pseudonym
 
-        return pseudonym.register(self._con, pseudonym.load_key(ids[0].options.get("key_file")))
+        return pseudonym.register_duckdb_pseudonym(self._con, pseudonym.load_key(ids[0].options.get("key_file")))
 
     def create(self, stmt: exp.Create, cache: bool = False, text: str | None = None) -> None:
         self._con.execute(text if text is not None else render(stmt))
@@ -103,14 +108,19 @@ class DuckDBEngine(Engine):
 
     def begin(self) -> None:
         self._con.execute("BEGIN TRANSACTION")
+        if self._install:
+            catalog.install(self._con, inside=True)
 
     def commit(self) -> None:
         self._con.execute("COMMIT")
         self.created.clear()
+        self._install = False
 
     def rollback(self) -> None:
         self._con.execute("ROLLBACK")
         self.created.clear()
+        if self._install:                 # the catalog this release installed is gone with it
+            forget_installed(self._con)
 
     def record(self, rel: Any, plan: Any, source_label: str) -> None:
         catalog.record_release(self._con, rel, source_label, trace=getattr(plan, "trace", None),

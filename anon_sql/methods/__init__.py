@@ -21,7 +21,7 @@ _MODULES = {"iab": "search", "exhaustive": "search", "greedy": "search", "optima
             "local_suppression": "local_suppression"}
 
 
-def register(cls: type[Method]) -> type[Method]:
+def register_method(cls: type[Method]) -> type[Method]:
     """Add a method class to the registry under ``cls.name`` (usable as a decorator)."""
     REGISTRY[cls.name] = cls
     return cls
@@ -61,5 +61,5 @@ def load_all() -> None:
         importlib.import_module(f"{__name__}.{module}")
 
 
-__all__ = ["REGISTRY", "register", "get_method", "method_class", "method_names", "method_parameters", "load_all",
+__all__ = ["REGISTRY", "register_method", "get_method", "method_class", "method_names", "method_parameters", "load_all",
            "Method", "MethodContext", "LevelPlan", "AssignmentPlan", "Plan"]

@@ -27,7 +27,7 @@ from ..models.base import find
 from ..common.sqlbuild import alias, col, render, table as table_ref
 from ..udfs import kernels
 from ..policy.keys import MapOf, any_of, choice, integer, key, number
-from . import register
+from . import register_method
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
 from ..common.columns import is_numeric
 from .local_values import QIColumn, encode_categorical, lca_level
@@ -208,7 +208,7 @@ class AdaptivePlan(AssignmentPlan):
         return out
 
 
-@register
+@register_method
 class Adaptive(Method):
     """Vulnerability- and diversity-aware adaptive generalization (local recoding through taxonomies)."""
 

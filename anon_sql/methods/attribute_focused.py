@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import PolicyError
-from . import register
+from . import register_method
 from .base import AssignmentPlan, MethodContext
-from .fixed_interval import INTERVAL_PARAMETERS, fixed_intervals, interval_params, precision
+from .fixed_interval import INTERVAL_PARAMETERS, fixed_intervals, interval_params, decimal_places
 from .local_values import encode_numeric, format_numbers, load_source
 from .slicing import Slicing, slice_plan, slicing_requirements
 
 
-@register
+@register_method
 class AttributeFocused(Slicing):
     """Fixed-interval numeric QIs + l-diverse slicing: the slicing parameters plus ``intervals`` (default k),
     ``strategy`` ("width" | "frequency") and ``theta``."""
@@ -46,7 +46,7 @@ class AttributeFocused(Slicing):
                 columns.append(c)
                 continue
             b, rel, tables[c.name], merges[c.name] = fixed_intervals(
-                c.x, data.weights, n_int, k, self.strategy, precision(data.types.get(c.name, "DOUBLE")), self.theta)
+                c.x, data.weights, n_int, k, self.strategy, decimal_places(data.types.get(c.name, "DOUBLE")), self.theta)
             labels = format_numbers(np.array([iv["released"] for iv in tables[c.name]], dtype=np.float64))
             text = np.full(len(b), None, dtype=object)
             text[b >= 0] = labels[b[b >= 0]]

@@ -24,7 +24,7 @@ import pandas as pd
 from ..errors import PolicyError
 from ..models import find, group_rules
 from ..policy.keys import choice, integer, key, number
-from . import register
+from . import register_method
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, format_numbers, load_source
 from .mondrian import StatsBuilder, all_ok
@@ -35,7 +35,7 @@ _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "
             "UHUGEINT", "INT")
 
 
-def precision(type_name: str) -> int | None:
+def decimal_places(type_name: str) -> int | None:
     """Decimal places of a column type: 0 for integers, s for DECIMAL(p, s), None (no rounding) for floats."""
     t = type_name.upper().strip()
     if t.split("(")[0] in _INTEGER:
@@ -128,7 +128,7 @@ def interval_params(params: dict[str, Any]) -> tuple[int | None, str, float | No
     return params.get("intervals"), params.get("strategy", INTERVAL_PARAMETERS[1].default), params.get("theta")
 
 
-@register
+@register_method
 class FixedInterval(Method):
     """Fixed-interval recoding of the numeric QIs; ``[method_params] intervals`` (default: k), ``strategy``
     ("width" | "frequency"), ``theta`` (default: one unit of the column's precision)."""
@@ -155,7 +155,7 @@ class FixedInterval(Method):
         codes, values, tables, merges = [], {}, {}, {}
         for c in numeric:
             b, rel, tables[c.name], merges[c.name] = fixed_intervals(c.x, data.weights, n, k, self.strategy,
-                                            precision(data.types.get(c.name, "DOUBLE")), self.theta)
+                                            decimal_places(data.types.get(c.name, "DOUBLE")), self.theta)
             codes.append(b)
             values[c.name] = rel
         interval_codes = np.stack(codes, axis=1)
@@ -295,5 +295,5 @@ def categorical_levels(interval_codes: np.ndarray, numeric: list[QIColumn], cate
     return levels
 
 
-__all__ = ["FixedInterval", "STRATEGIES", "categorical_levels", "fixed_intervals", "merge_small", "precision",
+__all__ = ["FixedInterval", "STRATEGIES", "categorical_levels", "fixed_intervals", "merge_small", "decimal_places",
            "published_intervals", "raw_intervals"]

@@ -14,7 +14,7 @@ from ..errors import PolicyError
 from ..models import find
 from ..policy.keys import MapOf, key, number
 from ..sdc.local_suppression import local_suppression
-from . import register
+from . import register_method
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 
 WILDCARD = "*"
@@ -41,7 +41,7 @@ def wildcard_model(policy: Any, models: list) -> Any:
     return model
 
 
-@register
+@register_method
 class LocalSuppression(Method):
     """Suppress the fewest cells (the least important quasi-identifiers first) until k-anonymity with wildcards."""
 

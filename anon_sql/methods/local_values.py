@@ -146,7 +146,7 @@ def encode_categorical(name: str, values: Any, taxonomy: Taxonomy | None = None)
                     total_leaves=int(len(levels)))
 
 
-def encode(frame: pd.DataFrame | pa.Table, quasi: Sequence[str], taxonomies: Mapping[str, Taxonomy],
+def encode_qi_frame(frame: pd.DataFrame | pa.Table, quasi: Sequence[str], taxonomies: Mapping[str, Taxonomy],
            numeric: Iterable[str] | None = None) -> list[QIColumn]:
     """Encode the QI columns of a frame; numeric columns are those listed (default: numeric dtypes)."""
     if isinstance(frame, pa.Table):
@@ -214,7 +214,7 @@ def class_values(ec: np.ndarray, columns: Sequence[QIColumn]) -> pd.DataFrame:
 def local_values(frame: pd.DataFrame, ec: np.ndarray | Sequence[int], quasi: Sequence[str],
                  taxonomies: Mapping[str, Taxonomy], numeric: Iterable[str] | None = None) -> pd.DataFrame:
     """Released values of each class for the rows of ``frame`` assigned to classes ``ec`` (see module docstring)."""
-    return class_values(np.asarray(ec), encode(frame, quasi, taxonomies, numeric))
+    return class_values(np.asarray(ec), encode_qi_frame(frame, quasi, taxonomies, numeric))
 
 
 def parse_range(label: str | None) -> tuple[float, float] | None:
@@ -279,7 +279,7 @@ def _qi_items(policy: Any, types: Mapping[str, str], source: str | None = None
 def _source_data(table: pa.Table, policy: Any, ctx: MethodContext, types: dict[str, str], numeric: list[str],
                  rows: np.ndarray | None) -> SourceData:
     quasi = table.select([f"q{i}" for i in range(len(policy.quasi))]).rename_columns(list(policy.quasi))
-    columns = encode(quasi, policy.quasi, ctx.taxonomies, numeric)
+    columns = encode_qi_frame(quasi, policy.quasi, ctx.taxonomies, numeric)
     weights = (np.nan_to_num(np.asarray(table.column("w").to_numpy(zero_copy_only=False), dtype=np.float64))
                if "w" in table.column_names else np.ones(table.num_rows, dtype=np.float64))
     sens, sens_values = {}, {}
@@ -378,6 +378,6 @@ def assign_rows(ctx: MethodContext, tuples: pa.Table) -> pd.DataFrame:
     return pd.DataFrame({ROW_ID: out.column(ROW_ID).to_numpy(), "ec_id": out.column("ec_id").to_numpy()})
 
 
-__all__ = ["QIColumn", "SourceData", "assign_rows", "class_values", "encode", "encode_categorical",
+__all__ = ["QIColumn", "SourceData", "assign_rows", "class_values", "encode_qi_frame", "encode_categorical",
            "encode_numeric", "lca_level", "load_combinations", "load_source", "local_values", "parse_range",
            "segment_lca", "tuple_casts", "tuple_classes"]

@@ -21,7 +21,7 @@ from ..models import ClassStats, PrivacyModel, SensitiveCounts
 from ..common.progress import Progress
 from ..policy.keys import choice, key
 from ..udfs.utility import ncp_categorical, ncp_numeric
-from . import register
+from . import register_method
 from .base import AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, class_values, load_combinations, segment_lca, tuple_classes
 from .population_points import PopulationPoints, population_points
@@ -264,7 +264,7 @@ def check_root(models: Sequence[PrivacyModel], stats: StatsBuilder) -> None:
         )
 
 
-@register
+@register_method
 class Mondrian(Method):
     """Strict multidimensional Mondrian local recoding; ``[method_params] categorical_width`` = "leaves" (default),
     "distinct" or "mixed" chooses how a categorical QI's width is measured (:func:`_widths`)."""

@@ -17,7 +17,7 @@ from ..errors import PolicyError, PrivacyRequirementError
 from ..policy.objectives import OBJECTIVES, measure_key
 from ..common.progress import Progress
 from ..policy.keys import Boolean, Choice, integer, key
-from . import register
+from . import register_method
 from .base import LevelPlan, Method, MethodContext
 
 if TYPE_CHECKING:   # the lattice (numpy, pyarrow) loads when a search runs: validating a policy must not pay for it
@@ -145,7 +145,7 @@ def no_feasible_message(lattice: Lattice, ctx: MethodContext, complete: bool = T
     return f"release {policy.name!r}: {found}; at the top of every taxonomy {what}; {hint}"
 
 
-@register
+@register_method
 class IAB(_LatticeSearch):
     """Intelligent Anonymity Balance (seed 000, Algorithm 1): best-first on distinct rows, pruned by monotonicity."""
 
@@ -201,7 +201,7 @@ class IAB(_LatticeSearch):
         return self._result(lat, best, trace, t0, ctx, generated=len(generated) - 1, expanded=expanded)
 
 
-@register
+@register_method
 class Exhaustive(_LatticeSearch):
     """Evaluate every node of the lattice (seed 000, method 1): the correctness oracle of the other searches."""
 
@@ -225,7 +225,7 @@ class Exhaustive(_LatticeSearch):
         return self._result(lat, best, trace, t0, ctx, generated=lat.size - 1, expanded=0)
 
 
-@register
+@register_method
 class Greedy(_LatticeSearch):
     """From the root, move to the child with the fewest violating rows until the table is feasible (seed 000)."""
 
@@ -256,7 +256,7 @@ class Greedy(_LatticeSearch):
         return self._result(lat, cur, trace, t0, ctx, generated=len(generated) - 1, expanded=expanded)
 
 
-@register
+@register_method
 class Optimal(_LatticeSearch):
     """Globally optimal full-domain search for large lattices (after ARX's Flash): binary search on chains with
     predictive tagging where feasibility is monotone, plus lower-bound pruning by the objective.

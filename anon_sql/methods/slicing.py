@@ -27,7 +27,7 @@ from ..models.slicing import PAIR
 from ..common.sqlbuild import alias, col, lit, render, table as table_ref
 from ..udfs.slicing import slicing_max_p
 from ..policy.keys import Boolean, ListOf, Text, any_of, choice, integer, key
-from . import register
+from . import register_method
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, SourceData, load_source
 from .mondrian import StatsBuilder, partition
@@ -504,7 +504,7 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
                           value_intervals=intervals or None)
 
 
-@register
+@register_method
 class Slicing(Method):
     """l-diverse slicing: ``[method_params] columns`` (c, default 2), ``sensitive_column_size`` (α, default 2),
     ``sensitive_column`` ("alpha" default | "pam"), ``bins`` (φ² discretization, default 10), ``invalid_tuples``

@@ -36,7 +36,7 @@ from ..common.progress import Progress
 from ..policy.keys import Text, choice, integer, key
 from ..udfs import kernels
 from ..udfs.utility import discernibility
-from . import register
+from . import register_method
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext, single_record_sensitive
 from .local_values import SourceData, class_values, load_source
 from .mondrian import StatsBuilder, partition
@@ -57,7 +57,7 @@ def variances(counts: np.ndarray) -> np.ndarray:
     return kernels.theta_variance_segments(counts.ravel(), np.repeat(np.arange(r), v), r)
 
 
-def theta_ok(counts: np.ndarray, mu: float) -> np.ndarray:
+def theta_ok_rows(counts: np.ndarray, mu: float) -> np.ndarray:
     """σ² >= θ(m) for every row of a class × value count matrix (the θ kernel, tolerance included)."""
     r, v = counts.shape
     return kernels.theta_ok_segments(counts.ravel(), np.repeat(np.arange(r), v), r, mu)
@@ -154,7 +154,7 @@ def swaps_needed(counts: np.ndarray, mu: float) -> np.ndarray:
         owner.append(live)
     rows_all, owner_all = np.vstack(rows), np.concatenate(owner)
     step_all = np.concatenate([np.full(len(o), j + 1) for j, o in enumerate(owner)])
-    passing = theta_ok(rows_all, mu)
+    passing = theta_ok_rows(rows_all, mu)
     need[:] = steps
     hit = np.flatnonzero(passing)
     np.minimum.at(need, owner_all[hit], step_all[hit])
@@ -173,7 +173,7 @@ def noise_needed(counts: np.ndarray, mu: float, allowed: np.ndarray) -> np.ndarr
         return need
     j = np.arange(len(owner)) - np.repeat(np.cumsum(absent) - absent, absent) + 1   # 1..absent per class
     trials = np.hstack([counts[owner], (np.arange(nv)[None, :] < j[:, None]).astype(counts.dtype)])
-    hit = np.flatnonzero(theta_ok(trials, mu))
+    hit = np.flatnonzero(theta_ok_rows(trials, mu))
     best = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(best, owner[hit], j[hit])
     found = best < np.iinfo(np.int64).max
@@ -295,11 +295,11 @@ def swap_phase(C: np.ndarray, mu: float, window: int, ok: np.ndarray, allowed: n
         cand = C[p].copy()
         cand[ms_p] -= 1
         cand[ms_n] += 1
-        if not theta_ok(cand[None, :], mu)[0]:
+        if not theta_ok_rows(cand[None, :], mu)[0]:
             break
         _swap(C, c, p, ms_n, ms_p)
         swaps += 1
-        ok[[c, p]] = theta_ok(C[[c, p]], mu)
+        ok[[c, p]] = theta_ok_rows(C[[c, p]], mu)
     dirty = np.zeros(n, dtype=bool)
     failing = np.flatnonzero(~ok)
     misses = 0
@@ -373,7 +373,7 @@ def theta_anonymize(values: np.ndarray, n_values: int, k: int, mu: float, window
                           "swap phase; use a larger k or coarsen the sensitive attribute")
     before = np.bincount(cls0 * n_values + values, minlength=n_classes * n_values).reshape(n_classes, n_values)
     C = before.copy()
-    ok = theta_ok(C, mu)
+    ok = theta_ok_rows(C, mu)
     below = int((~ok).sum())
     rng = np.random.default_rng(seed)
     weights = (np.bincount(values, minlength=n_values).astype(float) if noise_weights is None
@@ -456,7 +456,7 @@ def min_distinct(k: int, mu: float, n_values: int) -> int:
     for d in range(1, top + 1):
         rows[d - 1, 0] = k - d + 1
         rows[d - 1, 1:d] = 1
-    good = np.flatnonzero(theta_ok(rows, mu))
+    good = np.flatnonzero(theta_ok_rows(rows, mu))
     return int(good[0]) + 1 if len(good) else top
 
 
@@ -571,7 +571,7 @@ def class_order(data: SourceData, k: int, order: str, sa: str,
     return out
 
 
-@register
+@register_method
 class ThetaSensitive(Method):
     """θ-sensitive k-anonymity; ``[method_params]`` window (int, 256), order ("mondrian" | "sorted"), noise_flag."""
 
@@ -731,4 +731,4 @@ class ThetaSensitive(Method):
 
 __all__ = ["ThetaResult", "ThetaSensitive", "capacity", "class_order", "deal_classes",
            "max_excess", "min_distinct", "noise_needed",
-           "noise_phase", "realize_moves", "swap_phase", "swaps_needed", "theta_anonymize", "theta_ok", "variances"]
+           "noise_phase", "realize_moves", "swap_phase", "swaps_needed", "theta_anonymize", "theta_ok_rows", "variances"]

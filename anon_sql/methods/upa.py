@@ -28,7 +28,7 @@ from ..errors import PolicyError
 from ..models import PrivacyModel, find, group_rules
 from ..udfs.utility import ncp_categorical, ncp_numeric
 from ..policy.keys import ListOf, Text, any_of, choice, integer, key, number
-from . import register
+from . import register_method
 from .base import ROW_ID, AssignmentPlan, Method, MethodContext
 from .local_values import QIColumn, class_values, load_source
 from .mondrian import StatsBuilder, all_ok, check_root
@@ -134,7 +134,7 @@ class Summary:
         return Summary(np.minimum(self.lo, other.lo), np.maximum(self.hi, other.hi))
 
 
-def summarize(columns: Sequence[QIColumn], rows: np.ndarray, starts: np.ndarray) -> list[Summary]:
+def summarize_segments(columns: Sequence[QIColumn], rows: np.ndarray, starts: np.ndarray) -> list[Summary]:
     """Per attribute, the summary of each segment of ``rows`` (rows grouped contiguously, ``starts`` offsets)."""
     out = []
     for c in columns:
@@ -150,7 +150,7 @@ def summarize(columns: Sequence[QIColumn], rows: np.ndarray, starts: np.ndarray)
     return out
 
 
-def ncp(columns: Sequence[QIColumn], summaries: Sequence[Summary], spans: Sequence[float] | None = None) -> np.ndarray:
+def ncp_penalties(columns: Sequence[QIColumn], summaries: Sequence[Summary], spans: Sequence[float] | None = None) -> np.ndarray:
     """Normalized certainty penalty per class and attribute (classes × attributes): numeric (max − min) / global range
     (1 when NULL and non-NULL mix, as the class is then released as ``*``); categorical (leaves under the LCA − 1) /
     (leaves − 1). ``spans``: the global ranges, when already known."""
@@ -186,10 +186,10 @@ def merge_failing(cls: np.ndarray, columns: Sequence[QIColumn], weights: np.ndar
     cls = np.unique(cls, return_inverse=True)[1].reshape(-1).astype(np.int64)   # 0..m−1, none empty
     rows, _, starts = _segments(cls)
     m = int(cls.max()) + 1
-    summ = summarize(columns, rows, starts)
+    summ = summarize_segments(columns, rows, starts)
     size = np.bincount(cls, weights=weights, minlength=m)
     spans = [c.span for c in columns]
-    total = size * ncp(columns, summ, spans).sum(axis=1)
+    total = size * ncp_penalties(columns, summ, spans).sum(axis=1)
     ok = all_ok(models, stats.build(np.arange(len(cls)), cls, m))
     alive = np.ones(m, dtype=bool)
     merges = 0
@@ -201,7 +201,7 @@ def merge_failing(cls: np.ndarray, columns: Sequence[QIColumn], weights: np.ndar
         idx = np.flatnonzero(alive)
         idx = idx[idx != g]
         union = [s.take(idx).union(s.take(np.full(len(idx), g))) for s in summ]
-        grown = (size[idx] + size[g]) * ncp(columns, union, spans).sum(axis=1)
+        grown = (size[idx] + size[g]) * ncp_penalties(columns, union, spans).sum(axis=1)
         best = int(idx[np.argmin(grown - total[idx] - total[g])])
         for j, s in enumerate(summ):
             u = union[j].take(np.flatnonzero(idx == best))
@@ -210,7 +210,7 @@ def merge_failing(cls: np.ndarray, columns: Sequence[QIColumn], weights: np.ndar
                 s.nul[best], s.val[best] = u.nul[0], u.val[0]
         cls[cls == g] = best
         size[best] += size[g]
-        total[best] = size[best] * ncp(columns, [s.take([best]) for s in summ], spans).sum()
+        total[best] = size[best] * ncp_penalties(columns, [s.take([best]) for s in summ], spans).sum()
         alive[g] = False
         members = np.flatnonzero(cls == best)
         ok[best] = all_ok(models, stats.build(members, np.zeros(len(members), dtype=np.int64), 1))[0]
@@ -241,7 +241,7 @@ def split_large(cls: np.ndarray, columns: Sequence[QIColumn], weights: np.ndarra
         starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
         ids = c[starts]
         seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(rows)]))
-        attr = np.argmax(ncp(columns, summarize(columns, rows, starts), spans), axis=1)
+        attr = np.argmax(ncp_penalties(columns, summarize_segments(columns, rows, starts), spans), axis=1)
         key = np.empty(len(rows), dtype=np.int64)
         for j in np.unique(attr):
             on = attr[seg] == j
@@ -306,7 +306,7 @@ def _jsonable(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-@register
+@register_method
 class UPA(Method):
     """Clustering-based k-anonymization with optional KTFS attribute selection (see the module docstring)."""
 
@@ -435,5 +435,5 @@ def _silhouette(X: np.ndarray, labels: np.ndarray, seed: int) -> float | None:
     return float(silhouette_score(X, labels, sample_size=sample, random_state=seed))
 
 
-__all__ = ["UPA", "features", "kmeans_parallel", "lloyd", "merge_failing", "ncp", "refine_unique_only",
-           "split_large", "summarize"]
+__all__ = ["UPA", "features", "kmeans_parallel", "lloyd", "merge_failing", "ncp_penalties", "refine_unique_only",
+           "split_large", "summarize_segments"]

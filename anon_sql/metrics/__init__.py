@@ -74,7 +74,7 @@ def attach(con, rel, taxonomies, src) -> None:
     rel.info.setdefault("metric_directions", {}).update({k: direction(k) for k in values})
 
 
-def table() -> "Any":
+def metrics_table() -> "Any":
     """The registry as a DataFrame: metric, family, direction, needs, formula."""
     import pandas as pd
 
@@ -91,4 +91,4 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["compute", "evaluate", "attach", "REGISTRY", "Metric", "ReleaseData", "DEFAULT", "direction", "table"]
+__all__ = ["compute", "evaluate", "attach", "REGISTRY", "Metric", "ReleaseData", "DEFAULT", "direction", "metrics_table"]

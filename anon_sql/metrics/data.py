@@ -125,7 +125,7 @@ class ReleaseData:
             raise SourceError("this database has no anon catalog, so no release to measure; create one with "
                               "anon_sql.release(...) or `anon-sql release POLICY --db FILE`")
         rows = con.execute(_catalog_row_sql(), [name]).fetchall()
-        if not rows or not relation_exists(con, name):
+        if not rows or not relation_exists(con, exp.Table(this=ident(name))):
             known = [r[0] for r in con.execute(render(
                 exp.select("release").distinct().from_(exp.Table(this=ident("releases"), db=ident("anon")))
                 .where(exp.EQ(this=col("status"), expression=lit("released"))))).fetchall()]

@@ -17,7 +17,7 @@ from sqlglot import exp
 from ..errors import PolicyError
 from ..common.sqlbuild import col, lit
 from .data import ReleaseData, varchar
-from .registry import register
+from .registry import register_metric
 from .values import Domain
 
 DEFAULT_QUERIES = 1000
@@ -142,7 +142,7 @@ def query_error_table(d: ReleaseData) -> pd.DataFrame:
                          "skipped": g["error"].apply(lambda s: int(s.isna().sum()))}).reset_index()
 
 
-@register("query_error", "query", "mean over a seeded workload of COUNT(*) queries of |est − true| / true "
+@register_metric("query_error", "query", "mean over a seeded workload of COUNT(*) queries of |est − true| / true "
           "(queries with true = 0 skipped and counted: query_skipped; also query_error_median)", "lower",
           needs="release+source", reads=("tuples",))
 def query_error(d: ReleaseData) -> dict[str, float]:

@@ -33,7 +33,7 @@ class Metric:
 REGISTRY: dict[str, Metric] = {}
 
 
-def register(name: str, family: str, formula: str, direction: str, needs: str = "release",
+def register_metric(name: str, family: str, formula: str, direction: str, needs: str = "release",
              reads: tuple[str, ...] = ()):
     """Decorator: add a metric function to :data:`REGISTRY` under ``name``."""
     if any(r not in READS for r in reads):

@@ -12,32 +12,32 @@ from ..udfs import kernels
 from ..common.columns import is_numeric
 from .data import ReleaseData
 from . import sizes
-from .registry import register
+from .registry import register_metric
 
 NAN = float("nan")
 
 
-@register("k", "risk", "min_EC |EC|", "higher")
+@register_metric("k", "risk", "min_EC |EC|", "higher")
 def k_achieved(d: ReleaseData) -> float:
-    return sizes.k_achieved(d.class_sizes)
+    return sizes.k_from_sizes(d.class_sizes)
 
 
-@register("records_at_risk", "risk", "Σ |EC| over ECs with |EC| < threshold (default: the policy's k)", "lower")
+@register_metric("records_at_risk", "risk", "Σ |EC| over ECs with |EC| < threshold (default: the policy's k)", "lower")
 def records_at_risk(d: ReleaseData) -> float:
-    return sizes.records_at_risk(d.class_sizes, d.params.get("risk_threshold", d.k))
+    return sizes.at_risk_from_sizes(d.class_sizes, d.params.get("risk_threshold", d.k))
 
 
-@register("prosecutor_risk_max", "risk", "max_EC 1/|EC|", "lower")
+@register_metric("prosecutor_risk_max", "risk", "max_EC 1/|EC|", "lower")
 def prosecutor_risk_max(d: ReleaseData) -> float:
-    return sizes.prosecutor_risk_max(d.class_sizes)
+    return sizes.prosecutor_max_from_sizes(d.class_sizes)
 
 
-@register("prosecutor_risk_avg", "risk", "#EC / N", "lower")
+@register_metric("prosecutor_risk_avg", "risk", "#EC / N", "lower")
 def prosecutor_risk_avg(d: ReleaseData) -> float:
-    return sizes.prosecutor_risk_avg(len(d.class_sizes), d.class_sizes.sum())
+    return sizes.prosecutor_avg_from_sizes(len(d.class_sizes), d.class_sizes.sum())
 
 
-@register("sample_uniques", "risk", "#{EC : |EC| = 1} / N", "lower")
+@register_metric("sample_uniques", "risk", "#{EC : |EC| = 1} / N", "lower")
 def sample_uniques(d: ReleaseData) -> float:
     n = d.class_sizes.sum()
     return float((d.class_sizes == 1).sum() / n) if n else NAN
@@ -60,12 +60,12 @@ def _per_attribute(d: ReleaseData, name: str, measure, worst) -> dict[str, float
     return out
 
 
-@register("l_distinct", "risk", "min_EC #distinct S values", "higher", reads=("sensitive",))
+@register_metric("l_distinct", "risk", "min_EC #distinct S values", "higher", reads=("sensitive",))
 def l_distinct(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "l_distinct", lambda sa, sc, st, _: DistinctLDiversity(sa, 1).measure(st), np.min)
 
 
-@register("l_entropy", "risk", "min_EC exp(−Σ p_s ln p_s)", "higher", reads=("sensitive",))
+@register_metric("l_entropy", "risk", "min_EC exp(−Σ p_s ln p_s)", "higher", reads=("sensitive",))
 def l_entropy(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "l_entropy", lambda sa, sc, st, _: EntropyLDiversity(sa, 1).measure(st), np.min)
 
@@ -75,7 +75,7 @@ def _recursive_l(d: ReleaseData) -> int:
     return int(d.params.get("recursive_l", ld.get("l", 2) if ld.get("kind") == "recursive" else 2))
 
 
-@register("l_recursive", "risk", "max_EC r_1 / (r_l + r_{l+1} + …): the smallest c the release meets "
+@register_metric("l_recursive", "risk", "max_EC r_1 / (r_l + r_{l+1} + …): the smallest c the release meets "
           "(c must exceed it; l from the policy, else 2; inf when a class has fewer than l values)", "lower",
           reads=("sensitive",))
 def l_recursive(d: ReleaseData) -> dict[str, float]:
@@ -98,24 +98,24 @@ def t_distance(d: ReleaseData, sa: str) -> str:
     return dist
 
 
-@register("t_closeness", "risk", "max_EC EMD(P_EC, P_T): equal distance ½ Σ |p_i − q_i|, ordered for numeric S",
+@register_metric("t_closeness", "risk", "max_EC EMD(P_EC, P_T): equal distance ½ Σ |p_i − q_i|, ordered for numeric S",
           "lower", reads=("sensitive",))
 def t_closeness(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "t_closeness",
                           lambda sa, sc, st, _: TCloseness(sa, 1.0, t_distance(d, sa)).measure(st), np.max)
 
 
-@register("simpson_d", "risk", "min_EC D, D = 1 / Σ p²", "higher", reads=("sensitive",))
+@register_metric("simpson_d", "risk", "min_EC D, D = 1 / Σ p²", "higher", reads=("sensitive",))
 def simpson_d(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "simpson_d", lambda sa, sc, st, _: SimpsonDiversity(sa).values(st)[0], np.min)
 
 
-@register("simpson_e", "risk", "min_EC E, E = D / #distinct", "higher", reads=("sensitive",))
+@register_metric("simpson_e", "risk", "min_EC E, E = D / #distinct", "higher", reads=("sensitive",))
 def simpson_e(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "simpson_e", lambda sa, sc, st, _: SimpsonDiversity(sa).values(st)[1], np.min)
 
 
-@register("theta", "risk", "min_EC σ²(EC) / σ²_full(|EC|), σ²_full(m) = (m² − 1)/12: the largest μ every "
+@register_metric("theta", "risk", "min_EC σ²(EC) / σ²_full(|EC|), σ²_full(m) = (m² − 1)/12: the largest μ every "
           "class meets (classes of one record skipped)", "higher", reads=("sensitive",))
 def theta(d: ReleaseData) -> dict[str, float]:
     def measure(sa, sc, stats, _):
@@ -128,13 +128,13 @@ def theta(d: ReleaseData) -> dict[str, float]:
     return _per_attribute(d, "theta", measure, np.min)
 
 
-@register("noise_records", "risk", "dummy records a method added (θ-sensitivity), from the catalog", "info")
+@register_metric("noise_records", "risk", "dummy records a method added (θ-sensitivity), from the catalog", "info")
 def noise_records(d: ReleaseData) -> float:
     return float(d.noise)
 
 
 # -- re-identification and leakage (need the source) --------------------------------------------------------------
-@register("reid_probability", "risk", "attacker knowing QI subset A (parameter reid_quasi, default all QIs): per "
+@register_metric("reid_probability", "risk", "attacker knowing QI subset A (parameter reid_quasi, default all QIs): per "
           "original record 1/#{released records covering it on A} (0 when none); mean over records "
           "(+ reid_probability_std)", "lower", needs="release+source", reads=("tuples",))
 def reid_probability(d: ReleaseData) -> dict[str, float]:
@@ -165,13 +165,13 @@ def leakage_table(d: ReleaseData) -> pd.DataFrame:
     return d.cache["leakage"]
 
 
-@register("leakage_pre", "risk", "mean over QIs of the normalized entropy leakage ΔS/S_0 of the source (seed 000)",
+@register_metric("leakage_pre", "risk", "mean over QIs of the normalized entropy leakage ΔS/S_0 of the source (seed 000)",
           "info", needs="release+source")
 def leakage_pre(d: ReleaseData) -> float:
     return float(leakage_table(d)["normalized_before"].mean())
 
 
-@register("leakage_post", "risk", "mean over QIs of the normalized entropy leakage ΔS/S_0 of the release "
+@register_metric("leakage_post", "risk", "mean over QIs of the normalized entropy leakage ΔS/S_0 of the release "
           "(seed 000; must not exceed leakage_pre)", "lower", needs="release+source")
 def leakage_post(d: ReleaseData) -> float:
     return float(leakage_table(d)["normalized_after"].mean())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..udfs.utility import cavg, discernibility
+from ..udfs.utility import cavg_formula, discernibility
 
 NAN = float("nan")
 
@@ -18,24 +18,24 @@ def nonempty(sizes: np.ndarray) -> np.ndarray:
     return sizes if len(sizes) else np.zeros(1)
 
 
-def k_achieved(sizes: np.ndarray) -> float:
+def k_from_sizes(sizes: np.ndarray) -> float:
     """min_EC |EC|."""
     return float(nonempty(sizes).min())
 
 
-def records_at_risk(sizes: np.ndarray, threshold: float) -> float:
+def at_risk_from_sizes(sizes: np.ndarray, threshold: float) -> float:
     """Σ |EC| over the classes smaller than ``threshold``."""
     s = nonempty(sizes)
     return float(s[s < threshold].sum())
 
 
-def prosecutor_risk_max(sizes: np.ndarray) -> float:
+def prosecutor_max_from_sizes(sizes: np.ndarray) -> float:
     """max_EC 1/|EC| (1 when the smallest class is empty)."""
     m = nonempty(sizes).min()
     return float(1.0 / m) if m > 0 else 1.0
 
 
-def prosecutor_risk_avg(classes: int, released: float, empty: float = NAN) -> float:
+def prosecutor_avg_from_sizes(classes: int, released: float, empty: float = NAN) -> float:
     """#EC / N over the released records."""
     return float(classes / released) if released else empty
 
@@ -45,14 +45,14 @@ def builtin(sizes: np.ndarray, records_in: int, released: int, suppressed: int, 
     s = nonempty(sizes)
     classes = len(sizes)
     return {
-        "k": k_achieved(sizes),
+        "k": k_from_sizes(sizes),
         "classes": float(classes),
         "avg_class_size": float(s.mean()),
-        "records_at_risk": records_at_risk(sizes, k),
-        "prosecutor_risk_max": prosecutor_risk_max(sizes),
-        "prosecutor_risk_avg": prosecutor_risk_avg(classes, released, empty=0.0),
+        "records_at_risk": at_risk_from_sizes(sizes, k),
+        "prosecutor_risk_max": prosecutor_max_from_sizes(sizes),
+        "prosecutor_risk_avg": prosecutor_avg_from_sizes(classes, released, empty=0.0),
         "suppressed_fraction": float(suppressed / records_in) if records_in else 0.0,
         # (N / #EC) / k over the released rows, noise included — the class sizes DCP squares
-        "cavg": cavg(released, max(classes, 1), k),
+        "cavg": cavg_formula(released, max(classes, 1), k),
         "discernibility": discernibility(s, records_in, suppressed),
     }

@@ -8,8 +8,8 @@ import numpy as np
 
 from ..errors import PolicyError
 from .data import ReleaseData
-from ..udfs.utility import cavg as cavg_formula, discernibility
-from .registry import register
+from ..udfs.utility import cavg_formula, discernibility
+from .registry import register_metric
 
 NAN = float("nan")
 CLUSTERING_METHODS = ("upa", "cluster", "clustering", "kmeans", "adaptive")
@@ -41,7 +41,7 @@ def record_average(d: ReleaseData, attr: str, weights: np.ndarray | None = None)
     return float((per_qi * w).sum()), per_qi
 
 
-@register("ncp", "utility", "Σ_r Σ_q NCP(r, q) / (N·|Q|); numeric: (hi − lo)/(max_T − min_T), categorical: "
+@register_metric("ncp", "utility", "Σ_r Σ_q NCP(r, q) / (N·|Q|); numeric: (hi − lo)/(max_T − min_T), categorical: "
           "(|leaves(v)| − 1)/(|leaves(q)| − 1); suppressed = 1; optional weights per QI (+ ncp__<qi>)", "lower",
           needs="release+source")
 def ncp(d: ReleaseData) -> dict[str, float]:
@@ -50,24 +50,24 @@ def ncp(d: ReleaseData) -> dict[str, float]:
     return {"ncp": value, **{f"ncp__{q}": float(v) for q, v in zip(d.quasi, per_qi)}}
 
 
-@register("loss", "utility", "ARX's Loss / GenILoss: NCP with taxonomy leaf counts for every QI, "
+@register_metric("loss", "utility", "ARX's Loss / GenILoss: NCP with taxonomy leaf counts for every QI, "
           "(|leaves(v)| − 1)/(|leaves(q)| − 1)", "lower", needs="release+source")
 def loss(d: ReleaseData) -> float:
     return record_average(d, "loss")[0]
 
 
-@register("precision", "utility", "1 − Σ_r Σ_q (level / height_q) / (N·|Q|) (Sweeney); a [lo-hi] range outside "
+@register_metric("precision", "utility", "1 − Σ_r Σ_q (level / height_q) / (N·|Q|) (Sweeney); a [lo-hi] range outside "
           "a taxonomy counts its normalized width", "higher", needs="release+source")
 def precision(d: ReleaseData) -> float:
     return 1.0 - record_average(d, "level")[0]
 
 
-@register("dcp", "utility", "Σ_EC |EC|² + N_in · #suppressed (discernibility with suppression penalty)", "lower")
+@register_metric("dcp", "utility", "Σ_EC |EC|² + N_in · #suppressed (discernibility with suppression penalty)", "lower")
 def dcp(d: ReleaseData) -> float:
     return discernibility(d.class_sizes, d.records_in, d.suppressed)
 
 
-@register("cavg", "utility", "(N / #EC) / k; 1 is optimal", "lower")
+@register_metric("cavg", "utility", "(N / #EC) / k; 1 is optimal", "lower")
 def cavg(d: ReleaseData) -> float:
     return cavg_formula(d.released_records, len(d.class_sizes), d.k)
 
@@ -111,20 +111,20 @@ def _forest_iv(d: ReleaseData) -> np.ndarray:
     return iv / iv.sum() if iv.sum() > 0 else np.full(len(d.quasi), 1.0 / len(d.quasi))
 
 
-@register("dm_iv", "utility", "(1/N) Σ_r Σ_q (level_{r,q} / height_q) · IV_q, Σ IV = 1 (seed 002)", "lower",
+@register_metric("dm_iv", "utility", "(1/N) Σ_r Σ_q (level_{r,q} / height_q) · IV_q, Σ IV = 1 (seed 002)", "lower",
           needs="release+source")
 def dm_iv(d: ReleaseData) -> float:
     return record_average(d, "level", iv_weights(d))[0]
 
 
-@register("coverage_iv", "utility", "(1/N) Σ_r Σ_q IV_q · (coverage(v) − 1)/(base(T_q) − 1) (seed 002)", "lower",
+@register_metric("coverage_iv", "utility", "(1/N) Σ_r Σ_q IV_q · (coverage(v) − 1)/(base(T_q) − 1) (seed 002)", "lower",
           needs="release+source")
 def coverage_iv(d: ReleaseData) -> float:
     return record_average(d, "loss", iv_weights(d))[0]
 
 
 # -- distributions ---------------------------------------------------------------------------------------------------
-@register("kl_divergence", "utility", "Σ_x P(x) ln(P(x)/Q(x)) over original QI tuples x; Q spreads each released "
+@register_metric("kl_divergence", "utility", "Σ_x P(x) ln(P(x)/Q(x)) over original QI tuples x; Q spreads each released "
           "tuple's records uniformly over the leaf combinations it covers (suppressed records: all `*`); nats",
           "lower", needs="release+source", reads=("tuples",))
 def kl_divergence(d: ReleaseData) -> float:
@@ -142,7 +142,7 @@ def kl_divergence(d: ReleaseData) -> float:
 
 
 # -- clustering ------------------------------------------------------------------------------------------------------
-@register("silhouette", "utility", "sklearn silhouette_score of the clustering features (QIs: numbers standardized, "
+@register_metric("silhouette", "utility", "sklearn silhouette_score of the clustering features (QIs: numbers standardized, "
           "categories by taxonomy position scaled to [0, 1]), sampled above 10,000 records; NaN unless the "
           "method clusters", "higher", needs="release+source")
 def silhouette(d: ReleaseData) -> float:

@@ -13,10 +13,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from sqlglot import exp
 
-from ..common.sqlbuild import func
+from ..common.sqlbuild import kernel_call
 
 EPS = 1e-9
-MACRO_SCHEMA = "anon"   # the schema of the SQL macros (sql/macros.sql) the models' checks call
 
 
 @dataclass
@@ -179,15 +178,15 @@ def find(models: Sequence[PrivacyModel], name: str, attribute: str | None = None
 
 def largest_is_worst(models: Sequence[PrivacyModel]) -> frozenset[str]:
     """The checks of ``models`` whose worst class is the one with the largest value (``SQLCheck.worst``): what
-    :func:`anon_sql.compiler.checks_summary.summarize` needs to know of the models."""
+    :func:`anon_sql.compiler.checks_summary.summarize_checks` needs to know of the models."""
     cols = ClassColumns(lambda c: exp.column(c))
     return frozenset(chk.name for m in models if not m.whole_table for chk in m.sql_checks(cols)
                      if chk.worst == WORST_LARGEST)
 
 
 def macro(name: str, *args: exp.Expression) -> exp.Expression:
-    """A call of one of the package's SQL macros (``anon.<name>``)."""
-    return func(name, *args, schema=MACRO_SCHEMA)
+    """A call of one of the package's kernels (``anon.<name>`` on DuckDB; each dialect spells it: KernelCall)."""
+    return kernel_call(name, *args)
 
 
 # -- vectorized helpers over SensitiveCounts --------------------------------------------------------------------

@@ -14,9 +14,9 @@ import numpy as np
 from sqlglot import exp
 
 from ..common.sqlbuild import func, lit
-from ..policy.keys import REQUIRED, any_of, choice, key, number, section, table
+from ..policy.keys import REQUIRED, any_of, choice, key, number, section, section_table
 from ..udfs import risk_kernels as rk
-from .base import EPS, MACRO_SCHEMA, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
+from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 from .registry import ModelKey, register_model_key
 
 
@@ -173,13 +173,13 @@ register_model_key(ModelKey(
     build=lambda alpha, attribute, context: [AlphaKAnonymity(attribute, alpha)], classes=(AlphaKAnonymity,),
     examples=(0.6,)))
 register_model_key(ModelKey(
-    key("beta_likeness", table(BETA_LIKENESS), "β-likeness (Cao & Karras 2012)"),
+    key("beta_likeness", section_table(BETA_LIKENESS), "β-likeness (Cao & Karras 2012)"),
     build=lambda spec, attribute, context: [BetaLikeness(attribute, spec["beta"],
                                                          spec.get("kind", "basic") == "enhanced")],
     sections=(("`beta_likeness = { … }`", BETA_LIKENESS),), classes=(BetaLikeness,),
     examples=({"beta": 1.0}, {"beta": 1.5, "kind": "enhanced"})))
 register_model_key(ModelKey(
-    key("delta_disclosure", any_of(number(gt=0), table(DELTA_DISCLOSURE)), "δ-disclosure privacy (Brickell & "
+    key("delta_disclosure", any_of(number(gt=0), section_table(DELTA_DISCLOSURE)), "δ-disclosure privacy (Brickell & "
         "Shmatikov 2008; a number is { delta = … })"),
     build=build_delta_disclosure,
     sections=(("`delta_disclosure = { … }` (or a number: the `delta`)", DELTA_DISCLOSURE),),

@@ -17,7 +17,7 @@ from sqlglot import exp
 from ..errors import PolicyError, TaxonomyError
 from ..common.sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
 from ..data.taxonomy import Taxonomy
-from ..policy.keys import REQUIRED, T_DISTANCES, any_of, choice, key, number, section, table
+from ..policy.keys import REQUIRED, T_DISTANCES, any_of, choice, key, number, section, section_table
 from ..udfs import risk_kernels as rk
 from .base import ClassColumns, ClassStats, PrivacyModel, SQLCheck
 from .registry import ModelKey, register_model_key
@@ -33,20 +33,20 @@ def resolve_taxonomy(spec: Any, attribute: str, con=None) -> Taxonomy:
     from ..catalog import store as catalog
     from ..data import builtin_taxonomies as taxonomies
     from ..data.source import is_path
-    from ..data.taxonomy import build, from_arx_csv
+    from ..data.taxonomy import build_taxonomy, from_arx_csv
 
     if isinstance(spec, Taxonomy):
         return spec
     if isinstance(spec, dict):
         try:
-            return build(f"{attribute}.sensitive", spec, None)
+            return build_taxonomy(f"{attribute}.sensitive", spec, None)
         except (TypeError, ValueError, KeyError) as err:
             raise PolicyError(f"sensitive attribute {attribute!r}: inline taxonomy {spec!r}: {err}") from None
     if isinstance(spec, str):
         if is_path(spec):
             return from_arx_csv(spec)
         tax = catalog.load_taxonomy(con, spec) if con is not None else None
-        tax = tax or taxonomies.load(spec)
+        tax = tax or taxonomies.load_builtin_taxonomy(spec)
         if tax is not None:
             return tax
     raise PolicyError(f"sensitive attribute {attribute!r}: taxonomy {spec!r} is not an ARX hierarchy file, a "
@@ -198,7 +198,7 @@ def build_t_closeness(spec, attribute, context) -> list[PrivacyModel]:
 
 
 register_model_key(ModelKey(
-    key("t_closeness", any_of(number(gt=0, le=1), table(T_CLOSENESS)),
+    key("t_closeness", any_of(number(gt=0, le=1), section_table(T_CLOSENESS)),
         "t-closeness: EMD between a class's and the table's sensitive distribution <= t"), build=build_t_closeness,
     sections=(("`t_closeness = { … }` (or a number: the `t`)", T_CLOSENESS),),
     classes=(TCloseness, HierarchicalTCloseness),

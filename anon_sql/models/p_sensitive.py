@@ -23,7 +23,7 @@ from sqlglot import exp
 from ..errors import PolicyError
 from ..common.sqlbuild import alias, col, func, ident, lit, render, values_table
 from ..policy.keys import (REQUIRED, Boolean, ListOf, MapOf, Scalar, Text, any_of, integer, key, number, section,
-                           table)
+                           section_table)
 from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 from .registry import ModelKey, register_model_key
 
@@ -231,7 +231,7 @@ P_SENSITIVE = section("privacy.p_sensitive",
                       key("weights", MapOf(number(), "category"), "weight per category (default (i−1)/(n−1))"))
 
 register_model_key(ModelKey(
-    key("p_sensitive", any_of(integer(ge=1), table(P_SENSITIVE)), "p-sensitive, p+-sensitive, (p, α)-sensitive "
+    key("p_sensitive", any_of(integer(ge=1), section_table(P_SENSITIVE)), "p-sensitive, p+-sensitive, (p, α)-sensitive "
         "k-anonymity (an integer is { p = … })"),
     build=lambda spec, attribute, context: [PSensitivity.from_policy(attribute, spec, context.con)],
     sections=(("`p_sensitive = { … }` (or an integer: the `p`)", P_SENSITIVE),), classes=(PSensitivity,),

@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from ..errors import PolicyError
 from ..common.sqlbuild import lit
-from ..policy.keys import REQUIRED, Text, integer, key, number, section, table
+from ..policy.keys import REQUIRED, Text, integer, key, number, section, section_table
 from .base import EPS, WORST_LARGEST, ClassColumns, ClassStats, PrivacyModel, SQLCheck
 from .registry import ModelKey, register_model_key
 
@@ -152,14 +152,14 @@ def shared_population(name: str, context) -> Population:
 
 
 register_model_key(ModelKey(
-    key("k_map", table(K_MAP), "k-map (Sweeney 2002; ARX's KMap with a population table): each class matches "
+    key("k_map", section_table(K_MAP), "k-map (Sweeney 2002; ARX's KMap with a population table): each class matches "
         ">= k population records"),
     build=lambda spec, attribute, context: [KMap(spec["k"], shared_population(spec["population"], context))],
     per_attribute=False, population=True,
     sections=(("`k_map = { … }` (population-based; every method, on DuckDB and on Spark)", K_MAP),),
     classes=(KMap,), examples=({"k": 3, "population": "population"},)))
 register_model_key(ModelKey(
-    key("delta_presence", table(DELTA_PRESENCE), "δ-presence (Nergiz, Atzori & Clifton 2007): "
+    key("delta_presence", section_table(DELTA_PRESENCE), "δ-presence (Nergiz, Atzori & Clifton 2007): "
         "delta_min <= |class| / |population records matching it| <= delta_max"),
     build=lambda spec, attribute, context: [DeltaPresence(spec.get("delta_min", 0.0), spec["delta_max"],
                                                           shared_population(spec["population"], context))],

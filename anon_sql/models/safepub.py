@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from ..common.sqlbuild import lit
 from ..errors import PolicyError
-from ..policy.keys import REQUIRED, key, number, section, table
+from ..policy.keys import REQUIRED, key, number, section, section_table
 from .base import ClassColumns, ClassStats, PrivacyModel, SQLCheck
 from .registry import ModelKey, register_model_key
 
@@ -152,14 +152,16 @@ DIFFERENTIAL_PRIVACY = section(
         REQUIRED),
     key("delta", number(gt=0, lt=1), "δ of the (ε,δ)-DP release (e.g. 1e-5); with ε it sets the class size k "
         "below which classes are suppressed", REQUIRED),
-    key("search_share", number(ge=0, lt=1), "share of ε spent on a DP choice of the level vector (not "
-        "implemented: only 0, with method `levels`)", 0.0))
+    key("search_share", number(ge=0, lt=1), "share of ε spent on a DP choice of the level vector (the "
+        "exponential mechanism over the lattice; leave `method_params.levels` out); 0: the given levels are used",
+        0.0))
 
 
 register_model_key(ModelKey(
-    key("differential_privacy", table(DIFFERENTIAL_PRIVACY), "(ε,δ)-DP release by SafePub (Bild, Kuhn & Prasser "
+    key("differential_privacy", section_table(DIFFERENTIAL_PRIVACY), "(ε,δ)-DP release by SafePub (Bild, Kuhn & Prasser "
         "2018; docs/dp.md): records sampled with probability β (seeded by `seed`, which must be secret and not 0), "
-        "generalized at method `levels`' vector, every class below the k that ε and δ imply suppressed"),
+        "generalized at method `levels`' vector or one a DP search chooses, every class below the k that ε and δ "
+        "imply suppressed"),
     build=lambda spec, attribute, context: [SafePub(spec["epsilon"], spec["delta"], spec.get("search_share", 0.0))],
     per_attribute=False,
     sections=(("`differential_privacy = { … }` (SafePub, method `levels`, DuckDB; docs/dp.md)", DIFFERENTIAL_PRIVACY),),

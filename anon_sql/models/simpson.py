@@ -7,7 +7,7 @@ import numpy as np
 from sqlglot import exp
 
 from ..common.sqlbuild import lit
-from ..policy.keys import at_least_one_key, key, number, section, table
+from ..policy.keys import at_least_one_key, key, number, section, section_table
 from ..udfs import kernels
 from .base import EPS, ClassColumns, ClassStats, SQLCheck, macro
 from .l_diversity import SensitiveModel
@@ -69,7 +69,7 @@ SIMPSON = section("privacy.simpson", key("diversity", number(ge=1), "D = 1/Σp²
                   rules=[at_least_one_key("diversity", "evenness")])
 
 register_model_key(ModelKey(
-    key("simpson", table(SIMPSON), "Simpson diversity D and evenness E per class"),
+    key("simpson", section_table(SIMPSON), "Simpson diversity D and evenness E per class"),
     build=lambda spec, attribute, context: [SimpsonDiversity(attribute, spec.get("diversity"), spec.get("evenness"))],
     sections=(("`simpson = { … }`", SIMPSON),), classes=(SimpsonDiversity,),
     examples=({"diversity": 1.8}, {"diversity": 1.5, "evenness": 0.7})))

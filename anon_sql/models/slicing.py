@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from ..common.sqlbuild import col, lit
 from .base import ClassColumns, ClassStats, PrivacyModel, SQLCheck, WORST_LARGEST, macro
-from .slicing_sql import verify
+from .slicing_sql import verify_slicing
 
 PAIR = "__slicing_pair"   # the ClassStats key of the guide's (C_c − {S} value, sensitive value) codes
 
@@ -108,7 +108,7 @@ class SlicingLDiversity(PrivacyModel):
                     create: Callable[[exp.Create], None] | None = None) -> dict[str, Any] | None:
         if not layout:
             return None   # a plan that does not slice (no column groups to check)
-        row = verify(con, release, source, risk, {**layout, "sensitive": self.attribute, "l": self.l}, weight,
+        row = verify_slicing(con, release, source, risk, {**layout, "sensitive": self.attribute, "l": self.l}, weight,
                      assignment, create=create)
         row.pop("requirement", None)
         return row

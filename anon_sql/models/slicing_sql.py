@@ -119,7 +119,7 @@ def risk_query(release: exp.Table, source: exp.Table, groups: Sequence[Sequence[
     return final
 
 
-def verify(con, release: exp.Table, source: exp.Table, risk: exp.Table | None, spec: dict[str, Any],
+def verify_slicing(con, release: exp.Table, source: exp.Table, risk: exp.Table | None, spec: dict[str, Any],
            weight: str | None = None, released_rows: exp.Table | None = None,
            create: Callable[[exp.Create], None] | None = None) -> dict[str, Any]:
     """The check's summary row (max p(t, s) <= 1/l over every released original tuple), computed in SQL over the
@@ -152,4 +152,4 @@ def verify(con, release: exp.Table, source: exp.Table, risk: exp.Table | None, s
             "requirement": f"max p(t, s) <= 1/{l:g}"}
 
 
-__all__ = ["risk_query", "verify"]
+__all__ = ["risk_query", "verify_slicing"]

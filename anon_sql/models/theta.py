@@ -10,7 +10,7 @@ import numpy as np
 from sqlglot import exp
 
 from ..common.sqlbuild import lit
-from ..policy.keys import REQUIRED, key, number, section, table
+from ..policy.keys import REQUIRED, key, number, section, section_table
 from ..udfs import kernels
 from .base import EPS, ClassColumns, ClassStats, PrivacyModel, SQLCheck, macro
 from .l_diversity import SensitiveModel
@@ -111,6 +111,6 @@ THETA = section("privacy.theta", key("mu", number(gt=0, le=1), "σ² of the freq
                                      "(the paper uses 0.5–0.9)", REQUIRED))
 
 register_model_key(ModelKey(
-    key("theta", table(THETA), "θ-sensitivity (seed 004)"),
+    key("theta", section_table(THETA), "θ-sensitivity (seed 004)"),
     build=lambda spec, attribute, context: [ThetaSensitivity(attribute, spec["mu"])],
     sections=(("`theta = { … }`", THETA),), classes=(ThetaSensitivity,), examples=({"mu": 0.5},)))

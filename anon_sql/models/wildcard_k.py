@@ -36,7 +36,7 @@ class WildcardKAnonymity(PrivacyModel):
             return None
         from ..sdc.local_suppression import kanonymity_with_wildcards_sql   # numpy / pandas: loaded on use
 
-        quasi = list(layout.get("quasi") or self.quasi)
+        quasi = list(self.quasi)   # the policy's QIs, never the recorded layout's (issue 28.8: a shared file's plan)
         # the release's '*' cells as NULL (the verifier's "suppressed"), every QI compared as text
         cells = exp.select(*[exp.alias_(exp.func("NULLIF", exp.cast(col(q), "VARCHAR"), lit(WILDCARD)), ident(q))
                              for q in quasi]).from_(release.copy())

@@ -88,7 +88,7 @@ def splice(document: str, generated: str | None = None) -> str:
     return document.rstrip("\n") + "\n\n" + generated
 
 
-def main(argv: list[str] | None = None) -> int:
+def write_policy_docs(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--markdown"]:
         sys.stdout.write(markdown())
@@ -110,4 +110,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(write_policy_docs())

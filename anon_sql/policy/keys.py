@@ -335,7 +335,7 @@ class Table(ValueType):
         return self.label or "a table { " + ", ".join(f"{k} = …" for k in self.section.keys) + " }"
 
 
-def table(s: Section, label: str = "") -> Table:
+def section_table(s: Section, label: str = "") -> Table:
     return Table(s, label)
 
 
@@ -579,7 +579,7 @@ PRIVACY = PrivacySection(
     "[privacy]",
     [key("k", integer(ge=1), "k-anonymity: every class has >= k records (without it, k = 1)"),
      key("max_suppression", number(ge=0, le=1), "fraction of records that may be suppressed (removed, counted)", 0.0)],
-    [key("requirements", ListOf(table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)")],
+    [key("requirements", ListOf(section_table(REQUIREMENT)), "extra <S, k> requirements (`[[privacy.requirements]]`)")],
 )
 
 
@@ -697,7 +697,7 @@ TOP = section(
         "may have several rows: every guarantee then counts distinct units, not rows (k = people per class, a "
         "sensitive value's share = people holding it), and suppression removes a person with all their rows. The "
         "column is an identifier (dropped, or pseudonymized with `action = \"pseudonymize\"`); docs/units.md"),
-    key("related", MapOf(table(RELATED, "a table (`[related.<name>]` below)"), "name"),
+    key("related", MapOf(section_table(RELATED, "a table (`[related.<name>]` below)"), "name"),
         "`[related.<name>]`: tables whose rows belong to the units (needs `privacy_unit`): each released as "
         "`<release>_<name>` with the rows of the released units only, the unit key pseudonymized as in the unit "
         "table or dropped (docs/units.md)"),
@@ -705,9 +705,9 @@ TOP = section(
         "the data); class sizes are SUM(n)"),
     key("default_role", choice(*ROLES), "role of columns the policy does not list (else listing them is an error)"),
     key("attributes", MapOf(ATTRIBUTE, "column"), "`[attributes.<column>]`: one table per column (below)", {}),
-    key("privacy", table(PRIVACY, "a table (`[privacy]` below)"), "the privacy models", {}),
+    key("privacy", section_table(PRIVACY, "a table (`[privacy]` below)"), "the privacy models", {}),
     key("method_params", AnyTable(), "`[method_params]`: parameters of the chosen method (below)", {}),
-    key("metrics", table(METRICS, "a table (`[metrics]` below)"), "metrics measured with the release", {}),
+    key("metrics", section_table(METRICS, "a table (`[metrics]` below)"), "metrics measured with the release", {}),
 )
 # method_params is checked against the chosen method's own section (check_method_params), not the MapOf above
 

@@ -1,4 +1,4 @@
-"""The report parts that read a database or run releases: :func:`build` (the full report of a stored release) and
+"""The report parts that read a database or run releases: :func:`build_report` (the full report of a stored release) and
 :func:`sweep` (dry-run releases over one parameter). Rendering lives in :mod:`anon_sql.report.build`, below the runner."""
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from ..common.sqlbuild import ident, render
 from ..data.source import relation_exists
 from ..errors import AnonSQLError, PrivacyRequirementError
 from ..policy.model import Policy, coerce_policy
-from ..runner.run import release
+from ..runner.run import release_with_duckdb
 from ..report.build import distributions, frame_records, metric_rows, set_param, size_histogram, verdict
 
 
-def build(con, release_name: str, names: Sequence[str] | str | None = None, params: dict[str, Any] | None = None,
+def build_report(con, release_name: str, names: Sequence[str] | str | None = None, params: dict[str, Any] | None = None,
           classify: str | None = None, classify_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The full report of a materialized release: catalog row, checks, metrics (all by default), details tables and,
     with ``classify = "<target column>"``, classification accuracy (see metrics.classification.classify)."""
@@ -85,7 +85,7 @@ def sweep(con, policy: Policy | dict | str, param: str, values: Sequence[Any],
                               unit="runs"))
         row: dict[str, Any] = {**(fixed or {}), param: v}
         try:
-            rel = release(con, pol, dry_run=True)
+            rel = release_with_duckdb(con, pol, dry_run=True)
             row.update(status="ok", records_out=rel.records_out, suppressed=rel.suppressed,
                        classes=len(rel.classes), seconds=round(rel.info.get("seconds", float("nan")), 3))
             row.update({(f"{k}_achieved" if k in row else k): v for k, v in rel.metrics.items()})

@@ -66,7 +66,7 @@ def write(con: duckdb.DuckDBPyConnection, release_name: str, path: str | Path) -
     """Write the shareable form of recorded release ``release_name`` to ``path`` (new ``.duckdb`` or ``.parquet``);
     returns the files written. :class:`SourceError` for a name that is not a recorded release,
     :class:`PrivacyRequirementError` when the release no longer passes its checks (nothing is written)."""
-    row = audit.recorded(con, release_name)
+    row = audit.require_recorded(con, release_name)
     related = tuple(json.loads(row["policy_json"] or "{}").get("related") or {})
     files = targets(path, related)
     checks = audit.recheck(con, release_name)

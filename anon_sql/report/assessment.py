@@ -65,7 +65,7 @@ def _grouped(a) -> list[tuple[str, list[tuple[str, Any]]]]:
     return out
 
 
-def render_text(a) -> str:
+def render_assessment_text(a) -> str:
     parts = [f"assessment of {a.source}: quasi-identifiers {', '.join(a.quasi)}"
              + (f"; sensitive {', '.join(a.sensitive)}" if a.sensitive else "")]
     for title, rows in _grouped(a):
@@ -83,7 +83,7 @@ def render_text(a) -> str:
     return "\n".join(parts)
 
 
-def render_json(a) -> str:
+def render_assessment_json(a) -> str:
     return json.dumps(_clean(a.to_dict()), indent=2, allow_nan=False, default=str)
 
 
@@ -94,7 +94,7 @@ def _html_table(frame: pd.DataFrame) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(a) -> str:
+def render_assessment_html(a) -> str:
     e = html.escape
     css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse;"
            "margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#f3f3f3}")
@@ -118,4 +118,4 @@ def render_assessment(a, format: str = "text") -> str:
     """``text``, ``json`` or ``html``."""
     if format not in FORMATS:
         raise PolicyError(f"report format {format!r} is not one of {', '.join(FORMATS)}")
-    return {"text": render_text, "json": render_json, "html": render_html}[format](a)
+    return {"text": render_assessment_text, "json": render_assessment_json, "html": render_assessment_html}[format](a)

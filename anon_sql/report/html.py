@@ -57,7 +57,7 @@ def _cell(v: Any) -> str:
     return f"<td>{_e(v)}</td>"
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def html_table(rows: list[dict[str, Any]]) -> str:
     """Rows of dicts as an HTML table (columns in first-seen order)."""
     if not rows:
         return "<p><em>none</em></p>"
@@ -141,7 +141,7 @@ def _more_charts(r: dict[str, Any]) -> list[str]:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    """A self-contained HTML page for a report dict (see :func:`anon_sql.publish.report.build`)."""
+    """A self-contained HTML page for a report dict (see :func:`anon_sql.publish.report.build_report`)."""
     r = report
     quasi, sensitive = ", ".join(map(str, r.get("quasi", []))), ", ".join(map(str, r.get("sensitive", [])))
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -158,13 +158,13 @@ def render_html(report: dict[str, Any]) -> str:
     if r.get("distributions"):
         parts.append("<h2 id='distributions'>Original vs released, per quasi-identifier</h2>")
         parts += [_distribution(q, d) for q, d in r["distributions"].items()]
-    parts += ["<h2>Checks</h2>", table(r["checks"]), "<h2>Metrics</h2>", table(r["metrics"])]
+    parts += ["<h2>Checks</h2>", html_table(r["checks"]), "<h2>Metrics</h2>", html_table(r["metrics"])]
     for key, title in (("query_error_table", "Query error by dim × selectivity"),
                        ("leakage", "Entropy leakage per quasi-identifier (seed 000)"),
                        ("classification", "Classification accuracy (release vs original baseline)"),
                        ("class_sizes", "Class sizes")):
         if r.get(key):
-            parts += [f"<h2>{_e(title)}</h2>", table(r[key])]
+            parts += [f"<h2>{_e(title)}</h2>", html_table(r[key])]
     parts.append(f"<details><summary>Plan</summary><pre>{_e(json.dumps(r['plan'], indent=1, default=str))}"
                  "</pre></details>")
     parts.append("</main></body></html>")

@@ -117,7 +117,7 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     the policy's).
 
     ``base``: for a level method, aggregate the source once into the release's temp base-count table
-    (:mod:`anon_sql.data.base_counts`, engines that keep one) and check taxonomy coverage from it; :func:`discard` drops
+    (:mod:`anon_sql.data.base_counts`, engines that keep one) and check taxonomy coverage from it; :func:`discard_resolved` drops
     it."""
     engine = as_engine(engine)
     policy = coerce_policy(policy)
@@ -158,7 +158,7 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
             counts = engine.base_counts(policy, src.relation, table)
             table = table if counts is not None else None
     except BaseException:
-        sdc.discard(engine.con, prepared)
+        sdc.discard_prepared(engine.con, prepared)
         raise
     resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared, units=unit_count, related=tables,
                         varying=varying, unit_rows=unit_rows)
@@ -175,17 +175,17 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         resolved.models = build_models(policy, engine.catalog)
         resolve_population(engine, resolved)
     except BaseException:
-        discard(engine, resolved)
+        discard_resolved(engine, resolved)
         engine.cleanup()   # what the engine registered for this release (Spark: a path source's or population's view)
         raise
     resolved.numeric_sensitive = {s for s in policy.sensitive if is_numeric(src.types.get(s, ""))}
     return resolved
 
 
-def discard(engine: Engine | Any, resolved: Resolved) -> None:
+def discard_resolved(engine: Engine | Any, resolved: Resolved) -> None:
     """Drop what :func:`resolve` created (the temp base counts, the perturbed source); a no-op when it made
     nothing."""
     if resolved.base is not None:
         as_engine(engine).drop_base(resolved.base)
     if resolved.sdc is not None:
-        sdc.discard(as_engine(engine).con, resolved.sdc)
+        sdc.discard_prepared(as_engine(engine).con, resolved.sdc)

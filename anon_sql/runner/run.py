@@ -16,6 +16,7 @@ from ..catalog.read import probed_once
 from ..common.rollback import rollback_keeping_cause
 from ..compiler.views import ReleaseNames, compile_release, drop_unit_statement
 from ..engines import DuckDBEngine, Engine
+from ..methods import dp_search
 from ..errors import PrivacyRequirementError
 from ..common.columns import SIZE
 from ..data.source import Source
@@ -24,11 +25,11 @@ from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
 from .digests import taxonomy_digests
 from .plan import make_context, placeholder, plan_dict, released_policy, signed_plan
-from .resolve import Resolved, discard, resolve_release
-from .verify import failing_classes_records, failure_message, verify
+from .resolve import Resolved, discard_resolved, resolve_release
+from .verify import failing_classes_records, failure_message, verify_release
 
 
-def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, replace: bool = False,
+def release_with_duckdb(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, replace: bool = False,
             dry_run: bool = False, source: Any = None, progress: Callable[[str], None] | None = None,
             before_commit: Callable[[Release], None] | None = None) -> Release:
     """Plan, compile, materialize and verify a release on a DuckDB connection, in one transaction;
@@ -40,16 +41,16 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, repl
 def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = False, dry_run: bool = False,
                source: Any = None, progress: Callable[[str], None] | None = None,
                before_commit: Callable[[Release], None] | None = None) -> Release:
-    """A release on any engine: resolve, then :func:`run`."""
+    """A release on any engine: resolve, then :func:`run_resolved`."""
     t0 = time.perf_counter()
     with probed_once():    # the catalog is probed once per release, not once per stage that reads it
         with engine.stage("prepare"):
             resolved = resolve_release(engine, policy, source, base=True)
-        return run(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0,
+        return run_resolved(engine, resolved, replace=replace, dry_run=dry_run, progress=progress, t0=t0,
                    before_commit=before_commit)
 
 
-def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = False,
+def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = False,
         progress: Callable[[str], None] | None = None, t0: float | None = None,
         before_commit: Callable[[Release], None] | None = None) -> Release:
     """The stages after resolve; what resolve made (the temp base counts) is dropped whatever happens."""
@@ -63,7 +64,7 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
-                   "counted_rows": engine.keeps_counted_rows}
+                   "counted_rows": engine.keeps_counted_rows, "level_map": engine.level_map}
         policy = r.policy
         engine.begin()
         try:
@@ -72,8 +73,13 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
             with engine.stage("plan"):
                 create_source_view(engine, r.compile_input(placeholder(r), **options), names)
                 say("planning")
-                plan = signed_plan(r, engine.plan(r.method, make_context(r, engine.con, names.source_relation(),
-                                                                         say)))
+                ctx = make_context(r, engine.con, names.source_relation(), say)
+                if r.sampling is not None and r.sampling.parameters.epsilon_search > 0:   # SafePub's DP search
+                    params = r.sampling.parameters
+                    plan = dp_search.search_levels(ctx, params.epsilon_search, params.k, r.sampling.sampled)
+                else:
+                    plan = engine.plan(r.method, ctx)
+                plan = signed_plan(r, plan)
             policy = released_policy(r.policy, plan)
             compiled = compile_release(r.compile_input(plan, policy, **options), names)
             say("materializing")
@@ -81,12 +87,12 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 materialize(engine, compiled, plan, policy, replace=exists, base_made=r.base is not None)
             say("verifying")
             with engine.stage("verify"):
-                v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
+                v = verify_release(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
                            units=r.units)
                 if (v.failures and policy.privacy.max_suppression > 0
                         and suppression.settle(engine, names, compiled.counted_rows)):
                     # suppressed to a fixed point (whole-table checks move with it): verify the release as it stands
-                    v = verify(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
+                    v = verify_release(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
                                units=r.units)
                 if v.failures:
                     if engine.transactional or policy.privacy.max_suppression > 0:   # Spark: no trial release
@@ -147,7 +153,7 @@ def run(engine: Engine, r: Resolved, *, replace: bool = False, dry_run: bool = F
                 engine.record_failure(policy, r.source.label, r.records, str(err))
             raise
     finally:
-        discard(engine, r)
+        discard_resolved(engine, r)
 
 
 def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, options: dict) -> float | None:
@@ -164,7 +170,7 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
             engine.base_counts(policy, r.source.relation, r.base)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
         suppression.settle(engine, compiled.names, compiled.counted_rows)
-        v = verify(engine.con, trial_policy, compiled, r.records, plan, r.models, units=r.units)
+        v = verify_release(engine.con, trial_policy, compiled, r.records, plan, r.models, units=r.units)
     if any(f["check"] != "max_suppression" for f in v.failures):
         return None
     return float(v.suppressed if v.units is None else v.units["suppressed"])

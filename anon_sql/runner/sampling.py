@@ -35,25 +35,32 @@ class Sampling:
     def metrics(self) -> dict[str, float]:
         """The figures the catalog records with the release (anon.metrics, direction "info")."""
         p = self.parameters
-        return {"dp_epsilon": p.epsilon, "dp_delta": p.delta, "dp_beta": p.beta, "dp_k": float(p.k),
-                "dp_sampled": float(self.sampled), "dp_unsampled": float(self.records - self.sampled)}
+        figures = {"dp_epsilon": p.epsilon, "dp_delta": p.delta, "dp_beta": p.beta, "dp_k": float(p.k),
+                   "dp_sampled": float(self.sampled), "dp_unsampled": float(self.records - self.sampled)}
+        if p.epsilon_search > 0:   # the DP search's share, spent choosing the level vector (docs/dp.md)
+            figures.update(dp_epsilon_search=p.epsilon_search, dp_epsilon_anon=p.epsilon_anon)
+        return figures
 
 
 def safepub_policy(policy: Policy, engine_name: str) -> tuple[Policy, SafePubParameters] | None:
     """For a policy with ``differential_privacy``: the policy as released (k raised to SafePub's k, every class
     below it suppressed: ``max_suppression`` 0 means 1) and the parameters; None for any other policy. Refuses
-    what SafePub here does not do (a DP search, another method, counted rows, another engine, seed 0)."""
+    what SafePub here does not do (another method, counted rows, another engine, seed 0; levels or a privacy unit
+    together with a DP search)."""
     spec = policy.privacy.differential_privacy
     if spec is None:
         return None
     share = spec.get("search_share", 0.0)
-    if share:
-        raise PolicyError(f"privacy.differential_privacy.search_share = {share}: the DP lattice search is not "
-                          "implemented; give the level vector (method = \"levels\", [method_params] levels = {...}) "
-                          "and leave search_share out")
+    if share and (policy.method_params or {}).get("levels"):
+        raise PolicyError(f"privacy.differential_privacy.search_share = {share}: the DP search chooses the level "
+                          "vector, so method_params.levels must be left out (or set search_share = 0 to use it)")
+    if share and policy.privacy_unit:
+        raise PolicyError(f"privacy.differential_privacy.search_share = {share}: the DP search scores records, not "
+                          f"people; it is not supported with privacy_unit = {policy.privacy_unit!r} (give the "
+                          "level vector and search_share = 0)")
     if policy.method != "levels":
         raise PolicyError(f"privacy.differential_privacy (SafePub) needs method = \"levels\" with a given level "
-                          f"vector, not {policy.method!r}: the DP search that would choose it is not implemented")
+                          f"vector or search_share > 0 (a DP search chooses it), not {policy.method!r}")
     if policy.count_column:
         raise PolicyError(f"privacy.differential_privacy samples records one by one: count_column "
                           f"{policy.count_column!r} (a row standing for several records) is not supported; expand "

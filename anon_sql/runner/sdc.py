@@ -4,7 +4,7 @@
 Resolve writes the perturbed source to a TEMP table (seeded by the policy's seed; the utility of the perturbation is
 measured there against the original); inside the release's transaction :func:`persist` copies it to the working table
 ``anon_work."<release>__perturbed"``, which ``__source`` then reads. A refused release rolls the copy back, and the
-TEMP table goes with the rest of what resolve made (:func:`discard`). Macro masks (partial, hash, …) are not here:
+TEMP table goes with the rest of what resolve made (:func:`discard_prepared`). Macro masks (partial, hash, …) are not here:
 they are expressions of the ``__source`` view (anon_sql.compiler.views.source_view).
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ from ..data.source import Source
 from ..errors import PolicyError
 from ..policy.model import Policy
 from ..sdc.masking import TABLE_MASKS, fake_select, shuffle_select
-from ..sdc.perturb import is_numeric, perturb, validate_groups, validate_perturbation
+from ..common.columns import is_numeric
+from ..sdc.perturb import perturb, validate_groups, validate_perturbation
 from ..sdc.utility import perturbation_utility
 
 ROW_ID = "__anon_sdc_id"
@@ -165,7 +166,7 @@ def persist(engine: Any, prepared: Prepared, target: exp.Table) -> exp.Table:
     return target.copy()
 
 
-def discard(con: Any, prepared: Prepared | None) -> None:
+def discard_prepared(con: Any, prepared: Prepared | None) -> None:
     """Drop the TEMP table :func:`prepare` made."""
     if prepared is not None:
         _drop(con, prepared.temp)

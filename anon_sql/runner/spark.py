@@ -20,7 +20,7 @@ from .result import Release
 from ..engines.spark.engine import SparkEngine
 
 
-def release(spark: Any, policy: Policy | dict | str, *, source: Any = None, output: str | None = None,
+def release_with_spark(spark: Any, policy: Policy | dict | str, *, source: Any = None, output: str | None = None,
             replace: bool = False, catalog: duckdb.DuckDBPyConnection | None = None,
             progress: Callable[[str], None] | None = None) -> Release:
     """Plan, materialize and verify a release on Spark; ``Release.name`` is a temporary view of the session.

@@ -35,7 +35,7 @@ class Verification:
     units: dict[str, int] | None = None   # with a privacy unit: people in, released, suppressed (docs/units.md)
 
 
-def verify(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan,
+def verify_release(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan,
            models: Sequence[PrivacyModel] = (), create: Callable[[exp.Create], None] | None = None,
            units: int | None = None) -> Verification:
     """Run the checks view over the materialized release, each model's whole-table check, and reconcile the record
@@ -104,7 +104,7 @@ def check_summary(checks: pd.DataFrame, largest: Collection[str] = ()) -> list[d
     local = _scratch()
     local.register("__checks", checks[wanted])
     try:
-        return checks_summary.summarize(local, exp.Table(this=ident("__checks")), wanted, largest)
+        return checks_summary.summarize_checks(local, exp.Table(this=ident("__checks")), wanted, largest)
     finally:
         local.unregister("__checks")
 

@@ -9,13 +9,13 @@ from sqlglot import exp
 
 from anon_sql.errors import PolicyError, SourceError
 
-from .sqlparts import col, render, table, table_label
+from .sqlparts import col, render, table_or_subquery, table_label
 
 
 def columns_of(con: duckdb.DuckDBPyConnection, source: str | exp.Table) -> dict[str, str]:
     """Column name → DuckDB type of a table or view (a SourceError naming it when it cannot be read)."""
     try:
-        rel = con.execute(render(exp.select(exp.Star()).from_(table(source)).limit(0)))
+        rel = con.execute(render(exp.select(exp.Star()).from_(table_or_subquery(source)).limit(0)))
     except duckdb.CatalogException:
         raise SourceError(f"no table or view {table_label(source)} in this database") from None
     return {d[0]: str(d[1]) for d in rel.description}
@@ -36,7 +36,7 @@ def check_columns(con, source, named: dict[str, Sequence[str]]) -> dict[str, str
 
 def fetch(con, source, names: Sequence[str]) -> pd.DataFrame:
     """The named columns of every row, in one scan (SourceError for an empty source)."""
-    frame = con.execute(render(exp.select(*[col(c) for c in names]).from_(table(source)))).df()
+    frame = con.execute(render(exp.select(*[col(c) for c in names]).from_(table_or_subquery(source)))).df()
     if frame.empty:
         raise SourceError(f"{table_label(source)} has no rows: nothing to measure")
     return frame

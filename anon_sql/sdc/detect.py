@@ -14,7 +14,7 @@ from sqlglot import exp
 from anon_sql.errors import PolicyError
 
 from ._source import columns_of
-from .sqlparts import call, col, ident, lit, render, table
+from .sqlparts import call, col, ident, lit, render, table_or_subquery
 
 # ---------------------------------------------------------------------------------------------------- name hints
 # (role, what, confidence, words): a word of 5+ letters matches inside the compacted name, a shorter one only as a
@@ -233,7 +233,7 @@ def detect(con: duckdb.DuckDBPyConnection, source: str | exp.Table, sample: int 
         for what, e in _measures(c, kinds[c]):
             slots.append((c, what))
             selects.append(exp.alias_(e, ident(f"m{len(slots)}")))
-    sampled = exp.select(exp.Star()).from_(table(source))
+    sampled = exp.select(exp.Star()).from_(table_or_subquery(source))
     sampled.set("sample", exp.TableSample(method=exp.var("RESERVOIR"), size=exp.Literal.number(sample),
                                           seed=exp.Literal.number(int(seed))))
     query = exp.select(*selects).from_(exp.Subquery(this=sampled, alias=exp.TableAlias(this=ident("s"))))

@@ -20,7 +20,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
-from .sqlparts import fill, ident, render, run, store_frame, table
+from .sqlparts import fill, ident, render, execute_tree, store_frame, table_or_subquery
 
 SUPPRESSED = -1  # the code of a suppressed (NULL) cell
 
@@ -163,11 +163,11 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
     codes_sql = [fill("CASE WHEN __q IS NULL THEN -1 ELSE DENSE_RANK() OVER (ORDER BY __q) - 1 END",
                       names={"__q": q}).as_(ident(c)) for q, c in zip(quasi, code_names)]
     try:
-        run(con, exp.Create(this=table(coded), kind="TABLE", replace=True,
+        execute_tree(con, exp.Create(this=table_or_subquery(coded), kind="TABLE", replace=True,
                             properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
-                            expression=exp.select(exp.Star(), *codes_sql).from_(table(source))))
+                            expression=exp.select(exp.Star(), *codes_sql).from_(table_or_subquery(source))))
         patterns_q = exp.select(*[exp.column(c, quoted=True) for c in code_names],
-                                exp.func("COUNT", exp.Star()).as_("__n")).from_(table(coded)).group_by(
+                                exp.func("COUNT", exp.Star()).as_("__n")).from_(table_or_subquery(coded)).group_by(
             *[exp.column(c, quoted=True) for c in code_names])
         data = con.execute(render(patterns_q)).fetchnumpy()
         counts = np.asarray(data["__n"], dtype=np.int64)
@@ -196,14 +196,14 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
                 projections.append(exp.column(c, table="s", quoted=True).as_(ident(c)))
         on = exp.and_(*[exp.column(c, table="s", quoted=True).eq(exp.column(c, table="m", quoted=True))
                         for c in code_names])
-        q = exp.select(*projections).from_(exp.alias_(table(coded), "s", table=True)).join(
-            exp.alias_(table(mapping), "m", table=True), on=on, join_type="left")
+        q = exp.select(*projections).from_(exp.alias_(table_or_subquery(coded), "s", table=True)).join(
+            exp.alias_(table_or_subquery(mapping), "m", table=True), on=on, join_type="left")
         temp = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
-        run(con, exp.Create(this=table(output), kind="TABLE", replace=True, expression=q, properties=temp))
+        execute_tree(con, exp.Create(this=table_or_subquery(output), kind="TABLE", replace=True, expression=q, properties=temp))
         return result
     finally:
         for t in (coded, mapping):
-            run(con, fill("DROP TABLE IF EXISTS __t", tables={"__t": t}))
+            execute_tree(con, fill("DROP TABLE IF EXISTS __t", tables={"__t": t}))
 
 
 def kanonymity_with_wildcards_sql(source: str | exp.Table, quasi: Sequence[str], k: int) -> exp.Select:
@@ -213,7 +213,7 @@ def kanonymity_with_wildcards_sql(source: str | exp.Table, quasi: Sequence[str],
     if not quasi:
         raise PolicyError("kanonymity_with_wildcards_sql needs at least one quasi-identifier")
     pattern = exp.select(*[exp.column(q, quoted=True) for q in quasi],
-                         exp.func("COUNT", exp.Star()).as_("__records")).from_(table(source)).group_by(
+                         exp.func("COUNT", exp.Star()).as_("__records")).from_(table_or_subquery(source)).group_by(
         *[exp.column(q, quoted=True) for q in quasi])
     match = exp.and_(*[exp.or_(exp.column(q, table="a", quoted=True).is_(exp.null()),
                                exp.column(q, table="b", quoted=True).is_(exp.null()),

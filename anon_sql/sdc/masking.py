@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from anon_sql.errors import PolicyError
 
-from .sqlparts import call, col, ident, lit, render, table
+from .sqlparts import call, col, ident, lit, render, table_or_subquery
 
 if TYPE_CHECKING:                # pandas is loaded by the fake mask only: `anon-sql check` reads masking_sql()
     import pandas as pd
@@ -29,12 +29,16 @@ def masking_sql() -> str:
     return resources.files(__package__).joinpath("masking.sql").read_text(encoding="utf-8")
 
 
-def install_masking(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Create schema ``anon`` if missing and (re)create the masking macros in it, in one transaction; idempotent.
-    Returns the macro names. The macros live in the database file and work in any DuckDB client without Python."""
+def install_masking(con: duckdb.DuckDBPyConnection, inside: bool = False) -> list[str]:
+    """Create schema ``anon`` if missing and (re)create the masking macros in it, in one transaction (the caller's
+    when ``inside``: a failed BEGIN would abort it); idempotent. Returns the macro names. The macros live in the
+    database file and work in any DuckDB client without Python."""
+    if inside:
+        con.execute(masking_sql())
+        return [f"{SCHEMA}.{m}" for m in MACROS]
     try:
         con.execute("BEGIN TRANSACTION")
-    except duckdb.TransactionException:     # the caller's transaction holds it (anon_sql.install inside one)
+    except duckdb.TransactionException:     # an open transaction of the caller's, not declared: run inside it
         con.execute(masking_sql())
         return [f"{SCHEMA}.{m}" for m in MACROS]
     try:
@@ -145,10 +149,10 @@ def shuffle_select(source: str | exp.Table, column: str, seed: int,
     identify a row (default: rowid, which only base tables have); the same seed and keys give the same release."""
     k = _row_key(key_columns)
     pos = lambda order: exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=order))  # noqa: E731
-    rows = exp.select(exp.Star(), exp.alias_(pos([exp.Ordered(this=k.copy())]), ident(_POS))).from_(table(source))
+    rows = exp.select(exp.Star(), exp.alias_(pos([exp.Ordered(this=k.copy())]), ident(_POS))).from_(table_or_subquery(source))
     values = exp.select(col(column), exp.alias_(pos([exp.Ordered(this=_draw(seed, k.copy())),
                                                      exp.Ordered(this=k.copy())]), ident(_POS))) \
-        .from_(table(source))
+        .from_(table_or_subquery(source))
     star = exp.Star(except_=[col(_POS)], replace=[exp.alias_(col(column, "p"), ident(column))])
     return exp.select(exp.Column(this=star, table=ident("s"))) \
         .from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("s")))) \
@@ -224,7 +228,7 @@ def fake_mapping(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column
     provider, locale = spec.get("provider"), spec.get("locale", "en_US")
     _provider(locale, provider)                                   # refuse a bad provider before reading anything
     distinct = exp.select(exp.alias_(exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR")), ident("source"))) \
-        .distinct().from_(table(source)).where(exp.Not(this=exp.Is(this=col(column), expression=exp.null())))
+        .distinct().from_(table_or_subquery(source)).where(exp.Not(this=exp.Is(this=col(column), expression=exp.null())))
     values = [r[0] for r in con.execute(render(distinct.order_by(exp.column("source")))).fetchall()]
     if spec.get("consistent", True):
         frame = pd.DataFrame({"source": values, "fake": fake_values(values, provider, locale, seed)})
@@ -235,7 +239,7 @@ def fake_mapping(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column
     try:
         con.execute(render(exp.Create(this=exp.Table(this=ident(mapping_table)), kind="TABLE", replace=True,
                                       properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
-                                      expression=exp.select("*").from_(table(view)))))
+                                      expression=exp.select("*").from_(table_or_subquery(view)))))
     finally:
         con.unregister(view)
     return frame
@@ -247,7 +251,7 @@ def fake_select(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column:
     consistent), joined in SQL from the mapping :func:`fake_mapping` builds (NULL stays NULL)."""
     mapping_table = mapping_table or f"__anon_fake_{column}"
     frame = fake_mapping(con, source, column, spec, seed, mapping_table)
-    m = table(mapping_table, alias="m")
+    m = table_or_subquery(mapping_table, alias="m")
     if spec.get("consistent", True):
         on = exp.EQ(this=exp.Cast(this=col(column, "s"), to=exp.DataType.build("VARCHAR")),
                     expression=col("source", "m"))
@@ -263,7 +267,7 @@ def fake_select(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column:
         on = exp.and_(exp.EQ(this=exp.Cast(this=slot, to=exp.DataType.build("BIGINT")), expression=col("slot", "m")),
                       exp.Not(this=exp.Is(this=col(column, "s"), expression=exp.null())))
     star = exp.Star(replace=[exp.alias_(col("fake", "m"), ident(column))])
-    return exp.select(exp.Column(this=star, table=ident("s"))).from_(table(source, alias="s")) \
+    return exp.select(exp.Column(this=star, table=ident("s"))).from_(table_or_subquery(source, alias="s")) \
         .join(m, on=on, join_type="left")
 
 

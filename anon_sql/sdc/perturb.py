@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from ..common.columns import is_numeric
 from ..errors import PolicyError
 from . import microaggregation, pram
-from .sqlparts import fill, ident, render, run, store_frame, table
+from .sqlparts import fill, ident, render, execute_tree, store_frame, table_or_subquery
 
 KINDS: dict[str, dict[str, Any]] = {
     # kind: required keys, optional keys with defaults, whether the column must be numeric
@@ -30,16 +31,9 @@ KINDS: dict[str, dict[str, Any]] = {
     "swap": {"required": ("window",), "optional": {}, "numeric": True},
 }
 METHODS = ("mdav", "individual_ranking")
-NUMERIC_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                 "UBIGINT", "UHUGEINT", "FLOAT", "REAL", "DOUBLE"}
 ROW = "__anon_row"
 EXAMPLES = {"k": "k = 3", "above": "above = 100000", "below": "below = 0", "retain": "retain = 0.8",
             "scale": "scale = 0.1", "window": "window = 5"}
-
-
-def is_numeric(column_type: str) -> bool:
-    t = str(column_type).upper()
-    return t in NUMERIC_TYPES or t.startswith("DECIMAL") or t.startswith("NUMERIC")
 
 
 def _number(value: Any) -> bool:
@@ -155,7 +149,7 @@ def _fetch(con, work, columns: list[str], complete: bool = True) -> tuple[np.nda
     non-NULL when complete (else NaN for NULL)."""
     projections = [exp.column(ROW, quoted=True)] + [
         exp.cast(exp.column(c, quoted=True), "DOUBLE").as_(f"c{i}") for i, c in enumerate(columns)]
-    q = exp.select(*projections).from_(table(work))
+    q = exp.select(*projections).from_(table_or_subquery(work))
     if complete:
         q = q.where(exp.and_(*[exp.column(c, quoted=True).is_(exp.null()).not_() for c in columns]))
     q = q.order_by(exp.column(ROW, quoted=True))
@@ -167,12 +161,12 @@ def _fetch(con, work, columns: list[str], complete: bool = True) -> tuple[np.nda
 
 
 def _store_sql(con, name: str, query: exp.Expression) -> None:
-    run(con, exp.Create(this=table(name), kind="TABLE", replace=True, expression=query,
+    execute_tree(con, exp.Create(this=table_or_subquery(name), kind="TABLE", replace=True, expression=query,
                         properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
 
 
 def _drop(con, name: str) -> None:
-    run(con, fill("DROP TABLE IF EXISTS __t", tables={"__t": name}))
+    execute_tree(con, fill("DROP TABLE IF EXISTS __t", tables={"__t": name}))
 
 
 def perturb(con, table_name: str | exp.Table, column_specs: Mapping[str, Mapping[str, Any]], seed: int, *,
@@ -230,12 +224,12 @@ def perturb(con, table_name: str | exp.Table, column_specs: Mapping[str, Mapping
                 projections.append(exp.column(c, table="w", quoted=True).as_(ident(c)))
         if row_id is not None:
             projections.append(exp.column(ROW, table="w", quoted=True).as_(ident(row_id)))
-        q = exp.select(*projections).from_(exp.alias_(table(work), "w", table=True))
+        q = exp.select(*projections).from_(exp.alias_(table_or_subquery(work), "w", table=True))
         for t in joins:
-            q = q.join(exp.alias_(table(t), alias[t], table=True), using=[ident(ROW)], join_type="left")
+            q = q.join(exp.alias_(table_or_subquery(t), alias[t], table=True), using=[ident(ROW)], join_type="left")
         q = q.order_by(exp.column(ROW, table="w", quoted=True))
         temp = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
-        run(con, exp.Create(this=table(output), kind="TABLE", replace=True, expression=q, properties=temp))
+        execute_tree(con, exp.Create(this=table_or_subquery(output), kind="TABLE", replace=True, expression=q, properties=temp))
     finally:
         for t in [*created, work]:
             _drop(con, t)

@@ -17,7 +17,7 @@ from sqlglot import exp
 from anon_sql.errors import PolicyError, SourceError
 
 from ._source import check_columns
-from .sqlparts import DIALECT, col, ident, lit, render, table, table_label
+from .sqlparts import DIALECT, col, ident, lit, render, table_or_subquery, table_label
 
 _F, _FW, _R, _HR = "__anon_f", "__anon_fw", "__anon_r", "__anon_hr"
 NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
@@ -48,7 +48,7 @@ def _check_weights(con, source, weights: str, types: dict[str, str]) -> None:
                           "(inverse inclusion probabilities, each >= 1)")
     w = col(weights)
     bad = exp.select(exp.func("count_if", exp.Is(this=w, expression=exp.null())),
-                     exp.func("count_if", exp.LT(this=w.copy(), expression=lit(1)))).from_(table(source))
+                     exp.func("count_if", exp.LT(this=w.copy(), expression=lit(1)))).from_(table_or_subquery(source))
     nulls, small = con.execute(render(bad)).fetchone()
     if nulls or small:
         raise PolicyError(f"weights column {weights!r} has {nulls} NULL and {small} below 1 in "
@@ -62,7 +62,7 @@ def _risk_query(source, keys: Sequence[str], weights: str | None, carry: Sequenc
     double = lambda e: exp.Cast(this=e, to=exp.DataType.build("DOUBLE"))  # noqa: E731
     fw = win(exp.func("sum", col(weights))) if weights else win(exp.func("count", exp.Star()))
     inner = exp.select(*[col(c) for c in carry], exp.alias_(double(win(exp.func("count", exp.Star()))), ident(_F)),
-                       exp.alias_(double(fw), ident(_FW))).from_(table(source))
+                       exp.alias_(double(fw), ident(_FW))).from_(table_or_subquery(source))
     formula = _FORMULA.copy()
     for c in formula.find_all(exp.Column):
         c.replace(col(c.name))
@@ -116,7 +116,7 @@ def household_risk(con: duckdb.DuckDBPyConnection, source: str | exp.Table, keys
         raise PolicyError(f"household column {household!r} is also a key variable: a household id is not something "
                           "an intruder matches on; leave it out of keys")
     nulls = con.execute(render(exp.select(exp.func("count_if", exp.Is(this=col(household), expression=exp.null())))
-                               .from_(table(source)))).fetchone()[0]
+                               .from_(table_or_subquery(source)))).fetchone()[0]
     if nulls:
         raise PolicyError(f"household column {household!r} is NULL in {nulls} rows of {table_label(source)}: give "
                           "every record its household id (a person living alone is a household of one)")

@@ -18,7 +18,7 @@ def table_label(name: str | exp.Table) -> str:
     return name.sql(dialect=DIALECT) if isinstance(name, exp.Table) else repr(str(name))
 
 
-def table(name: str | exp.Expression, alias: str | None = None) -> exp.Expression:
+def table_or_subquery(name: str | exp.Expression, alias: str | None = None) -> exp.Expression:
     """A table: a str is one quoted name; an ``exp.Table`` (schema-qualified) or an aliased subquery is copied;
     ``alias`` names it in the query."""
     if not isinstance(name, exp.Expression) or isinstance(name, exp.Table):
@@ -40,7 +40,7 @@ def fill(template: str, *, names: Mapping[str, str] | None = None, tables: Mappi
     """Parse a constant SQL template and replace its placeholder identifiers: ``names`` → quoted column identifiers,
     ``tables`` → tables, ``values`` → literals (a placeholder used as a bare column)."""
     names = {k: ident(v) for k, v in (names or {}).items()}
-    tables = {k: table(v) for k, v in (tables or {}).items()}
+    tables = {k: table_or_subquery(v) for k, v in (tables or {}).items()}
     values = {k: (v.copy() if isinstance(v, exp.Expression) else literal(v)) for k, v in (values or {}).items()}
     tree = sqlglot.parse_one(template, read=DIALECT)
 
@@ -60,7 +60,7 @@ def fill(template: str, *, names: Mapping[str, str] | None = None, tables: Mappi
 
 
 
-def run(con, tree: exp.Expression):
+def execute_tree(con, tree: exp.Expression):
     """Execute one tree on a DuckDB connection."""
     return con.execute(render(tree))
 
@@ -71,6 +71,6 @@ def store_frame(con, name: str | exp.Table, frame) -> None:
     view = f"__anon_sdc_frame_{abs(hash(str(name))) % 10**9}"
     con.register(view, frame)
     try:
-        run(con, fill("CREATE OR REPLACE TEMP TABLE __t AS SELECT * FROM __v", tables={"__t": name, "__v": view}))
+        execute_tree(con, fill("CREATE OR REPLACE TEMP TABLE __t AS SELECT * FROM __v", tables={"__t": name, "__v": view}))
     finally:
         con.unregister(view)

@@ -33,7 +33,7 @@ class SudaResult:
     msus: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict, repr=False)  # when keep_msus: S → records
 
 
-def encode(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def encode_categories(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Each column as dense integer codes (NULL is one more category) and the number of categories per column."""
     codes = np.empty((frame.shape[1], len(frame)), dtype=np.int64)
     cards = np.empty(frame.shape[1], dtype=np.int64)
@@ -115,7 +115,7 @@ def suda2(con, source: str | exp.Table, keys: Sequence[str], *, dis_fraction: fl
     named = {"suda2 keys": keys} | ({"suda2 id_column": [id_column]} if id_column else {})
     check_columns(con, source, named)
     frame = fetch(con, source, keys + ([id_column] if id_column and id_column not in keys else []))
-    codes, cards = encode(frame[keys])
+    codes, cards = encode_categories(frame[keys])
     m = len(keys)
     score, per_size, per_var, count, min_size, kept = msus_of_codes(codes, cards, keep_msus)
     full = _full_code(codes, cards)
@@ -143,4 +143,4 @@ def _full_code(codes: np.ndarray, cards: np.ndarray) -> np.ndarray:
     return dense
 
 
-__all__ = ["SudaResult", "dis_scores", "encode", "msus_of_codes", "suda2"]
+__all__ = ["SudaResult", "dis_scores", "encode_categories", "msus_of_codes", "suda2"]

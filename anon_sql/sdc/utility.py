@@ -9,7 +9,7 @@ import numpy as np
 from sqlglot import exp
 
 from ..errors import PolicyError
-from .sqlparts import ident, render, table
+from .sqlparts import ident, render, table_or_subquery
 
 
 def il1s(original: np.ndarray, perturbed: np.ndarray) -> float:
@@ -59,8 +59,8 @@ def utility_sql(original: str | exp.Table, perturbed: str | exp.Table, columns: 
                 out.append(exp.func("CORR", cols[i].copy(), cols[j].copy()).as_(f"corr_{alias}_{i}_{j}"))
         return out
 
-    o_stats = exp.select(*moments("o", o_cols)).from_(exp.alias_(table(original), "o", table=True))
-    p_stats = exp.select(*moments("p", p_cols)).from_(exp.alias_(table(perturbed), "p", table=True))
+    o_stats = exp.select(*moments("o", o_cols)).from_(exp.alias_(table_or_subquery(original), "o", table=True))
+    p_stats = exp.select(*moments("p", p_cols)).from_(exp.alias_(table_or_subquery(perturbed), "p", table=True))
     q = exp.select(exp.Star()).from_(o_stats.subquery("os")).join(p_stats.subquery("ps"), join_type="cross")
     if row_id is not None:
         terms = []
@@ -70,8 +70,8 @@ def utility_sql(original: str | exp.Table, perturbed: str | exp.Table, columns: 
                                          expression=exp.func("STDDEV_SAMP", o.copy())),
                             expression=exp.func("COUNT", diff.copy()))
             terms.append(exp.Div(this=exp.func("SUM", diff), expression=exp.func("NULLIF", scale, exp.Literal.number(0))).as_(f"il1_{i}"))
-        il = exp.select(*terms).from_(exp.alias_(table(original), "o", table=True)).join(
-            exp.alias_(table(perturbed), "p", table=True), using=[ident(row_id)])
+        il = exp.select(*terms).from_(exp.alias_(table_or_subquery(original), "o", table=True)).join(
+            exp.alias_(table_or_subquery(perturbed), "p", table=True), using=[ident(row_id)])
         q = q.join(il.subquery("il"), join_type="cross")
     return q
 

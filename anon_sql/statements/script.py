@@ -129,6 +129,7 @@ class Command:
     if_exists: bool = False
     target: str | None = None
     quoted: bool = False      # the name was written "quoted" (matched exactly, not case-insensitively)
+    qualifier: tuple[str, ...] = ()   # what the name was qualified with (schema, or database and schema)
 
 
 class _Syntax(Exception):
@@ -142,7 +143,15 @@ def _value(token: Token) -> str:
     return sqlglot.tokenize(token.text, read="duckdb")[0].text
 
 
-def classify(stmt: Statement) -> str:
+def _parts(toks: list[Token]) -> int:
+    """How many dot-separated parts the name at the start of ``toks`` has (``a``: 1, ``s.a``: 2, ``d.s.a``: 3)."""
+    n = 1
+    while n < 3 and len(toks) > 2 * n and toks[2 * n - 1].text == ".":
+        n += 1
+    return n
+
+
+def statement_kind(stmt: Statement) -> str:
     """``"sql"`` for an ordinary statement, else the anonymized-view or DP statement's kind (KINDS, DP_KINDS)."""
     words = [t.word() for t in stmt.tokens[:5]]
     if tuple(words[:3]) in DP_KINDS:
@@ -158,15 +167,18 @@ def classify(stmt: Statement) -> str:
     return "sql"
 
 
-def parse(stmt: Statement) -> Command:
+def parse_view_statement(stmt: Statement) -> Command:
     """Parse an anonymized-view statement other than CREATE (whose body is the policy grammar of policy_sql); a DP
     statement gives a Command of its kind only (anon_sql.dp parses its text when it runs)."""
-    kind = classify(stmt)
+    kind = statement_kind(stmt)
     toks = list(stmt.tokens)
     if kind in DP_KINDS.values():
         return Command(kind)
     if kind == "create":
-        return Command("create", replace=[t.word() for t in toks[1:3]] == ["OR", "REPLACE"])
+        replace = [t.word() for t in toks[1:3]] == ["OR", "REPLACE"]
+        at = 5 if replace else 3
+        qualifier = tuple(_value(t) for t in toks[at:at + 6:2][:_parts(toks[at:]) - 1]) if len(toks) > at else ()
+        return Command("create", replace=replace, qualifier=qualifier)
     if kind == "show":
         if len(toks) != 3 or toks[2].word() != "VIEWS":
             raise _Syntax("write SHOW ANONYMIZED VIEWS", toks[2] if len(toks) > 2 else toks[-1])
@@ -180,7 +192,12 @@ def parse(stmt: Statement) -> Command:
         cmd.if_exists, rest = True, rest[2:]
     if not rest or rest[0].kind not in ("identifier", "keyword"):
         raise _Syntax(f"a view name is expected here; write {usage}", rest[0] if rest else toks[-1])
-    cmd.name, cmd.quoted, rest = _value(rest[0]), rest[0].text.startswith('"'), rest[1:]
+    n = _parts(rest)
+    if any(t.kind not in ("identifier", "keyword") for t in rest[:2 * n - 1:2]):
+        raise _Syntax(f"a view name is expected here; write {usage}", rest[0])
+    cmd.qualifier = tuple(_value(t) for t in rest[:2 * n - 2:2])
+    last = rest[2 * n - 2]
+    cmd.name, cmd.quoted, rest = _value(last), last.text.startswith('"'), rest[2 * n - 1:]
     if kind == "refresh" and [t.word() for t in rest] == ["KEEP", "PLAN"]:
         cmd.keep_plan, rest = True, []
     if kind == "export":
@@ -197,16 +214,17 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
     from . import views
     from ..policy.model import Policy
 
+    _current_schema(con, cmd)
     if cmd.name is not None and not cmd.quoted:
         cmd.name = views.canonical_name(con, cmd.name)
     if cmd.kind == "create":
-        rel = views.create(con, Policy.from_sql(stmt.text), replace=cmd.replace)
+        rel = views.create_anonymized_view(con, Policy.from_sql(stmt.text), replace=cmd.replace)
         return Result(stmt, "create", message=_release_line(rel), value=rel)
     if cmd.kind == "refresh":
         rel = views.refresh(con, cmd.name, keep_plan=cmd.keep_plan)
         return Result(stmt, "refresh", message=_release_line(rel), value=rel)
     if cmd.kind == "drop":
-        dropped = views.drop(con, cmd.name, if_exists=cmd.if_exists)
+        dropped = views.drop_anonymized_view(con, cmd.name, if_exists=cmd.if_exists)
         return Result(stmt, "drop", message=f"dropped anonymized view {cmd.name}" if dropped
                       else f"no anonymized view {cmd.name}: nothing dropped")
     if cmd.kind == "show":
@@ -225,6 +243,20 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
         return Result(stmt, "check", frame=frame, message="all checks passed")
     paths = api.export(con, cmd.name, cmd.target)
     return Result(stmt, "export", message="\n".join(f"wrote {p}" for p in paths))
+
+
+def _current_schema(con: duckdb.DuckDBPyConnection, cmd: Command) -> None:
+    """A qualified view name must name the current schema (and database): a release's table lives there, and every
+    later statement finds it by its name alone (issue 28.7). Anything else is refused before any work."""
+    if not cmd.qualifier:
+        return
+    database, schema = con.execute("SELECT current_database(), current_schema()").fetchall()[0]
+    here = (schema,) if len(cmd.qualifier) == 1 else (database, schema)
+    if tuple(q.lower() for q in cmd.qualifier) != tuple(h.lower() for h in here):
+        written = ".".join(cmd.qualifier)
+        raise PolicyError(f"anonymized view names are not qualified with another schema: {written!r} is not the "
+                          f"current schema {'.'.join(here)!r}, where the release's table would be; write the name "
+                          f"alone (or qualified with {schema}), or USE {written} first")
 
 
 def _run_dp(con: duckdb.DuckDBPyConnection, stmt: Statement, kind: str) -> Result:
@@ -304,7 +336,7 @@ class Session:
     def run(self, stmt: Statement, script: str) -> Result:
         """Run one statement; on failure raise :class:`StatementError` (the database as before the statement)."""
         try:
-            kind = classify(stmt)
+            kind = statement_kind(stmt)
             if kind == "sql":
                 result = _run_sql(self.con, stmt)
                 self._track(stmt)
@@ -314,12 +346,14 @@ class Session:
                         else f"{kind.upper()} ANONYMIZED VIEW")
                 raise PolicyError(f"{what} runs in its own transaction: COMMIT or ROLLBACK the transaction this "
                                   "script opened first")
-            cmd = parse(stmt)
+            cmd = parse_view_statement(stmt)
             if kind in DP_KINDS.values():
                 with catalog.undone_on_failure(self.con):   # a refused first budget leaves no empty ledger behind
                     return _run_dp(self.con, stmt, kind)
             with catalog.undone_on_failure(self.con):    # a failing statement leaves no catalog behind either
-                if cmd.kind == "create" or catalog.is_installed(self.con):   # reads never install (issue 28.5)
+                # reads never install (issue 28.5); CREATE installs a missing catalog inside its release's
+                # transaction (a crash leaves no catalog, or the catalog with the view)
+                if catalog.is_installed(self.con):
                     catalog.ensure_installed(self.con)
                 return _run_command(self.con, stmt, cmd)
         except _Syntax as err:

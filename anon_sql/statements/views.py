@@ -57,10 +57,10 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
     with the previous version, in the release's one transaction (issue 28.2: both commit, or neither).
     ``keep_plan_of``: the recorded taxonomy digests the plan was made with (KEEP PLAN): a digest that no longer
     matches refuses the refresh, everything rolled back."""
-    from ..runner.run import release
+    from ..runner.run import release_with_duckdb
 
     previous, prior = None, None
-    if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, policy.name):
+    if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, _table(policy.name)):
         require_owned(con, policy.name)       # never snapshot, compare or replace a table that is not ours
         prior = versions.recorded(con, policy.name)
         previous = versions.snapshot(con, policy.name)
@@ -73,10 +73,10 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
         rel.info["version"] = versions.record(con, rel, action, _declared_json(declared), previous)
 
     try:
-        return release(con, policy, replace=replace, before_commit=write_version)
+        return release_with_duckdb(con, policy, replace=replace, before_commit=write_version)
     finally:
         if previous is not None:
-            versions.discard(con)
+            versions.discard_snapshots(con)
 
 
 class _TaxonomyMoved(PrivacyRequirementError):
@@ -96,19 +96,23 @@ def _same_taxonomies(name: str, recorded_digests: str, now: dict) -> None:
             "taxonomies (values are then not comparable with earlier versions: see docs/refresh.md)")
 
 
+def _table(name: str) -> exp.Table:
+    """A release's table: its name as one identifier, dots and all (``"Sales.2024"`` is no schema)."""
+    return exp.Table(this=ident(name))
+
+
 def _declared_json(policy: Policy) -> str:
     """The policy as JSON in its own attribute order (Policy.to_json sorts keys; the order decides ties)."""
     return json.dumps(policy.to_dict())
 
 
-def create(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace: bool = False):
+def create_anonymized_view(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace: bool = False):
     """``CREATE [OR REPLACE] ANONYMIZED VIEW``: release ``policy`` as version 1 (or the next version, replacing).
 
     ``replace`` replaces only an anonymized view recorded in the catalog; any other table or view of that name is
     refused (:class:`ViewExistsError`), as is an existing name without ``replace``."""
     policy = coerce_policy(policy)
-    catalog.ensure_installed(con)
-    if relation_exists(con, policy.name):
+    if relation_exists(con, _table(policy.name)):
         if not replace:
             raise ViewExistsError(f"{policy.name!r} already exists; CREATE OR REPLACE ANONYMIZED VIEW replaces an "
                                      "anonymized view, REFRESH ANONYMIZED VIEW re-runs its policy")
@@ -117,7 +121,7 @@ def create(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace:
                 f"{policy.name!r} is a table or view that is not an anonymized view (not recorded in anon.releases); "
                 "OR REPLACE replaces only anonymized views: choose another name")
         require_owned(con, policy.name)
-    return _run_version(con, policy, "replace" if replace and relation_exists(con, policy.name) else "create",
+    return _run_version(con, policy, "replace" if replace and relation_exists(con, _table(policy.name)) else "create",
                         policy, replace)
 
 
@@ -160,7 +164,7 @@ def refresh(con: duckdb.DuckDBPyConnection, name: str, keep_plan: bool = False):
             "again (values are then not comparable with earlier versions: see docs/refresh.md)") from None
 
 
-def drop(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> bool:
+def drop_anonymized_view(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> bool:
     """``DROP ANONYMIZED VIEW [IF EXISTS] name``: drop a recorded release's table, its related tables, views, plan
     tables and catalog rows in one transaction. Returns False when ``if_exists`` and there is none; a name that is not a recorded
     anonymized view is refused (a user's table is never dropped)."""

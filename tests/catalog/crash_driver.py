@@ -29,7 +29,7 @@ import duckdb
 import anon_sql
 from anon_sql.catalog import store
 from anon_sql.cli.demo import load_demo_data
-from anon_sql.data.taxonomy import build as build_taxonomy
+from anon_sql.data.taxonomy import build_taxonomy
 from anon_sql.statements import views
 from anon_sql.statements.script import execute
 
@@ -86,6 +86,11 @@ def _installed(con):
     anon_sql.install(con)
 
 
+def _bare(con):
+    """The data and no catalog: the first command installs it (in its own transaction, with its result)."""
+    load_demo_data(con, "adult")
+
+
 def _base(con):
     load_demo_data(con, "adult")
     execute(con, VIEW)
@@ -108,10 +113,14 @@ def _export(con, work: Path):
 
 OPS = {
     "release": (_installed, lambda con, work: anon_sql.release(con, POLICY)),
+    "first_release": (_bare, lambda con, work: anon_sql.release(con, POLICY)),
+    "first_view": (_bare, lambda con, work: execute(con, VIEW)),
+    "first_taxonomy": (_bare, lambda con, work: store.store_taxonomy(con, build_taxonomy(
+        "adult_age_bands", {"kind": "interval", "widths": [10, 20]}, range(17, 91)))),
     "refresh_keep_plan": (_appended, lambda con, work: views.refresh(con, NAME, keep_plan=True)),
     "refresh": (_appended, lambda con, work: views.refresh(con, NAME)),
     "replace": (_appended, lambda con, work: execute(con, VIEW.replace("CREATE", "CREATE OR REPLACE"))),
-    "drop": (_with_mondrian, lambda con, work: views.drop(con, "adult_m")),
+    "drop": (_with_mondrian, lambda con, work: views.drop_anonymized_view(con, "adult_m")),
     "taxonomy": (_base, lambda con, work: store.store_taxonomy(con, build_taxonomy(
         "adult_age_bands", {"kind": "interval", "widths": [10, 20]}, range(17, 91)))),
     "export": (_base, _export),
@@ -120,11 +129,11 @@ OPS = {
 
 
 # -- state ------------------------------------------------------------------------------------------------------
-_TOKEN = re.compile(r"anon_sql release [0-9a-f]{32}")
+_TOKEN = re.compile(r"anon_sql (release|row) [0-9a-f]{32}")
 
 
 def _plain(value) -> str:
-    return _TOKEN.sub("anon_sql release <token>", repr(value))
+    return _TOKEN.sub(r"anon_sql \1 <token>", repr(value))
 
 
 def state(path: Path) -> dict:

@@ -8,7 +8,7 @@ import math
 import duckdb
 from sqlglot import exp
 
-from anon_sql.compiler.checks_summary import summarize, summary_columns
+from anon_sql.compiler.checks_summary import summarize_checks, summary_columns
 from anon_sql.runner.verify import check_summary
 
 VIEW = ("SELECT * FROM (VALUES (1, 'a', 5.0, 5.0, TRUE, 0.1, TRUE), (2, 'b', 2.0, 2.0, FALSE, 0.4, FALSE), "
@@ -19,7 +19,7 @@ VIEW = ("SELECT * FROM (VALUES (1, 'a', 5.0, 5.0, TRUE, 0.1, TRUE), (2, 'b', 2.0
 def summary(con: duckdb.DuckDBPyConnection, sql: str, largest=("t_closeness__s",)) -> dict[str, dict]:
     con.execute(f"CREATE OR REPLACE TEMP VIEW checks AS {sql}")
     cols = summary_columns(d[0] for d in con.execute("SELECT * FROM checks LIMIT 0").description)
-    return {r["check"]: r for r in summarize(con, exp.to_table("checks"), cols, largest)}
+    return {r["check"]: r for r in summarize_checks(con, exp.to_table("checks"), cols, largest)}
 
 
 def test_hand_computed_summary_and_null_flags_fail():

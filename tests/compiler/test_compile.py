@@ -29,11 +29,20 @@ def test_statements_parse_back_in_dialect(dialect):
         assert tree is not None and tree.sql(dialect=dialect)
 
 
-def test_non_portable_model_refused_for_other_dialects():
+@pytest.mark.parametrize("dialect", ["postgres", "trino"])
+def test_non_portable_model_refused_for_other_dialects(dialect):
     pol = _policy()
     pol["privacy"]["l_diversity"] = {"kind": "entropy", "l": 1.5}
     with pytest.raises(anon_sql.PolicyError, match="no portable SQL form"):
-        anon_sql.compile(pol, dialect="spark")
+        anon_sql.compile(pol, dialect=dialect)
+
+
+def test_spark_sql_calls_the_kernels_as_its_udfs():
+    """Spark's SQL has the count lists (sorted collect_list) and spells a kernel call as the session's UDF."""
+    pol = _policy()
+    pol["privacy"]["l_diversity"] = {"kind": "entropy", "l": 1.5}
+    text = "\n".join(anon_sql.compile(pol, dialect="spark")).upper()
+    assert "ANON_ENTROPY_COUNTS(" in text and "ANON.ENTROPY_COUNTS" not in text and "COLLECT_LIST(" in text
 
 
 def test_sqlite_rendering_gives_the_duckdb_release(con):

@@ -21,8 +21,8 @@ from anon_sql.errors import PolicyError
 from anon_sql.methods.adaptive import adaptive_generalize, choose_levels, iv_distortion
 from anon_sql.methods.local_values import encode_categorical
 from anon_sql.common.sqlbuild import alias, col, ident, render, table
-from anon_sql.data.builtin_taxonomies import load as builtin
-from anon_sql.data.taxonomy import build as build_taxonomy
+from anon_sql.data.builtin_taxonomies import load_builtin_taxonomy as builtin
+from anon_sql.data.taxonomy import build_taxonomy
 from conftest import working
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"

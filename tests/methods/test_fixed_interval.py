@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import anon_sql
 from anon_sql.errors import PolicyError
 from anon_sql.methods.fixed_interval import fixed_intervals, merge_small, raw_intervals
-from anon_sql.data.builtin_taxonomies import load as load_builtin
+from anon_sql.data.builtin_taxonomies import load_builtin_taxonomy as load_builtin
 from conftest import working
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import anon_sql
 from anon_sql.errors import PolicyError, PrivacyRequirementError
-from anon_sql.methods.local_values import class_values, encode, local_values, parse_range
+from anon_sql.methods.local_values import class_values, encode_qi_frame, local_values, parse_range
 from anon_sql.methods.mondrian import StatsBuilder, partition
 from anon_sql.models import KAnonymity
 from anon_sql.data.taxonomy import from_mapping
@@ -30,7 +30,7 @@ def texts(series: pd.Series) -> list:
 
 
 def _partition(frame: pd.DataFrame, quasi, k, taxonomies=None, weights=None):
-    cols = encode(frame, quasi, taxonomies or {})
+    cols = encode_qi_frame(frame, quasi, taxonomies or {})
     w = np.ones(len(frame)) if weights is None else np.asarray(weights, dtype=float)
     return partition(cols, [KAnonymity(k)], StatsBuilder(w, {}, {}, {}, False)), cols
 
@@ -95,7 +95,7 @@ def test_local_values_numeric_categorical_nulls():
 @given(st.floats(-1e6, 1e6, allow_nan=False), st.floats(0, 1e6, allow_nan=False))
 def test_parse_range_round_trip(lo, width):
     hi = lo + width
-    label = class_values(np.array([1, 1]), encode(pd.DataFrame({"v": [lo, hi]}), ["v"], {}))["v"][0]
+    label = class_values(np.array([1, 1]), encode_qi_frame(pd.DataFrame({"v": [lo, hi]}), ["v"], {}))["v"][0]
     assert parse_range(label) == (pytest.approx(lo), pytest.approx(hi))
     assert parse_range("*") is None and parse_range(None) is None
 

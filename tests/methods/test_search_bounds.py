@@ -147,7 +147,7 @@ def test_lattice_from_the_base_counts_equals_the_lattice_from_the_source(mcon, c
     load_case(mcon, case)
     ctx = make_context(mcon, case["policy"])
     table = base_counts.temp_table(ctx.policy.name)
-    mcon.execute(render(base_counts.create(ctx.policy, table_ref(ctx.source_view), table)))
+    mcon.execute(render(base_counts.create_base_table(ctx.policy, table_ref(ctx.source_view), table)))
     try:
         from_base = Lattice.from_context(dataclasses.replace(ctx, base=table), rows=False, measures=list(MEASURES))
         from_view = Lattice.from_context(ctx, rows=False, measures=list(MEASURES))
@@ -158,4 +158,4 @@ def test_lattice_from_the_base_counts_equals_the_lattice_from_the_source(mcon, c
             assert (a.classes, a.need, a.suppressed, a.feasible) == (b.classes, b.need, b.suppressed, b.feasible)
             assert (a.scores, a.bounds) == (b.scores, b.bounds), node
     finally:
-        mcon.execute(render(base_counts.drop(table)))
+        mcon.execute(render(base_counts.drop_base_table(table)))

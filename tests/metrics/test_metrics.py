@@ -458,15 +458,15 @@ def test_named_taxonomies_read_no_values_without_the_check(con):
 
 
 def test_builtin_taxonomies_are_parsed_once_and_handed_out_as_copies():
-    from anon_sql.data.builtin_taxonomies import load
+    from anon_sql.data.builtin_taxonomies import load_builtin_taxonomy
 
-    a, b = load("adult_age"), load("adult_age")
+    a, b = load_builtin_taxonomy("adult_age"), load_builtin_taxonomy("adult_age")
     assert a is not b and a.levels.equals(b.levels)
     a.levels.iloc[0, 0] = "changed"
     a.spec["kind"] = "changed"
-    c = load("adult_age")
+    c = load_builtin_taxonomy("adult_age")
     assert c.levels.iloc[0, 0] != "changed" and c.spec["kind"] == "builtin"
-    assert load("no_such_taxonomy") is None
+    assert load_builtin_taxonomy("no_such_taxonomy") is None
 
 
 def test_check_covers_lists_missing_values_with_counts_and_ignores_nulls():

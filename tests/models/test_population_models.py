@@ -15,7 +15,7 @@ from anon_sql.cli.main import main
 from anon_sql.errors import PolicyError, PrivacyRequirementError, SourceError, TaxonomyError
 from anon_sql.methods.lattice import Lattice
 from anon_sql.models import ClassStats, DeltaPresence, KMap, Population
-from anon_sql.runner.resolve import discard, resolve_release
+from anon_sql.runner.resolve import discard_resolved, resolve_release
 from anon_sql.data.taxonomy import from_arx_csv
 from conftest import data_path
 
@@ -310,7 +310,7 @@ def adult_lattice(adult):
     try:
         yield c, r, Lattice(c, r.policy, "sample", r.taxonomies, r.models, r.records)
     finally:
-        discard(c, r)
+        discard_resolved(c, r)
 
 
 def test_lattice_equals_sql_verification(adult_lattice):
@@ -351,7 +351,7 @@ def test_optimal_search_equals_brute_force_with_suppression(adult):
         feasible = [ev for ev in feasible if ev.feasible]
         best = min(feasible, key=lambda ev: lat.rank_key(ev, "discernibility"))
     finally:
-        discard(c, r)
+        discard_resolved(c, r)
     assert rel.plan == lat.as_dict(best.node)
 
 
@@ -472,7 +472,7 @@ def _planner_counts(c, rel, pol) -> np.ndarray:
         assignment = c.execute(render(exp.select("*").from_(working(rel.name, "assignment")))).df()
         ec = assignment.set_index("__row").loc[data.rows, "ec_id"].to_numpy()
     finally:
-        discard(c, r)
+        discard_resolved(c, r)
     return points.counts(np.arange(data.n), ec - 1, int(ec.max()))
 
 

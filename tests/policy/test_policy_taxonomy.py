@@ -161,7 +161,7 @@ def test_builtin_taxonomy_fingerprinted_once():
     """A built-in taxonomy is parsed and fingerprinted once per process; every load is its own copy."""
     from anon_sql.data import builtin_taxonomies as taxonomies
 
-    a = taxonomies.load("adult_sex")
-    b = taxonomies.load("adult_sex")
+    a = taxonomies.load_builtin_taxonomy("adult_sex")
+    b = taxonomies.load_builtin_taxonomy("adult_sex")
     assert a is not b and a.levels is not b.levels
     assert b.__dict__.get("_fingerprint") == a.fingerprint() == tx.from_arx_text(a.to_arx_csv(), "x").fingerprint()

@@ -13,7 +13,7 @@ from anon_sql.cli.main import main
 from anon_sql.errors import PolicyError
 from anon_sql.policy.model import Policy
 from anon_sql.report.build import parse_values, render_report, set_param
-from anon_sql.publish.report import build, sweep
+from anon_sql.publish.report import build_report, sweep
 from conftest import load_seed000, seed000_policy
 
 ODD = "zip <&> 'x'"   # a column name that must be escaped in HTML
@@ -46,7 +46,7 @@ def test_release_report_text_stays_and_gains_html_json(odd):
 
 def test_build_report_tables_and_json_nan_as_null(odd):
     con, _ = odd
-    rep = build(con, "o_rel", params={"queries": 60})
+    rep = build_report(con, "o_rel", params={"queries": 60})
     names = {m["metric"] for m in rep["metrics"]}
     assert {"ncp", "kl_divergence", "query_error", "reid_probability", "silhouette"} <= names
     assert set(rep["ncp_by_qi"]) == {"age", ODD}
@@ -63,7 +63,7 @@ def test_build_report_tables_and_json_nan_as_null(odd):
 def test_html_is_self_contained_with_verdict_cards_and_svg_charts(odd, monkeypatch):
     con, _ = odd
     monkeypatch.setitem(sys.modules, "matplotlib", None)     # no plotting library is needed
-    rep = build(con, "o_rel", ["k", "ncp", "prosecutor_risk_max"])
+    rep = build_report(con, "o_rel", ["k", "ncp", "prosecutor_risk_max"])
     page = render_report(rep, "html")
     assert rep["verdict"] == {"status": "pass", "checks": len(rep["checks"]), "failed": [], "unknown": []}
     assert "class='verdict pass'" in page and page.index("id='verdict'") < page.index("<h2>")
@@ -77,7 +77,7 @@ def test_html_is_self_contained_with_verdict_cards_and_svg_charts(odd, monkeypat
 def test_distributions_are_recomputed_counts_of_original_and_release(odd):
     """Oracle: pandas value counts of the source and of the released table."""
     con, _ = odd
-    dist = build(con, "o_rel", ["k"])["distributions"]
+    dist = build_report(con, "o_rel", ["k"])["distributions"]
     src = con.execute("SELECT * FROM o").df()
     rel = con.execute("SELECT * FROM o_rel").df()
     odd_orig = {d["value"]: d["records"] for d in dist[ODD]["original"]}

@@ -15,7 +15,7 @@ import pytest
 
 from anon_sql.cli.demo import demo_policy, run_demo
 from anon_sql.report.build import render_report
-from anon_sql.publish.report import build
+from anon_sql.publish.report import build_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install -y chromium)")
@@ -72,7 +72,7 @@ def demo_page(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     con = duckdb.connect()
     run_demo(con, echo=lambda message: None)
-    report = build(con, demo_policy().name)
+    report = build_report(con, demo_policy().name)
     page = tmp / "report.html"
     page.write_text(render_report(report, "html"), encoding="utf-8")
     return tmp, page, report

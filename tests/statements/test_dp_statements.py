@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import anon_sql
 from anon_sql.cli.main import main
-from anon_sql.statements.script import classify, execute, is_complete, split
+from anon_sql.statements.script import statement_kind, execute, is_complete, split
 
 VISITS = """CREATE TABLE visits AS
 SELECT p AS patient_id, CASE WHEN p % 2 = 0 THEN 'F' ELSE 'M' END AS sex, 18 + (p * 7 + r) % 60 AS age
@@ -41,10 +41,10 @@ def _ledger(db) -> list[tuple]:
 
 def test_classify_and_is_complete_know_the_dp_statements():
     script = BUDGET + QUERY + "show privacy budgets;\ndrop privacy budget on visits"
-    assert [classify(s) for s in split(script)] == ["create_budget", "dp_query", "show_budgets", "drop_budget"]
+    assert [statement_kind(s) for s in split(script)] == ["create_budget", "dp_query", "show_budgets", "drop_budget"]
     assert not is_complete(QUERY.split("\n")[0]) and not is_complete(QUERY.rstrip(";\n"))
     assert is_complete(QUERY) and is_complete(BUDGET)
-    assert classify(split("SELECT 1 AS differential_privacy")[0]) == "sql"
+    assert statement_kind(split("SELECT 1 AS differential_privacy")[0]) == "sql"
 
 
 def test_execute_runs_the_dp_statements_and_returns_tables(db):

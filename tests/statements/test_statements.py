@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 import anon_sql
 from anon_sql.cli.demo import load_demo_data
 from anon_sql.errors import StatementError
-from anon_sql.statements.script import classify, execute, is_complete, parse, split
+from anon_sql.statements.script import statement_kind, execute, is_complete, parse_view_statement, split
 
 VIEW = """CREATE {replace}ANONYMIZED VIEW {name}
 WITH (method = '{method}', seed = 0, k = {k}, max_suppression = 0.02, default_role = 'insensitive')
@@ -87,7 +87,7 @@ def test_is_complete_for_the_shell():
 ])
 def test_parse_anonymized_statements(text, kind, fields):
     [stmt] = split(text)
-    cmd = parse(stmt)
+    cmd = parse_view_statement(stmt)
     assert cmd.kind == kind
     assert {k: getattr(cmd, k) for k in fields} == fields
 
@@ -96,7 +96,7 @@ def test_parse_anonymized_statements(text, kind, fields):
                                   'CREATE TABLE "ANONYMIZED" (a INT)', "EXPLAIN SELECT 1",
                                   'DROP "ANONYMIZED" VIEW x'])
 def test_ordinary_statements_stay_ordinary(text):
-    assert classify(split(text)[0]) == "sql"
+    assert statement_kind(split(text)[0]) == "sql"
 
 
 @pytest.mark.parametrize("text, near, column", [

@@ -23,7 +23,7 @@ KERNEL = {name: getattr(kernels, name) for name in METRICS}
 @pytest.fixture(scope="module")
 def con():
     c = duckdb.connect()
-    duckdb_udfs.register(c)
+    duckdb_udfs.register_udfs(c)
     duckdb_udfs.install_macros(c)
     yield c
     c.close()
@@ -229,8 +229,8 @@ def test_udf_not_a_list_errors(con):
 
 def test_register_and_install_idempotent():
     c = duckdb.connect()
-    duckdb_udfs.register(c)
-    duckdb_udfs.register(c)
+    duckdb_udfs.register_udfs(c)
+    duckdb_udfs.register_udfs(c)
     duckdb_udfs.install_macros(c)
     duckdb_udfs.install_macros(c)
     assert c.execute("SELECT anon_entropy(['a', 'b']), anon.entropy(['a', 'b'])").fetchone() == pytest.approx(
@@ -314,7 +314,7 @@ def _check_all(con, lists, arrow_type, mu):
 def test_property_kernel_udf_macro_agree(kind):
     strategy, arrow_type = STRATEGIES[kind]
     con = duckdb.connect()        # its own connection: no result left open by another test can get in the way
-    duckdb_udfs.register(con)
+    duckdb_udfs.register_udfs(con)
     duckdb_udfs.install_macros(con)
 
     @PROPERTY_SETTINGS
@@ -412,7 +412,7 @@ def test_utility_macros_golden(con):
     assert row[6:9] == (19.0, 1.25, pytest.approx(float("nan"), nan_ok=True)) and row[9] == 0.0
     from anon_sql.udfs import utility
 
-    assert utility.discernibility(np.array([3, 2]), 6, 1) == 19.0 and utility.cavg(5, 2, 2) == 1.25
+    assert utility.discernibility(np.array([3, 2]), 6, 1) == 19.0 and utility.cavg_formula(5, 2, 2) == 1.25
     assert utility.ncp_numeric(np.array([9.0]), 73)[0] == pytest.approx(9 / 73)
     assert utility.ncp_categorical(np.array([3]), 9)[0] == pytest.approx(2 / 8)
 
@@ -435,7 +435,7 @@ def test_property_utility_macros_equal_kernels(con, width, span, mixed, flat, le
     assert close(row[0], float(utility.ncp_numeric(np.array([width]), span, np.array([mixed]), flat)[0]))
     assert close(row[1], float(utility.ncp_categorical(np.array([leaves]), total)[0]))
     assert close(row[2], utility.discernibility(np.array(sizes), records_in, suppressed))
-    assert close(row[3], utility.cavg(sum(sizes), len(sizes), k))
+    assert close(row[3], utility.cavg_formula(sum(sizes), len(sizes), k))
 
 
 def test_discernibility_table_macro_equals_the_kernel(con):

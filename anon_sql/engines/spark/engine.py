@@ -63,7 +63,7 @@ class SparkEngine(Engine):
         """Never a table or view this session's releases did not create (:mod:`anon_sql.engines.spark.ownership`)."""
         self.release_name = name
         try:
-            return ownership.claim_release_name(self.spark, name, replace=replace, dry_run=dry_run)
+            return ownership.claim_spark_release_name(self.spark, name, replace=replace, dry_run=dry_run)
         except BaseException:
             self.cleanup()   # the source's input view registered for this release goes too
             raise
@@ -98,8 +98,7 @@ class SparkEngine(Engine):
 
     def prepare(self, models: list) -> None:
         if not all(m.portable for m in models):
-            udfs.register(self.spark)
-            self.flavor = "duckdb"   # duckdb trees carry the count lists; udfs.to_spark rewrites them
+            udfs.register_spark_udfs(self.spark)    # the kernels the models' checks call, as the session's UDFs
 
     def pseudonym_function(self, policy: Any) -> str | None:
         """The keyed hash as a pandas UDF of the session: the DuckDB function's values (same key, same hex)."""
@@ -111,7 +110,7 @@ class SparkEngine(Engine):
         return udfs.register_pseudonym(self.spark, pseudonym.load_key(ids[0].options.get("key_file")))
 
     def plan(self, method: Any, ctx: Any) -> Any:
-        return planning.plan(self, method, ctx)
+        return planning.plan_spark_release(self, method, ctx)
 
     def execute(self, stmt: exp.Expression) -> None:
         self.spark.sql(self.render(stmt))
@@ -120,16 +119,21 @@ class SparkEngine(Engine):
         return self.spark.sql(self.render(query)).toPandas()
 
     def render(self, tree: exp.Expression) -> str:
-        tree = maps.by_name(tree, self._map_view)
-        tree = udfs.to_spark(tree) if self.flavor != "spark" else tree
+        unknown = udfs.unknown_kernels(tree)
+        if unknown:
+            from ...errors import PolicyError
+
+            raise PolicyError(f"the SQL function(s) {', '.join('anon.' + k for k in unknown)} have no Spark form "
+                              f"(known: {sorted(udfs.KERNELS)})")
         return render(tree, "spark", pretty=True)
 
-    def _map_view(self, rows: tuple[tuple[str, str], ...]) -> str:
-        """The temporary view of one taxonomy level map, registered once per release (:mod:`.maps`)."""
+    def level_map(self, rows: tuple[tuple[str, str], ...]) -> str:
+        """The temporary view of one taxonomy level map, registered once per release (:mod:`.maps`); the compiler
+        joins it by name (``CompileInput.level_map``)."""
         name = self.maps.get(rows)
         if name is None:
             name = self._fresh(f"{self.release_name}{maps.SUFFIX}{len(self.maps) + 1}")
-            maps.register(self.spark, rows, name)
+            maps.register_map_view(self.spark, rows, name)
             self.maps[rows] = name
             self.created.append(name)
             self.sql.append(maps.statement(name, rows))
@@ -275,7 +279,7 @@ class SparkEngine(Engine):
     def record(self, rel: Any, plan: Any, source_label: str) -> None:
         """Spark keeps no catalog: the session remembers the release's name (so that it may be replaced later, and
         nothing else ever is) and the release persists as the ``output`` Parquet when one is asked for."""
-        ownership.record_release(self.spark, rel.name)
+        ownership.remember_spark_release(self.spark, rel.name)
         if self.output:
             with self.jobs.stage("output"):
                 mode = "overwrite" if self.replace else "errorifexists"

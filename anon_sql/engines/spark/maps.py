@@ -5,12 +5,12 @@ keeps a SQL temporary view as its text and analyses it again in every statement 
 parsed and resolved again in every view over ``__general`` (about a quarter of a 1M release was this planning, with
 no job). On Spark each distinct map becomes one view per release, registered from the DataFrame of its ``VALUES`` query
 (the view keeps the analysed plan, a ``LocalRelation``: nothing to parse again, no job to make it, small enough for
-Spark to broadcast in a join — a DataFrame made from a Python list would be an RDD scan, neither), and the trees
-read it by name. The view is the release's: it is dropped with it when the release is refused.
+Spark to broadcast in a join — a DataFrame made from a Python list would be an RDD scan, neither), and the compiler
+joins it by name (``CompileInput.level_map``: the engine hands it the view, so no rendered tree is rewritten). The view is the release's: it is dropped with it when the release is refused.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from sqlglot import exp
 
@@ -21,38 +21,7 @@ COLUMNS = ("leaf", "value")
 SUFFIX = "__map"
 
 
-def rows_of(node: exp.Values) -> tuple[tuple[str, str], ...] | None:
-    """The (leaf, value) rows of a compiler level map (``VALUES … AS m(leaf, value)`` of string literals), else None."""
-    alias = node.args.get("alias")
-    if alias is None or [c.name for c in alias.columns] != list(COLUMNS):
-        return None
-    rows = []
-    for t in node.expressions:
-        if not isinstance(t, exp.Tuple) or len(t.expressions) != 2:
-            return None
-        if not all(isinstance(v, exp.Literal) and v.is_string for v in t.expressions):
-            return None
-        rows.append((t.expressions[0].this, t.expressions[1].this))
-    return tuple(rows)
-
-
-def by_name(tree: exp.Expression, view: Callable[[tuple[tuple[str, str], ...]], str]) -> exp.Expression:
-    """``tree`` (a copy, when it has level maps) with each level map replaced by the view ``view(rows)`` names,
-    aliased as the map was."""
-    if not any(rows_of(v) is not None for v in tree.find_all(exp.Values)):
-        return tree
-
-    def swap(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Values):
-            rows = rows_of(node)
-            if rows is not None:
-                return exp.Table(this=ident(view(rows)), alias=exp.TableAlias(this=ident(node.alias)))
-        return node
-
-    return tree.transform(swap)
-
-
-def register(spark: Any, rows: tuple[tuple[str, str], ...], name: str) -> None:
+def register_map_view(spark: Any, rows: tuple[tuple[str, str], ...], name: str) -> None:
     """Register ``rows`` as the temporary view ``name`` (the engine's ``<release>__map<n>``, a name no table or view
     of the session has: nothing is replaced)."""
     spark.sql(render(_query(rows), "spark")).createOrReplaceTempView(name)
@@ -70,4 +39,4 @@ def statement(name: str, rows: tuple[tuple[str, str], ...]) -> str:
     return render(temporary_view(name, _query(rows)), "spark", pretty=True)
 
 
-__all__ = ["by_name", "register", "rows_of", "statement"]
+__all__ = ["register_map_view", "statement"]

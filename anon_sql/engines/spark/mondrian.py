@@ -157,7 +157,7 @@ def _widths(enc: _Encoded, ext: pd.DataFrame, mode: str) -> tuple[np.ndarray, np
     return widths, ties, lcas
 
 
-def plan(sq: SparkSQL, policy: Any, source_view: str, taxonomies: dict, models: Sequence[PrivacyModel],
+def plan_mondrian(sq: SparkSQL, policy: Any, source_view: str, taxonomies: dict, models: Sequence[PrivacyModel],
          progress: Callable[[str], None] = lambda m: None) -> AssignmentPlan:
     """Mondrian's assignment plan, computed in Spark (identical to ``method = "mondrian"`` on DuckDB)."""
     from pyspark.sql import functions as F, types as T

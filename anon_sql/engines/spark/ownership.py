@@ -21,21 +21,21 @@ CLAIMED = (*WORKING_SUFFIXES, "__" + COUNTED_ROWS)   # what a release of a name 
 SUFFIXES = (*CLAIMED, "__input", "__population")
 
 
-def recorded(spark: Any) -> list[str]:
+def spark_releases_made(spark: Any) -> list[str]:
     """The release names this session's releases created (oldest first)."""
     return list(json.loads(spark.conf.get(CONF_KEY, None) or "[]"))
 
 
-def record_release(spark: Any, name: str) -> None:
+def remember_spark_release(spark: Any, name: str) -> None:
     """Remember that a release of this session created ``name`` (and its working objects)."""
-    names = recorded(spark)
+    names = spark_releases_made(spark)
     if name not in names:
         spark.conf.set(CONF_KEY, json.dumps(names + [name]))
 
 
 def owner(spark: Any, name: str) -> str | None:
     """The recorded release that ``name`` belongs to (the release itself or one of its working objects), else None."""
-    for release in recorded(spark):
+    for release in spark_releases_made(spark):
         if name == release or any(name == release + s for s in SUFFIXES):
             return release
     return None
@@ -49,13 +49,13 @@ def check_working_name(spark: Any, name: str) -> None:
             "release; anon_sql never replaces what it did not create: choose another release name")
 
 
-def claim_release_name(spark: Any, name: str, *, replace: bool = False, dry_run: bool = False) -> bool:
+def claim_spark_release_name(spark: Any, name: str, *, replace: bool = False, dry_run: bool = False) -> bool:
     """May a release named ``name`` be created in this session? True when it replaces an earlier release of that name.
 
     Raises :class:`ReleaseExistsError` when ``name`` or one of its working names is a table or view that no release of
     this session created, or when it is an earlier release and ``replace`` was not given."""
     exists = table_exists(spark, name)
-    ours = name in recorded(spark)
+    ours = name in spark_releases_made(spark)
     if exists and not ours:
         raise ReleaseExistsError(
             f"a table or view named {name!r} already exists in the Spark session and is not a release of anon_sql "
@@ -73,4 +73,4 @@ def claim_release_name(spark: Any, name: str, *, replace: bool = False, dry_run:
     return exists
 
 
-__all__ = ["CONF_KEY", "check_working_name", "claim_release_name", "owner", "record_release", "recorded"]
+__all__ = ["CONF_KEY", "check_working_name", "claim_spark_release_name", "owner", "remember_spark_release", "spark_releases_made"]

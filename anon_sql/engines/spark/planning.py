@@ -33,10 +33,10 @@ DRIVER_POPULATION = "__anon_population"   # the population's combinations in the
 DRIVER_ROWS_LIMIT = 5_000_000
 
 # method class → its Spark planner (methods that read the source's rows)
-PLANNERS: dict[type[Method], Callable[..., Plan]] = {Mondrian: mondrian.plan}
+PLANNERS: dict[type[Method], Callable[..., Plan]] = {Mondrian: mondrian.plan_mondrian}
 
 
-def plan(engine: Any, method: Method, ctx: MethodContext) -> Plan:
+def plan_spark_release(engine: Any, method: Method, ctx: MethodContext) -> Plan:
     """The method's plan for a Spark release (``ctx.source_view`` is the release's ``__source`` temporary view)."""
     if method.reads == "nothing":
         return method.plan(dataclasses.replace(ctx, con=None))

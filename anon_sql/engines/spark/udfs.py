@@ -1,5 +1,5 @@
-"""The per-class kernels of udfs/kernels.py as Spark pandas UDFs, and the rewrite of a compiled tree's DuckDB macro
-calls (``anon.entropy_counts(list)``, ...) into calls of those UDFs — one kernel, every engine.
+"""The per-class kernels of udfs/kernels.py as Spark pandas UDFs ``anon_<kernel>``: the compiled tree's kernel calls
+(:class:`anon_sql.common.sqlbuild.KernelCall`) render as calls of them in Spark SQL — one kernel, every engine.
 
 The UDFs take the per-class list of sensitive-value counts (``sort_array(collect_list(count), false)``) and run the
 same vectorized numpy function as the DuckDB arrow UDFs (:func:`anon_sql.udfs.kernels.batch`).
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ...models.base import MACRO_SCHEMA
+from ...common.sqlbuild import KernelCall
 from ...udfs import kernels
 
 PREFIX = "anon_"
@@ -59,7 +59,7 @@ KERNELS: dict[str, tuple[Callable[..., pd.Series], str]] = {
 }
 
 
-def register(spark: Any) -> list[str]:
+def register_spark_udfs(spark: Any) -> list[str]:
     """Register every kernel as a pandas UDF ``anon_<macro>`` in the session; returns the names."""
     from pyspark.sql.functions import pandas_udf
 
@@ -87,33 +87,6 @@ def register_pseudonym(spark: Any, key: bytes) -> str:
     return pseudonym.FUNCTION
 
 
-def _macro_call(node: exp.Expression) -> exp.Anonymous | None:
-    """``anon.<macro>(args)`` as sqlglot parses/builds it (a Dot over an anonymous call), else None."""
-    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
-        schema = node.this
-        name = schema.name if isinstance(schema, (exp.Identifier, exp.Column)) else None
-        if name == MACRO_SCHEMA:
-            return node.expression
-    return None
-
-
-def to_spark(tree: exp.Expression) -> exp.Expression:
-    """Rewrite a compiled statement for Spark: macro calls → pandas UDF calls; ordered ``array_agg`` (which sqlglot
-    would render as an unordered ``collect_list``) → ``sort_array(collect_list(x), false)``. Refuses unknown macros."""
-    def swap(node: exp.Expression) -> exp.Expression:
-        call = _macro_call(node)
-        if call is not None:
-            name = call.name
-            if name not in KERNELS:
-                from ...errors import PolicyError
-
-                raise PolicyError(f"the SQL function anon.{name} has no Spark form (known: {sorted(KERNELS)})")
-            return exp.Anonymous(this=PREFIX + name, expressions=[e.copy() for e in call.expressions])
-        if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
-            order = node.this
-            keys = order.expressions
-            desc = bool(keys and keys[0].args.get("desc"))
-            return exp.ArraySort(this=exp.ArrayAgg(this=order.this.copy()), asc=exp.false() if desc else exp.true())
-        return node
-
-    return tree.copy().transform(swap)
+def unknown_kernels(tree: exp.Expression) -> list[str]:
+    """The kernels ``tree`` calls that have no Spark UDF (sorted): the release is refused before it runs them."""
+    return sorted({k.name for k in tree.find_all(KernelCall)} - set(KERNELS))

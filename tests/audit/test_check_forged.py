@@ -1,0 +1,145 @@
+"""Issue 28.8: `check` derives what it verifies from the policy and the released table, never from a catalog field
+that the author of a shared or edited file could forge. Each test breaks a release so that it no longer meets its
+policy, forges the catalog field that would have hidden it (in a copy of the file), and shows the check still fails
+(exit 3). On the code before this, each forgery made the broken release pass.
+
+What `check` reads from `anon.releases`, and what it does with it now:
+- ``policy_json``: the policy itself, what the release is checked against (its models, its released columns);
+- ``plan.noise_flag``: ignored; the flag is the policy's θ ``method_params.noise_flag``;
+- ``noise``: counted in the table through that flag (θ without a flag: the recorded number; other methods: 0);
+- ``plan.slicing_check`` (a whole-table model's layout): a missing layout fails the model, the layout's QIs are
+  ignored (the policy's QIs), and its column groups must hold each QI and the sensitive attribute once;
+- ``classes``, ``suppressed``: compared with what the table gives (a forged value can only fail the check);
+- ``records_in``: not derivable from the released table (the suppressed records are gone): see docs/testing.md.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+import anon_sql
+from anon_sql.cli.main import main
+from conftest import data_path, load_theta_noise, theta_noise_policy
+from test_check_tamper import PATIENTS, levels_policy
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("forged") / "w.duckdb")
+    c = duckdb.connect(path)
+    c.execute(PATIENTS)
+    load_theta_noise(c)
+    c.execute("CREATE TABLE t2 AS SELECT * FROM read_csv(?)", [str(data_path("examples", "seed001_table2.csv"))])
+    anon_sql.release(c, levels_policy())
+    anon_sql.release(c, theta_noise_policy("rt"))
+    anon_sql.release(c, {"name": "sl", "source": "t2", "method": "slicing", "seed": 7,
+                         "attributes": {"sex": {"role": "quasi"}, "age": {"role": "quasi"},
+                                        "zipcode": {"role": "quasi"}, "diagnosis": {"role": "sensitive"}},
+                         "privacy": {"k": 3, "l_diversity": {"kind": "slicing", "l": 2}},
+                         "method_params": {"columns": 2, "sensitive_column_size": 1}})
+    c.close()
+    return path
+
+
+@pytest.fixture
+def db(released, tmp_path):
+    path = tmp_path / "w.duckdb"
+    shutil.copy(released, path)
+    return str(path)
+
+
+def edit(db: str, *statements: str) -> None:
+    c = duckdb.connect(db)
+    for s in statements:
+        c.execute(s)
+    c.close()
+
+
+def forge_plan(db: str, name: str, change) -> None:
+    c = duckdb.connect(db)
+    plan = json.loads(c.execute("SELECT plan FROM anon.releases WHERE release = ?", [name]).fetchall()[0][0])
+    change(plan)
+    c.execute("UPDATE anon.releases SET plan = ? WHERE release = ?", [json.dumps(plan), name])
+    c.close()
+
+
+def exit_code(db: str, name: str) -> int:
+    return CliRunner().invoke(main, ["check", name, "--db", db]).exit_code
+
+
+def failing(db: str, name: str) -> set[str]:
+    c = duckdb.connect(db, read_only=True)
+    frame = anon_sql.check(c, name)
+    c.close()
+    return set(frame.query("not passed")["check"])
+
+
+def test_untouched_releases_pass(db):
+    assert {n: exit_code(db, n) for n in ("rl", "rt", "sl")} == {"rl": 0, "rt": 0, "sl": 0}
+
+
+def test_an_identifier_put_back_is_caught_whatever_the_plan_calls_it(db):
+    """The identifier `name` added back to the release; the plan forged to call it the noise flag."""
+    edit(db, "ALTER TABLE rl ADD COLUMN name VARCHAR", "UPDATE rl SET name = 'Ann'")
+    forge_plan(db, "rl", lambda plan: plan.update(noise_flag="name"))
+    assert exit_code(db, "rl") == 3
+    assert "columns" in failing(db, "rl")
+
+
+def test_rows_removed_are_caught_whatever_noise_count_is_recorded(db):
+    """A record deleted from a class that keeps k = 3 and l = 2 (suppression beyond max_suppression = 0); the
+    recorded noise forged to -1 so that the recorded counts reconcile again."""
+    c = duckdb.connect(db)
+    ec = c.execute("SELECT ec_id FROM rl GROUP BY ec_id HAVING count(*) >= 4 AND count(DISTINCT diag) >= 2 "
+                   "ORDER BY ec_id LIMIT 1").fetchall()[0][0]
+    victim = c.execute("SELECT diag FROM rl WHERE ec_id = ? GROUP BY diag ORDER BY count(*) DESC, diag LIMIT 1",
+                       [ec]).fetchall()[0][0]
+    c.execute("DELETE FROM rl WHERE rowid = (SELECT min(rowid) FROM rl WHERE ec_id = ? AND diag = ?)", [ec, victim])
+    c.execute("UPDATE anon.releases SET noise = -1 WHERE release = 'rl'")
+    c.close()
+    assert exit_code(db, "rl") == 3
+    assert {"reconciliation", "max_suppression"} & failing(db, "rl")
+
+
+def test_theta_noise_is_counted_through_the_policys_flag(db):
+    """θ: a real record deleted, one more record flagged as noise in the catalog's count only."""
+    c = duckdb.connect(db)
+    c.execute("DELETE FROM rt WHERE rowid = (SELECT min(rowid) FROM rt WHERE NOT is_noise)")
+    c.execute("UPDATE anon.releases SET noise = noise - 1 WHERE release = 'rt'")
+    c.close()
+    assert exit_code(db, "rt") == 3
+    assert "reconciliation" in failing(db, "rt")
+
+
+def test_a_whole_table_model_without_its_layout_fails(db):
+    """Slicing's l-diversity broken (one diagnosis for a whole bucket), and the plan's layout deleted so that the
+    whole-table model had nothing to run on."""
+    edit(db, "UPDATE sl SET diagnosis = 'Flu' WHERE ec_id = 1")
+    forge_plan(db, "sl", lambda plan: plan.pop("slicing_check"))
+    assert exit_code(db, "sl") == 3
+    assert "slicing_l_diversity" in failing(db, "sl")
+
+
+def test_a_layout_whose_groups_leave_out_the_sensitive_attribute_fails(db):
+    forge_plan(db, "sl", lambda plan: plan["slicing_check"].update(columns=[["sex", "age", "zipcode"]]))
+    assert exit_code(db, "sl") == 3
+    assert "slicing_l_diversity" in failing(db, "sl")
+
+
+def test_the_wildcard_model_checks_the_policys_quasi_identifiers(tmp_path):
+    """A wildcard k-anonymity release whose layout is forged to list one QI: the check still uses every QI."""
+    from anon_sql.models.wildcard_k import WildcardKAnonymity
+
+    c = duckdb.connect()
+    c.execute("CREATE TABLE r AS SELECT * FROM (VALUES ('a', 'x'), ('a', 'y'), ('b', 'x'), ('b', 'y')) t(p, q)")
+    model = WildcardKAnonymity(2, ["p", "q"])
+    from sqlglot import exp
+
+    forged = {"kind": "wildcard", "quasi": ["p"], "k": 2}
+    row = model.table_check(c, exp.Table(this=exp.to_identifier("r")), None, None, forged, None)
+    assert row["passed"] is False          # every (p, q) combination is unique: k = 1 < 2 over both QIs
+    c.close()
