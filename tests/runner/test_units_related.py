@@ -250,7 +250,7 @@ def test_refusals_leave_the_database_unchanged(con, change, error):
 def test_report_reads_the_set(con):
     """The report of a stored release re-runs the checks over the set (the related values through the pseudonym)
     and lists the related tables; its metrics read the unit table."""
-    from anon_sql.publish.report import build
+    from anon_sql.publish.report import build_report as build
 
     flu(con)
     anon_sql.release(con, policy(max_suppression=0.5))
