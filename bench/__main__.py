@@ -5,6 +5,7 @@ same run, with the load average, rows, commit and date.
     python -m bench                 # --quick (default): a few minutes
     python -m bench --full          # the scale curve at 1M and 10M rows, releases at 2M / 10M rows, every ARX case
     python -m bench --only memory release --out /tmp/benchmarks.md
+    python -m bench --full --max-rows 1000000   # leave the 10M / 100M runs out (a loaded machine)
 
 ARX runs only when ../shared/tools/arx/arx-bench and Java are present (never a CI dependency). Spark (bench_spark.py)
 and the peers (bench_mondrian.py's anonypy) are not part of the profiles: run those scripts by hand.
@@ -19,39 +20,73 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from results import ROOT, commit, load_average, read  # noqa: E402
+from targets import ISSUE, standing  # noqa: E402
 
 ARX = ROOT.parent / "shared" / "tools" / "arx" / "arx-bench"
 
-# suite → (script, arguments) per profile; None = not in that profile
-PROFILES: dict[str, dict[str, list[str] | None]] = {
+
+@dataclass(frozen=True)
+class Run:
+    """One script run of a suite: its arguments (the script first) and the largest table it makes, so that
+    ``--max-rows`` can leave the large cases out (and the page says which were not run)."""
+
+    args: list[str]
+    rows: int = 0
+
+
+# suite → its runs per profile. Each suite is pluggable: another branch adds a suite here (and its title below) or
+# a run to a suite, and its targets to bench/targets.py; the page needs nothing else.
+PROFILES: dict[str, dict[str, list[Run]]] = {
     "quick": {
-        "startup": ["bench_startup.py", "--repeat", "2"],
-        "release": ["bench_release.py", "--rows", "1000000", "--extra", "0", "1", "10", "--repeats", "2"],
-        "assess": ["bench_assess.py", "--rows", "1000000", "--repeat", "2"],
-        "memory": ["bench_memory.py", "--cases", "optimal:300000", "mondrian:30162", "mondrian:1000000"],
-        "arx": ["bench_arx.py", "--cases", "q8_k5_s0", "q8_k5_s4", "--repeat", "3"],
-        "scale": ["bench_scale.py", "--rows", "300000", "1000000"],
+        "startup": [Run(["bench_startup.py", "--repeat", "2"])],
+        "phases": [Run(["bench_release_phases.py", "--repeat", "5"], 30_162)],
+        "release": [Run(["bench_release.py", "--rows", "1000000", "--extra", "0", "1", "10", "--repeats", "2"],
+                        1_000_000)],
+        "assess": [Run(["bench_assess.py", "--rows", "1000000", "--repeat", "2"], 1_000_000)],
+        "memory": [Run(["bench_memory.py", "--cases", "optimal:300000", "mondrian:30162", "mondrian:1000000"],
+                       1_000_000)],
+        "arx": [Run(["bench_arx.py", "--cases", "q8_k5_s0", "q8_k5_s4", "--repeat", "3"], 30_162),
+                Run(["bench_arx.py", "--mixed", "1000000", "--cases", "q8_k5_s0", "--repeat", "2", "--warmup", "1"],
+                    1_000_000),
+                Run(["bench_arx.py", "--mixed", "1000000", "--cases", "q8_k5_s4", "--repeat", "1", "--warmup", "0"],
+                    1_000_000)],
+        "scale": [Run(["bench_scale.py", "--rows", "300000", "1000000"], 1_000_000)],
     },
     "full": {
-        "startup": ["bench_startup.py", "--repeat", "5"],
-        "release": ["bench_release.py", "--rows", "2000000", "10000000", "--extra", "0", "1", "10", "--repeats", "2"],
-        "assess": ["bench_assess.py", "--rows", "10000000", "--repeat", "2"],
-        "memory": ["bench_memory.py", "--cases", "optimal:300000", "mondrian:30162", "mondrian:1000000"],
-        "arx": ["bench_arx.py", "--repeat", "5"],
-        "scale": ["bench_scale.py", "--rows", "1000000", "10000000"],   # 100M: by hand, --database FILE
+        "startup": [Run(["bench_startup.py", "--repeat", "5"])],
+        "phases": [Run(["bench_release_phases.py", "--repeat", "9"], 30_162),
+                   Run(["bench_release_phases.py", "--case", "q8_k5_s4", "--repeat", "5"], 30_162)],
+        "release": [Run(["bench_release.py", "--rows", "2000000", "--extra", "0", "1", "10", "--repeats", "2"],
+                        2_000_000),
+                    Run(["bench_release.py", "--rows", "10000000", "--extra", "0", "1", "10", "--repeats", "2"],
+                        10_000_000)],
+        "assess": [Run(["bench_assess.py", "--rows", "1000000", "--repeat", "2"], 1_000_000),
+                   Run(["bench_assess.py", "--rows", "10000000", "--repeat", "2"], 10_000_000)],
+        "memory": [Run(["bench_memory.py", "--cases", "optimal:300000", "mondrian:30162", "mondrian:1000000"],
+                       1_000_000)],
+        # ARX's 4 % search of the 1M rows takes 12 s idle, 200 s at load 17: one timed run
+        "arx": [Run(["bench_arx.py", "--repeat", "5"], 30_162),
+                Run(["bench_arx.py", "--mixed", "1000000", "--cases", "q8_k5_s0", "--repeat", "3", "--warmup", "1"],
+                    1_000_000),
+                Run(["bench_arx.py", "--mixed", "1000000", "--cases", "q8_k5_s4", "--repeat", "1", "--warmup", "0"],
+                    1_000_000)],
+        "scale": [Run(["bench_scale.py", "--rows", "1000000"], 1_000_000),
+                  Run(["bench_scale.py", "--rows", "10000000"], 10_000_000)],   # 100M: by hand, --database FILE
     },
 }
 TITLES = {
     "startup": "Start-up (wall time of a fresh process)",
+    "phases": "A warm release, stage by stage (issue 29.1): Python time against the DuckDB statements' time",
     "release": "Level-vector release (issue 2, issue 17.5): against a copy of the source + one bare GROUP BY",
     "assess": "Assessment (issue 15): against one bare GROUP BY",
     "memory": "Peak resident memory (issue 17.3): a fresh process per case",
-    "arx": "ARX side by side (issue 17.1): Adult, warm",
+    "arx": "ARX side by side (issue 17.1, 29.1, 29.3): Adult and 1M mixed rows, warm, medians",
     "scale": "Scale curve (issue 17.6): against one bare GROUP BY",
 }
 
@@ -116,12 +151,19 @@ def write_doc(records: list[dict], profile: str, skipped: list[str], failed: lis
         "# Benchmarks",
         "",
         f"Written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC at commit `{commit()}`, "
-        f"profile `{profile}`. The machine has 2 cores shared with other work: every figure is a best of N beside "
-        "its baseline measured in the same run, and the ratio is what compares. Load average (1, 5, 15 min): "
-        f"{load_before} before, {load_after} after; each row carries the load when it was measured.",
+        f"profile `{profile}`. The machine has 2 cores shared with other work: every figure is a best of N (or a "
+        "median, where the row says so) beside its baseline measured in the same run, and the ratio is what "
+        f"compares. Load average (1, 5, 15 min): {load_before} before, {load_after} after; each row carries the "
+        "load when it was measured and the commit it measured.",
+        "",
+        f"## Where issue {ISSUE}'s targets stand",
+        "",
+        *standing(records),
         "",
         "Regenerate: `python -m bench` (a few minutes) or `python -m bench --full` (the scale curve; about half an "
-        "hour on an idle machine; its plot needs the `bench` extra, `pip install -e \".[bench]\"`). Spark (`bench/bench_spark.py`), the Python peers (`bench/bench_mondrian.py` "
+        "hour on an idle machine; its plot needs the `bench` extra, `pip install -e \".[bench]\"`); "
+        "`--max-rows N` leaves out the runs of larger tables (the page lists them under Not run), `--render FILE` "
+        "writes the page from kept records (`--results`). The targets' table comes from `bench/targets.py`. Spark (`bench/bench_spark.py`), the Python peers (`bench/bench_mondrian.py` "
         "beside anonypy) and the search at scale (`bench/bench_search.py --rows ...`) run by hand. Each script also runs alone (see its docstring) and `--json FILE` appends its "
         "records in the common format of `bench/results.py`.",
         "",
@@ -131,14 +173,15 @@ def write_doc(records: list[dict], profile: str, skipped: list[str], failed: lis
         if not rows:
             continue
         lines += [f"## {TITLES[suite]}", "",
-                  "| case | rows | value | baseline (same run) | baseline value | ratio | target | load avg | best of |",
-                  "| --- | ---: | ---: | --- | ---: | ---: | --- | --- | ---: |"]
+                  "| case | rows | value | baseline (same run) | baseline value | ratio | target | load avg | of runs "
+                  "| commit |",
+                  "| --- | ---: | ---: | --- | ---: | ---: | --- | --- | --- | --- |"]
         for r in rows:
             load = " ".join(f"{x:.1f}" for x in r["load"])
             n = f"{r['rows']:,}" if r.get("rows") else "-"
             lines.append(f"| {r['case']} | {n} | {_num(r['value'], r['unit'])} | {r['baseline']} | "
                          f"{_num(r['baseline_value'], r['unit'])} | **{r['ratio']:.2f}x** | {r['target']} | "
-                         f"{load} | {r['repeat']} |")
+                         f"{load} | {r.get('stat', 'best')} of {r['repeat']} | `{r.get('commit', '-')}` |")
         extras = [r for r in rows if r.get("extra")]
         if extras:
             lines.append("")
@@ -166,40 +209,51 @@ def main(argv: list[str] | None = None) -> None:
     group.add_argument("--quick", action="store_true", help="the default: 9 minutes at load 12 on 2 cores")
     group.add_argument("--full", action="store_true", help="+ the scale curve and the 10M-row releases")
     ap.add_argument("--only", nargs="*", default=None, choices=list(TITLES), help="run only these suites")
+    ap.add_argument("--max-rows", type=int, default=None, metavar="N",
+                    help="leave out the runs whose tables exceed N rows (e.g. --full --max-rows 1000000: the small "
+                         "and 1M cases on a loaded machine); the page lists them as not run")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     ap.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "anon_sql_bench.log")
     ap.add_argument("--results", type=Path, default=None, help="keep the JSON lines here (default: a temp file)")
     ap.add_argument("--render", type=Path, default=None,
                     help="run nothing: write the page from this JSON-lines file (e.g. a run's --results plus records "
                          "a script appended by hand with --json)")
+    ap.add_argument("--ran", default=None, metavar="TEXT",
+                    help="with --render: what made the records (e.g. the command and its hours), said on the page")
     args = ap.parse_args(argv)
     if args.render:
         records = read(args.render)
         plotted = plot(records, args.out.parent / "benchmarks-scale.png")
-        write_doc(records, "rendered from " + args.render.name, [], [], "-", "-", args.out,
+        made = f"rendered from {args.render.name}" + (f", the records of {args.ran}" if args.ran else "")
+        write_doc(records, made, [], [], "-", "-", args.out,
                   f"python -m bench --render {args.render.name}", plotted)
         print(f"wrote {args.out} ({len(records)} figures)")
         return
     profile = "full" if args.full else "quick"
     command = "python -m bench" + (" --full" if args.full else "") + (
-        f" --only {' '.join(args.only)}" if args.only else "")
+        f" --only {' '.join(args.only)}" if args.only else "") + (
+        f" --max-rows {args.max_rows}" if args.max_rows else "")
     results = args.results or Path(tempfile.mkstemp(suffix=".jsonl")[1])
     results.write_text("")
     load_before = load_average()
     skipped, failed = [], []
-    for suite, script in PROFILES[profile].items():
+    for suite, runs in PROFILES[profile].items():
         if args.only is not None and suite not in args.only:
-            continue
-        if script is None:
             continue
         if suite == "arx" and not arx_usable():
             skipped.append(f"{TITLES[suite]}: ../shared/tools/arx/arx-bench or Java not found")
             continue
-        print(f"{suite}: python bench/{' '.join(script)}  (log: {args.log})", flush=True)
-        ok, took = run_suite(suite, script, results, args.log)
-        print(f"  {'done' if ok else 'FAILED'} in {took:.0f} s", flush=True)
-        if not ok:
-            failed.append(f"{suite} (`python bench/{' '.join(script)}`)")
+        for run in runs:
+            script = run.args
+            if args.max_rows is not None and run.rows > args.max_rows:
+                skipped.append(f"{suite}: `python bench/{' '.join(script)}` ({run.rows:,} rows > --max-rows "
+                               f"{args.max_rows:,})")
+                continue
+            print(f"{suite}: python bench/{' '.join(script)}  (log: {args.log})", flush=True)
+            ok, took = run_suite(suite, script, results, args.log)
+            print(f"  {'done' if ok else 'FAILED'} in {took:.0f} s", flush=True)
+            if not ok:
+                failed.append(f"{suite} (`python bench/{' '.join(script)}`)")
     records = read(results)
     plotted = plot(records, args.out.parent / "benchmarks-scale.png")
     write_doc(records, profile, skipped, failed, load_before, load_average(), args.out, command, plotted)

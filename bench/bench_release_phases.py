@@ -1,14 +1,16 @@
-"""Where a warm release goes (issue 17.1): the stages of ``anon_sql.runner.run`` timed one by one on Adult (the ARX
-cases of bench_arx.py), warm — same process, later releases of the same policy — with the median of N.
+"""Where a warm release goes (issue 17.1, issue 29.1): the statements DuckDB runs and the stages of a release, timed
+one by one on Adult (the ARX cases of bench_arx.py), warm — same process, later releases of the same policy — with
+the median of N.
 
     python bench/bench_release_phases.py                       # q8_k5_s0 (optimal, k = 5, DM*, 8 QIs), 9 releases
-    python bench/bench_release_phases.py --case q8_k5_s4_dm --repeat 5
+    python bench/bench_release_phases.py --case q8_k5_s4 --repeat 5 --statements
+    python bench/bench_release_phases.py --mixed 1000000 --repeat 3          # issue 29.3's 1M rows
 
-The stage functions are wrapped by timers here (bench only, the package is not changed; a stage's time excludes
-the timed stages inside it): resolve (policy, source, record count), its base counts and taxonomies, the target
-check, the source view, the lattice build (base table and its integer coding), the search, compile (sqlglot trees),
-SQL rendering, materialize (DuckDB runs the release statements), verify and its check summary, tidy, catalog record,
-commit. "other" is the rest of the wall time. The machine is shared: the load average is printed beside the figures.
+The release runs through ``anon_sql.release`` on a counting wrapper of the connection (every ``execute`` / ``sql`` is
+one statement, timed), and the stage functions of :mod:`anon_sql.runner.run` are wrapped by timers (bench only, the
+package is not changed; a stage's time excludes the timed stages inside it). Each stage's row gives its wall time,
+its statements and the time DuckDB spent in them; the rest of its wall time is Python. ``--statements`` lists the
+statements of the last release. The machine is shared: the load average is printed beside the figures.
 """
 from __future__ import annotations
 
@@ -25,18 +27,23 @@ from typing import Any, Callable
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import anon_sql                                        # noqa: E402
-from anon_sql.methods import lattice as lattice_mod             # noqa: E402
-from anon_sql.compiler.views import CompiledRelease          # noqa: E402
+import anon_sql                                         # noqa: E402
 from anon_sql.engines import DuckDBEngine               # noqa: E402
 from anon_sql.methods import search as search_mod       # noqa: E402
+from anon_sql.methods import lattice as lattice_mod     # noqa: E402
 from bench_arx import DATA, policy                      # noqa: E402
 
-release_mod = importlib.import_module("anon_sql.release")   # the module (the package exports a function of that name)
+run_mod = importlib.import_module("anon_sql.runner.run")
 resolve_mod = importlib.import_module("anon_sql.runner.resolve")
 verify_mod = importlib.import_module("anon_sql.runner.verify")
+recheck_mod = importlib.import_module("anon_sql.audit.recheck")
+api_mod = importlib.import_module("anon_sql.api")
 TIMES: dict[str, float] = defaultdict(float)
+SQL_TIMES: dict[str, float] = defaultdict(float)
+COUNTS: dict[str, int] = defaultdict(int)
 ACTIVE: list[str] = []
+LOG: list[tuple[str, float, str]] = []
+OUTSIDE = "other (Python glue)"
 
 
 def timed(name: str, fn: Callable) -> Callable:
@@ -55,56 +62,125 @@ def timed(name: str, fn: Callable) -> Callable:
     return wrapper
 
 
+class Counting:
+    """A DuckDB connection that counts and times every statement, under the stage that runs it."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self._con = con
+
+    def _run(self, method: str, query: Any, *args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        result = getattr(self._con, method)(query, *args, **kwargs)
+        spent = time.perf_counter() - t
+        stage = ACTIVE[-1] if ACTIVE else OUTSIDE
+        SQL_TIMES[stage] += spent
+        COUNTS[stage] += 1
+        LOG.append((stage, spent, str(query)))
+        return result
+
+    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._run("execute", query, *args, **kwargs)
+
+    def sql(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._run("sql", query, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+STAGES = [   # (module, attribute, stage name)
+    (run_mod, "resolve_release", "resolve: policy, source, record count"),
+    (DuckDBEngine, "base_counts", "resolve: base counts (GROUP BY of the source)"),
+    (resolve_mod, "resolve_taxonomies", "resolve: taxonomies + coverage check"),
+    (run_mod, "check_target", "target name check (ownership)"),
+    (run_mod, "create_source_view", "source view"),
+    (lattice_mod.Lattice, "__init__", "lattice: base table + coding"),
+    (search_mod.Optimal, "search", "search (node evaluations)"),
+    (run_mod, "compile_release", "compile (sqlglot trees)"),
+    (run_mod, "materialize", "materialize (DuckDB runs the release)"),
+    (run_mod, "verify_release", "verify: checks view, counts, metrics"),
+    (verify_mod, "check_summary", "verify: check summary"),
+    (run_mod.suppression, "settle", "settle suppression"),
+    (run_mod, "tidy", "tidy (drop working views)"),
+    (DuckDBEngine, "record", "catalog record"),
+    (DuckDBEngine, "commit", "commit"),
+    (run_mod, "discard_resolved", "discard (drop the base counts)"),
+    (recheck_mod, "prepare_check", "check program (cached for anon-sql check)"),
+]
+
+
 def instrument() -> None:
-    release_mod.resolve_release = timed("resolve: policy, source, record count", release_mod.resolve_release)
-    DuckDBEngine.base_counts = timed("resolve: base counts (GROUP BY of the source)", DuckDBEngine.base_counts)
-    resolve_mod.resolve_taxonomies = timed("resolve: taxonomies + coverage check", resolve_mod.resolve_taxonomies)
-    release_mod.check_target = timed("target name check", release_mod.check_target)
-    release_mod.create_source_view = timed("source view", release_mod.create_source_view)
-    lattice_mod.Lattice.__init__ = timed("lattice: base table + coding", lattice_mod.Lattice.__init__)
-    search_mod.Optimal.search = timed("search (node evaluations)", search_mod.Optimal.search)
-    release_mod.compile_release = timed("compile (sqlglot trees)", release_mod.compile_release)
-    CompiledRelease.sql = timed("render SQL text", CompiledRelease.sql)
-    release_mod.materialize = timed("materialize (DuckDB runs the release)", release_mod.materialize)
-    release_mod.verify = timed("verify: checks view, counts, metrics", release_mod.verify)
-    verify_mod.check_summary = timed("verify: check summary", verify_mod.check_summary)
-    release_mod.suppression.settle = timed("settle suppression", release_mod.suppression.settle)
-    release_mod.tidy = timed("tidy (drop working views)", release_mod.tidy)
-    DuckDBEngine.record = timed("catalog record", DuckDBEngine.record)
-    DuckDBEngine.commit = timed("commit", DuckDBEngine.commit)
+    for owner, attr, name in STAGES:
+        if not hasattr(owner, attr):   # a renamed stage would silently count as "other": say so
+            raise SystemExit(f"bench_release_phases: {owner.__name__}.{attr} is gone; update STAGES")
+        setattr(owner, attr, timed(name, getattr(owner, attr)))
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", default="q8_k5_s0")
     ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument("--statements", action="store_true", help="list the statements of the last release")
+    ap.add_argument("--json", default=None, help="append the result (bench/results.py format) to this file")
+    ap.add_argument("--mixed", type=int, default=None, metavar="ROWS",
+                    help="bench/generate_mixed.py's data set of ROWS rows instead of Adult (issue 29.3)")
     args = ap.parse_args(argv)
-    con = duckdb.connect()
-    anon_sql.install(con)
-    con.execute("CREATE TABLE adult AS SELECT * FROM read_csv(?, delim = ';', header = true)", [str(DATA / "adult.csv")])
+    data = DATA
+    if args.mixed:
+        from generate_mixed import generate_mixed
+
+        data = generate_mixed(args.mixed, Path(__file__).resolve().parent / "data" / f"adult_mixed_{args.mixed}")
+    raw = duckdb.connect()
+    anon_sql.install(raw)
+    raw.execute("CREATE TABLE adult AS SELECT * FROM read_csv(?, delim = ';', header = true)",
+                [str(data / "adult.csv")])
     pol = policy(args.case)
-    anon_sql.release(con, pol, replace=True)          # cold: caches filled
+    anon_sql.release(raw, pol, replace=True)          # cold: caches filled
     instrument()
-    runs: list[dict[str, float]] = []
+    con = Counting(raw)
+    runs: list[dict[str, tuple[float, float, int]]] = []
     print(f"command: python bench/bench_release_phases.py {' '.join(argv or sys.argv[1:])}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for _ in range(args.repeat):
-        TIMES.clear()
+        TIMES.clear(), SQL_TIMES.clear(), COUNTS.clear(), LOG.clear()
         t = time.perf_counter()
-        anon_sql.release(con, pol, replace=True)
+        ACTIVE.append(OUTSIDE)
+        try:
+            api_mod.release(con, pol, replace=True)
+        finally:
+            ACTIVE.pop()
         wall = time.perf_counter() - t
-        run = dict(TIMES)
-        run["other (checks, views, Python glue)"] = wall - sum(run.values())
-        run["total"] = wall
+        TIMES[OUTSIDE] = wall - sum(v for k, v in TIMES.items() if k != OUTSIDE)
+        run = {n: (TIMES.get(n, 0.0), SQL_TIMES.get(n, 0.0), COUNTS.get(n, 0)) for n in set(TIMES) | set(COUNTS)}
+        run["total"] = (wall, sum(SQL_TIMES.values()), sum(COUNTS.values()))
         runs.append(run)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    total = statistics.median(r["total"] for r in runs)
-    print(f"\nwarm release, {args.case}: median of {args.repeat} releases = {total * 1e3:.0f} ms\n")
-    print(f"| phase | median ms | share |\n|---|---|---|")
-    for name in sorted({n for r in runs for n in r} - {"total"}, key=lambda n: -statistics.median(
-            r.get(n, 0.0) for r in runs)):
-        med = statistics.median(r.get(name, 0.0) for r in runs)
-        print(f"| {name} | {med * 1e3:.1f} | {med / total:.0%} |")
+
+    def med(name: str, i: int) -> float:
+        return statistics.median(r.get(name, (0.0, 0.0, 0))[i] for r in runs)
+    total, statements = med("total", 0), med("total", 2)
+    print(f"\nwarm release, {args.case}: median of {args.repeat} releases = {total * 1e3:.0f} ms, "
+          f"{statements:.0f} statements ({med('total', 1) * 1e3:.0f} ms in DuckDB, "
+          f"{(total - med('total', 1)) * 1e3:.0f} ms Python)\n")
+    print("| stage | median ms | statements | of which DuckDB ms | Python ms | share |\n|---|---:|---:|---:|---:|---:|")
+    for name in sorted({n for r in runs for n in r} - {"total"}, key=lambda n: -med(n, 0)):
+        wall, sql, n = med(name, 0), med(name, 1), med(name, 2)
+        print(f"| {name} | {wall * 1e3:.1f} | {n:.0f} | {sql * 1e3:.1f} | {(wall - sql) * 1e3:.1f} | "
+              f"{wall / total:.0%} |")
+    from results import Result, emit
+
+    sql = med("total", 1)
+    top = sorted({n for r in runs for n in r} - {"total"}, key=lambda n: -med(n, 0))[:4]
+    label = f"mixed {args.mixed:,} rows, " if args.mixed else ""
+    emit([Result("phases", f"{label}{args.case}: warm release, Python time (of {statements:.0f} statements)",
+                 total - sql, "the DuckDB statements of the same releases", sql, rows=raw.execute(
+                     "SELECT count(*) FROM adult").fetchall()[0][0], repeat=args.repeat, stat="median",
+                 extra={"statements": int(statements), "release s": total,
+                        **{f"{n} s": med(n, 0) for n in top}})], args.json)
+    if args.statements:
+        print("\nstatements of the last release (stage, ms, text):")
+        for stage, spent, text in LOG:
+            print(f"- {stage} | {spent * 1e3:.1f} | {' '.join(text.split())[:160]}")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass
 class Result:
-    """One figure and its baseline. ``unit``: "s" (wall time, best of ``repeat``) or "MB" (peak resident memory)."""
+    """One figure and its baseline. ``unit``: "s" (wall time of ``repeat`` runs, the fastest or the median:
+    ``stat``) or "MB" (peak resident memory)."""
 
     suite: str                    # the script: release, memory, arx, ...
     case: str                     # what was measured
@@ -29,8 +30,10 @@ class Result:
     unit: str = "s"
     repeat: int = 1
     target: str = ""              # the issue's target for this figure, as text (e.g. "<= 1.5x")
+    stat: str = "best"            # how the ``repeat`` runs make the figure: "best" (fastest) or "median"
     extra: dict[str, Any] = field(default_factory=dict)
     load: tuple[float, float, float] = field(default_factory=os.getloadavg)
+    commit: str = field(default_factory=lambda: commit())   # the code measured (``+dirty``: uncommitted changes)
 
     @property
     def ratio(self) -> float:

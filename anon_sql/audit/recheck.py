@@ -99,7 +99,11 @@ def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
     all with ``ANON_SQL_CACHE=off``: there is nowhere to keep it."""
     if check_program.cache_dir() is None:
         return
-    _recorded_program(con, name, require_recorded(con, name), table_checks=False, only_cacheable=True)
+    row = require_recorded(con, name)
+    described = table_columns(con, name)
+    if described and check_program.load_program(check_program.program_digest(name, row, described)) is not None:
+        return   # compiled before from the same policy, plan, columns, files and code: the very same program
+    _recorded_program(con, name, row, table_checks=False, only_cacheable=True)
 
 
 def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, Any], table_checks: bool,

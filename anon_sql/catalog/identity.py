@@ -19,7 +19,6 @@ from typing import Any
 from sqlglot import exp
 
 from .names import WORK_SCHEMA, working
-from .read import related_tables
 from ..common.sqlbuild import ident, lit, render
 
 MARKER = "anon_sql release"
@@ -28,7 +27,7 @@ PLAN_PARTS = ("assignment", "ec_values", "noise", "risk")   # the working tables
 
 # the comment of the release's table ($n in the current schema) and of its plan tables ($wn in schema $w), then their
 # columns in order: two scans of the catalog functions for all of them (a join of the two costs twice as much)
-_WHERE = ("database_name = current_database() AND ((schema_name = current_schema() AND list_contains($n, table_name)) "
+_WHERE = ("database_name = current_database() AND ((schema_name = current_schema() AND table_name = $n) "
           "OR (schema_name = $w AND list_contains($wn, table_name)))")
 _COMMENTS = f"SELECT schema_name = $w, table_name, comment FROM duckdb_tables() WHERE {_WHERE}"
 _COLUMNS = (f"SELECT schema_name = $w, table_name, list([column_name, data_type] ORDER BY column_index) "
@@ -55,10 +54,9 @@ def _plan_tables(release: str) -> list[str]:
 
 
 def seen(con: Any, release: str) -> dict[tuple[str | None, str], Seen]:
-    """The tables release ``release`` may own as they are now: (schema — None for the release's table and its
-    related tables in the current schema, ``anon_work`` for a plan table —, name) → comment and shape; absent
-    tables left out."""
-    args = {"n": [release, *related_tables(con, release)], "w": WORK_SCHEMA, "wn": _plan_tables(release)}
+    """The tables release ``release`` may own as they are now: (schema — None for the release's table in the
+    current schema, ``anon_work`` for a plan table —, name) → comment and shape; absent tables left out."""
+    args = {"n": release, "w": WORK_SCHEMA, "wn": _plan_tables(release)}
     comments = {(WORK_SCHEMA if w else None, name): comment
                 for w, name, comment in con.execute(_COMMENTS, args).fetchall()}
     if not comments:
@@ -98,8 +96,7 @@ def mismatches(con: Any, release: str) -> dict[tuple[str | None, str], str]:
 
 def mark(con: Any, release: str) -> None:
     """Mark the tables release ``release`` keeps and record their identity (inside the release's transaction):
-    the released table and its related tables of the current schema and the plan tables of ``anon_work`` that
-    exist."""
+    the released table of the current schema and the plan tables of ``anon_work`` that exist."""
     con.execute(render(exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"), expression=lit(release)))))
     rows = []
     for (schema, name), now in seen(con, release).items():

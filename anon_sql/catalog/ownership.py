@@ -60,6 +60,8 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
     work_names = [working(name, p).name for p in WORKING]
     found, work = existing_here_and(con, [name], WORK_SCHEMA, work_names)
     ours = catalog.recorded_release(con, name) is not None
+    # the identity of what this release wrote, read once for both questions below (four catalog scans, not eight)
+    mismatched = identity.mismatches(con, name) if ours and (name.lower() in found or work) else {}
     if name.lower() in found:
         stored, kind = found[name.lower()]
         if stored != name:
@@ -78,12 +80,12 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
             raise ReleaseExistsError(
                 f"release {name!r} already exists; pass replace=True (CLI: --replace) to replace it atomically, "
                 "or choose another name")
-        require_owned(con, name)
+        require_owned(con, name, mismatched)
     # working views are redefined (CREATE OR REPLACE VIEW: no data is lost); a working *table* of the product's
     # schema that is not this release's own (put there by hand, or of a release recorded under another case) would
     # be overwritten, so it is refused
     mine = set(work_names) if ours else set()
-    changed = {t for s, t in identity.mismatches(con, name) if s == WORK_SCHEMA} if ours and work else set()
+    changed = {t for s, t in mismatched if s == WORK_SCHEMA} if ours and work else set()
     foreign = [stored for stored, kind in work.values()
                if kind == "table" and (stored not in mine or stored in changed)]
     if foreign:
@@ -94,11 +96,14 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
     return name.lower() in found
 
 
-def require_owned(con: duckdb.DuckDBPyConnection, name: str) -> None:
+def require_owned(con: duckdb.DuckDBPyConnection, name: str,
+                  mismatched: dict[tuple[str | None, str], str] | None = None) -> None:
     """Refuse (:class:`ReleaseExistsError`, exit 2) when the table named like release ``name`` or one of its plan
-    tables is not the one anon_sql wrote (:func:`anon_sql.catalog.identity.mismatches`): nothing is replaced or
-    dropped then."""
-    for (schema, table), why in sorted(identity.mismatches(con, name).items(), key=lambda kv: kv[0][0] or ""):
+    tables is not the one anon_sql wrote (:func:`anon_sql.catalog.identity.mismatches`, or ``mismatched`` when the
+    caller has just read them): nothing is replaced or dropped then."""
+    if mismatched is None:
+        mismatched = identity.mismatches(con, name)
+    for (schema, table), why in sorted(mismatched.items(), key=lambda kv: kv[0][0] or ""):
         if schema is None:
             raise ReleaseExistsError(
                 f"table {table!r} is not the table anon_sql released as {name!r}: {why}; anon_sql never replaces or "

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .errors import require_duckdb_file
 from .output import json_option, set_result
 from ..errors import AnonSQLError, PolicyError, SourceError
 
@@ -57,6 +58,8 @@ def open_source(source: str, db: str | None, read_only: bool = True) -> tuple[du
     reader = _file_reader(source)
     if db is not None and not Path(db).is_file():
         raise SourceError(f"database file {db!r} does not exist; pass an existing DuckDB file to --db")
+    if db is not None:
+        require_duckdb_file(db)
     if reader is None and db is None:
         raise PolicyError(f"{source!r} is not a .csv/.parquet path, so it must be a table: pass its database with --db")
     con = duckdb.connect(db, read_only=read_only) if db is not None else duckdb.connect()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from .errors import cli_errors
+from .errors import cli_errors, require_duckdb_file
 from .output import json_option, set_result
 from ..errors import PolicyError
 
@@ -63,6 +63,8 @@ def assess_cmd(source: str, quasi: str, sensitive: str | None, population: str |
     with cli_errors():
         if db is not None and not Path(db).exists():
             raise PolicyError(f"--db {db!r} does not exist (assess opens it read-only)")
+        if db is not None:
+            require_duckdb_file(db)
         con = duckdb.connect(db, read_only=True) if db else duckdb.connect()
         pop: object = population
         if population is not None:

@@ -55,6 +55,8 @@ def database(db: str | None, *, must_exist: bool = False, read_only: bool = Fals
     if path.is_dir():
         raise SourceError(f"--db {db!r} is a folder; give a DuckDB database file")
     created = not path.exists()
+    if not created:
+        require_duckdb_file(db)
     if created and must_exist:
         raise SourceError(f"database file {db!r} does not exist; check the path (this command reads a database "
                           "and never creates one)")
@@ -78,6 +80,19 @@ def database(db: str | None, *, must_exist: bool = False, read_only: bool = Fals
         if created and not done:
             for leftover in (path, Path(db + ".wal")):
                 leftover.unlink(missing_ok=True)
+
+
+def require_duckdb_file(db: str) -> None:
+    """Refuse an existing ``--db`` that is not a DuckDB file: DuckDB 2 opens a CSV or Parquet path as a database of
+    one view, so a script's writes would vanish with exit 0 (hostile round 3, F08)."""
+    path = Path(db)
+    if not path.is_file():
+        return
+    with path.open("rb") as f:
+        head = f.read(12)
+    if head and head[8:12] != b"DUCK":   # DuckDB's header: an 8-byte checksum, then "DUCK"
+        raise SourceError(f"--db {db!r} is not a DuckDB database file (a CSV, Parquet or other file): give a "
+                          ".duckdb file, and read the data in SQL (read_csv / read_parquet) or pass it as the source")
 
 
 def open_failure(err: duckdb.Error) -> str:

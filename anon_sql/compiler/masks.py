@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from ..common.columns import is_numeric
 from ..common.sqlbuild import col
 from ..errors import PolicyError
 from ..sdc.masking import MACROS, mask_expression
@@ -33,4 +34,10 @@ def column_mask(policy: Any, column: str, *, on_duckdb: bool, prepared: bool, co
     if not on_duckdb:
         raise PolicyError(f"attributes.{column}.mask: the anon.{spec['function']} macro exists in DuckDB only "
                           "(anon_sql.install); compile for dialect = \"duckdb\", or drop the mask")
+    function = spec["function"]
+    if column_type and ((function == "noise" and not is_numeric(column_type)) or (function == "dnoise" and not str(
+            column_type).upper().startswith(("DATE", "TIMESTAMP")))):   # else a raw binder error (hostile round 3)
+        raise PolicyError(f"attributes.{column}.mask: function = {function!r} needs a "
+                          f"{'numeric' if function == 'noise' else 'DATE or TIMESTAMP'} column, but {column!r} is "
+                          f"{column_type}; cast it in a view over the source, or choose another mask function")
     return mask_expression(col(column), spec, seed=policy.seed, column_type=column_type)

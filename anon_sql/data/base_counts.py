@@ -122,12 +122,69 @@ def base_value_counts(con: Any, table: exp.Table, column: str) -> pd.DataFrame:
     return con.execute(render(q)).df()
 
 
-def reader(con: Any, policy: Any, table: exp.Table) -> Callable[[str], pd.DataFrame]:
-    """Per-column value counts read from the base table: every quasi-identifier's in one query, on first use."""
-    known: dict[str, Any] = {}
+_ROWS_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
 
-    def counts(column: str) -> pd.DataFrame:
-        if not known and column in policy.quasi:
-            known.update(all_value_counts(con, table, list(policy.quasi)))
-        return known[column] if column in known else base_value_counts(con, table, column)
-    return counts
+
+def text_rows_sql(table: exp.Table, columns: list[str]) -> str:
+    """``SELECT CAST(c AS VARCHAR) AS __v<i>, …, __w FROM table``: the base counts with their key columns as text
+    (the taxonomy leaves' type), rendered once per (table, columns)."""
+    key = (render(table), tuple(columns))
+    text = _ROWS_SQL.get(key)
+    if text is None:
+        items = [alias(exp.Cast(this=col(c), to=dtype("VARCHAR")), f"__v{i}") for i, c in enumerate(columns)]
+        text = render(exp.select(*items, col(WEIGHT)).from_(table.copy()))
+        if len(_ROWS_SQL) >= 256:
+            _ROWS_SQL.clear()
+        _ROWS_SQL[key] = text
+    return text
+
+
+def counts_from_rows(rows: Any, columns: list[str]) -> dict[str, pd.DataFrame]:
+    """:func:`all_value_counts` computed from the fetched text rows (an Arrow table of :func:`text_rows_sql`):
+    each column's values with the summed weight, NULL as NaN (as a fetched frame has it)."""
+    import numpy as np
+    import pandas as pd
+
+    out = {}
+    for i, column in enumerate(columns):
+        grouped = rows.group_by(f"__v{i}", use_threads=False).aggregate([(WEIGHT, "sum")])
+        values = np.asarray(grouped.column(f"__v{i}").to_pylist(), dtype=object)
+        values[[v is None for v in values]] = np.nan
+        n = grouped.column(f"{WEIGHT}_sum").to_numpy(zero_copy_only=False).astype(np.int64)
+        out[column] = pd.DataFrame({"v": values, "n": n})
+    return out
+
+
+class Reader:
+    """Per-column value counts read from the base table, every quasi-identifier's at once on first use. For a
+    lattice search on DuckDB (``share``) the base counts are fetched once as text rows (one statement, no aggregation
+    in SQL): the value counts are grouped from them in Arrow, and :attr:`rows` hands the same rows to the search,
+    which then reads the base table no more (issue 29.1: one read of the base counts serves the coverage check, the
+    record count and the search)."""
+
+    def __init__(self, con: Any, policy: Any, table: exp.Table):
+        self.con, self.policy, self.table = con, policy, table
+        self.columns = keys(policy)
+        self.rows: Any = None          # the Arrow table of text_rows_sql(table, keys(policy)), once fetched
+        # fetch the rows only for a reader of them (a lattice search: resolve says so), and only when they are what
+        # it codes (the quasi-identifiers alone, no person column): else one aggregation, a few hundred rows back
+        self.share = False
+        self._known: dict[str, Any] = {}
+
+    def __call__(self, column: str) -> pd.DataFrame:
+        if not self._known and column in self.policy.quasi:
+            # DuckDB's connection (or a wrapper of it) hands results over as Arrow; Spark's runner has no ``sql``
+            if (self.share and callable(getattr(self.con, "sql", None)) and self.columns == list(self.policy.quasi)
+                    and not getattr(self.policy, "privacy_unit", None)):
+                self.rows = self.con.sql(text_rows_sql(self.table, self.columns)).to_arrow_table()
+                self._known.update(counts_from_rows(self.rows, self.columns))
+            else:   # Spark (one shuffle instead of a collect of every combination), or rows per person
+                self._known.update(all_value_counts(self.con, self.table, list(self.policy.quasi)))
+        if column in self._known:
+            return self._known[column]
+        return base_value_counts(self.con, self.table, column)
+
+
+def reader(con: Any, policy: Any, table: exp.Table) -> Reader:
+    """Per-column value counts read from the base table (:class:`Reader`)."""
+    return Reader(con, policy, table)

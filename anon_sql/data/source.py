@@ -214,7 +214,8 @@ def resolve_source(con: duckdb.DuckDBPyConnection, source: Any, label: str | Non
     else:
         if not relation_exists(con, source):
             tables = [r[0] for r in con.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema <> 'anon' ORDER BY 1"
+                "SELECT table_name FROM information_schema.tables WHERE table_schema NOT IN ('anon', 'anon_work') "
+                "AND table_catalog = current_database() ORDER BY 1"   # the user's tables, not our working ones
             ).fetchall()]
             raise SourceError(
                 f"source {source!r} is not a table or view of the database (found: {tables[:20]}); "

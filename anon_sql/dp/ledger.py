@@ -214,13 +214,18 @@ def _suggest_delta(units: int) -> float:
 
 
 def show_budgets(con: duckdb.DuckDBPyConnection, include_dropped: bool = False) -> pd.DataFrame:
-    """table, unit, ε and δ total, spent and left, number of queries (dropped budgets too when asked)."""
-    ensure_ledger(con)
-    return con.execute(
-        "SELECT table_name, privacy_unit, units, epsilon, spent_epsilon, "
-        "greatest(epsilon - spent_epsilon, 0) AS epsilon_left, delta, spent_delta, "
-        "greatest(delta - spent_delta, 0) AS delta_left, queries, created_at, dropped_at "
-        "FROM anon.privacy_budgets WHERE ? OR dropped_at IS NULL ORDER BY budget_id", [include_dropped]).df()
+    """table, unit, ε and δ total, spent and left, number of queries (dropped budgets too when asked). A read:
+    without a ledger it is an empty frame, nothing is created (works on a read-only connection)."""
+    query = ("SELECT table_name, privacy_unit, units, epsilon, spent_epsilon, "
+             "greatest(epsilon - spent_epsilon, 0) AS epsilon_left, delta, spent_delta, "
+             "greatest(delta - spent_delta, 0) AS delta_left, queries, created_at, dropped_at "
+             "FROM anon.privacy_budgets WHERE ? OR dropped_at IS NULL ORDER BY budget_id")
+    has_ledger = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                             "AND schema_name = 'anon' AND table_name = 'privacy_budgets'").fetchall()[0][0]
+    if not has_ledger:
+        return pd.DataFrame(columns=["table_name", "privacy_unit", "units", "epsilon", "spent_epsilon", "epsilon_left",
+                                     "delta", "spent_delta", "delta_left", "queries", "created_at", "dropped_at"])
+    return con.execute(query, [include_dropped]).df()
 
 
 def drop_budget(con: duckdb.DuckDBPyConnection, table: str) -> Budget:

@@ -40,7 +40,8 @@ def _subquery(query: exp.Expression, name: str) -> exp.Subquery:
 
 
 def _num(value: float) -> exp.Expression:
-    return exp.convert(int(value) if float(value).is_integer() else float(value))
+    # an integer literal only within BIGINT: int(1e308) is a 309-digit BIGNUM that DuckDB cannot hand to numpy
+    return exp.convert(int(value) if float(value).is_integer() and abs(value) < 2 ** 63 else float(value))
 
 
 def _clamp(node: exp.Expression, low: float, high: float) -> exp.Expression:

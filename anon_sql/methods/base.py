@@ -105,6 +105,9 @@ class MethodContext:
     # the quasi-identifiers that vary inside a privacy unit (docs/units.md): a method with ``varying_units`` plans
     # over the units' signatures
     varying: tuple[str, ...] = ()
+    # those base counts as fetched by resolve (an Arrow table: ``base_counts.keys`` as text ``__v<i>``, weight
+    # ``__w``) when it read them whole for the coverage check: a lattice search codes these rows, no second read
+    base_rows: Any = None
 
 
 class Method:

@@ -234,7 +234,7 @@ class Policy:
         if "\n" not in text and Path(text).suffix == ".toml":
             if not Path(text).exists():
                 raise PolicyError(f"policy file {text!r} does not exist")
-            text = Path(text).read_text(encoding="utf-8")
+            text = read_policy_file(text)
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
@@ -282,8 +282,18 @@ def coerce_policy(policy: "Policy | dict | str | Path") -> Policy:
     if text.lstrip().upper().startswith("CREATE"):
         return Policy.from_sql(text)
     if text.endswith(".sql") and Path(text).exists():
-        return Policy.from_sql(Path(text).read_text(encoding="utf-8"))
+        return Policy.from_sql(read_policy_file(text))
     return Policy.from_toml(text)
+
+
+def read_policy_file(path: str) -> str:
+    """A policy file's text; a file that is not UTF-8 (binary, another encoding) is a PolicyError naming the byte."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise PolicyError(f"policy file {path!r} is not UTF-8 text (byte {data[err.start]:#04x} at offset "
+                          f"{err.start}); save it as UTF-8") from None
 
 
 # -- a small TOML writer for the policy's shape (tables, arrays of tables, inline tables, scalars) ---------------

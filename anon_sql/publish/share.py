@@ -55,7 +55,7 @@ def targets(path: str | Path, related: tuple[str, ...] = ()) -> list[Path]:
     if p.suffix.lower() == ".parquet":
         files += [p.with_name(p.stem + ".classes.parquet"), p.with_name(p.stem + ".metadata.parquet")]
         files += [p.with_name(f"{p.stem}.{n}.parquet") for n in related]
-    taken = [str(f) for f in files if f.exists() or Path(str(f) + ".wal").exists()]
+    taken = [str(f) for f in files if f.exists() or f.is_symlink() or Path(str(f) + ".wal").exists()]   # dangling too
     if taken:
         raise TargetError(f"share target {str(p)!r}: {', '.join(taken)} already exists; anon_sql writes new files "
                           "and never overwrites one: remove it or choose another path")

@@ -28,7 +28,8 @@ def make_context(resolved: Resolved, con: Any, source_view: str | exp.Table,
     # with a privacy unit a method's budget and sizes are in people (methods that count units: docs/units.md)
     records = resolved.units if resolved.units is not None else resolved.records
     return MethodContext(con, resolved.policy, source_view, resolved.taxonomies, resolved.models, records,
-                         say, base=resolved.base, varying=resolved.varying)
+                         say, base=resolved.base, varying=resolved.varying,
+                         base_rows=resolved.base_rows)
 
 
 def signed_plan(resolved: Resolved, plan: Plan) -> Plan:

@@ -15,10 +15,10 @@ from typing import Any
 
 from sqlglot import exp
 
-from ..catalog.read import recorded_release, related_tables
+from ..catalog.read import recorded_release
 from ..catalog.store import released_names
 from ..common.columns import UNIT
-from ..common.sqlbuild import alias, col, dtype, ident, render
+from ..common.sqlbuild import alias, col, dtype, ident, lit, render
 from ..common.wording import counted
 from ..data.source import Source, resolve_source
 from ..errors import PolicyError, SourceError
@@ -158,21 +158,31 @@ def release_outputs(con: Any) -> set[str]:
     return out
 
 
-def check_targets(con: Any, policy: Policy, tables: list[RelatedTable], replace: bool) -> None:
-    """Refuse to overwrite an existing table named like a related release: without ``replace`` any; with it, one
-    that the recorded release of this name did not write (a user's table is never dropped; one anon_sql wrote and
-    a user re-created is refused by the release's ownership check, catalog/ownership.py)."""
-    existing = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    ours = set(related_tables(con, policy.name)) if replace else set()
+def related_marker(release: str, name: str) -> str:
+    """The comment a related table carries once this release wrote it: what ``replace`` may overwrite."""
+    return f"anon_sql related table {name!r} of release {release!r}"
+
+
+def check_targets(con: Any, policy: Policy, tables: list[RelatedTable], replace: bool, dry_run: bool = False) -> None:
+    """Refuse to overwrite an existing table named like a related release: always without ``replace``, and with it
+    unless the table carries the marker this release wrote on it (a user's table of that name is never replaced)."""
+    if dry_run:
+        return
+    rows = con.execute("SELECT table_name, comment FROM duckdb_tables() WHERE database_name = current_database() "
+                       "AND schema_name = current_schema() UNION ALL SELECT view_name, '' FROM duckdb_views() "
+                       "WHERE database_name = current_database() AND schema_name = current_schema()").fetchall()
+    existing = dict(rows)
     for t in tables:
-        name = t.target(policy.name).name
-        if name in existing and name not in ours:
-            if replace:
-                raise PolicyError(f"table {name!r} exists and is not a related table that release {policy.name!r} "
-                                  f"wrote; anon_sql never replaces a table it did not write: rename [related.{t.name}] "
-                                  "or move that table")
-            raise PolicyError(f"table {name!r} already exists: release with replace=True "
+        target = t.target(policy.name).name
+        if target not in existing:
+            continue
+        if not replace:
+            raise PolicyError(f"table {target!r} already exists: release with replace=True "
                               f"(--replace) to overwrite it, or rename [related.{t.name}]")
+        if existing[target] != related_marker(policy.name, t.name):
+            raise PolicyError(f"{target!r} exists but is not the table release {policy.name!r} wrote for "
+                              f"[related.{t.name}] (it does not carry anon_sql's marker): anon_sql replaces only "
+                              f"what it created; rename or drop {target!r} yourself, or rename [related.{t.name}]")
 
 
 def release_related(engine: Any, policy: Policy, release: exp.Table, tables: list[RelatedTable],
@@ -212,6 +222,8 @@ def release_related(engine: Any, policy: Policy, release: exp.Table, tables: lis
         if replace:
             engine.execute(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True))
         engine.execute(exp.Create(this=target.copy(), kind="TABLE", expression=ordered))
+        engine.execute(exp.Comment(this=target.copy(), kind="TABLE", expression=lit(related_marker(policy.name,
+                                                                                                   t.name))))
         rows_in = int(engine.con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(
             t.source.relation.copy()))).fetchall()[0][0])
         released = int(engine.con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(

@@ -50,6 +50,7 @@ class Resolved:
     varying: tuple[str, ...] = ()             # QIs varying inside a unit: classes are signatures (docs/units.md)
     unit_rows: int | None = None              # rows of the unit table when the source is its join with a related
                                               # table's sensitive values (runner/related.py), else None
+    base_rows: Any = None                     # the base counts as fetched for the coverage check (Arrow), or None
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
@@ -156,6 +157,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         if base and method.plan_kind == "levels":
             table = engine.base_table(policy.name)
             counts = engine.base_counts(policy, src.relation, table)
+            if counts is not None and hasattr(counts, "share"):   # a search codes the rows: read them whole once
+                counts.share = method.reads == "base"
             table = table if counts is not None else None
     except BaseException:
         sdc.discard_prepared(engine.con, prepared)
@@ -173,6 +176,7 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         resolved.taxonomies = resolve_taxonomies(engine.con, policy, src, method.needs_taxonomies,
                                                  catalog_con=engine.catalog, value_counts=counts)
         resolved.models = build_models(policy, engine.catalog)
+        resolved.base_rows = getattr(counts, "rows", None)
         resolve_population(engine, resolved)
     except BaseException:
         discard_resolved(engine, resolved)

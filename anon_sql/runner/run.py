@@ -60,7 +60,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
         names = ReleaseNames(r.policy.name, work=engine.work_schema)
         exists = check_target(engine, r.policy, r.source, replace, dry_run)
         if r.related:
-            related.check_targets(engine.con, r.policy, r.related, replace or dry_run)
+            related.check_targets(engine.con, r.policy, r.related, replace, dry_run=dry_run)
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
@@ -80,6 +80,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 else:
                     plan = engine.plan(r.method, ctx)
                 plan = signed_plan(r, plan)
+                r.base_rows = None   # coded by the search: not held while the release is written
             policy = released_policy(r.policy, plan)
             compiled = compile_release(r.compile_input(plan, policy, **options), names)
             say("materializing")

@@ -32,7 +32,7 @@ class Lattice(BaseLoading, NodeEvaluation, SignatureRollup, Settling, Utility):
 
     def __init__(self, con: Any, policy: Any, source_view: str, taxonomies: dict[str, Taxonomy],
                  models: Sequence[Any], records: int, rows: bool = True, measures: Sequence[str] | None = None,
-                 base: exp.Table | None = None, varying: Sequence[str] = ()):
+                 base: exp.Table | None = None, varying: Sequence[str] = (), base_rows: Any = None):
         self.policy = policy
         # QIs varying inside privacy units: classes are the units' signatures (:mod:`.signature`)
         self.varying: tuple[str, ...] = tuple(varying)
@@ -81,7 +81,7 @@ class Lattice(BaseLoading, NodeEvaluation, SignatureRollup, Settling, Utility):
         self._evals: dict[tuple[int, ...], NodeEval] = {}
         self._entropy_levels: list[list[float]] | None = None
         self.evaluations = 0
-        self._base = self._load_base(con, source_view, base)
+        self._base = self._load_base(con, source_view, base, base_rows)
         self._population = self._load_population(con)
         q = len(self.quasi)
         self._slots = np.full((CACHE_SLOTS, q), np.iinfo(np.int16).max, dtype=np.int16)
@@ -98,7 +98,8 @@ class Lattice(BaseLoading, NodeEvaluation, SignatureRollup, Settling, Utility):
     def from_context(cls, ctx: Any, rows: bool = True, measures: Sequence[str] | None = None) -> "Lattice":
         """The lattice of a method context (``ctx.source_view`` is read once)."""
         return cls(ctx.con, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.records, rows=rows,
-                   measures=measures, base=getattr(ctx, "base", None), varying=getattr(ctx, "varying", ()))
+                   measures=measures, base=getattr(ctx, "base", None), varying=getattr(ctx, "varying", ()),
+                   base_rows=getattr(ctx, "base_rows", None))
 
     # -- structure ---------------------------------------------------------------------------------------------
     @property

@@ -129,10 +129,11 @@ class BaseLoading:
     """The part of :class:`~anon_sql.methods.lattice.Lattice` that reads the base table and the population."""
 
     # -- the base table ----------------------------------------------------------------------------------------
-    def _load_base(self, con: Any, source_view: str, base: exp.Table | None = None) -> State:
+    def _load_base(self, con: Any, source_view: str, base: exp.Table | None = None, base_rows: Any = None) -> State:
         """The distinct combinations with their weights, integer-coded; read from ``base`` (the release's base
         counts, already grouped by the quasi-identifiers and sensitive attributes) when every grouping column is
-        there, else aggregated from the source view."""
+        there, else aggregated from the source view. ``base_rows``: those base counts as resolve fetched them
+        (:class:`anon_sql.data.base_counts.Reader`), used as they are when they are exactly the rows needed."""
         view = table(source_view)
         probe = con.execute(render(exp.select("*").from_(view.copy()).limit(0)))
         columns = [d[0] for d in probe.description]
@@ -160,13 +161,23 @@ class BaseLoading:
         signed = bool(self.varying)   # QIs vary inside units: one row per (tuple, value, unit), signature.py
         shape = (render(base if use_base else view), tuple(self.quasi), tuple(sens), tuple(rest_cols), count, w_name,
                  use_base and set(group_cols) == set(base_counts.keys(self.policy)) and not unit, bool(unit), signed)
+        keys = base_counts.keys(self.policy)
+        if base_rows is not None and shape[-3] and not sens and not rest_cols and not signed:
+            # grouped by exactly the quasi-identifiers: the fetched rows are this query's rows, renamed
+            frame = pa.table({**{f"__q{i}": base_rows.column(f"__v{keys.index(q)}") for i, q in enumerate(self.quasi)},
+                              w_name: pc.cast(base_rows.column(base_counts.WEIGHT), pa.float64())})
+            return self._code_base(frame, sens, rest_cols, w_name, unit, signed)
         text = BASE_SQL.get(shape)
         if text is None:
             if len(BASE_SQL) >= 256:
                 BASE_SQL.clear()
             text = BASE_SQL[shape] = render(self._base_query(view, base if use_base else None, sens, rest_cols,
                                                               w_name, shape[-3], bool(unit), signed))
-        frame = fetch_arrow(con, text)
+        return self._code_base(fetch_arrow(con, text), sens, rest_cols, w_name, unit, signed)
+
+    def _code_base(self, frame: pa.Table, sens: list[str], rest_cols: list[str], w_name: str, unit: Any,
+                   signed: bool = False) -> State:
+        """The base rows (``__q<i>`` as text, ranks, weight ``w_name``) integer-coded against the taxonomies."""
         n = frame.num_rows
         qcodes = []
         for i, e in enumerate(self.enc):
