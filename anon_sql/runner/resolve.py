@@ -65,7 +65,8 @@ def effective_policy(policy: Policy, src: Source) -> Policy:
         d = policy.to_dict()
         d["attributes"] = {c: a.to_dict() for c, a in units.with_unit_attribute(policy).items()}
         policy = Policy.from_dict(d)
-    unknown = [a for a in policy.attributes if a not in src.columns]
+    # (a recorded policy lists the related tables' sensitive columns among its attributes: they join in later)
+    unknown = [a for a in policy.attributes if a not in src.columns and a not in policy.related_sensitive]
     if unknown:
         raise PolicyError(f"the policy names column(s) {unknown} that source {src.label!r} does not have; "
                           f"its columns are {src.columns}")
