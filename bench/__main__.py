@@ -57,6 +57,7 @@ PROFILES: dict[str, dict[str, list[Run]]] = {
                 Run(["bench_arx.py", "--mixed", "1000000", "--cases", "q8_k5_s4", "--repeat", "1", "--warmup", "0"],
                     1_000_000)],
         "scale": [Run(["bench_scale.py", "--rows", "300000", "1000000"], 1_000_000)],
+        "large": [Run(["bench_large.py", "--rows", "1000000", "--repeat", "3"], 1_000_000)],
     },
     "full": {
         "startup": [Run(["bench_startup.py", "--repeat", "5"])],
@@ -78,6 +79,8 @@ PROFILES: dict[str, dict[str, list[Run]]] = {
                     1_000_000)],
         "scale": [Run(["bench_scale.py", "--rows", "1000000"], 1_000_000),
                   Run(["bench_scale.py", "--rows", "10000000"], 10_000_000)],   # 100M: by hand, --database FILE
+        "large": [Run(["bench_large.py", "--rows", "1000000", "--repeat", "3"], 1_000_000),
+                  Run(["bench_large.py", "--rows", "10000000", "--repeat", "3"], 10_000_000)],   # 100M: by hand
     },
 }
 TITLES = {
@@ -88,6 +91,7 @@ TITLES = {
     "memory": "Peak resident memory (issue 17.3): a fresh process per case",
     "arx": "ARX side by side (issue 17.1, 29.1, 29.3): Adult and 1M mixed rows, warm, medians",
     "scale": "Scale curve (issue 17.6): against one bare GROUP BY",
+    "large": "Large tables, fewer passes (issue 29.2): median of N beside one bare GROUP BY",
 }
 
 

@@ -63,7 +63,7 @@ def run(rows: int, methods: list[str], memory: str, repeat: int, warmup: bool = 
     with tempfile.TemporaryDirectory() as tmp:
         bare_group_by(spark, path, str(Path(tmp) / "warm.parquet"))   # JVM warm-up, file in the page cache
         if warmup:   # the first release of a session pays the JVM's class loading and JIT of its code paths
-            aspark.release_with_spark(spark, policy(methods[0]), source=str(path), replace=True)
+            aspark.release(spark, policy(methods[0]), source=str(path), replace=True)
             spark.catalog.clearCache()
         for method in methods:
             pol = policy(method)
@@ -75,7 +75,7 @@ def run(rows: int, methods: list[str], memory: str, repeat: int, warmup: bool = 
                 t_base, base_jobs = bare_group_by(spark, path, str(Path(tmp) / "baseline.parquet"))
                 best_base = min(best_base, t_base)
                 t = time.perf_counter()
-                rel = aspark.release_with_spark(spark, pol, source=str(path), replace=True)
+                rel = aspark.release(spark, pol, source=str(path), replace=True)
                 t_spark = time.perf_counter() - t
                 if t_spark < best:
                     best, seconds = t_spark, dict(rel.info.get("stage_seconds", {}))

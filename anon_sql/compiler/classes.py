@@ -243,9 +243,11 @@ def signed(ci: CompileInput) -> bool:
     return isinstance(ci.plan, LevelPlan) and ci.plan.signatures
 
 
-def checks_view(ci: CompileInput, names: ReleaseNames, counted_rows: bool = False) -> exp.Select:
+def checks_view(ci: CompileInput, names: ReleaseNames, counted_rows: bool = False,
+                rows: exp.Table | None = None) -> exp.Select:
     """The independent verification: per released class, every model's value and pass flag (``counted_rows``:
-    over the rows the release's table repeats, weighted by their counts)."""
+    over the rows the release's table repeats or is written from — ``rows``, default ``names.rows`` —, weighted
+    by their counts)."""
     keys = [EC_ID, *ci.policy.quasi]
     if signed(ci):   # the signatures recomputed from the released rows, never read from the plan
         quasi = list(ci.policy.quasi)
@@ -253,5 +255,6 @@ def checks_view(ci: CompileInput, names: ReleaseNames, counted_rows: bool = Fals
         relation = with_signatures(names.table, quasi, others)
         return class_stats_query(ci, relation, [EC_ID, *signature_keys(quasi)], null_safe=True)
     if counted_rows:
-        return class_stats_query(ci, names.rows.copy(), keys, null_safe=True, weight=col(WEIGHT))
+        table = rows if rows is not None else names.rows
+        return class_stats_query(ci, table.copy(), keys, null_safe=True, weight=col(WEIGHT))
     return class_stats_query(ci, names.table.copy(), keys, null_safe=True)

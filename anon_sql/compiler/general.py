@@ -103,6 +103,10 @@ def kept_tuples_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     general view (every row) to the classes."""
     tuples = tuple_map_table(names.release)
     tuples.set("alias", exp.TableAlias(this=ident("a")))
+    if ci.policy.privacy.max_suppression <= 0:
+        # nothing may be suppressed: every class is kept (the classes view's keep flag is TRUE), so the map is
+        # copied as it is, without the pass over every row the classes view aggregates (issue 29.2)
+        return exp.select(exp.Column(this=exp.Star(), table=ident("a"))).from_(tuples)
     return (exp.select(exp.Column(this=exp.Star(), table=ident("a"))).from_(tuples)
             .join(exp.Table(this=names.classes.this.copy(), db=names.classes.args.get("db"),
                             alias=exp.TableAlias(this=ident("c"))),

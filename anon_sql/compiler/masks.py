@@ -10,13 +10,15 @@ from ..common.columns import is_numeric
 from ..common.sqlbuild import col
 from ..errors import PolicyError
 from ..sdc.masking import MACROS, mask_expression
+from ..sdc.portable import INLINE_MASKS, inline_mask
 
 
-def column_mask(policy: Any, column: str, *, on_duckdb: bool, prepared: bool, column_type: str | None = None
-                ) -> exp.Expression | None:
+def column_mask(policy: Any, column: str, *, on_duckdb: bool, prepared: bool, column_type: str | None = None,
+                inline: bool = False) -> exp.Expression | None:
     """The masked expression of ``column`` (None when it has no macro mask). Refuses what this compile cannot do:
-    a macro outside DuckDB (the macros live in a DuckDB file), a perturbation or whole-column mask the runner did not
-    prepare (``anon_sql.compile`` for another engine has no data to perturb)."""
+    a macro outside DuckDB (the macros live in a DuckDB file) unless ``inline`` (an engine that runs the macro's
+    body inline, Spark), a perturbation or whole-column mask the runner did not prepare (``anon_sql.compile`` for
+    another engine has no data to perturb)."""
     attr = policy.attributes.get(column)
     if attr is None:
         return None
@@ -31,6 +33,9 @@ def column_mask(policy: Any, column: str, *, on_duckdb: bool, prepared: bool, co
             raise PolicyError(f"attributes.{column}.mask: function = {spec['function']!r} works on the whole column "
                               "and runs in a release on DuckDB; a compiled script cannot apply it")
         return None
+    if not on_duckdb and inline and spec["function"] in INLINE_MASKS:
+        mask_expression(col(column), spec, seed=policy.seed)      # the same parameter checks as the macro call
+        return inline_mask(col(column), spec, seed=policy.seed)
     if not on_duckdb:
         raise PolicyError(f"attributes.{column}.mask: the anon.{spec['function']} macro exists in DuckDB only "
                           "(anon_sql.install); compile for dialect = \"duckdb\", or drop the mask")

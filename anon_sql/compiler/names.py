@@ -131,6 +131,7 @@ class CompileInput:
     counted_rows: bool = False
     types: dict[str, str] = field(default_factory=dict)   # source column → engine type (a mask's cast)
     sdc_prepared: bool = False        # the relation holds the policy's perturbations and whole-column masks
+    inline_masks: bool = False        # the engine runs the anon.* macro masks as inline expressions (Spark)
     # the engine's relation for a taxonomy level map, by its (leaf, value) rows (Spark registers each map once per
     # release as a view: anon_sql.engines.spark.maps); None: an inline VALUES relation
     level_map: Callable[[tuple[tuple[str, str], ...]], str] | None = None
@@ -153,6 +154,7 @@ class CompiledRelease:
     released_columns: list[str]
     dialect: str
     counted_rows: exp.Table | None = None   # where the released rows are kept, when not in the table itself
+    written: bool = False   # the table is also written from ``counted_rows`` (DuckDB): suppression deletes from both
     _texts: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)   # renderings, unread
 
     def unread(self, kinds: tuple[str, ...]) -> frozenset[int]:

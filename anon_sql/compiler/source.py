@@ -20,7 +20,7 @@ def source_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     for c in released_columns(policy, ci.columns):
         attr = policy.attributes.get(c)
         masked = column_mask(policy, c, on_duckdb=ci.on_duckdb, prepared=ci.sdc_prepared,
-                             column_type=ci.types.get(c))
+                             column_type=ci.types.get(c), inline=ci.inline_masks)
         if masked is not None:
             items.append(alias(masked, c))
         elif attr is not None and attr.role == "identifier" and attr.options.get("mask"):

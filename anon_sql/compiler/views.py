@@ -20,14 +20,14 @@ from .general import (assignment_query, base_table, general_view, kept_tuples_qu
 from .names import (BASE_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEEP, SCHEMA_STATEMENT, SOURCE_STATEMENT,
                     WEIGHT, CompiledRelease, CompileInput, ReleaseNames, class_level_quasi, create_view,
                     drop_unit_statement, noise_flag, released_columns, unit_columns)
-from .release import (ROW_KEY, data_columns, grouped_release, release_table_query, repeated_rows, row_map_query,
+from .release import (ROW_KEY, counted_rows_table, data_columns, grouped_release, release_table_query, repeated_rows, row_map_query,
                       row_map_table, uses_row_map)
 from .source import source_statement, source_view, work_schema_statement
 
 __all__ = ["BASE_STATEMENT", "COUNTED_ROWS", "DROPPED_VIEWS", "EC_ID", "KEEP", "KEPT_WORKING", "ROW_KEY",
            "SCHEMA_STATEMENT", "SIZE", "SOURCE_STATEMENT", "WEIGHT", "WORKING", "WORK_SCHEMA", "CompileInput",
            "CompiledRelease", "ReleaseNames", "assignment_query", "base_table", "checks_view", "class_level_quasi",
-           "class_stats_query", "classes_view", "compile_release", "general_view", "grouped_release", "noise_flag",
+           "class_stats_query", "classes_view", "compile_release", "counted_rows_table", "general_view", "grouped_release", "noise_flag",
            "release_table_query", "released_columns", "repeated_rows", "row_map_table", "source_statement",
            "source_view", "tuple_map_table", "uses_base_table", "uses_row_map", "uses_tuple_map",
            "work_schema_statement", "working", "DROP_UNIT_STATEMENT", "drop_unit_statement", "unit_columns"]
@@ -141,11 +141,20 @@ def release_step(ci: CompileInput, names: ReleaseNames) -> Statements:
     """The released table and the checks view over it (kept as rows with their counts, the table a view repeating
     them, when the engine keeps releases so)."""
     released = release_table_query(ci, names)
-    grouped = grouped_release(released) if ci.counted_rows else None
-    if grouped is not None:
+    grouped = grouped_release(released) if ci.counted_rows or ci.target.session_tables else None
+    if grouped is not None and ci.counted_rows:
         return [("release rows", exp.Create(this=names.rows, kind="TABLE", expression=grouped[0])),
                 ("release table", create_view(names.table, repeated_rows(names.rows, grouped[1]), ci.dialect)),
                 ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True), ci.dialect))]
+    if grouped is not None:
+        # DuckDB: the rows with their counts in a session table, the released table written once from them, and
+        # the checks over the counts (one row per group, not a second pass over every released row: issue 29)
+        rows = counted_rows_table(names.release)
+        return [("release rows", _temporary(rows.copy(), grouped[0])),
+                ("release table", exp.Create(this=names.table, kind="TABLE",
+                                             expression=repeated_rows(rows, grouped[1]))),
+                ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True, rows=rows),
+                                            ci.dialect))]
     return [("release table", exp.Create(this=names.table, kind="TABLE", expression=released)),
             ("checks view", create_view(names.checks, checks_view(ci, names), ci.dialect))]
 
@@ -193,4 +202,5 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
     if ci.policy.count_column:
         cols.append(ci.policy.count_column)
     counted = any(what == "release rows" for what, _ in stmts)
-    return CompiledRelease(names, stmts, cols, ci.dialect, names.rows if counted else None)
+    rows = (names.rows if ci.counted_rows else counted_rows_table(names.release)) if counted else None
+    return CompiledRelease(names, stmts, cols, ci.dialect, rows, written=counted and not ci.counted_rows)

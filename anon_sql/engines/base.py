@@ -33,6 +33,7 @@ class Engine(ABC):
     measures: bool = False          # can compute the policy's [metrics] compute (anon_sql.metrics reads DuckDB)
     persists: bool = True           # what a release creates outlives the session (Spark: temporary views only)
     keeps_counted_rows: bool = False   # a release of repeated rows kept as counted rows (Spark)
+    inline_masks: bool = False      # no persisted anon.* macros: the row-local masks run as inline SQL (Spark)
     errors: tuple[type[BaseException], ...] = ()   # what a query the data makes fail raises (a value that won't cast)
 
     def __init__(self) -> None:

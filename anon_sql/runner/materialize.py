@@ -3,6 +3,8 @@ statements run in order on the engine — inside the runner's transaction where 
 working objects nothing reads after the release dropped (:func:`tidy`)."""
 from __future__ import annotations
 
+from sqlglot import exp
+
 from ..compiler.views import (BASE_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEPT_WORKING, SCHEMA_STATEMENT,
                               SOURCE_STATEMENT, CompileInput, CompiledRelease, ReleaseNames, source_statement,
                               work_schema_statement)
@@ -32,7 +34,7 @@ def create_source_view(engine: Engine, ci: CompileInput, names: ReleaseNames) ->
     engine.create(source_statement(ci, names), cache=isinstance(ci.plan, AssignmentPlan))
 
 
-def tidy(engine: Engine, names: ReleaseNames, session_bound: bool) -> None:
+def tidy(engine: Engine, names: ReleaseNames, session_bound: bool, rows: exp.Table | None = None) -> None:
     """Before the commit, drop the working views nothing reads after the release: ``__general``, ``__classes``
     and ``__checks`` (``check`` recompiles every model over the released table). What stays lives in the working
     schema: the ``__source`` view (metrics compare with it) and the plan's tables (``__assignment``,
@@ -40,7 +42,10 @@ def tidy(engine: Engine, names: ReleaseNames, session_bound: bool) -> None:
     When the source or the pseudonym function lives only in this session, ``__source`` goes too, so that nothing
     persisted breaks once the session ends. A replaced release made before the ``anon_work`` schema leaves its
     working objects beside its table: they go too (:func:`anon_sql.catalog.ownership.legacy_working`). (Spark's working
-    objects are temporary views of the session.)"""
+    objects are temporary views of the session.) ``rows``: the session table the released table was written from
+    (DuckDB), dropped after the checks view that reads it."""
+    if rows is not None:
+        engine.drop(rows)
     if not names.work:
         return
     for view in names.views():

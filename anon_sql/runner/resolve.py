@@ -146,7 +146,9 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         unit_rows = related.count_rows(engine.con, src)
         policy, src = related.with_related_sensitive(policy, src, tables)
     try:
-        prepared = sdc.prepare(engine.con, policy, src)   # perturbation first: every later stage reads its values
+        # perturbation first: every later stage reads its values (on Spark: the row-local kinds, as SQL)
+        prepared = (sdc.prepare(engine.con, policy, src) if engine.name == "duckdb"
+                    else sdc.prepare_rowwise(engine, policy, src))
     except BaseException:
         engine.cleanup()   # what the engine registered for this release
         raise

@@ -64,7 +64,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
-                   "counted_rows": engine.keeps_counted_rows, "level_map": engine.level_map}
+                   "counted_rows": engine.keeps_counted_rows, "level_map": engine.level_map,
+                   "inline_masks": engine.inline_masks}
         policy = r.policy
         engine.begin()
         try:
@@ -91,7 +92,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 v = verify_release(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
                            units=r.units)
                 if (v.failures and policy.privacy.max_suppression > 0
-                        and suppression.settle(engine, names, compiled.counted_rows)):
+                        and suppression.settle(engine, names, compiled.counted_rows,
+                                              written=compiled.written)):
                     # suppressed to a fixed point (whole-table checks move with it): verify the release as it stands
                     v = verify_release(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
                                units=r.units)
@@ -141,7 +143,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             if dry_run:
                 engine.rollback()
                 return rel
-            tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source))
+            tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source),
+                 rows=compiled.counted_rows if compiled.written else None)
             engine.record(rel, plan, r.source.label)
             if before_commit is not None:
                 before_commit(rel)
@@ -170,7 +173,7 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
         if r.base is not None:   # the release's last statement dropped the temp base counts: make them again
             engine.base_counts(policy, r.source.relation, r.base)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
-        suppression.settle(engine, compiled.names, compiled.counted_rows)
+        suppression.settle(engine, compiled.names, compiled.counted_rows, written=compiled.written)
         v = verify_release(engine.con, trial_policy, compiled, r.records, plan, r.models, units=r.units)
     if any(f["check"] != "max_suppression" for f in v.failures):
         return None

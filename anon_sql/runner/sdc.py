@@ -22,12 +22,18 @@ from ..policy.model import Policy
 from ..sdc.masking import TABLE_MASKS, fake_select, shuffle_select
 from ..common.columns import is_numeric
 from ..sdc.perturb import perturb, validate_groups, validate_perturbation
+from ..sdc.portable import INLINE_MASKS, coded, hash_normal, keyed_digest, row_content_key
 from ..sdc.utility import perturbation_utility
 
 ROW_ID = "__anon_sdc_id"
+ROW_KEY = "__anon_sdc_key"
+#: what runs row by row in SQL, so on Spark too (docs/sdc.md, "Engines"); the rest needs DuckDB
+ROWWISE_KINDS = ("top_code", "bottom_code", "noise")
 SPARK_ALTERNATIVES = ("generalization and suppression with every level method (levels, iab, greedy, optimal, "
-                      "exhaustive, fixed_interval) and mondrian; masks, perturbation and local suppression run on "
-                      "DuckDB")
+                      "exhaustive, fixed_interval) and mondrian; the masks " + ", ".join(INLINE_MASKS)
+                      + "; perturb kinds top_code, bottom_code and noise without correlated; microaggregation, "
+                      "pram, swap, correlated noise, the dnoise / shuffle / fake masks and local suppression run "
+                      "on DuckDB")
 #: utility of the perturbation stored with the release's metrics (lower is better: 0 = kept exactly)
 UTILITY_METRICS = {"il1s": "perturbation_il1s", "means": "perturbation_means", "variances": "perturbation_variances",
                    "covariances": "perturbation_covariances", "correlations": "perturbation_correlations"}
@@ -42,6 +48,7 @@ class Prepared:
     perturbation: dict[str, dict[str, Any]] = field(default_factory=dict)
     masks: dict[str, str] = field(default_factory=dict)         # column → shuffle | fake
     utility: dict[str, Any] = field(default_factory=dict)
+    engine_owned: bool = False     # a view of the engine's (Spark): its cleanup drops it, not discard
 
     def record(self) -> dict[str, Any]:
         """What the release records in its plan (``anon.releases.plan``): per column or group, the kind and its
@@ -74,12 +81,22 @@ def uses_sdc(policy: Policy) -> list[str]:
     return out
 
 
+def rowwise(spec: dict[str, Any]) -> bool:
+    """Whether a perturbation is row-local SQL (coding, independent noise), so it runs on Spark too."""
+    return spec.get("kind") in ROWWISE_KINDS and not spec.get("correlated")
+
+
 def refuse_elsewhere(engine_name: str, policy: Policy) -> None:
-    """Perturbation, masks and local suppression need DuckDB (numpy over whole columns, the persisted ``anon.*``
-    macros, Faker mappings): refuse them on another engine, naming what runs there."""
+    """MDAV, PRAM, swapping, correlated noise, whole-column masks and local suppression need DuckDB (numpy over
+    whole columns, Faker mappings, DuckDB's interval arithmetic): refuse them on another engine, naming what runs
+    there. Spark runs the row-local ones (:data:`ROWWISE_KINDS`, :data:`INLINE_MASKS`)."""
     if engine_name == "duckdb":
         return
     used = uses_sdc(policy)
+    if engine_name == "spark":
+        used = [f"perturb ({c})" for c, s in perturb_specs(policy).items() if not rowwise(s)]
+        used += [f"mask ({c})" for c, m in mask_specs(policy).items() if m.get("function") not in INLINE_MASKS]
+        used += ["method = \"local_suppression\""] if policy.method == "local_suppression" else []
     if used:
         raise PolicyError(f"{', '.join(used)}: not available on {engine_name}; release this policy on DuckDB, or "
                           f"drop these keys (on {engine_name}: {SPARK_ALTERNATIVES})")
@@ -160,6 +177,10 @@ def prepare(con: Any, policy: Policy, src: Source) -> tuple[Prepared, Source] | 
 def persist(engine: Any, prepared: Prepared, target: exp.Table) -> exp.Table:
     """Inside the release's transaction: the perturbed source as the working table ``target`` (replacing an
     earlier release's), which ``__source`` reads from then on."""
+    if not target.args.get("db"):     # an engine without a working schema (Spark): a cached view of the session
+        engine.create(exp.Create(this=target.copy(), kind="TABLE",
+                                 expression=exp.select(exp.Star()).from_(prepared.temp.copy())))
+        return target.copy()
     engine.execute(exp.Create(this=exp.Table(this=target.args["db"].copy()), kind="SCHEMA", exists=True))
     engine.execute(exp.Create(this=target.copy(), kind="TABLE", replace=True,
                               expression=exp.select(exp.Star()).from_(prepared.temp.copy())))
@@ -168,5 +189,58 @@ def persist(engine: Any, prepared: Prepared, target: exp.Table) -> exp.Table:
 
 def discard_prepared(con: Any, prepared: Prepared | None) -> None:
     """Drop the TEMP table :func:`prepare` made."""
-    if prepared is not None:
+    if prepared is not None and not prepared.engine_owned:
         _drop(con, prepared.temp)
+
+
+def prepare_rowwise(engine: Any, policy: Policy, src: Source) -> tuple[Prepared, Source] | None:
+    """The row-local perturbations (coding, independent noise) as one SELECT over the source, cached as a view of
+    the engine (Spark), with the source it now is; None when the policy perturbs nothing. Noise is e = scale · σ · z
+    with σ the column's sample standard deviation (one aggregate) and z a seeded normal per row from
+    sha256(seed, column, the row's values and rank among equal rows): the same seed gives the same release, but not
+    DuckDB's numpy draws (the same distribution; docs/sdc.md)."""
+    specs = perturb_specs(policy)
+    if not specs:
+        return None
+    checked = {c: validate_perturbation(s, c, src.types.get(c, "")) for c, s in specs.items()}
+    noisy = [c for c, s in checked.items() if s["kind"] == "noise"]
+    sd: dict[str, float] = {}
+    if noisy:
+        frame = engine.fetch(exp.select(*[exp.alias_(exp.func("stddev_samp", exp.column(c, quoted=True)), f"s{i}")
+                                          for i, c in enumerate(noisy)]).from_(src.relation.copy()))
+        sd = {c: float(frame.iloc[0, i]) if frame.iloc[0, i] == frame.iloc[0, i] else 0.0
+              for i, c in enumerate(noisy)}
+    keyed = exp.select(exp.Star(), exp.alias_(row_content_key(list(src.columns)), ROW_KEY)).from_(src.relation.copy())
+    digests = {c: f"__anon_sdc_d{i}" for i, c in enumerate(noisy)}
+    drawn = exp.select(exp.Star(), *[exp.alias_(keyed_digest(int(policy.seed), exp.column(ROW_KEY), c), d)
+                                     for c, d in digests.items()]).from_(keyed.subquery("k"))
+    items: list[exp.Expression] = []
+    prepared = Prepared(exp.Table(this=ident(f"{policy.name}__anon_sdc_out")), src.relation.copy(), engine_owned=True)
+    for c in src.columns:
+        spec = checked.get(c)
+        x = exp.column(c, quoted=True)
+        if spec is None:
+            items.append(x)
+            continue
+        if spec["kind"] == "noise":
+            noise = exp.Mul(this=exp.Literal.number(repr(float(spec["scale"]) * sd[c])),
+                            expression=exp.Paren(this=hash_normal(exp.column(digests[c]))))
+            value = exp.Cast(this=exp.Add(this=exp.Cast(this=x, to=exp.DataType.build("DOUBLE")), expression=noise),
+                             to=exp.DataType.build("DOUBLE"))
+            prepared.perturbation[c] = {"kind": "noise", "columns": [c], "scale": spec["scale"], "correlated": False,
+                                        "sd": sd[c], "draws": "sha256 normal per row"}
+        else:
+            value = coded(x, spec)
+            threshold = spec["above"] if spec["kind"] == "top_code" else spec["below"]
+            beyond = exp.GT if spec["kind"] == "top_code" else exp.LT
+            count = engine.fetch(exp.select(exp.func("count", exp.Star())).from_(src.relation.copy())
+                                 .where(beyond(this=x.copy(), expression=exp.convert(threshold))))
+            prepared.perturbation[c] = {"kind": spec["kind"], "columns": [c], "threshold": threshold,
+                                        "replacement": threshold if spec["replacement"] is None
+                                        else spec["replacement"], "coded": int(count.iloc[0, 0])}
+        items.append(exp.alias_(value, ident(c)))
+    engine.create(exp.Create(this=prepared.temp.copy(), kind="TABLE",
+                             expression=exp.select(*items).from_(drawn.subquery("d"))))
+    types = dict(src.types)
+    types.update({c: "DOUBLE" for c in noisy})
+    return prepared, Source(src.label, prepared.temp.copy(), list(src.columns), types)

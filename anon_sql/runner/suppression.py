@@ -20,14 +20,18 @@ from ..common.sqlbuild import col
 ALL_OK = "__all_ok"
 
 
-def settle(engine, names: ReleaseNames, table: exp.Table | None = None, max_rounds: int = 1000) -> int:
+def settle(engine, names: ReleaseNames, table: exp.Table | None = None, max_rounds: int = 1000,
+           written: bool = False) -> int:
     """Delete the classes of the materialized release that fail a check over the release, until none fails
     (through ``engine.delete_classes``: a DELETE on DuckDB, the view's remaining rows re-registered on Spark) from
-    ``table``, where the released rows are kept (default the released table).
+    ``table``, where the released rows are kept (default the released table); ``written``: the released table was
+    written from ``table`` (rows with their counts, which the checks read), so its rows of those classes go first.
     Returns the number of rounds that deleted something (0: the release already passed)."""
     failing = (exp.select(col(EC_ID)).distinct().from_(names.checks.copy())
                .where(exp.Not(this=exp.Coalesce(this=col(ALL_OK), expressions=[exp.false()]))))
     for rounds in range(max_rounds):
+        if written and table is not None:
+            engine.delete_classes(names.table, failing)
         if not engine.delete_classes(table if table is not None else names.table, failing):
             return rounds
     return max_rounds

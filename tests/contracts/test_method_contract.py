@@ -346,10 +346,10 @@ def test_duckdb_equals_spark(con, spark, method):
     name = f"mcs_{method}"
     if method in WILDCARD:     # DuckDB only: Spark refuses it, naming what runs there
         with pytest.raises(anon_sql.PolicyError, match="not available on spark"):
-            aspark.release_with_spark(spark, example(method, name), replace=True)
+            aspark.release(spark, example(method, name), replace=True)
         return
     duck = anon_sql.release(con, example(method, name), replace=True)
-    rel = aspark.release_with_spark(spark, example(method, name), replace=True)
+    rel = aspark.release(spark, example(method, name), replace=True)
     assert_same_release(con, spark, duck, rel)
     assert rel.passed and duck.passed
 
@@ -368,7 +368,7 @@ def test_pseudonyms_on_spark_are_the_duckdb_pseudonyms(con, spark, monkeypatch):
     pol = example("theta", "mcs_pseudonyms")
     pol["attributes"]["patient_id"] = {"role": "identifier", "action": "pseudonymize"}
     duck = anon_sql.release(con, pol, replace=True)
-    rel = aspark.release_with_spark(spark, pol, replace=True)
+    rel = aspark.release(spark, pol, replace=True)
     duck_rows, spark_rows = released(con, duck.name), spark.table(rel.name).toPandas()
     pd.testing.assert_frame_equal(as_text(spark_rows), as_text(duck_rows))
     ids = con.execute("SELECT patient_id FROM adult").df()["patient_id"]
@@ -388,7 +388,7 @@ def test_driver_planning_refuses_beyond_its_row_limit(con, spark, monkeypatch):
     monkeypatch.setattr(planning, "DRIVER_ROWS_LIMIT", SAMPLE - 1)
     before = {t.name for t in spark.catalog.listTables()}
     with pytest.raises(anon_sql.PolicyError, match=f"limit {SAMPLE - 1:,}: driver memory"):
-        aspark.release_with_spark(spark, example("upa", "mcs_too_big"))
+        aspark.release(spark, example("upa", "mcs_too_big"))
     assert {t.name for t in spark.catalog.listTables()} == before
 
 
@@ -442,7 +442,7 @@ def test_population_models_duckdb_equals_spark(con, spark_population, method):
     policy = example(method, name, **POPULATION_MODELS)
     policy["privacy"].update(POPULATION_PRIVACY.get(method, {"max_suppression": 0.1}))
     duck = anon_sql.release(con, policy, replace=True)
-    rel = aspark.release_with_spark(spark, policy, replace=True)
+    rel = aspark.release(spark, policy, replace=True)
     assert_same_release(con, spark, duck, rel)
     assert rel.passed and rel.classes["k_map_value"].min() >= POPULATION_MODELS["k_map"]["k"]
     assert set(rel.checks["check"]) >= {"k_map", "delta_presence"}
@@ -474,6 +474,6 @@ def test_population_refusals_on_spark_leave_nothing(con, spark_population, tmp_p
     policy = example(method, f"mcs_{method}_pop_refused",
                      k_map={"k": 2, "population": population})
     with pytest.raises(anon_sql.AnonSQLError, match=error):
-        aspark.release_with_spark(spark, policy)
+        aspark.release(spark, policy)
     assert {t.name for t in spark.catalog.listTables()} == before
     assert not spark.catalog.tableExists(f"mcs_{method}_pop_refused")

@@ -96,7 +96,7 @@ def test_levels_release_is_the_duckdb_release(engines):
     pol = _policy("levels", LEVELS, max_suppression=0.05, l_diversity={"kind": "distinct", "l": 2},
                   t_closeness=0.5)
     duck = anon_sql.release(con, pol, replace=True)
-    rel = aspark.release_with_spark(spark, pol, replace=True)
+    rel = aspark.release(spark, pol, replace=True)
     _assert_same(con, spark, duck, rel, "adult_rel")
     assert rel.suppressed > 0 and rel.passed
     # the release is a temporary view of the session, and its checks view re-verifies it
@@ -108,7 +108,7 @@ def test_optimal_with_entropy_l_uses_the_kernels_as_pandas_udfs(engines):
     con, spark = engines
     pol = _policy("optimal", max_suppression=0.02, l_diversity={"kind": "entropy", "l": 1.5})
     duck = anon_sql.release(con, pol, replace=True)
-    rel = aspark.release_with_spark(spark, pol, replace=True)
+    rel = aspark.release(spark, pol, replace=True)
     _assert_same(con, spark, duck, rel, "adult_rel")
     assert any("ANON_ENTROPY_COUNTS" in s for s in rel.sql)
     # the search ran on the driver over counts aggregated in Spark: a handful of jobs, however many nodes
@@ -120,7 +120,7 @@ def test_mondrian_is_the_duckdb_partition(engines):
     con, spark = engines
     pol = _policy("mondrian", l_diversity={"kind": "distinct", "l": 2})
     duck = anon_sql.release(con, pol, replace=True)
-    rel = aspark.release_with_spark(spark, pol, replace=True)
+    rel = aspark.release(spark, pol, replace=True)
     _assert_same(con, spark, duck, rel, "adult_rel")
     depth = rel.plan["depth"]
     assert depth == duck.plan["depth"] > 10
@@ -138,12 +138,12 @@ def test_mondrian_categorical_width_is_honoured_on_spark(engines):
     pol["privacy"]["k"] = 200          # a shallow tree keeps the test short
     pol["method_params"] = {"categorical_width": "mixed"}
     duck = anon_sql.release(con, pol, replace=True)
-    rel = aspark.release_with_spark(spark, pol, replace=True)
+    rel = aspark.release(spark, pol, replace=True)
     assert rel.plan["categorical_width"] == duck.plan["categorical_width"] == "mixed"
     _assert_same(con, spark, duck, rel, "adult_rel")
     pol["method_params"] = {"categorical_width": "widest"}
     with pytest.raises(anon_sql.PolicyError, match="categorical_width must be one of"):
-        aspark.release_with_spark(spark, pol, replace=True)
+        aspark.release(spark, pol, replace=True)
 
 
 # -- kernels, failures, CLI --------------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def test_failed_release_leaves_nothing_and_names_the_requirement(engines):
     pol = _policy("levels", {}, l_diversity={"kind": "distinct", "l": 2})
     pol["name"] = "adult_fail"
     with pytest.raises(PrivacyRequirementError, match=r"k fails for \d+ classes .*max_suppression"):
-        aspark.release_with_spark(spark, pol)
+        aspark.release(spark, pol)
     left = [t.name for t in spark.catalog.listTables() if t.name.startswith("adult_fail")]
     assert left == []
 
@@ -190,7 +190,7 @@ def test_a_committed_release_frees_the_caches_only_it_needed(engines):
     try:
         pol = _policy("levels", LEVELS, max_suppression=0.05, l_diversity={"kind": "distinct", "l": 2})
         pol["name"] = "adult_scratch"
-        rel = aspark.release_with_spark(spark, pol, replace=True)
+        rel = aspark.release(spark, pol, replace=True)
         hoisted = [t.name for t in spark.catalog.listTables()
                    if t.name.startswith(rel.name + "__") and "__cte" in t.name]
         assert hoisted, "the checks view reads a shared CTE: it is hoisted as a view of its own"
@@ -227,12 +227,12 @@ def test_suppression_settles_to_the_duckdb_fixed_point(spark):
     with pytest.raises(PrivacyRequirementError) as duck_err:
         anon_sql.release(con, pol)
     with pytest.raises(PrivacyRequirementError) as spark_err:
-        aspark.release_with_spark(spark, pol)
+        aspark.release(spark, pol)
     assert "max_suppression = 0.4445 (or more)" in str(duck_err.value)
     assert str(spark_err.value) == str(duck_err.value)
     pol["privacy"]["max_suppression"] = 0.4445
     duck = anon_sql.release(con, pol)
-    rel = aspark.release_with_spark(spark, pol)
+    rel = aspark.release(spark, pol)
     assert rel.passed and rel.suppressed == 4
     _assert_same(con, spark, duck, rel, "grouped_rel")
 
@@ -240,10 +240,10 @@ def test_existing_release_needs_replace(engines, adult_parquet):
     con, spark = engines
     pol = _policy("levels", LEVELS, max_suppression=0.1)
     pol["name"], pol["source"] = "adult_twice", adult_parquet     # a Parquet path as the source
-    first = aspark.release_with_spark(spark, pol)
+    first = aspark.release(spark, pol)
     assert first.records_in == 30162
     with pytest.raises(ReleaseExistsError, match="replace=True"):
-        aspark.release_with_spark(spark, pol)
+        aspark.release(spark, pol)
     assert spark.table("adult_twice").count() == first.records_out   # the refusal left the first release whole
 
 
@@ -259,18 +259,18 @@ def test_spark_never_replaces_what_it_did_not_create(spark):
                         ("own_rel__rows", "working objects")):
         users.createOrReplaceTempView(name)
         with pytest.raises(ReleaseExistsError, match=match):
-            aspark.release_with_spark(spark, pol, replace=True)
+            aspark.release(spark, pol, replace=True)
         assert spark.table(name).columns == ["x"] and spark.table(name).count() == 2
         assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("own_rel") and t.name != name]
         spark.catalog.dropTempView(name)
-    first = aspark.release_with_spark(spark, pol)
+    first = aspark.release(spark, pol)
     with pytest.raises(ReleaseExistsError, match="replace=True"):
-        aspark.release_with_spark(spark, pol)
-    again = aspark.release_with_spark(spark, pol, replace=True)
+        aspark.release(spark, pol)
+    again = aspark.release(spark, pol, replace=True)
     assert (again.records_out, again.plan) == (first.records_out, first.plan)
     # a view of the user's named like a CTE view the release hoists: the release names its own view otherwise
     users.createOrReplaceTempView("own_rel__checks__cte1")
-    third = aspark.release_with_spark(spark, pol, replace=True)
+    third = aspark.release(spark, pol, replace=True)
     assert spark.table("own_rel__checks__cte1").columns == ["x"] and spark.table("own_rel__checks__cte1").count() == 2
     assert third.records_out == first.records_out and spark.table("own_rel").count() == first.records_out
     assert any(t.startswith("`own_rel__checks__cte1_") or "own_rel__checks__cte1_" in t for t in third.sql)
@@ -340,6 +340,6 @@ def test_one_million_rows_same_release(million, method):
     if method == "mondrian":
         pol["privacy"]["k"] = 100   # a shallower tree keeps the test within its time budget
     duck = anon_sql.release(con, pol)
-    rel = aspark.release_with_spark(spark, pol)
+    rel = aspark.release(spark, pol)
     assert json.dumps(duck.plan, sort_keys=True) == json.dumps(rel.plan, sort_keys=True)
     _assert_same(con, spark, duck, rel, pol["name"])
