@@ -259,3 +259,25 @@ def test_report_reads_the_set(con):
     assert {"l_distinct__DESCRIPTION", "related conditions"} <= {c["check"] for c in report["checks"]}
     assert report["related"] == [{"name": "conditions", "table": "synth_conditions", "rows": 10}]
     assert (report["records_in"], report["records_out"], report["suppressed"]) == (20, 10, 10)
+
+
+def test_cli_check_runs_the_related_checks(tmp_path, monkeypatch):
+    """`anon-sql check` (whose cached program skips recompiling) still verifies the related tables: a row of no
+    released person fails it with exit 3."""
+    from click.testing import CliRunner
+
+    from anon_sql.cli.main import main
+
+    monkeypatch.setenv("ANON_SQL_KEY", KEY)
+    db = str(tmp_path / "u.duckdb")
+    c = duckdb.connect(db)
+    anon_sql.install(c)
+    flu(c)
+    anon_sql.release(c, policy(max_suppression=0.5))
+    c.close()
+    assert CliRunner().invoke(main, ["check", "synth", "--db", db]).exit_code == 0
+    c = duckdb.connect(db)
+    c.execute("INSERT INTO synth_conditions VALUES ('not-a-pseudonym', 'flu', 1)")
+    c.close()
+    result = CliRunner().invoke(main, ["check", "synth", "--db", db])
+    assert result.exit_code == 3 and "related conditions" in result.output
