@@ -78,13 +78,20 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
     (:mod:`anon_sql.audit.program`), one compiled here is cached when it read nothing but the policy."""
     cached = check_program.cached_rows(con, name)
     if cached is not None:
-        return cached
+        return [*cached, *_recorded_related_rows(con, name)]
     if is_shared(con, name):
         return _recheck_shared(con, name)
     row = require_recorded(con, name)        # an unknown release is named as such before the macros are compared
     check_program.guard_macros(con)
     program, columns, table_rows = _recorded_program(con, name, row, table_checks=True)
-    return check_program.run_program(con, program, row, columns, table_rows)
+    return [*check_program.run_program(con, program, row, columns, table_rows), *_recorded_related_rows(con, name)]
+
+
+def _recorded_related_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
+    """:func:`related_rows` of recorded release ``name`` (none without related tables)."""
+    row = catalog.recorded_release(con, name) or {}
+    policy = json.loads(row.get("policy_json") or "{}")
+    return related_rows(con, name, Policy.from_dict(policy)) if policy.get("related") else []
 
 
 def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -159,7 +166,7 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
     private = duckdb.connect()
     try:
         catalog.install(private)
-        table = _shared_table(con, private, name)
+        table = _shared_table(con, private, name, tuple(policy.related))
         models = build_models(policy, private)
         columns = [r[0] for r in describe(private, table)]
         level_plan, taxonomies = LevelPlan({}), {}
@@ -180,16 +187,17 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         unverifiable = [m.name for m in models if m.whole_table]
         if population and not any(m.needs_population for m in models):
             unverifiable += [m.name for m in population]
-        return check_program.run_program(private, program, row, columns, [
+        return [*check_program.run_program(private, program, row, columns, [
             {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
-             "passed": False} for check in unverifiable])
+             "passed": False} for check in unverifiable]), *related_rows(private, name, policy, table)]
     finally:
         private.close()
 
 
-def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str) -> exp.Table:
+def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str,
+                  related: tuple[str, ...] = ()) -> exp.Table:
     """The released table of ``con``'s file as seen from ``private``: the file attached read-only (else, e.g. an
-    in-memory ``con``, a copy of the table's rows)."""
+    in-memory ``con``, a copy of the table's rows and of its ``related`` tables' beside it)."""
     path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0][0]
     if path:
         try:
@@ -198,7 +206,10 @@ def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnec
             return exp.Table(this=ident(name), db=ident("main"), catalog=ident(_SHARED))
         except duckdb.Error:
             pass
-    private.register(_SHARED, con.sql(render(exp.select("*").from_(exp.Table(this=ident(name))))).to_arrow_table())
+    for source, copy in ((name, _SHARED), *((f"{name}_{n}", f"{_SHARED}_{n}") for n in related)):
+        if relation_exists(con, source):
+            private.register(copy, con.sql(render(exp.select("*").from_(exp.Table(this=ident(source)))))
+                             .to_arrow_table())
     return exp.Table(this=ident(_SHARED))
 
 
@@ -208,14 +219,16 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     check in one SQL aggregate (:mod:`anon_sql.compiler.checks_summary`), the released records, and what the catalog checks compare
     with — the columns the policy releases and the suppression budget."""
     relation, policy = _people(table, policy, columns)
-    ci = CompileInput(policy, relation.copy(), columns, level_plan, taxonomies, models)
+    joined = [c for c in policy.related_sensitive if c not in columns]   # read from <release>_<name>
+    ci = CompileInput(policy, relation.copy(), [*columns, *joined], level_plan, taxonomies, models)
     view = class_stats_query(ci, relation.copy(), [EC_ID, *policy.quasi], null_safe=True).subquery("__checks")
     described = con.execute(render(exp.select("*").from_(view.copy()).limit(0))).description
     wanted = summary_columns(d[0] for d in described)
     # the noise flag and the noise count come from the policy and the table, never from the recorded plan or counts
     # (issue 28.8: a plan naming an identifier as its "noise flag" let that column back into the release)
     flag = noise_flag_of(policy)
-    expected = [c for c in released_columns(policy, list(policy.attributes)) if c != policy.count_column]
+    expected = [c for c in released_columns(policy, list(policy.attributes))
+                if c != policy.count_column and c not in policy.related_sensitive]
     expected += [c for c in (flag, EC_ID, policy.count_column) if c]
     noise = (render(exp.select(record_count(policy.count_column)).from_(table.copy()).where(
         exp.column(flag, quoted=True).is_(exp.true()))) if flag and flag in columns else None)
@@ -254,11 +267,70 @@ def _people(table: exp.Table, policy: Policy, columns: list[str]) -> tuple[exp.E
     if unit in columns:
         people = exp.select(exp.Star(), exp.alias_(exp.column(unit, quoted=True), UNIT, quoted=True)).from_(
             table.copy())
+        if policy.related_sensitive:   # a person holds the values of their rows in the related table
+            people = _with_related_values(table, policy)
         return exp.Subquery(this=people, alias=exp.TableAlias(this=ident("__people"))), policy
     d = policy.to_dict()
     d.pop("privacy_unit")
     d.pop("related", None)   # the related tables are not part of this table's checks
     return table, Policy.from_dict(d)
+
+
+def related_table(table: exp.Table, name: str) -> exp.Table:
+    """The released related table ``<release>_<name>`` beside ``table`` (same database and schema)."""
+    return exp.Table(this=ident(f"{table.name}_{name}"), db=table.args.get("db"), catalog=table.args.get("catalog"))
+
+
+def _with_related_values(table: exp.Table, policy: Policy) -> exp.Select:
+    """The released unit table joined, through the unit's pseudonym, with the sensitive values its related table
+    released: what the sensitive-attribute models read per person (docs/units.md)."""
+    sensitive = policy.related_sensitive
+    name = next(iter(sensitive.values()))
+    key = policy.related[name]["key"]
+    values = exp.select(*[exp.column(c, quoted=True) for c in (key, *sensitive)]).from_(
+        related_table(table, name))
+    t, r = ident("t"), ident("r")
+    unit = exp.Column(this=ident(policy.privacy_unit), table=t)
+    return (exp.select(exp.Column(this=exp.Star(), table=t), exp.alias_(unit.copy(), UNIT, quoted=True),
+                       *[exp.Column(this=ident(c), table=r) for c in sensitive])
+            .from_(exp.Table(this=table.this.copy(), db=table.args.get("db"), catalog=table.args.get("catalog"),
+                             alias=exp.TableAlias(this=t)))
+            .join(exp.Subquery(this=values, alias=exp.TableAlias(this=r)), join_type="left",
+                  on=exp.EQ(this=unit, expression=exp.Column(this=ident(key), table=r))))
+
+
+def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, table: exp.Table | None = None
+                 ) -> list[dict[str, Any]]:
+    """One check row per related table of release ``name`` (docs/units.md): the table exists; its key is the
+    unit's pseudonym of a released person on every row (no row of a suppressed person, pseudonyms consistent with
+    the unit table), or absent when the unit was dropped. ``failing_records``: the rows that break it."""
+    table = table if table is not None else exp.Table(this=ident(name))
+    unit = policy.privacy_unit
+    out = []
+    for rel, spec in policy.related.items():
+        target = related_table(table, rel)
+        check = f"related {rel}"
+        try:
+            columns = [r[0] for r in describe(con, target)]
+        except (duckdb.Error, SourceError):
+            out.append({"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0,
+                        "worst_value": None, "passed": False, "basis": check_program.TABLE})
+            continue
+        key = spec["key"]
+        pseudonymized = (policy.attributes.get(unit) is not None
+                         and policy.attributes[unit].action == "pseudonymize")
+        if not pseudonymized:   # the key leaves with the unit: no column may link a row to a person
+            bad = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(target.copy())))
+                      .fetchall()[0][0]) if key in columns else 0
+        else:
+            people = exp.select(exp.column(unit, quoted=True)).from_(table.copy())
+            orphan = exp.Not(this=exp.In(this=exp.column(key, quoted=True), query=exp.Subquery(this=people)))
+            missing = exp.Is(this=exp.column(key, quoted=True), expression=exp.Null())
+            bad = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(target.copy()).where(
+                exp.or_(orphan, missing)))).fetchall()[0][0]) if key in columns else -1
+        out.append({"check": check, "classes": 0, "failing_classes": 0, "failing_records": max(bad, 0),
+                    "worst_value": None, "passed": bad == 0, "basis": check_program.TABLE})
+    return out
 
 
 def _population_quasi(policy: Policy, plan: dict[str, Any]) -> list[str]:

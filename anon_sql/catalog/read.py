@@ -59,6 +59,22 @@ def recorded_release(con: Any, name: str) -> dict | None:
     return dict(zip([d[0] for d in cur.description], row))
 
 
+def related_tables(con: Any, name: str) -> list[str]:
+    """The related tables recorded release ``name`` wrote beside its table (``<release>_<related name>``, from its
+    recorded policy; docs/units.md), in the policy's order; empty for none."""
+    import json
+
+    if not is_installed(con):
+        return []
+    rows = con.execute("SELECT policy_json FROM anon.releases WHERE release = ? AND status = 'released' "
+                       "ORDER BY created_at DESC LIMIT 1", [name]).fetchall()
+    try:
+        related = json.loads((rows[0][0] if rows else None) or "{}").get("related") or {}
+    except ValueError:
+        related = {}
+    return [f"{name}_{n}" for n in related]
+
+
 def table_columns(con: Any, name: str) -> list[tuple[str, str]]:
     """(name, type) of each column of table ``name`` in the current schema of the current database, in order;
     empty when there is no such table."""
@@ -67,4 +83,5 @@ def table_columns(con: Any, name: str) -> list[tuple[str, str]]:
         "AND schema_name = current_schema() AND table_name = ? ORDER BY column_index", [name]).fetchall()]
 
 
-__all__ = ["is_installed", "probed_once", "forget_installed", "recorded_release", "table_columns"]
+__all__ = ["is_installed", "probed_once", "forget_installed", "recorded_release", "related_tables",
+           "table_columns"]

@@ -13,8 +13,9 @@ from . import population as population_match
 from ..common.columns import EC_ID, SIZE, UNIT
 from ..common.sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
 from .general import generalized_items, is_enum, level_base
-from .names import (KEEP, WEIGHT, CompileInput, ReleaseNames, cast_varchar, class_level_quasi, unit_columns,
-                    weight_of)
+from .names import (KEEP, WEIGHT, CompileInput, ReleaseNames, cast_varchar, class_level_quasi, released_columns,
+                    unit_columns, weight_of)
+from .signature import signature_keys, with_signatures
 
 
 def class_stats_query(ci: CompileInput, relation: exp.Expression, keys: list[str], null_safe: bool,
@@ -218,11 +219,17 @@ def classes_select(ci: CompileInput, relation: exp.Expression) -> exp.Select:
             raise PolicyError(f"privacy.requirements name {missing}, which method {ci.policy.method!r} does not "
                               "release per class (they vary inside its classes); drop those requirements or "
                               "choose a method that generalizes them")
+    elif signed(ci):   # QIs vary inside units: a class is the units sharing a signature (compiler/signature.py)
+        quasi = list(ci.policy.quasi)
+        others = [s for s in ci.policy.sensitive if s not in quasi] + [UNIT, WEIGHT]
+        keys, null_safe, weight = signature_keys(quasi), True, col(WEIGHT)
+        relation = with_signatures(relation, quasi, others)
     else:
         keys, null_safe, weight = list(ci.policy.quasi), True, col(WEIGHT)
     stats = class_stats_query(ci, relation, keys, null_safe, weight=weight)
     # ec_ids follow the text order of the released values on every engine (DuckDB's ENUMs sort by position)
-    order = [exp.Ordered(this=cast_varchar(col(k)) if is_enum(ci, k) else col(k), nulls_first=True) for k in keys]
+    order = [exp.Ordered(this=cast_varchar(col(k)) if is_enum(ci, k) and not signed(ci) else col(k),
+                         nulls_first=True) for k in (keys[:1] if signed(ci) else keys)]
     items: list[exp.Expression] = [exp.Star()]
     if EC_ID not in keys:
         items.append(alias(exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=order)), EC_ID))
@@ -231,12 +238,22 @@ def classes_select(ci: CompileInput, relation: exp.Expression) -> exp.Select:
     return exp.select(*items).from_(exp.Subquery(this=stats, alias=exp.TableAlias(this=ident("s"))))
 
 
+def signed(ci: CompileInput) -> bool:
+    """A level plan over units whose QIs vary: classes are signatures (multi-relational k-anonymity)."""
+    return isinstance(ci.plan, LevelPlan) and ci.plan.signatures
+
+
 def checks_view(ci: CompileInput, names: ReleaseNames, counted_rows: bool = False,
                 rows: exp.Table | None = None) -> exp.Select:
     """The independent verification: per released class, every model's value and pass flag (``counted_rows``:
     over the rows the release's table repeats or is written from — ``rows``, default ``names.rows`` —, weighted
     by their counts)."""
     keys = [EC_ID, *ci.policy.quasi]
+    if signed(ci):   # the signatures recomputed from the released rows, never read from the plan
+        quasi = list(ci.policy.quasi)
+        others = [c for c in released_columns(ci.policy, ci.columns) if c not in quasi] + [UNIT, EC_ID]
+        relation = with_signatures(names.table, quasi, others)
+        return class_stats_query(ci, relation, [EC_ID, *signature_keys(quasi)], null_safe=True)
     if counted_rows:
         table = rows if rows is not None else names.rows
         return class_stats_query(ci, table.copy(), keys, null_safe=True, weight=col(WEIGHT))

@@ -13,6 +13,7 @@ from ..common.columns import EC_ID, UNIT
 from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq, prerendered
 from ..data.taxonomy import TOP, Taxonomy
 from .dialect import dialect_target
+from .source import row_order
 from .names import (KEEP, WEIGHT, CompileInput, ReleaseNames, cast_varchar, noise_flag, released_columns,
                     unit_columns)
 
@@ -136,7 +137,11 @@ def assignment_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     source grouped by all its columns, each group's first ``__row`` a running sum of the group sizes in that order,
     and ``generate_series`` over each group give the same pairs (the class is a function of the QI values). It
     sorts the distinct rows, not every row (issue 17.3)."""
-    cols = list(ci.columns)
+    # rows equal in these columns are consecutive under __row's order; with a unit, a person's rows (the unit and
+    # the QIs lead the order) are one run: one group per person instead of one per distinct row
+    cols = row_order(ci)
+    if ci.policy.privacy_unit:
+        cols = cols[:1 + len([q for q in ci.policy.quasi if q in ci.columns])]
     n, start, i = "__n", "__start", "__i"
     grouped = exp.select(*[col(c) for c in cols], alias(exp.Count(this=exp.Star()), n)).from_(
         ci.relation.copy()).group_by(*[col(c) for c in cols])

@@ -10,16 +10,18 @@ from ..methods.base import LevelPlan
 from ..data import base_counts
 from ..common.columns import EC_ID, UNIT
 from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq
-from .classes import classes_select
+from .classes import classes_select, signed
+from .signature import SIGNATURE, signatures_query
 from .general import base_table, level_base, level_combos, tuple_join, uses_base_table, uses_tuple_map
-from .names import KEEP, WEIGHT, CompileInput, ReleaseNames, noise_flag, released_columns, unit_columns
+from .names import (KEEP, WEIGHT, CompileInput, ReleaseNames, cast_varchar, noise_flag, released_columns,
+                    unit_columns)
 
 
 def expands_base(ci: CompileInput, data_cols: list[str]) -> bool:
     """A level plan read from a base-count table whose released columns are all QIs / sensitive attributes: written
     from the base counts, never re-reading the source."""
     return ((uses_base_table(ci) or (ci.base is not None and isinstance(ci.plan, LevelPlan)))
-            and not ci.policy.count_column
+            and not ci.policy.count_column and not signed(ci)
             and set(data_cols) <= set(base_counts.keys(ci.policy) + unit_columns(ci.policy)))
 
 
@@ -33,7 +35,7 @@ def uses_row_map(ci: CompileInput) -> bool:
     """DuckDB level plans that re-read the source (insensitive columns, a count column) join it to a temp table of
     the kept combinations (``<release>__map``): its exact, small cardinality makes it the build side of the hash
     join; inlined, its estimate is so large that DuckDB builds the hash table over the whole source instead."""
-    return uses_base_table(ci) and not expands_base(ci, data_columns(ci))
+    return uses_base_table(ci) and not expands_base(ci, data_columns(ci)) and not signed(ci)
 
 
 def row_map_table(release_name: str) -> exp.Table:
@@ -100,7 +102,9 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         if uses_row_map(ci):
             return _joined_release(ci, names, data_cols, row_map_table(names.release))
         base = base_table(ci, names)
-        if expands_base(ci, data_cols):
+        if signed(ci):
+            query = _signed_release(ci, names, data_cols)
+        elif expands_base(ci, data_cols):
             query = _expanded_release(ci, data_cols)
         else:
             query = _joined_release(ci, names, data_cols)
@@ -146,6 +150,31 @@ def _expanded_release(ci: CompileInput, data_cols: list[str]) -> exp.Select:
             .where(col(KEEP, "c"))
             .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
     return _each_record(kept, data_cols)
+
+
+def _signed_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str]) -> exp.Select:
+    """QIs varying inside units: the source rows with their own generalized QI values (each distinct original tuple
+    → its released values), kept when their unit's signature class is kept, ``ec_id`` that class's."""
+    quasi = list(ci.policy.quasi)
+    items = [col(c, "k") if c in quasi else col(c, "g") for c in data_cols] + [col(EC_ID, "u")]
+    tuples = exp.select(*[col(f"__o{i}") for i in range(len(quasi))], *[col(q) for q in quasi]).distinct().from_(
+        exp.Table(this=ident("__lb")))
+    sig = exp.Subquery(this=signatures_query(exp.Table(this=ident("__lb")), quasi),
+                       alias=exp.TableAlias(this=ident("s")))
+    units = (exp.select(col(UNIT, "s"), col(EC_ID, "c")).from_(sig)
+             .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))),
+                   on=exp.EQ(this=col(SIGNATURE, "s"), expression=col(SIGNATURE, "c")))
+             .where(col(KEEP, "c")))
+    query = (exp.select(*items)
+             .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                              alias=exp.TableAlias(this=ident("g"))))
+             .join(exp.Subquery(this=tuples, alias=exp.TableAlias(this=ident("k"))),
+                   on=and_all(null_safe_eq(col(q, "g"), col(f"__o{i}", "k")) for i, q in enumerate(quasi)))
+             .join(exp.Subquery(this=units, alias=exp.TableAlias(this=ident("u"))),
+                   on=exp.EQ(this=col(UNIT, "g"), expression=col(UNIT, "u"))))
+    # a class's rows differ in their QIs: those break the ties of the usual order, so the order stays fixed
+    return _ordered_rows(ci, query, items, data_cols).order_by(
+        *[exp.Ordered(this=cast_varchar(col(q)), nulls_first=True) for q in quasi])
 
 
 def _expands_tuples(ci: CompileInput, data_cols: list[str]) -> bool:

@@ -34,9 +34,19 @@ def source_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if policy.privacy_unit:   # the unit's own value, for counting people (dropped before the release commits)
         items.append(alias(col(policy.privacy_unit), UNIT))
     if isinstance(ci.plan, AssignmentPlan):
-        order = [exp.Ordered(this=col(c), nulls_first=True) for c in ci.columns]
+        order = [exp.Ordered(this=col(c), nulls_first=True) for c in row_order(ci)]
         items.append(alias(exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=order)), ROW_ID))
     return exp.select(*items).from_(ci.relation.copy())
+
+
+def row_order(ci: CompileInput) -> list[str]:
+    """The columns the ``__row`` key numbers the rows by: every column in source order; with a privacy unit the unit
+    and the QIs first, so a person's rows (one QI tuple) are one run and ``__assignment`` is built per person."""
+    unit = ci.policy.privacy_unit
+    if not unit:
+        return list(ci.columns)
+    first = [unit, *[q for q in ci.policy.quasi if q in ci.columns]]
+    return [*first, *[c for c in ci.columns if c not in first]]
 
 
 def source_statement(ci: CompileInput, names: ReleaseNames) -> exp.Create:

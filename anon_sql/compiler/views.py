@@ -64,7 +64,7 @@ def _compile_key(ci: CompileInput, names: ReleaseNames) -> tuple | None:
         models.append((type(m).__module__, type(m).__qualname__, repr(sorted(params.items()))))
     taxonomies = tuple((q, t.name, t.kind, repr(t.spec), t.fingerprint()) for q, t in ci.taxonomies.items())
     return (names.release, names.schema, names.work, ci.policy.to_json(), render(ci.relation), tuple(ci.columns),
-            tuple(ci.plan.levels.items()), taxonomies, tuple(models), ci.dialect, ci.schema,
+            tuple(ci.plan.levels.items()), ci.plan.signatures, taxonomies, tuple(models), ci.dialect, ci.schema,
             ci.pseudonym_function, tuple(sorted(ci.numeric_sensitive)), ci.engine,
             render(ci.base) if ci.base is not None else None, ci.counted_rows)
 

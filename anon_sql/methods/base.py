@@ -28,6 +28,9 @@ class LevelPlan:
     levels: dict[str, int]
     info: dict[str, Any] = field(default_factory=dict)
     trace: list[dict[str, Any]] = field(default_factory=list)   # a search's steps, recorded in anon.search_trace
+    # a quasi-identifier varies inside a privacy unit: the classes are the units' signatures (their sets of released
+    # QI tuples, multi-relational k-anonymity; compiler/signature.py), set by the runner, not by the method
+    signatures: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.levels)
@@ -99,6 +102,9 @@ class MethodContext:
     # the release's base counts (``base_counts.keys`` with their weight ``__w``, already aggregated by resolve) when
     # the engine keeps them: a method reading "base" may group these rows instead of the source's
     base: Any = None
+    # the quasi-identifiers that vary inside a privacy unit (docs/units.md): a method with ``varying_units`` plans
+    # over the units' signatures
+    varying: tuple[str, ...] = ()
     # those base counts as fetched by resolve (an Arrow table: ``base_counts.keys`` as text ``__v<i>``, weight
     # ``__w``) when it read them whole for the coverage check: a lattice search codes these rows, no second read
     base_rows: Any = None
@@ -121,6 +127,8 @@ class Method:
     # whether it releases with a privacy unit (counts distinct people per class, suppresses whole people;
     # docs/units.md); a method that does not is refused for a policy with ``privacy_unit``
     counts_units = False
+    # whether it plans with quasi-identifiers that vary inside a unit (multi-relational k-anonymity over signatures)
+    varying_units = False
 
     def __init__(self, **params: Any):
         section(f"[method_params] of method {self.name!r}", *self.parameters).check(params, "method_params")

@@ -12,6 +12,7 @@ class FixedLevels(Method):
     name = "levels"
     reads = "nothing"
     counts_units = True   # the compiler's classes count people (docs/units.md)
+    varying_units = True  # with QIs varying inside units, by signatures (compiler/signature.py)
     parameters = (key("levels", MapOf(integer(ge=0), "qi"), "generalization level per quasi-identifier "
                       "(0 = original; missing ones: 0), e.g. { age = 2, zip = 1 }"),)
 

@@ -24,6 +24,11 @@ def people_counts(relation: exp.Expression, keys: list[exp.Expression | str], se
     :data:`SIZE_WEIGHT`), from ``relation``'s ``__unit`` column."""
     items = [col(k) if isinstance(k, str) else k.copy() for k in keys]
     names = [e.alias_or_name for e in items]
+    if not sens:   # one pass: the people of each combination (no per-value weight to derive)
+        people = exp.Count(this=exp.Distinct(expressions=[col(UNIT)]))
+        return (exp.select(*items, alias(exp.Cast(this=people, to=dtype("DOUBLE")), w_name))
+                .from_(relation.copy()).group_by(*[e.unalias() if isinstance(e, exp.Alias) else e.copy()
+                                                    for e in items]))
     distinct = exp.select(*items, col(UNIT)).distinct().from_(relation.copy())
     weights = [alias(exp.Cast(this=exp.Count(this=exp.Star()), to=dtype("DOUBLE")), w_name)]
     if sens:

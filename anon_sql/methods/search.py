@@ -61,6 +61,7 @@ class _LatticeSearch(Method):
     reads = "base"
     plans_population = True
     counts_units = True   # the lattice counts people per class with a privacy unit (docs/units.md)
+    varying_units = True  # and, with QIs varying inside units, per signature (lattice/signature.py)
 
     def __init__(self, **params: Any):
         super().__init__(**params)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from ..common.columns import is_numeric
+from ..common.columns import UNIT, is_numeric
 from ..compiler.views import EC_ID, ReleaseNames
 from ..errors import SourceError
 from ..models import ClassStats, SensitiveCounts
@@ -86,10 +86,12 @@ def _class_key_exprs(quasi: list[str] | tuple[str, ...], noise_flag: str | None
 
 @lru_cache(maxsize=256)
 def _class_sql(name: str, quasi: tuple[str, ...], noise_flag: str | None, count_column: str | None,
-               sensitive: str | None) -> str:
-    """Rendered :func:`_text_groups` of a release by class (and sensitive value), numbered by class (column c)."""
+               sensitive: str | None, people: bool = False) -> str:
+    """Rendered :func:`_text_groups` of a release by class (and sensitive value), numbered by class (column c).
+    ``people``: a group's weight is its distinct privacy units (the table still holds ``__unit``), not its rows."""
     keys = _class_key_exprs(quasi, noise_flag) + ([("v", col(sensitive), False)] if sensitive is not None else [])
-    return render(_text_groups(ReleaseNames(name).table, keys, record_count(count_column), number=len(quasi) + 1))
+    weight = exp.Count(this=exp.Distinct(expressions=[col(UNIT)])) if people else record_count(count_column)
+    return render(_text_groups(ReleaseNames(name).table, keys, weight, number=len(quasi) + 1))
 
 
 class ReleaseData:
@@ -109,6 +111,9 @@ class ReleaseData:
         self.params = {**{k: v for k, v in (policy.metrics or {}).items() if k != "compute"}, **(params or {})}
         self.names = ReleaseNames(name)
         self.cache: dict[str, Any] = {}      # results shared between metrics (sensitive counts, workload, ...)
+        # the table still holds the privacy unit (a live release before its unit leaves): the sensitive-value counts
+        # are people holding the value (docs/units.md); the utility metrics keep weighting records
+        self.people = False
 
     # -- construction --------------------------------------------------------------------------------------------
     @classmethod
@@ -129,7 +134,10 @@ class ReleaseData:
         dated = [r for r in rows if r[-1] is not None]     # the latest release of that name (as ORDER BY ... DESC)
         policy_json, plan_json, label, records_in, suppressed, noise, _ = (max(dated, key=lambda r: r[-1]) if dated
                                                                            else rows[0])
-        policy = Policy.from_dict(json.loads(policy_json))
+        declared = json.loads(policy_json)
+        for c in Policy.from_dict(declared).related_sensitive:   # released in <release>_<name>, not in this table:
+            declared["attributes"].pop(c, None)                    # its people's values are verified by `check`
+        policy = Policy.from_dict(declared)
         return cls(con, name, policy, json.loads(plan_json or "{}"), None, label, records_in or 0,
                    suppressed or 0, noise or 0, params)
 
@@ -137,8 +145,13 @@ class ReleaseData:
     def live(cls, con, rel, taxonomies: dict[str, Taxonomy], src: Source,
              params: dict[str, Any] | None = None) -> "ReleaseData":
         """From a :class:`~anon_sql.runner.run.Release` whose table exists in the open transaction (dry runs too)."""
-        return cls(con, rel.name, rel.policy, dict(rel.plan), taxonomies, src, rel.records_in, rel.suppressed, rel.noise,
-                   params)
+        data = cls(con, rel.name, rel.policy, dict(rel.plan), taxonomies, src, rel.records_in, rel.suppressed,
+                   rel.noise, params)
+        if rel.policy.privacy_unit:
+            probe = con.execute(render(exp.select("*").from_(data.names.table.copy()).limit(0)))
+            data.people = UNIT in [d[0] for d in probe.description]
+            probe.fetchall()
+        return data
 
     @cached_property
     def source(self) -> Source:
@@ -204,8 +217,9 @@ class ReleaseData:
     def _class_query(self, sensitive: str | None = None) -> str:
         """SQL of the release grouped by class (and a sensitive attribute), numbered by class; rendered once per
         process for the same release shape (the tree costs as much to build and render as DuckDB takes to run it
-        over 10^5 rows)."""
-        return _class_sql(self.name, tuple(self.quasi), self.noise_flag, self.policy.count_column, sensitive)
+        over 10^5 rows). Sensitive counts count people when the table holds the unit."""
+        return _class_sql(self.name, tuple(self.quasi), self.noise_flag, self.policy.count_column, sensitive,
+                          self.people and sensitive is not None)
 
     @cached_property
     def groups(self) -> pd.DataFrame:
@@ -345,7 +359,7 @@ class ReleaseData:
         keys = self._class_keys()
         frame = self.con.execute(self._class_query(sa)).df()
         frame["n"] = frame["n"].astype(float)
-        if "groups" not in self.__dict__:     # c depends on the class keys only, so it is kept as a key
+        if "groups" not in self.__dict__ and not self.people:   # c depends on the class keys only: kept as a key
             cols = [a for a, _, _ in keys] + ["c"]
             self.__dict__["groups"] = frame.groupby(cols, dropna=False, sort=False)["n"].sum().reset_index()
         cls = self.class_index(frame)

@@ -681,7 +681,8 @@ RELATED = section(
         REQUIRED),
     key("default_role", choice("identifier", "insensitive"), "role of the columns `attributes` does not list"),
     key("attributes", MapOf(ATTRIBUTE, "column"), "`[related.<name>.attributes.<column>]`: role per column "
-        "(`identifier` or `insensitive`)", {}),
+        "(`identifier`, `insensitive`, or `sensitive`: a person holds the values of their rows, checked per "
+        "person by the sensitive-attribute models; docs/units.md)", {}),
     doc="a table whose rows belong to one unit each, released as `<release>_<name>` (docs/units.md)")
 
 TOP = section(

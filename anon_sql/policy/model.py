@@ -142,6 +142,12 @@ class Policy:
     def sensitive(self) -> list[str]:
         return self.by_role("sensitive")
 
+    @property
+    def related_sensitive(self) -> dict[str, str]:
+        """The sensitive columns of the related tables (docs/units.md): column → its ``[related.<name>]``."""
+        return {c: name for name, spec in self.related.items()
+                for c, a in (spec.get("attributes") or {}).items() if (a or {}).get("role") == "sensitive"}
+
     def validate(self) -> None:
         """Check what can be checked without data: every key, type and range against the schema, then
         requirements naming quasi-identifiers and models that need a sensitive attribute."""
@@ -158,7 +164,7 @@ class Policy:
                     f"(quasi-identifiers: {self.quasi})"
                 )
         needs_sa = [k for k in schema.sensitive_model_keys() if p.setting(k) is not None]
-        if needs_sa and not self.sensitive:
+        if needs_sa and not (self.sensitive or self.related_sensitive):
             raise PolicyError(
                 f"the policy asks for a sensitive-attribute model ({', '.join(needs_sa)}) but no attribute has "
                 "role = \"sensitive\""
@@ -170,10 +176,10 @@ class Policy:
                 raise PolicyError(f"[related.{name}] needs privacy_unit: its rows belong to units of the unit table "
                                   "(privacy_unit = \"<the unit table's key column>\")")
             for column, attr in (spec.get("attributes") or {}).items():
-                if attr.get("role") not in ("identifier", "insensitive"):
+                if attr.get("role") not in ("identifier", "insensitive", "sensitive"):
                     raise PolicyError(f"[related.{name}.attributes.{column}] role = {attr.get('role')!r}: a related "
-                                      "table's columns are identifier or insensitive for now (its sensitive values "
-                                      "are not yet checked per person; quasi-identifiers live in the unit table)")
+                                      "table's columns are identifier, insensitive or sensitive (a person holds the "
+                                      "values of their rows); quasi-identifiers live in the unit table")
         if self.privacy_unit:
             unit = self.attributes.get(self.privacy_unit)
             if unit is not None and unit.role != "identifier":

@@ -7,7 +7,11 @@ from typing import Any, Sequence
 import duckdb
 import pandas as pd
 
+from sqlglot import exp
+
 from ..audit.recheck import recheck
+from ..common.sqlbuild import ident, render
+from ..data.source import relation_exists
 from ..errors import AnonSQLError, PrivacyRequirementError
 from ..policy.model import Policy, coerce_policy
 from ..runner.run import release_with_duckdb
@@ -39,6 +43,11 @@ def build_report(con, release_name: str, names: Sequence[str] | str | None = Non
         "ncp_by_qi": {q: values[f"ncp__{q}"] for q in data.quasi if f"ncp__{q}" in values},
         "distributions": distributions(data),
     }
+    if data.policy.related:   # the related tables released with it (docs/units.md); `check` verified them above
+        report["related"] = [{"name": n, "table": f"{release_name}_{n}",
+                              "rows": int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(
+                                  exp.Table(this=ident(f"{release_name}_{n}"))))).fetchall()[0][0])}
+                             for n in data.policy.related if relation_exists(con, f"{release_name}_{n}")]
     if "query_error" in values:
         report["query_error_table"] = frame_records(query_error_table(data))
     if "leakage_post" in values or "leakage_pre" in values:

@@ -5,7 +5,8 @@ shared is what :func:`write` puts into a *new* file, and nothing else:
 
 * ``<release>`` — the released table, without θ's noise marks (the noise records stay, unmarked);
 * ``<release>__classes`` — one row per class: ``ec_id``, ``size``, released QI values and class statistics (JSON);
-* ``<release>__metadata`` — one row: counts, policy, plan, checks (re-run just before writing) and metrics.
+* ``<release>__metadata`` — one row: counts, policy, plan, checks (re-run just before writing) and metrics;
+* ``<release>_<name>`` — each related table as released (docs/units.md; Parquet: ``X.<name>.parquet``).
 
 No raw value, no source row order, no record → class mapping, no per-class method internals. A ``.duckdb`` target is
 written in storage format ``STORAGE_VERSION`` so that every DuckDB 1.x client opens it; a ``.parquet`` target
@@ -40,8 +41,9 @@ SUFFIXES = (".duckdb", ".parquet")
 _ALIAS = "__anon_share"
 
 
-def targets(path: str | Path) -> list[Path]:
-    """The files a write to ``path`` creates, checked: a supported suffix, an existing folder, no file in the way.
+def targets(path: str | Path, related: tuple[str, ...] = ()) -> list[Path]:
+    """The files a write to ``path`` creates, checked: a supported suffix, an existing folder, no file in the way
+    (``related``: the names of the release's related tables, one more Parquet file each, ``X.<name>.parquet``).
     Raises :class:`TargetError` naming the path and the fix; call it before any work that the write concludes."""
     p = Path(path)
     if p.suffix.lower() not in SUFFIXES:
@@ -52,6 +54,7 @@ def targets(path: str | Path) -> list[Path]:
     files = [p]
     if p.suffix.lower() == ".parquet":
         files += [p.with_name(p.stem + ".classes.parquet"), p.with_name(p.stem + ".metadata.parquet")]
+        files += [p.with_name(f"{p.stem}.{n}.parquet") for n in related]
     taken = [str(f) for f in files if f.exists() or f.is_symlink() or Path(str(f) + ".wal").exists()]   # dangling too
     if taken:
         raise TargetError(f"share target {str(p)!r}: {', '.join(taken)} already exists; anon_sql writes new files "
@@ -63,8 +66,9 @@ def write(con: duckdb.DuckDBPyConnection, release_name: str, path: str | Path) -
     """Write the shareable form of recorded release ``release_name`` to ``path`` (new ``.duckdb`` or ``.parquet``);
     returns the files written. :class:`SourceError` for a name that is not a recorded release,
     :class:`PrivacyRequirementError` when the release no longer passes its checks (nothing is written)."""
-    files = targets(path)
     row = audit.require_recorded(con, release_name)
+    related = tuple(json.loads(row["policy_json"] or "{}").get("related") or {})
+    files = targets(path, related)
     checks = audit.recheck(con, release_name)
     if not checks["passed"].all():
         failed = checks.loc[~checks["passed"], "check"].tolist()
@@ -72,11 +76,14 @@ def write(con: duckdb.DuckDBPyConnection, release_name: str, path: str | Path) -
                                       f"since it was released?); nothing was written to {str(path)!r}: "
                                       "release it again")
     queries = [_released_query(con, row), _classes_query(release_name)]
+    # the related tables as released (docs/units.md): the released people's rows, keyed by the same pseudonym
+    extra = {f"{release_name}_{n}": exp.select(exp.Star()).from_(exp.Table(this=ident(f"{release_name}_{n}")))
+             for n in related}
     metadata = _metadata(con, row, checks)
     if files[0].suffix.lower() == ".duckdb":
-        _write_duckdb(con, files[0], release_name, queries, metadata)
+        _write_duckdb(con, files[0], release_name, queries, metadata, extra)
     else:
-        _write_parquet(con, files, queries, metadata)
+        _write_parquet(con, files, queries, metadata, list(extra.values()))
     return [str(f) for f in files]
 
 
@@ -201,7 +208,8 @@ def _publish(pairs: list[tuple[Path, Path]], janitor: _Janitor) -> None:
             partial.unlink(missing_ok=True)
 
 
-def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadata: pd.DataFrame) -> None:
+def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadata: pd.DataFrame,
+                  extra: dict[str, exp.Select]) -> None:
     partial = _partial(path)
     janitor = _Janitor([(partial, path)])
     attach = exp.Attach(this=exp.Alias(this=lit(str(partial)), alias=ident(_ALIAS)), expressions=[
@@ -210,7 +218,7 @@ def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadat
     con.execute(render(attach))
     frame = "__anon_share_metadata"
     try:
-        for table, query in ((name, queries[0]), (name + "__classes", queries[1])):
+        for table, query in ((name, queries[0]), (name + "__classes", queries[1]), *extra.items()):
             con.execute(render(exp.Create(this=exp.Table(this=ident(table), db=ident(_ALIAS)), kind="TABLE",
                                           expression=query)))
         con.register(frame, metadata)
@@ -231,13 +239,14 @@ def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadat
     _publish([(partial, path)], janitor)
 
 
-def _write_parquet(con, files: list[Path], queries: list[exp.Select], metadata: pd.DataFrame) -> None:
+def _write_parquet(con, files: list[Path], queries: list[exp.Select], metadata: pd.DataFrame,
+                   extra: list[exp.Select]) -> None:
     frame = "__anon_share_metadata"
     con.register(frame, metadata)
     partials = [_partial(f) for f in files]
     janitor = _Janitor(list(zip(partials, files)))
     try:
-        for query, partial in zip([*queries, exp.select("*").from_(exp.Table(this=ident(frame)))], partials):
+        for query, partial in zip([*queries, exp.select("*").from_(exp.Table(this=ident(frame))), *extra], partials):
             con.execute(render(exp.Copy(this=exp.Subquery(this=query), kind=False, files=[lit(str(partial))],
                                         params=[exp.CopyParameter(this=exp.var("FORMAT"),
                                                                   expression=exp.var("parquet"))])))

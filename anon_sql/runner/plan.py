@@ -2,6 +2,7 @@
 released under that plan."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import pandas as pd
@@ -27,7 +28,15 @@ def make_context(resolved: Resolved, con: Any, source_view: str | exp.Table,
     # with a privacy unit a method's budget and sizes are in people (methods that count units: docs/units.md)
     records = resolved.units if resolved.units is not None else resolved.records
     return MethodContext(con, resolved.policy, source_view, resolved.taxonomies, resolved.models, records,
-                         say, base=resolved.base, base_rows=resolved.base_rows)
+                         say, base=resolved.base, varying=resolved.varying,
+                         base_rows=resolved.base_rows)
+
+
+def signed_plan(resolved: Resolved, plan: Plan) -> Plan:
+    """A level plan over QIs that vary inside units releases classes of signatures (compiler/signature.py)."""
+    if resolved.varying and isinstance(plan, LevelPlan) and not plan.signatures:
+        return dataclasses.replace(plan, signatures=True)
+    return plan
 
 
 def released_policy(policy: Policy, plan: Plan) -> Policy:

@@ -81,6 +81,69 @@ def resolve_related(con: Any, policy: Policy, src: Source) -> list[RelatedTable]
     return out
 
 
+def with_related_sensitive(policy: Policy, src: Source, tables: list[RelatedTable]) -> tuple[Policy, Source]:
+    """The unit table joined with the sensitive columns of its related table (docs/units.md): one row per (person,
+    related row), a person without related rows once with NULL values, so the sensitive-attribute models count the
+    people holding each value; the policy gains those columns as sensitive attributes. Refuses sensitive columns
+    in two related tables, a name the unit table has, and a dropped unit (the released tables could not be joined
+    and ``check`` could not verify them)."""
+    sensitive = policy.related_sensitive
+    if not sensitive:
+        return policy, src
+    owners = sorted(set(sensitive.values()))
+    if len(owners) > 1:
+        raise PolicyError(f"sensitive columns in several related tables ({', '.join(owners)}): a person's values are "
+                          "read from one related table; declare the others' columns insensitive, or relate one "
+                          "table (a view joining them)")
+    name = owners[0]
+    clash = [c for c in sensitive if c in src.columns]
+    if clash:
+        raise PolicyError(f"[related.{name}] sensitive column(s) {clash} are also columns of {src.label!r}: rename "
+                          "them in a view over the related table")
+    unit = policy.privacy_unit
+    if policy.attributes[unit].action != "pseudonymize":
+        raise PolicyError(f"[related.{name}] holds sensitive column(s) {sorted(sensitive)}, but privacy_unit {unit!r} "
+                          "is dropped: the released tables could then not be joined (each person's values would be "
+                          f"unlinked rows) and `check` could not verify them per person; pseudonymize {unit!r} "
+                          "(action = \"pseudonymize\"), or declare the related columns insensitive")
+    table = next(t for t in tables if t.name == name)
+    u, r = ident("u"), ident("r")
+    values = exp.select(*[col(t) for t in (table.key, *sensitive)]).from_(table.source.relation.copy())
+    joined = (exp.select(exp.Column(this=exp.Star(), table=u), *[col(c, "r") for c in sensitive])
+              .from_(exp.Subquery(this=src.select_all(), alias=exp.TableAlias(this=u)))
+              .join(exp.Subquery(this=values, alias=exp.TableAlias(this=r)),
+                    on=exp.EQ(this=col(unit, "u"), expression=col(table.key, "r")), join_type="left"))
+    relation = exp.Subquery(this=joined, alias=exp.TableAlias(this=ident("__with_related")))
+    types = {**src.types, **{c: table.source.types[c] for c in sensitive}}
+    joined_src = Source(src.label, relation, [*src.columns, *sensitive], types)
+    d = policy.to_dict()
+    for c in sensitive:
+        d["attributes"][c] = dict(policy.related[name]["attributes"][c])
+    return Policy.from_dict(d), joined_src
+
+
+def one_row_per_unit(engine: Any, policy: Policy, release: exp.Table) -> int:
+    """Rewrite the verified release (still holding ``__unit``) as one row per person without the related sensitive
+    columns, which ``<release>_<name>`` releases; returns its rows. Every other column is constant per person (it
+    comes from the unit table's row), so the distinct rows with the unit are the people's rows."""
+    cursor = engine.con.execute(render(exp.select(exp.Star()).from_(release.copy()).limit(0)))
+    described = cursor.description
+    cursor.fetchall()   # (DuckDB 2: a result holds the connection until fetched)
+    keep = [d[0] for d in described if d[0] not in policy.related_sensitive]
+    rows = exp.select(*[col(c) for c in keep]).distinct().from_(release.copy())
+    ordered = exp.select(exp.Star()).from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("x")))).order_by(
+        *[exp.Ordered(this=col(c), nulls_first=True) for c in keep])
+    engine.execute(exp.Create(this=release.copy(), kind="TABLE", expression=ordered, replace=True))
+    return int(engine.con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(release.copy())))
+               .fetchall()[0][0])
+
+
+def count_rows(con: Any, src: Source) -> int:
+    """The rows of a source."""
+    return int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(src.relation.copy())))
+               .fetchall()[0][0])
+
+
 def release_outputs(con: Any) -> set[str]:
     """The tables the recorded releases wrote: each release and its related tables (``<release>_<name>``)."""
     out = set()

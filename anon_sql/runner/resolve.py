@@ -47,6 +47,9 @@ class Resolved:
     sdc: Prepared | None = None               # the perturbed / table-masked source resolve made, or None
     units: int | None = None                  # distinct privacy units of the source (None: no privacy_unit)
     related: list = field(default_factory=list)   # the policy's related tables, checked (runner/related.py)
+    varying: tuple[str, ...] = ()             # QIs varying inside a unit: classes are signatures (docs/units.md)
+    unit_rows: int | None = None              # rows of the unit table when the source is its join with a related
+                                              # table's sensitive values (runner/related.py), else None
     base_rows: Any = None                     # the base counts as fetched for the coverage check (Arrow), or None
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
@@ -62,7 +65,8 @@ def effective_policy(policy: Policy, src: Source) -> Policy:
         d = policy.to_dict()
         d["attributes"] = {c: a.to_dict() for c, a in units.with_unit_attribute(policy).items()}
         policy = Policy.from_dict(d)
-    unknown = [a for a in policy.attributes if a not in src.columns]
+    # (a recorded policy lists the related tables' sensitive columns among its attributes: they join in later)
+    unknown = [a for a in policy.attributes if a not in src.columns and a not in policy.related_sensitive]
     if unknown:
         raise PolicyError(f"the policy names column(s) {unknown} that source {src.label!r} does not have; "
                           f"its columns are {src.columns}")
@@ -135,8 +139,12 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     if policy.privacy_unit and engine.name != "duckdb":
         raise PolicyError(f"privacy_unit releases run on DuckDB for now (engine {engine.name!r} counts rows); "
                           "release with anon_sql.release(duckdb_connection, policy)")
-    unit_count = units.resolve_units(engine.con, policy, src, method, declared)
+    unit_count, varying = units.resolve_units(engine.con, policy, src, method, declared)
     tables = related.resolve_related(engine.con, policy, src) if policy.related else []
+    unit_rows = None
+    if policy.related_sensitive:   # a person's values live in a related table: the checks read the join
+        unit_rows = related.count_rows(engine.con, src)
+        policy, src = related.with_related_sensitive(policy, src, tables)
     try:
         # perturbation first: every later stage reads its values (on Spark: the row-local kinds, as SQL)
         prepared = (sdc.prepare(engine.con, policy, src) if engine.name == "duckdb"
@@ -158,7 +166,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     except BaseException:
         sdc.discard_prepared(engine.con, prepared)
         raise
-    resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared, units=unit_count, related=tables)
+    resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared, units=unit_count, related=tables,
+                        varying=varying, unit_rows=unit_rows)
     try:
         # the records: summed from the base counts when resolve made them (a small table), else counted
         resolved.records = (base_counts.total(counts, policy) if table is not None

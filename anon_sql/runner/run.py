@@ -18,12 +18,13 @@ from ..compiler.views import ReleaseNames, compile_release, drop_unit_statement
 from ..engines import DuckDBEngine, Engine
 from ..methods import dp_search
 from ..errors import PrivacyRequirementError
+from ..common.columns import SIZE
 from ..data.source import Source
 from ..policy.model import Policy
 from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
 from .digests import taxonomy_digests
-from .plan import make_context, placeholder, plan_dict, released_policy
+from .plan import make_context, placeholder, plan_dict, released_policy, signed_plan
 from .resolve import Resolved, discard_resolved, resolve_release
 from .verify import failing_classes_records, failure_message, verify_release
 
@@ -79,6 +80,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                     plan = dp_search.search_levels(ctx, params.epsilon_search, params.k, r.sampling.sampled)
                 else:
                     plan = engine.plan(r.method, ctx)
+                plan = signed_plan(r, plan)
                 r.base_rows = None   # coded by the search: not held while the release is written
             policy = released_policy(r.policy, plan)
             compiled = compile_release(r.compile_input(plan, policy, **options), names)
@@ -108,8 +110,6 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 if r.related:   # the rows of the released people, before the unit's values leave the release
                     tables_out = related.release_related(engine, policy, names.table, r.related, udf,
                                                           replace or dry_run)
-                if r.units is not None:   # verified counting people: the unit's values leave the release
-                    engine.execute(drop_unit_statement(names))
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
                           info={"seconds": time.perf_counter() - t0, **plan.details(),
@@ -128,9 +128,18 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 from ..metrics import attach
 
                 people = dict(v.metrics) if v.units is not None else None
-                attach(engine.con, rel, r.taxonomies, r.source)
-                if people is not None:   # the size metrics count people (the table no longer holds them)
+                attach(engine.con, rel, r.taxonomies, r.source)   # the sensitive counts read the unit: people
+                if people is not None:   # the size metrics count people (the verified classes' sizes)
                     rel.metrics.update(people)
+                    if "sample_uniques" in rel.metrics:   # classes of one person over the people released
+                        one = v.classes[SIZE].to_numpy() if len(v.classes) else []
+                        rel.metrics["sample_uniques"] = (float((one == 1).sum() / one.sum()) if len(one)
+                                                         else float("nan"))
+            if r.unit_rows is not None:   # the related sensitive values live in <release>_<name>: one row a person
+                rel.records_out = related.one_row_per_unit(engine, policy, names.table)
+                rel.records_in, rel.suppressed = r.unit_rows, r.unit_rows - rel.records_out
+            if r.units is not None:   # verified and measured counting people: the unit's values leave the release
+                engine.execute(drop_unit_statement(names))
             if dry_run:
                 engine.rollback()
                 return rel

@@ -59,11 +59,22 @@ def repeated_identifiers(con: Any, policy: Policy, src: Source, declared: set[st
                 f"with [attributes.{a.name}] rows_are_people = true (docs/units.md)")
 
 
-def varying_quasi(con: Any, unit_name: str, quasi: list[str], src: Source) -> None:
-    """Refuse a quasi-identifier whose value differs between the rows of one unit: every method here releases the
-    QIs of a unit as one tuple (the constant-QI case of docs/units.md); multi-relational k-anonymity over varying
-    QIs is not implemented."""
-    unit = col(unit_name)
+def varying_counts(con: Any, unit_name: str, quasi: list[str], src: Source) -> list[tuple[str, int]]:
+    """The quasi-identifiers whose value differs between the rows of one unit, with the units they vary in (one
+    aggregate over the source)."""
+    items = _differs(quasi)
+    if not items:
+        return []
+    per_unit = exp.select(*items).from_(src.relation.copy()).group_by(col(unit_name))
+    totals = exp.select(*[alias(exp.Sum(this=col(f"__d{i}")), f"__n{i}") for i in range(len(items))]).from_(
+        exp.Subquery(this=per_unit, alias=exp.TableAlias(this=exp.to_identifier("u"))))
+    counts = _one_row(con, totals)
+    return [(q, int(n)) for q, n in zip(quasi, counts) if n]
+
+
+def _differs(quasi: list[str]) -> list[exp.Expression]:
+    """Per unit (a GROUP BY the unit), ``__d<i>``: 1 when QI i differs between the unit's rows (NULL and a value
+    included), else 0."""
     items = []
     for i, q in enumerate(quasi):
         differs = exp.Or(this=exp.NEQ(this=exp.Min(this=col(q)), expression=exp.Max(this=col(q))),
@@ -71,18 +82,74 @@ def varying_quasi(con: Any, unit_name: str, quasi: list[str], src: Source) -> No
                                             expression=exp.LT(this=exp.Count(this=col(q)),
                                                               expression=exp.Count(this=exp.Star()))))
         items.append(alias(exp.Cast(this=differs, to=exp.DataType.build("INT")), f"__d{i}"))
-    per_unit = exp.select(*items).from_(src.relation.copy()).group_by(unit)
-    totals = exp.select(*[alias(exp.Sum(this=col(f"__d{i}")), f"__n{i}") for i in range(len(items))]).from_(
+    return items
+
+
+def unit_profile(con: Any, unit: str, quasi: list[str], src: Source) -> tuple[int, list[tuple[str, int]]]:
+    """:func:`count_units` and :func:`varying_counts` in one pass over the source (one GROUP BY the unit): the
+    distinct units and the QIs varying inside a unit; refuses a missing unit column and NULL units first."""
+    if unit not in src.columns:
+        raise PolicyError(f"privacy_unit {unit!r} is not a column of {src.label!r} ({src.columns})")
+    is_null = exp.Is(this=col(unit), expression=exp.Null())
+    per_unit = exp.select(alias(is_null, "__null"), alias(exp.Count(this=exp.Star()), "__rows"),
+                          *_differs(quasi)).from_(src.relation.copy()).group_by(col(unit))
+    known = exp.Where(this=exp.Not(this=col("__null")))
+    totals = exp.select(
+        alias(exp.Filter(this=exp.Count(this=exp.Star()), expression=known.copy()), "units"),
+        alias(exp.Filter(this=exp.Sum(this=col("__rows")), expression=exp.Where(this=col("__null"))), "nulls"),
+        *[alias(exp.Filter(this=exp.Sum(this=col(f"__d{i}")), expression=known.copy()), f"__n{i}")
+          for i in range(len(quasi))]).from_(
         exp.Subquery(this=per_unit, alias=exp.TableAlias(this=exp.to_identifier("u"))))
-    counts = _one_row(con, totals)
-    varying = [(q, int(n)) for q, n in zip(quasi, counts) if n]
+    units, nulls, *counts = _one_row(con, totals)
+    if nulls:
+        raise SourceError(f"privacy_unit {unit!r} of {src.label!r} is NULL on {counted(int(nulls), 'row')}: a row "
+                          "must belong to a person; fill or remove those rows (e.g. a view WHERE "
+                          f"{unit} IS NOT NULL)")
+    return int(units or 0), [(q, int(n)) for q, n in zip(quasi, counts) if n]
+
+
+def varying_quasi(con: Any, unit_name: str, quasi: list[str], src: Source, what: str = "assess") -> None:
+    """Refuse a quasi-identifier whose value differs between the rows of one unit, where the classes are one QI
+    tuple per person (``assess``; a method without ``varying_units``)."""
+    varying = varying_counts(con, unit_name, quasi, src)
     if varying:
         q, n = varying[0]
         raise PolicyError(
             f"quasi-identifier {q!r} varies within {counted(n, 'unit')} of privacy_unit {unit_name!r} "
-            f"(its rows of one person hold different values); the methods release one QI tuple per person, so give "
-            f"each person one value of {q!r} (e.g. the value at the first visit, in a view over the source), or "
-            f"declare {q!r} insensitive if it does not identify (docs/units.md: QIs that vary inside a unit)")
+            f"(its rows of one person hold different values) and {what} counts one QI tuple per person: "
+            f"{_varying_fix(q)}")
+
+
+def _varying_fix(q: str) -> str:
+    works = [n for n in method_names() if getattr(method_class(n), "varying_units", False)]
+    return (f"release with one of the methods {', '.join(works)} (they generalize until every person's set of "
+            f"released QI tuples is shared by k people: multi-relational k-anonymity), give each person one value "
+            f"of {q!r} (e.g. the value at the first visit, in a view over the source), or declare {q!r} "
+            "insensitive if it does not identify (docs/units.md: QIs that vary inside a unit)")
+
+
+def check_varying(policy: Policy, method: Any, varying: list[tuple[str, int]]) -> None:
+    """QIs that vary inside units are released by their signatures (multi-relational k-anonymity) by the methods
+    with ``varying_units``, for per-class models only; everything else is refused, naming the alternative."""
+    if not varying:
+        return
+    q, n = varying[0]
+    head = (f"quasi-identifier {q!r} varies within {counted(n, 'unit')} of privacy_unit {policy.privacy_unit!r} "
+            "(its rows of one person hold different values)")
+    if not getattr(method, "varying_units", False):
+        raise PolicyError(f"{head}, and method {policy.method!r} releases one QI tuple per person: {_varying_fix(q)}")
+    privacy = policy.privacy
+    grouped = [name for name in ("k_map", "delta_presence") if getattr(privacy, name, None) is not None]
+    if privacy.requirements:
+        grouped.append("requirements")
+    if grouped:
+        raise PolicyError(f"{head}: a person's class is then their set of released QI tuples, which "
+                          f"{', '.join(grouped)} cannot be matched against (they read one QI tuple per class); drop "
+                          f"{', '.join(grouped)} or give each person one value of {q!r} (docs/units.md)")
+    both = [s for s in policy.sensitive if s in policy.quasi]
+    if both:
+        raise PolicyError(f"{head}: {both} are both quasi-identifier and sensitive, which a class of signatures "
+                          "cannot release; declare them one role (docs/units.md)")
 
 
 def count_units(con: Any, unit: str, src: Source) -> int:
@@ -114,18 +181,19 @@ def check_method(policy: Policy, method: Any) -> None:
 
 
 def resolve_units(con: Any, policy: Policy, src: Source, method: Any, declared: set[str] | None = None
-                  ) -> int | None:
+                  ) -> tuple[int | None, tuple[str, ...]]:
     """The resolve-time checks of the unit: the identifier repeats (without a unit), else the method, NULL units,
-    QIs varying inside a unit and k against the number of units. Returns the units (None without a unit)."""
+    QIs varying inside a unit and k against the number of units. Returns the units (None without a unit) and the
+    QIs that vary inside a unit."""
     repeated_identifiers(con, policy, src, declared)
     if not policy.privacy_unit:
-        return None
+        return None, ()
     check_method(policy, method)
-    units = count_units(con, policy.privacy_unit, src)
-    varying_quasi(con, policy.privacy_unit, list(policy.quasi), src)
+    units, varying = unit_profile(con, policy.privacy_unit, list(policy.quasi), src)
+    check_varying(policy, method, varying)
     k = policy.privacy.k
     if k is not None and units and k > units:
         raise PolicyError(f"privacy.k = {k} is larger than the {counted(units, 'person', 'people')} "
                           f"(distinct {policy.privacy_unit!r}) of {src.label!r}; no release can have classes "
                           "that large")
-    return units
+    return units, tuple(q for q, _ in varying)

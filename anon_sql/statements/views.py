@@ -15,10 +15,11 @@ from sqlglot import exp
 
 from ..catalog import store as catalog, versions
 from ..compiler.views import ReleaseNames
-from ..errors import AnonSQLError, PolicyError, PrivacyRequirementError, UnknownViewError, ViewExistsError
+from ..errors import AnonSQLError, ReleaseExistsError, PolicyError, PrivacyRequirementError, UnknownViewError, ViewExistsError
 from ..methods import get_method
 from ..catalog import identity
 from ..catalog.ownership import legacy_working, require_owned
+from ..catalog.read import related_tables
 from ..policy.model import Policy, coerce_policy
 from ..data.source import relation_exists
 from ..common.rollback import rollback_keeping_cause
@@ -164,8 +165,8 @@ def refresh(con: duckdb.DuckDBPyConnection, name: str, keep_plan: bool = False):
 
 
 def drop_anonymized_view(con: duckdb.DuckDBPyConnection, name: str, if_exists: bool = False) -> bool:
-    """``DROP ANONYMIZED VIEW [IF EXISTS] name``: drop a recorded release's table, views, plan tables and catalog
-    rows in one transaction. Returns False when ``if_exists`` and there is none; a name that is not a recorded
+    """``DROP ANONYMIZED VIEW [IF EXISTS] name``: drop a recorded release's table, its related tables, views, plan
+    tables and catalog rows in one transaction. Returns False when ``if_exists`` and there is none; a name that is not a recorded
     anonymized view is refused (a user's table is never dropped)."""
     row = versions.recorded(con, name)
     if row is None:
@@ -176,7 +177,9 @@ def drop_anonymized_view(con: duckdb.DuckDBPyConnection, name: str, if_exists: b
     names = ReleaseNames(name)
     # the working objects live in the product's schema (a user's object named like one in main is never touched)
     views = [v for v in names.views() if _is(con, v, "VIEW")]
-    tables = [t for t in [names.table, *names.plan_tables()] if _is(con, t, "TABLE")]
+    related = [exp.Table(this=ident(t)) for t in related_tables(con, name)]   # <release>_<name> (docs/units.md)
+    _require_related_marker(con, name, row)
+    tables = [t for t in [names.table, *related, *names.plan_tables()] if _is(con, t, "TABLE")]
     legacy = legacy_working(con, name)     # a release made before anon_work: its working objects beside the table
     views += [t for t, kind in legacy if kind == "view"]
     tables += [t for t, kind in legacy if kind == "table"]
@@ -198,6 +201,21 @@ def drop_anonymized_view(con: duckdb.DuckDBPyConnection, name: str, if_exists: b
         rollback_keeping_cause(lambda: con.execute("ROLLBACK"), (duckdb.Error,))
         raise
     return True
+
+
+def _require_related_marker(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, Any]) -> None:
+    """Refuse (nothing dropped) when a table named like one of the release's related tables exists but does not
+    carry the marker the release wrote on it (a user's table of that name is never dropped)."""
+    from ..runner.related import related_marker
+
+    for rel in json.loads(row.get("policy_json") or "{}").get("related") or {}:
+        found = con.execute("SELECT comment FROM duckdb_tables() WHERE database_name = current_database() AND "
+                            "schema_name = current_schema() AND table_name = ?", [f"{name}_{rel}"]).fetchall()
+        if found and found[0][0] != related_marker(name, rel):
+            raise ReleaseExistsError(
+                f"table {f'{name}_{rel}'!r} is not the related table anon_sql released for {name!r} (it does not carry "
+                "anon_sql's marker); anon_sql never drops a table it did not write, so nothing was changed: rename "
+                "or drop that table yourself")
 
 
 def _is(con: duckdb.DuckDBPyConnection, ref: exp.Table, kind: str) -> bool:

@@ -203,3 +203,23 @@ def test_a_layout_grouping_columns_the_table_does_not_release_fails(db, groups):
     forge_plan(db, "sl", lambda plan: plan["slicing_check"].update(columns=groups))
     assert exit_code(db, "sl") == 3
     assert "slicing_l_diversity" in failing(db, "sl")
+
+
+def test_a_local_suppression_layout_must_name_the_policys_released_qis():
+    """A local-suppression release records its policy with the QIs insensitive; the check then reads the QIs from
+    the layout, which must name insensitive columns of that policy: a layout naming the sensitive column fails."""
+    from sqlglot import exp
+
+    from anon_sql.models.wildcard_k import WildcardKAnonymity
+
+    c = duckdb.connect()
+    c.execute("CREATE TABLE r AS SELECT * FROM (VALUES ('a', 'x', 's'), ('a', '*', 's'), ('*', 'y', 't'), "
+              "('b', 'y', 't')) t(p, q, d)")
+    model = WildcardKAnonymity(2, [], insensitive=["p", "q"])      # as rebuilt from the recorded policy
+    table = exp.Table(this=exp.to_identifier("r"))
+    # every record matches 2 (itself and one partner with a '*' or an equal cell) over both QIs
+    assert model.table_check(c, table, None, None, {"kind": "wildcard", "quasi": ["p", "q"], "k": 2}, None)["passed"]
+    for forged in (["d"], [], ["p", "d"]):
+        row = model.table_check(c, table, None, None, {"kind": "wildcard", "quasi": forged, "k": 2}, None)
+        assert row["passed"] is False, forged
+    c.close()

@@ -125,11 +125,13 @@ def test_null_units_are_refused_with_their_count(con):
 
 
 def test_varying_quasi_identifier_is_refused_by_name(con):
+    """Mondrian releases one QI tuple per person: a varying QI is refused there, naming the methods that generalize
+    signatures (levels and the lattice searches release it: tests/runner/test_units_varying.py)."""
     visits(con)
     con.execute("UPDATE visits SET age = age + 1 WHERE rowid IN "
                 "(SELECT min(rowid) FROM visits WHERE patient_id IN (5, 6) GROUP BY patient_id)")
     with pytest.raises(anon_sql.PolicyError, match="quasi-identifier 'age' varies within 2 units"):
-        anon_sql.release(con, visits_policy())
+        anon_sql.release(con, visits_policy("mondrian"))
 
 
 def test_unit_must_be_an_identifier():
@@ -402,7 +404,7 @@ def test_two_tables_dropped_unit_drops_the_key_everywhere(con):
     ("", {"related": {"conditions": {"source": "conditions", "key": "nope", "default_role": "insensitive"}}},
      "key 'nope' is not a column"),
     ("", {"related": {"c": {"source": "conditions", "key": "PATIENT",
-                            "attributes": {"DESCRIPTION": {"role": "sensitive"}}}}}, "identifier or insensitive"),
+                            "attributes": {"DESCRIPTION": {"role": "quasi"}}}}}, "quasi-identifiers live in the unit"),
     ("", {"privacy_unit": None, "attributes": {"age": {"role": "quasi", "taxonomy": {"kind": "top"}},
                                                 "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
                                                 "Id": {"role": "identifier", "rows_are_people": True}}},

@@ -23,16 +23,19 @@ from ...policy.objectives import MEASURES, OBJECTIVES  # re-exported (tests impo
 from .encode import BaseLoading, State, encode_taxonomy
 from .evaluate import CACHE_SLOTS, NodeEval, NodeEvaluation
 from .settle import Settling
+from .signature import SignatureRollup
 from .utility import Utility, quantize
 
 
-class Lattice(BaseLoading, NodeEvaluation, Settling, Utility):
+class Lattice(BaseLoading, NodeEvaluation, SignatureRollup, Settling, Utility):
     """Full-domain generalization lattice of a policy's quasi-identifiers with count-based node evaluation."""
 
     def __init__(self, con: Any, policy: Any, source_view: str, taxonomies: dict[str, Taxonomy],
                  models: Sequence[Any], records: int, rows: bool = True, measures: Sequence[str] | None = None,
-                 base: exp.Table | None = None, base_rows: Any = None):
+                 base: exp.Table | None = None, varying: Sequence[str] = (), base_rows: Any = None):
         self.policy = policy
+        # QIs varying inside privacy units: classes are the units' signatures (:mod:`.signature`)
+        self.varying: tuple[str, ...] = tuple(varying)
         # the measures node evaluations compute (None: all of them); a search asks only for its objective's
         unknown = sorted(set(measures or ()) - set(MEASURES))
         if unknown:
@@ -95,7 +98,8 @@ class Lattice(BaseLoading, NodeEvaluation, Settling, Utility):
     def from_context(cls, ctx: Any, rows: bool = True, measures: Sequence[str] | None = None) -> "Lattice":
         """The lattice of a method context (``ctx.source_view`` is read once)."""
         return cls(ctx.con, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.records, rows=rows,
-                   measures=measures, base=getattr(ctx, "base", None), base_rows=getattr(ctx, "base_rows", None))
+                   measures=measures, base=getattr(ctx, "base", None), varying=getattr(ctx, "varying", ()),
+                   base_rows=getattr(ctx, "base_rows", None))
 
     # -- structure ---------------------------------------------------------------------------------------------
     @property

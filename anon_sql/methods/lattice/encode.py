@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from ...common.sqlbuild import alias, col, dtype, record_count, render, table
+from ...common.sqlbuild import alias, col, dtype, lit, record_count, render, table
 from ...data import base_counts
 from ...data.taxonomy import TOP, Taxonomy
 from ...common.columns import UNIT
@@ -158,23 +158,25 @@ class BaseLoading:
             w_name += "_"
         use_base = base is not None and set(group_cols) <= set(base_counts.keys(self.policy))
         # the query's text depends on these alone: rendered once per shape (a warm release reuses it)
+        signed = bool(self.varying)   # QIs vary inside units: one row per (tuple, value, unit), signature.py
         shape = (render(base if use_base else view), tuple(self.quasi), tuple(sens), tuple(rest_cols), count, w_name,
-                 use_base and set(group_cols) == set(base_counts.keys(self.policy)) and not unit, bool(unit))
+                 use_base and set(group_cols) == set(base_counts.keys(self.policy)) and not unit, bool(unit), signed)
         keys = base_counts.keys(self.policy)
-        if base_rows is not None and shape[-2] and not sens and not rest_cols:
+        if base_rows is not None and shape[-3] and not sens and not rest_cols and not signed:
             # grouped by exactly the quasi-identifiers: the fetched rows are this query's rows, renamed
             frame = pa.table({**{f"__q{i}": base_rows.column(f"__v{keys.index(q)}") for i, q in enumerate(self.quasi)},
                               w_name: pc.cast(base_rows.column(base_counts.WEIGHT), pa.float64())})
-            return self._code_base(frame, sens, rest_cols, w_name, unit)
+            return self._code_base(frame, sens, rest_cols, w_name, unit, signed)
         text = BASE_SQL.get(shape)
         if text is None:
             if len(BASE_SQL) >= 256:
                 BASE_SQL.clear()
             text = BASE_SQL[shape] = render(self._base_query(view, base if use_base else None, sens, rest_cols,
-                                                              w_name, shape[-2], bool(unit)))
-        return self._code_base(fetch_arrow(con, text), sens, rest_cols, w_name, unit)
+                                                              w_name, shape[-3], bool(unit), signed))
+        return self._code_base(fetch_arrow(con, text), sens, rest_cols, w_name, unit, signed)
 
-    def _code_base(self, frame: pa.Table, sens: list[str], rest_cols: list[str], w_name: str, unit: Any) -> State:
+    def _code_base(self, frame: pa.Table, sens: list[str], rest_cols: list[str], w_name: str, unit: Any,
+                   signed: bool = False) -> State:
         """The base rows (``__q<i>`` as text, ranks, weight ``w_name``) integer-coded against the taxonomies."""
         n = frame.num_rows
         qcodes = []
@@ -206,12 +208,14 @@ class BaseLoading:
             labels[s] = np.array(frame.column(f"__v{i}").to_pylist() + [None], dtype=object)[:-1]
             self.sa_labels.append(labels)
         self.base_rows = n
-        people = frame.column(SIZE_WEIGHT).to_numpy().astype(np.float64)[order] if unit and sens else None
+        people = (frame.column(SIZE_WEIGHT).to_numpy().astype(np.float64)[order] if unit and sens and not signed
+                  else None)
+        self._units = frame.column("__u").to_numpy().astype(np.int64)[order] if signed else None
         return State(self.root, [c[order] for c in qcodes], rest[order],
                      frame.column(w_name).to_numpy().astype(np.float64)[order], people)
 
     def _base_query(self, view: exp.Table, base: exp.Table | None, sens: list[str], rest_cols: list[str],
-                    w_name: str, grouped: bool, people: bool = False) -> exp.Select:
+                    w_name: str, grouped: bool, people: bool = False, signed: bool = False) -> exp.Select:
         """SELECT the quasi-identifiers as text, the sensitive values' and the rest's dense ranks and the weight of
         each distinct combination, from the base counts (``grouped``: already grouped by exactly these columns) or
         aggregated from the source view. ``people``: weights count distinct units (:func:`people_counts`)."""
@@ -221,11 +225,14 @@ class BaseLoading:
             view = base.copy()
             weight = col(base_counts.WEIGHT) if grouped else exp.Sum(this=col(base_counts.WEIGHT))
         weight = exp.Cast(this=weight, to=dtype("DOUBLE"))
-        if people:
+        if signed:   # every (QI tuple, value, unit) once: the units are kept for their signatures
+            inner = exp.select(*[col(c) for c in group_cols], col(UNIT),
+                               alias(exp.Cast(this=lit(1), to=dtype("DOUBLE")), w_name)).distinct().from_(view)
+        elif people:
             inner = people_counts(view, group_cols, sens, w_name)
         else:
             inner = exp.select(*[col(c) for c in group_cols], alias(weight, w_name)).from_(view)
-        if not grouped and not people:
+        if not grouped and not people and not signed:
             inner = inner.group_by(*[col(c) for c in group_cols])
 
         def rank(cols: list[str]) -> exp.Expression:
@@ -239,7 +246,9 @@ class BaseLoading:
         if rest_cols:
             items.append(alias(rank(rest_cols), "__r"))
         items.append(col(w_name))
-        if people and sens:
+        if signed:
+            items.append(alias(rank([UNIT]), "__u"))
+        elif people and sens:
             items.append(col(SIZE_WEIGHT))
         return exp.select(*items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("b"))))
 

@@ -108,11 +108,15 @@ class NodeEvaluation:
         if hit is not None:
             return hit
         self.evaluations += 1
-        src = self._source(node)
-        state, sizes, reps, g_cls = self._rollup(src, node)
-        result = self._judge(node, sizes, reps, g_cls, state)
-        if node != self.root:
-            self._remember(state)
+        if self.varying:   # classes are the units' signatures, evaluated from the base table
+            state, sizes, reps, g_cls = self._signature_rollup(node)
+            result = self._judge(node, sizes, reps, g_cls, state)
+        else:
+            src = self._source(node)
+            state, sizes, reps, g_cls = self._rollup(src, node)
+            result = self._judge(node, sizes, reps, g_cls, state)
+            if node != self.root:
+                self._remember(state)
         self._evals[node] = result
         return result
 
