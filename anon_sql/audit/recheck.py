@@ -218,6 +218,7 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     """The check program of ``table`` (see :mod:`anon_sql.audit.program`): the models per class summarized per
     check in one SQL aggregate (:mod:`anon_sql.compiler.checks_summary`), the released records, and what the catalog checks compare
     with — the columns the policy releases and the suppression budget."""
+    people = bool(policy.privacy_unit)     # before _people: a table without its unit is checked by rows
     relation, policy = _people(table, policy, columns)
     joined = [c for c in policy.related_sensitive if c not in columns]   # read from <release>_<name>
     ci = CompileInput(policy, relation.copy(), [*columns, *joined], level_plan, taxonomies, models)
@@ -236,7 +237,8 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
             "noise": noise, "noise_recorded": policy.method == "theta" and noise is None,
-            "expected_columns": expected, "max_suppression": policy.privacy.max_suppression}
+            "expected_columns": expected, "max_suppression": policy.privacy.max_suppression,
+            "people": people}
 
 
 def _source_records(policy: Policy) -> str | None:

@@ -70,6 +70,20 @@ def table_relation(name: str) -> exp.Table:
     return exp.Table(this=ident(name))
 
 
+def named_relation(con: duckdb.DuckDBPyConnection, name: str) -> exp.Table | None:
+    """The table or view ``name`` names: a relation of exactly that name first (``"Sales.2024"`` is one name when
+    such a table exists), else ``schema.table`` when it has a dot; None when neither exists."""
+    whole = exp.Table(this=ident(name))
+    if relation_exists(con, whole):
+        return whole
+    if "." in name:
+        schema, table = name.split(".", 1)
+        qualified = exp.Table(this=ident(table), db=ident(schema))
+        if relation_exists(con, qualified):
+            return qualified
+    return None
+
+
 _TABLE = "SELECT count(*) FROM duckdb_tables() WHERE table_name = $t AND ($s IS NULL OR schema_name = $s)"
 _VIEW = ("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND view_name = $t "
          "AND ($s IS NULL OR schema_name = $s)")
@@ -212,7 +226,8 @@ def resolve_source(con: duckdb.DuckDBPyConnection, source: Any, label: str | Non
         relation = file_relation(source)
         label = source
     else:
-        if not relation_exists(con, source):
+        relation = named_relation(con, source)
+        if relation is None:
             tables = [r[0] for r in con.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema NOT IN ('anon', 'anon_work') "
                 "AND table_catalog = current_database() ORDER BY 1"   # the user's tables, not our working ones
@@ -221,7 +236,6 @@ def resolve_source(con: duckdb.DuckDBPyConnection, source: Any, label: str | Non
                 f"source {source!r} is not a table or view of the database (found: {tables[:20]}); "
                 "load it first, or give a .csv/.parquet path"
             )
-        relation = table_relation(source)
         label = source
     try:
         described = describe(con, relation)

@@ -114,3 +114,20 @@ def test_the_names_of_the_issue(base, tmp_path_factory, written, name):
     assert con.execute("SELECT count(*) FROM anon.releases WHERE release = ? AND status = 'released'",
                        [name]).fetchall()[0][0] == 0
     con.close()
+
+
+def test_a_source_table_whose_name_has_a_dot_is_read_as_one_name():
+    """``FROM "Sales.2024"`` names the table "Sales.2024" (found by the new-user walk: it was read as the table 2024
+    of a schema Sales and refused, while the error listed "Sales.2024" among the tables); a real schema.table still
+    resolves when no table has the whole dotted name."""
+    con = duckdb.connect()
+    load_demo_data(con, "adult")
+    con.execute('CREATE TABLE "Sales.2024" AS SELECT * FROM adult')
+    con.execute("CREATE SCHEMA s")
+    con.execute("CREATE TABLE s.adult2 AS SELECT * FROM adult")
+    for source in ('"Sales.2024"', "s.adult2"):
+        name = "r_" + source.strip('"').replace(".", "_")
+        execute(con, f"CREATE ANONYMIZED VIEW {name} " + BODY.replace("FROM adult", f"FROM {source}"))
+        assert con.execute(f"SELECT count(*) FROM {name}").fetchone()[0] > 0
+        assert execute(con, f"CHECK ANONYMIZED VIEW {name}") is not None
+    con.close()
