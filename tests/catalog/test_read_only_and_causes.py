@@ -143,3 +143,4 @@ def test_a_database_locked_by_another_process_exits_4(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+        holder.stdout.close()      # else the pipe's file is closed by the garbage collector: a ResourceWarning
