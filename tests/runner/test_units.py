@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import anon_sql
+from units_fixtures import KEY, con, tables  # noqa: F401 (con: a fixture)
 from anon_sql.models import ClassStats, DistinctLDiversity, SensitiveCounts
 
-KEY = "units-test-key-0123456789abcdef"
 LEVEL_METHODS = ["levels", "iab", "exhaustive", "greedy", "optimal", "mondrian"]
 
 
@@ -36,18 +36,6 @@ def visits_policy(method: str = "levels", **changes) -> dict:
     policy.update(changes)
     return policy
 
-
-@pytest.fixture
-def con(monkeypatch):
-    monkeypatch.setenv("ANON_SQL_KEY", KEY)
-    c = duckdb.connect()
-    anon_sql.install(c)
-    yield c
-    c.close()
-
-
-def tables(con) -> list[tuple]:
-    return sorted(con.execute("SELECT table_schema, table_name FROM information_schema.tables").fetchall())
 
 
 def people_per_class(con, release: str) -> pd.Series:

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import math
 
-import duckdb
 import pandas as pd
 import pytest
 
 import anon_sql
+from units_fixtures import con  # noqa: F401 (a fixture)
 
-KEY = "units-test-key-0123456789abcdef"
 
-
-@pytest.fixture
-def con(monkeypatch):
-    monkeypatch.setenv("ANON_SQL_KEY", KEY)
-    c = duckdb.connect()
-    anon_sql.install(c)
-    yield c
-    c.close()
 
 
 def test_sensitive_metrics_count_people(con):

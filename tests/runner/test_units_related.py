@@ -14,21 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import anon_sql
-
-KEY = "units-test-key-0123456789abcdef"
-
-
-@pytest.fixture
-def con(monkeypatch):
-    monkeypatch.setenv("ANON_SQL_KEY", KEY)
-    c = duckdb.connect()
-    anon_sql.install(c)
-    yield c
-    c.close()
+from units_fixtures import KEY, con, tables  # noqa: F401 (con: a fixture)
 
 
-def tables(con) -> list[tuple]:
-    return sorted(con.execute("SELECT table_schema, table_name FROM information_schema.tables").fetchall())
 
 
 def flu(con) -> None:

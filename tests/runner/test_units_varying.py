@@ -15,18 +15,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import anon_sql
+from units_fixtures import KEY, con  # noqa: F401 (con: a fixture)
 
-KEY = "units-test-key-0123456789abcdef"
 LATTICE = ["iab", "exhaustive", "greedy", "optimal"]
 
-
-@pytest.fixture
-def con(monkeypatch):
-    monkeypatch.setenv("ANON_SQL_KEY", KEY)
-    c = duckdb.connect()
-    anon_sql.install(c)
-    yield c
-    c.close()
 
 
 def policy(method: str = "levels", k: int = 2, budget: float = 1.0, **changes) -> dict:
