@@ -292,3 +292,23 @@ def test_nulls_form_their_own_group_and_generalize_to_the_null_parent(con):
     leaves = len(ctx.taxonomies["zip"].leaves)   # (the mask builder may list NULL among its leaves)
     assert one.scores["ncp"] == pytest.approx((2 * 1 / (leaves - 1) + 0 + 2 * 1.0) / 5)   # NULL at level >= 1: 1
     assert lat.evaluate((5,)).need == 0 and lat.evaluate((5,)).classes == 2   # '*****' and NULL's '*'
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=2 ** 40), max_size=300), st.booleans())
+def test_group_first_matches_pandas(keys, small_radix):
+    """Codes, count and first rows of ``group_first`` (both its paths: presence table and hashing) against pandas:
+    codes in order of first appearance (hashed) or of the key (presence table), first rows from drop_duplicates."""
+    import pandas as pd
+
+    from anon_sql.methods.lattice.encode import group_first
+
+    key = np.asarray(keys, dtype=np.int64) % (50 if small_radix else 2 ** 40)
+    radix = 50 if small_radix else None
+    codes, n, first = group_first(key, radix)
+    uniq = sorted(set(key.tolist())) if small_radix else list(pd.unique(key))
+    assert n == len(uniq)
+    assert [uniq[c] for c in codes] == key.tolist()
+    firsts = pd.Series(key).drop_duplicates()
+    assert sorted(first.tolist()) == sorted(firsts.index.tolist())
+    assert [int(key[i]) for i in first] == [int(u) for u in uniq]

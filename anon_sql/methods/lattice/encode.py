@@ -95,6 +95,25 @@ def factorize(key: np.ndarray, radix: int | None = None) -> tuple[np.ndarray, in
     return codes.astype(np.int64, copy=False), len(uniq)
 
 
+def group_first(key: np.ndarray, radix: int | None = None) -> tuple[np.ndarray, int, np.ndarray]:
+    """:func:`factorize` and :func:`first_index` at once. Hashed codes come in order of first appearance, so a row
+    opens a new code exactly where the running maximum of the codes grows: three sequential passes instead of a
+    scatter over every row (the search's roll-ups spend a tenth of their time there)."""
+    import pandas as pd
+    if radix is not None and radix <= 4 * len(key) + 4096:
+        codes, n = factorize(key, radix)
+        return codes, n, first_index(codes, n)
+    codes, uniq = pd.factorize(key, sort=False)
+    codes = codes.astype(np.int64, copy=False)
+    if not len(codes):
+        return codes, 0, np.zeros(0, dtype=np.int64)
+    top = np.maximum.accumulate(codes)
+    opens = np.empty(len(codes), dtype=bool)
+    opens[0] = True
+    np.greater(top[1:], top[:-1], out=opens[1:])
+    return codes, len(uniq), np.flatnonzero(opens)
+
+
 def first_index(codes: np.ndarray, n: int) -> np.ndarray:
     """Index of the first row of each code."""
     first = np.empty(n, dtype=np.int64)
