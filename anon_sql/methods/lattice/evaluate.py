@@ -57,7 +57,7 @@ class NodeEvaluation:
             return e.codes[b]
         key = (j, a, b)
         if key not in self._maps:
-            m = np.zeros(e.cards[a], dtype=np.int64)
+            m = np.zeros(e.cards[a], dtype=e.codes[b].dtype)
             m[e.codes[a]] = e.codes[b]
             self._maps[key] = m if np.array_equal(m[e.codes[a]], e.codes[b]) else None
         return self._maps[key]
