@@ -312,3 +312,22 @@ def test_group_first_matches_pandas(keys, small_radix):
     firsts = pd.Series(key).drop_duplicates()
     assert sorted(first.tolist()) == sorted(firsts.index.tolist())
     assert [int(key[i]) for i in first] == [int(u) for u in uniq]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=400), min_size=1, max_size=8), st.integers(0, 3000),
+       st.integers(0, 2 ** 16))
+def test_combined_keys_group_like_pandas(cards, n, seed):
+    """The roll-up's grouping (``combine`` with its presence-table re-densification, then ``group_first``) puts two
+    rows in one class exactly when pandas' groupby over the code columns does, and names each class's first row."""
+    from anon_sql.methods.lattice.encode import combine, group_first
+
+    rng = np.random.default_rng(seed)
+    cols = [rng.integers(0, c, n).astype(np.int32) for c in cards]
+    codes, m, first = group_first(*combine(cols, cards, n))
+    frame = pd.DataFrame({f"c{i}": c for i, c in enumerate(cols)})
+    ref = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
+    assert m == len(set(ref.tolist()))
+    assert len(set(zip(codes.tolist(), ref.tolist()))) == m        # a bijection between the two groupings
+    assert sorted(first.tolist()) == pd.Series(ref).drop_duplicates().index.tolist()
+    assert all(codes[i] == c for c, i in enumerate(first))
