@@ -99,6 +99,8 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if isinstance(ci.plan, LevelPlan):
         if uses_row_map(ci) and _groups_rows(ci):
             return _grouped_joined_release(ci, names, data_cols, row_map_table(names.release))
+        if uses_row_map(ci) and _groups_unit_rows(ci):
+            return _unit_grouped_release(ci, names, data_cols, row_map_table(names.release))
         if uses_row_map(ci):
             return _joined_release(ci, names, data_cols, row_map_table(names.release))
         base = base_table(ci, names)
@@ -218,6 +220,44 @@ def _groups_rows(ci: CompileInput) -> bool:
     rows are written from the source grouped by (QI tuple, other released columns) with their counts, not sorted
     row by row (issue 29: the sort of every row was four fifths of a 10M-row release)."""
     return ci.target.session_tables and not ci.policy.count_column and not ci.policy.privacy_unit
+
+
+def _groups_unit_rows(ci: CompileInput) -> bool:
+    """A DuckDB level plan with a privacy unit that re-reads the source (no count column): its rows are sorted as
+    groups of released values, each with the list of its rows' units (:func:`_unit_grouped_release`)."""
+    return ci.target.session_tables and ci.target.hash_order and not ci.policy.count_column \
+        and bool(ci.policy.privacy_unit)
+
+
+def _unit_grouped_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
+                          row_map: exp.Table) -> exp.Select:
+    """The release of :func:`_joined_release` with a privacy unit, sorted by groups instead of rows: the source
+    rows of the kept tuples joined to the row map, grouped by (``ec_id``, released values) with the list of their
+    units, the groups sorted in the release order of :func:`_ordered_rows` (``ec_id``, then the seeded hash of the
+    other released values) and each group's units unnested, one row each (UNNEST keeps that order). The rows and
+    their units are those of the sorted rows, and the order the same up to ties between rows whose released values
+    are equal, which differ only in the unit the release drops (issue 24.6: the sort of every row was half of a
+    10M-row release with a unit)."""
+    quasi = list(ci.policy.quasi)
+    released = [c for c in data_cols if c != UNIT]
+    others = [c for c in released if c not in quasi]
+    combos = row_map.copy()
+    combos.set("alias", exp.TableAlias(this=ident("k")))
+    keys = [col(EC_ID, "k")] + [col(c, "k") if c in quasi else col(c, "g") for c in released]
+    units = exp.Anonymous(this="list", expressions=[col(UNIT, "g")])
+    order = [col(EC_ID)]
+    if others:
+        order.append(exp.Anonymous(this="hash", expressions=[*[col(c) for c in others], lit(ci.policy.seed)]))
+    grouped = (exp.select(*[k.copy() for k in keys], alias(units, "__units"))
+               .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                alias=exp.TableAlias(this=ident("g"))))
+               .join(combos, on=exp.EQ(this=tuple_hash(ci, [col(q, "g") for q in quasi]),
+                                       expression=col(ROW_KEY, "k")))
+               .where(col(KEEP, "k"))
+               .group_by(*keys)
+               .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    items = [alias(exp.Unnest(expressions=[col("__units")]), UNIT) if c == UNIT else col(c) for c in data_cols]
+    return exp.select(*items, col(EC_ID)).from_(exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("x"))))
 
 
 def _grouped_joined_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
