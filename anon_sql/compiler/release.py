@@ -64,23 +64,25 @@ def row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     every tuple of the source and its keys are checked distinct here: two tuples with the same hash stop the
     release with an error (a policy ``seed`` changes the hashes)."""
     quasi = list(ci.policy.quasi)
+    originals = [col(f"__o{i}") for i in range(len(quasi))]
+    # with a unit or sensitive keys a tuple has several base rows: the distinct (original, released) tuples are read
+    # once into ``__lt`` (the released values are a function of the original tuple, so these are the distinct
+    # original tuples) and the hash check and the map read that, not the base rows three times (issue 24.6)
+    per_tuple = not (base_counts.keys(ci.policy) == quasi and not ci.policy.privacy_unit)
+    rows = "__lt" if per_tuple else "__lb"
     key = tuple_hash(ci, [col(f"__o{i}", "x") for i in range(len(quasi))])
     # the distinct (tuple hash, released values) pairs: as many as the distinct tuples when no two tuples share a
     # hash (the released values are a function of the tuple), which the scalar check below makes sure of — one
     # hash column carried to the join instead of the n original columns, and no per-tuple window (issue 17.1:
     # a COUNT(*) OVER (PARTITION BY hash) cost 60% of a warm Adult release's SQL time)
-    distinct = exp.select(alias(key.copy(), ROW_KEY), *[col(q, "x") for q in quasi]).distinct().from_(
-        exp.Table(this=ident("__lb"), alias=exp.TableAlias(this=ident("x"))))
-    if base_counts.keys(ci.policy) == quasi and not ci.policy.privacy_unit:   # the base rows are the tuples
-        tuples: exp.Expression = exp.Count(this=exp.Star())
-    else:                                         # a tuple has a base row per sensitive value
-        originals = exp.select(*[col(f"__o{i}") for i in range(len(quasi))]).distinct().from_(
-            exp.Table(this=ident("__lb")))
-        tuples = exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(
-            exp.Subquery(this=originals, alias=exp.TableAlias(this=ident("t")))))
-    hashes = exp.Count(this=exp.Distinct(expressions=[tuple_hash(ci, [col(f"__o{i}") for i in range(len(quasi))])]))
+    distinct = exp.select(alias(key.copy(), ROW_KEY), *[col(q, "x") for q in quasi]).from_(
+        exp.Table(this=ident(rows), alias=exp.TableAlias(this=ident("x"))))
+    if not per_tuple:   # the base rows are the tuples
+        distinct = distinct.distinct()
+    tuples: exp.Expression = exp.Count(this=exp.Star())
+    hashes = exp.Count(this=exp.Distinct(expressions=[tuple_hash(ci, [o.copy() for o in originals])]))
     unique = exp.Subquery(this=exp.select(exp.EQ(this=hashes, expression=tuples)).from_(
-        exp.Table(this=ident("__lb"))))
+        exp.Table(this=ident(rows))))
     message = lit("two distinct quasi-identifier combinations of the source share one 64-bit hash; "
                   "set another seed in the policy and release again")
     checked = exp.Case(ifs=[exp.If(this=unique, true=col(ROW_KEY, "d"))],
@@ -90,6 +92,9 @@ def row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
              .from_(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("d"))))
              .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))), on=on))
     query = query.with_("__lb", as_=level_base(ci, names, base_counts.temp_table(names.release)), copy=False)
+    if per_tuple:
+        query = query.with_("__lt", as_=exp.select(*originals, *[col(q) for q in quasi]).distinct().from_(
+            exp.Table(this=ident("__lb"))), copy=False)
     return query.with_("__lc", as_=classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
 
 
