@@ -241,8 +241,8 @@ def _unit_grouped_release(ci: CompileInput, names: ReleaseNames, data_cols: list
     units, the groups sorted in the release order of :func:`_ordered_rows` (``ec_id``, then the seeded hash of the
     other released values) and each group's units unnested, one row each (UNNEST keeps that order). The rows and
     their units are those of the sorted rows, and the order the same up to ties between rows whose released values
-    are equal, which differ only in the unit the release drops (issue 24.6: the sort of every row was half of a
-    10M-row release with a unit)."""
+    are equal, which differ only in the unit the release drops (issue 24.6: the released table with every row
+    sorted was over half of a 10M-row release with a unit)."""
     quasi = list(ci.policy.quasi)
     released = [c for c in data_cols if c != UNIT]
     others = [c for c in released if c not in quasi]
