@@ -308,6 +308,8 @@ def _percentile(node: exp.Anonymous, alias: str | None) -> Aggregate:
                           "(lower, upper): values are clamped to them and the answer is one of the candidates "
                           "spread over them")
     bounds = _bounds(kwargs[0], "PERCENTILE_CONT")
+    if not math.isfinite(bounds[1] - bounds[0]):
+        raise PolicyError(f"PERCENTILE_CONT: {_ROW_BOUNDS} => {bounds} spans more than a float can hold; narrow them")
     default = f"percentile_cont_{argument.sql(dialect='duckdb')}"
     return Aggregate("percentile", alias or default, argument, bounds, fraction)
 
