@@ -127,7 +127,10 @@ def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
             continue
         value = f"__dp_v{i}"
         if a.kind == "percentile":
-            candidates = exp.Array(expressions=[exp.convert(c) for c in _candidates(a)])
+            # one string literal cast to DOUBLE[] (repr round-trips every float exactly), not 1001 tree nodes that
+            # every sqlglot builder step would copy
+            candidates = exp.cast(exp.Literal.string("[" + ", ".join(repr(c) for c in _candidates(a)) + "]"),
+                                  exp.DataType.build("DOUBLE[]", dialect="duckdb"))
             base = base.select(exp.alias_(_clamp(exp.cast(a.argument.copy(), "DOUBLE"), *a.bounds), value, quoted=True),
                                _col(f"__dp_l{i}"))
             base = base.join(_subquery(exp.select(exp.alias_(candidates, f"__dp_l{i}", quoted=True)), f"__dp_c{i}"),
