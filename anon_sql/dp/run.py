@@ -100,16 +100,48 @@ def _quantile_code(i: int, a: Aggregate) -> exp.Expression:
     return exp.Add(this=exp.Mul(this=k, expression=exp.convert(2)), expression=flag(exp.EQ(this=x.copy(), expression=at(k, 1))))
 
 
+_ITERATED_CUT = 3   # m ≤ this: the cut by m successive minimums (bench/bench_dp.py: 15× vs 18× plain's CPU at m = 3)
+
+
+def _cut(base: exp.Select, m: int) -> exp.Select:
+    """Per unit, the m-th smallest distinct hash of its groups (__dp_pick_unit, __dp_pick_h).
+
+    m = 1: min(h). 1 < m ≤ _ITERATED_CUT: m successive minimums, each over the rows above the last one (a unit with
+    fewer than m groups drops out: no cut). Larger m: the m-th of the sorted distinct hashes (NULL: no cut)."""
+    def step(cut: exp.Select | None) -> exp.Select:
+        rows = _subquery(base.copy(), "__dp_rows_cut")
+        select = exp.select(exp.alias_(exp.column(_UNIT, "__dp_rows_cut", quoted=True), _PICK_UNIT, quoted=True),
+                            exp.alias_(exp.Min(this=exp.column(_HASH, "__dp_rows_cut", quoted=True)), _PICK_HASH,
+                                       quoted=True)).from_(rows)
+        if cut is not None:
+            select = select.join(_subquery(cut, "__dp_cut"), on=exp.and_(
+                exp.EQ(this=exp.column(_UNIT, "__dp_rows_cut", quoted=True),
+                       expression=exp.column(_PICK_UNIT, "__dp_cut", quoted=True)),
+                exp.GT(this=exp.column(_HASH, "__dp_rows_cut", quoted=True),
+                       expression=exp.column(_PICK_HASH, "__dp_cut", quoted=True))))
+        return select.group_by(exp.column(_UNIT, "__dp_rows_cut", quoted=True))
+    if m <= _ITERATED_CUT:
+        cut = None
+        for _ in range(m):
+            cut = step(cut)
+        return cut
+    # a sorted list of distinct hashes measured faster than min(DISTINCT h, m) at 10M rows (bench/bench_dp.py)
+    nth = exp.Anonymous(this="list_extract", expressions=[exp.Anonymous(this="list_sort", expressions=[
+        exp.ArrayAgg(this=exp.Distinct(expressions=[_col(_HASH)]))]), exp.convert(m)])
+    return (exp.select(exp.alias_(_col(_UNIT), _PICK_UNIT, quoted=True), exp.alias_(nth, _PICK_HASH, quoted=True))
+            .from_(_subquery(base.copy(), "__dp_rows_cut")).group_by(_col(_UNIT)))
+
+
 def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
     """One row per unit and kept group: the unit's row count and per-aggregate totals there, before clamping.
 
-    Each unit keeps at most max_groups_contributed groups, those with the smallest hash(unit, group, salt). A GROUP BY
-    unit finds the cut (m = 1: the smallest row hash; m > 1: the m-th smallest distinct one, NULL when the unit has
-    fewer groups), a join on (unit, cut) keeps the rows at (m = 1) or below (m > 1) it, and only those are summed per
-    unit (m = 1) or per (unit, hash). The rows are read twice, never materialized (bench/bench_dp.py measured that
-    faster), and no window or aggregate runs over every (unit, group) pair. A bucket holding two groups (a 64-bit
-    hash collision inside one unit) is dropped, so a unit never reaches more than m groups. PERCENTILE_CONT keeps at
-    most max_rows_contributed values per unit and group (the smallest hash(value, salt)), as candidate indexes."""
+    Each unit keeps at most max_groups_contributed groups, those with the smallest hash(unit, group, salt): `_cut`
+    finds per unit the m-th smallest distinct hash, a join keeps the unit's rows at (m = 1) or below (m > 1) it, and
+    only those are summed per unit (m = 1) or per (unit, hash). The rows are read again for each pass, never
+    materialized (bench/bench_dp.py measured that cheaper in DuckDB CPU time), and no window or aggregate runs over
+    every (unit, group) pair. A bucket holding two groups (a 64-bit hash collision inside one unit) is dropped, so a
+    unit never reaches more than m groups. PERCENTILE_CONT keeps at most max_rows_contributed values per unit and
+    group (the smallest hash(value, salt)), as candidate codes."""
     groups = [exp.alias_(g.copy(), _group(i), quoted=True) for i, g in enumerate(q.group_by)]
     base = exp.select(exp.alias_(_col(unit), _UNIT, quoted=True), *groups).from_(table.copy())
     condition = exp.Not(this=exp.Is(this=_col(unit), expression=exp.Null()))
@@ -149,22 +181,26 @@ def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
                              + [exp.convert(salt)])
     base = base.select(exp.alias_(row_hash, _HASH, quoted=True))
     m = q.max_groups_contributed
-    # m > 1: the m-th smallest distinct hash (NULL when the unit has fewer groups: it keeps them all); a
-    # sorted list of distinct hashes measured faster than min(DISTINCT h, m) at 10M rows (bench/bench_dp.py)
-    cut = exp.Min(this=_col(_HASH)) if m == 1 else exp.Anonymous(this="list_extract", expressions=[
-        exp.Anonymous(this="list_sort", expressions=[exp.ArrayAgg(this=exp.Distinct(expressions=[_col(_HASH)]))]),
-        exp.convert(m)])
-    pick = (exp.select(exp.alias_(_col(_UNIT), _PICK_UNIT, quoted=True), exp.alias_(cut, _PICK_HASH, quoted=True))
-            .from_(_subquery(base.copy(), "__dp_rows_cut")).group_by(_col(_UNIT)))
-    keep = (exp.EQ(this=_col(_HASH), expression=_col(_PICK_HASH)) if m == 1 else exp.or_(
-        exp.Is(this=_col(_PICK_HASH), expression=exp.Null()), exp.LTE(this=_col(_HASH), expression=_col(_PICK_HASH))))
-    on = exp.and_(exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)), keep)
+    pick = _cut(base, m)
+    rows = exp.select("*").from_(_subquery(base, "__dp_rows_in"))
+    if m == 1:
+        on = exp.and_(exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)),
+                      exp.EQ(this=_col(_HASH), expression=_col(_PICK_HASH)))
+        rows = rows.join(_subquery(pick, "__dp_pick"), on=on, join_type="semi")
+    elif m <= _ITERATED_CUT:
+        # units with fewer than m groups have no cut: a LEFT JOIN keeps all their rows
+        rows = rows.join(_subquery(pick, "__dp_pick"), on=exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)),
+                         join_type="left").where(exp.or_(exp.Is(this=_col(_PICK_HASH), expression=exp.Null()),
+                                                         exp.LTE(this=_col(_HASH), expression=_col(_PICK_HASH))))
+    else:
+        on = exp.and_(exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)), exp.or_(
+            exp.Is(this=_col(_PICK_HASH), expression=exp.Null()), exp.LTE(this=_col(_HASH), expression=_col(_PICK_HASH))))
+        rows = rows.join(_subquery(pick, "__dp_pick"), on=on, join_type="semi")
     one_group = [exp.and_(exp.NullSafeEQ(this=exp.Min(this=_col(_group(i))), expression=exp.Max(this=_col(_group(i)))),
                           exp.In(this=exp.Count(this=_col(_group(i))), expressions=[exp.convert(0), exp.Count(this=exp.Star())]))
                  for i in range(len(q.group_by))]
     keys = [_col(_UNIT)] if m == 1 else [_col(_UNIT), _col(_HASH)]
-    return (pair.from_(_subquery(base, "__dp_rows_in")).join(_subquery(pick, "__dp_pick"), on=on, join_type="semi")
-            .group_by(*keys).having(exp.and_(*one_group)))
+    return pair.from_(_subquery(rows, "__dp_kept")).group_by(*keys).having(exp.and_(*one_group))
 
 
 def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
