@@ -95,3 +95,17 @@ def test_a_join_of_the_released_tables_gives_no_raw_quasi_identifier(con):
         pass
     names = [t for _, t in tables(con)]
     assert "syn_me" not in names or raw_ages_beside_pseudonyms(con) == 0
+
+
+def test_safepub_with_a_privacy_unit_is_refused(con):
+    """V03 (major): SafePub sampled rows one by one under a privacy unit, releasing one or two of a person's three
+    rows while recording epsilon as if per person; now refused before anything is created."""
+    people(con)
+    before = tables(con)
+    with pytest.raises(anon_sql.StatementError, match="per row, not per person of privacy_unit 'pid'"):
+        anon_sql.execute(con, "CREATE ANONYMIZED VIEW dp WITH (method = 'levels', method_params = {'levels': "
+                              "{'age': 1}}, seed = 8812734512, privacy_unit = 'pid', default_role = 'insensitive', "
+                              "k = 2, differential_privacy = {'epsilon': 1.0, 'delta': 1e-4}) AS SELECT "
+                              "identifier(pid), quasi(age, taxonomy => {'kind': 'interval', 'widths': [10, 100]}), "
+                              "insensitive(note) FROM visits")
+    assert tables(con) == before
