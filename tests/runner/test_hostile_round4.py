@@ -109,3 +109,14 @@ def test_safepub_with_a_privacy_unit_is_refused(con):
                               "identifier(pid), quasi(age, taxonomy => {'kind': 'interval', 'widths': [10, 100]}), "
                               "insensitive(note) FROM visits")
     assert tables(con) == before
+
+
+def test_analyze_of_an_unknown_table_lists_the_users_tables_only(con):
+    """Z04: the list named the catalog's tables (releases, equivalence_classes, …) and the working views."""
+    people(con)
+    anon_sql.execute(con, f"CREATE ANONYMIZED VIEW syn WITH (method = 'optimal', k = 10, privacy_unit = 'pid', "
+                          f"default_role = 'insensitive') AS SELECT {QIS} FROM patients")
+    with pytest.raises(anon_sql.AnonSQLError) as err:
+        anon_sql.leakage(con, "nosuch", ["age"])     # the lookup `analyze` (--leakage, --detect) goes through
+    listed = str(err.value).split("in this database: ")[1]
+    assert sorted(listed.split(", ")) == ["patients", "syn", "visits"]
