@@ -46,6 +46,7 @@ def resolve_related(con: Any, policy: Policy, src: Source) -> list[RelatedTable]
     outputs = release_outputs(con) | {policy.name, *(f"{policy.name}_{n}" for n in policy.related)}
     targets: dict[str, str] = {}
     quasi = {q.lower(): q for q in policy.quasi}
+    identifiers = {c.lower(): c for c, a in policy.attributes.items() if a.role == "identifier"}
     for name, spec in policy.related.items():
         where = f"[related.{name}]"
         target = f"{policy.name}_{name}"
@@ -77,6 +78,12 @@ def resolve_related(con: Any, policy: Policy, src: Source) -> list[RelatedTable]
         if unknown:
             raise PolicyError(f"{where} names column(s) {unknown} that {rel.label!r} does not have ({rel.columns})")
         roles = {c: attrs.get(c) or {"role": spec["default_role"]} for c in rel.columns if c != key}
+        raw_ids = [c for c, a in roles.items() if c.lower() in identifiers and a.get("role") != "identifier"]
+        if raw_ids:
+            raise PolicyError(f"{where} would release column(s) {raw_ids} of {rel.label!r} as they are, named like "
+                              f"identifier(s) {[identifiers[c.lower()] for c in raw_ids]} of the unit table, which the "
+                              f"policy does not release: declare them identifiers here too ([related.{name}.attributes."
+                              f"{raw_ids[0]}] role = \"identifier\", dropped or pseudonymized)")
         kept_qis = [c for c, a in roles.items() if c.lower() in quasi
                     and not (a.get("role") == "identifier" and a.get("action", "drop") == "drop")]
         if kept_qis:

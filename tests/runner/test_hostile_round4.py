@@ -120,3 +120,21 @@ def test_analyze_of_an_unknown_table_lists_the_users_tables_only(con):
         anon_sql.leakage(con, "nosuch", ["age"])     # the lookup `analyze` (--leakage, --detect) goes through
     listed = str(err.value).split("in this database: ")[1]
     assert sorted(listed.split(", ")) == ["patients", "syn", "visits"]
+
+
+def test_a_related_column_named_like_a_dropped_identifier_is_refused(con):
+    """U17: the unit table drops ``name``; a related table's ``name`` column, insensitive by default_role, released
+    every person's name beside their pseudonym."""
+    people(con)
+    con.execute("ALTER TABLE patients ADD COLUMN name VARCHAR DEFAULT 'someone'")
+    con.execute("ALTER TABLE visits ADD COLUMN name VARCHAR DEFAULT 'someone'")
+    before = tables(con)
+    spec = "'source': 'visits', 'key': 'pid', 'default_role': 'insensitive', 'attributes': {'age': {'role': 'identifier'}}"
+    policy = (f"CREATE ANONYMIZED VIEW syn WITH (method = 'optimal', k = 10, privacy_unit = 'pid', default_role = "
+              f"'insensitive', related = {{'v': {{{spec}}}}}) AS SELECT {QIS}, identifier(name) FROM patients")
+    with pytest.raises(anon_sql.StatementError, match=r"\[related.v\] would release column\(s\) \['name'\]"):
+        anon_sql.execute(con, policy)
+    assert tables(con) == before
+    anon_sql.execute(con, policy.replace("{'age': {'role': 'identifier'}}",
+                                         "{'age': {'role': 'identifier'}, 'name': {'role': 'identifier'}}"))
+    assert [r[0] for r in con.execute("DESCRIBE syn_v").fetchall()] == ["pid", "note"]
