@@ -63,3 +63,40 @@ def changed(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
 
 
 __all__ = ["taxonomy_digests", "parsed", "changed"]
+
+
+def source_digest_query(relation: Any, columns: list[str], count_column: str | None) -> Any:
+    """``SELECT records, rows, content hash FROM relation``: the records as a release counts them (the count
+    column's sum, else rows), the rows, and the sum of every row's hash over ``columns`` (order-independent: the
+    same rows in any order give the same sum; a HUGEINT sum cannot overflow). One scan, in the engine."""
+    from sqlglot import exp
+
+    from ..common.sqlbuild import record_count
+
+    hashed = exp.Cast(this=exp.func("HASH", *[exp.column(c, quoted=True) for c in columns]),
+                      to=exp.DataType.build("HUGEINT"))
+    total = exp.Cast(this=exp.func("COALESCE", exp.Sum(this=hashed), exp.Literal.number(0)),
+                     to=exp.DataType.build("VARCHAR"))
+    return exp.select(record_count(count_column), exp.Count(this=exp.Star()), total).from_(relation.copy())
+
+
+def source_digest(con: Any, policy: Policy) -> dict[str, Any] | None:
+    """The digest of a release's source that ``check`` compares with (issue 28.8's ``records_in``): records, rows,
+    content hash, the columns hashed and DuckDB's version (its ``hash`` may differ across versions), read from the
+    source the policy names as ``check`` reads it. None where ``records_in`` counts something else (people of a
+    privacy unit, related tables) or the policy names no table or file that is there (nothing to recount later)."""
+    import duckdb
+
+    from ..common.sqlbuild import render
+    from ..data.source import describe, readable_relation
+
+    if policy.privacy_unit or policy.related or not isinstance(policy.source, str):
+        return None
+    relation = readable_relation(con, policy.source)
+    if relation is None:
+        return None
+    columns = [r[0] for r in describe(con, relation)]
+    records, rows, total = con.execute(render(source_digest_query(relation, columns, policy.count_column))
+                                       ).fetchall()[0]
+    return {"records": int(records or 0), "rows": int(rows), "hash": str(total), "columns": columns,
+            "duckdb": duckdb.__version__}

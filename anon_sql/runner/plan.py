@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pandas as pd
 from sqlglot import exp
 
-from ..methods import AssignmentPlan, LevelPlan, MethodContext, Plan
+from ..methods import AssignmentPlan, LevelPlan, MethodContext, Plan, method_class
 from ..policy.model import Policy
 from .resolve import Resolved
 
@@ -53,6 +53,19 @@ def released_policy(policy: Policy, plan: Plan) -> Policy:
     for q in policy.quasi:
         if q not in chosen:
             d["attributes"][q] = {"role": "insensitive"}
+    return Policy.from_dict(d)
+
+
+def declared_release_policy(declared: Policy) -> Policy:
+    """The policy a release of ``declared`` records, derived from its method alone (not from a plan): what
+    :func:`released_policy` gives for any plan of that method. ``check`` derives the released policy this way from
+    the declared one the catalog keeps, so that the QIs, groupings and models it verifies come from the user's
+    policy (issue 28.8)."""
+    if not getattr(method_class(declared.method), "releases_rows", False) or not declared.quasi:
+        return declared
+    d = declared.to_dict()
+    for q in declared.quasi:
+        d["attributes"][q] = {"role": "insensitive"}
     return Policy.from_dict(d)
 
 
