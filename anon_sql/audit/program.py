@@ -104,7 +104,8 @@ def records_basis(con: Any, query: str | None, records_in: int, digest: str | No
     except ValueError:
         recorded = None
     if not isinstance(recorded, dict) or len(found) < 3:
-        return f"{SOURCE} (records recounted; no content digest recorded)"
+        why = recorded.get("skipped") if isinstance(recorded, dict) else None
+        return f"{SOURCE} (records recounted; no content digest recorded" + (f": {why})" if why else ")")
     if [int(found[1] or 0), str(found[2])] == [recorded.get("rows"), str(recorded.get("hash"))]:
         return SOURCE
     if recorded.get("duckdb") != duckdb.__version__:   # another DuckDB's hash: the count alone is comparable

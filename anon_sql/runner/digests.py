@@ -80,11 +80,17 @@ def source_digest_query(relation: Any, columns: list[str], count_column: str | N
     return exp.select(record_count(count_column), exp.Count(this=exp.Star()), total).from_(relation.copy())
 
 
-def source_digest(con: Any, policy: Policy) -> dict[str, Any] | None:
+# above this many records the release records no content hash (a hash of every row costs about a quarter of one
+# GROUP BY over the source: bench in docs/check.md), only the count; `check` then says so in the basis
+DIGEST_MAX_RECORDS = 1_000_000
+
+
+def source_digest(con: Any, policy: Policy, records: int | None = None) -> dict[str, Any] | None:
     """The digest of a release's source that ``check`` compares with (issue 28.8's ``records_in``): records, rows,
     content hash, the columns hashed and DuckDB's version (its ``hash`` may differ across versions), read from the
     source the policy names as ``check`` reads it. None where ``records_in`` counts something else (people of a
-    privacy unit, related tables) or the policy names no table or file that is there (nothing to recount later)."""
+    privacy unit, related tables) or the policy names no table or file that is there (nothing to recount later);
+    over :data:`DIGEST_MAX_RECORDS` (``records``: the count the release made) the count alone."""
     import duckdb
 
     from ..common.sqlbuild import render
@@ -92,6 +98,8 @@ def source_digest(con: Any, policy: Policy) -> dict[str, Any] | None:
 
     if policy.privacy_unit or policy.related or not isinstance(policy.source, str):
         return None
+    if records is not None and records > DIGEST_MAX_RECORDS:
+        return {"records": int(records), "skipped": f"the source has more than {DIGEST_MAX_RECORDS:,} records"}
     relation = readable_relation(con, policy.source)
     if relation is None:
         return None
