@@ -182,6 +182,8 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
                 return _finished(session)
             click.echo(HELP if command == ".help" else f"unknown command {command}; .help lists what there is",
                        err=command != ".help")
+            if command != ".help" and not interactive:   # piped input stops at the first failure, as SQL does
+                return SourceError.exit_code   # 2: bad input
             continue
         if line is not None:
             try:

@@ -245,8 +245,10 @@ def resolve_source(con: duckdb.DuckDBPyConnection, source: Any, label: str | Non
         label = source
     try:
         described = describe(con, relation)
-    except duckdb.Error as err:
-        raise SourceError(f"cannot read source {label!r}: {err}") from None
+    except duckdb.Error as err:   # its first line: DuckDB's CSV sniffer adds a 25-line report (hostile round 3, A10)
+        first = next((x for x in str(err).splitlines() if x.strip()), str(err)).rstrip(".")
+        hint = f"; check that it is a {Path(label).suffix or 'CSV'} file" if is_path(label) else ""
+        raise SourceError(f"cannot read source {label!r}: {first}{hint}") from None
     columns = [r[0] for r in described]
     types = {r[0]: r[1] for r in described}
     return Source(label, relation, columns, types)

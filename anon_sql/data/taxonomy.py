@@ -256,6 +256,12 @@ def interval(name: str, values: Iterable[Any], widths: Sequence[float] | None = 
         for w in widths:
             if not w or w <= 0:
                 raise TaxonomyError(f"interval taxonomy {name!r}: widths must be positive, got {w!r}")
+        for lower, upper in zip(widths, widths[1:]):   # a bin must fall in one bin of the next level
+            if upper < lower or not float(upper / lower).is_integer():
+                raise TaxonomyError(
+                    f"interval taxonomy {name!r}: widths {list(widths)}: each level's width must be a multiple of "
+                    f"the level below's ({upper!r} is not a multiple of {lower!r}), so that every bin falls in one "
+                    f"bin of the next level; e.g. widths {[lower, lower * 2]}")
             lo = np.floor(nums / w) * w
             columns.append([_label(a, a + w, integral) for a in lo])
         specs = list(widths)
@@ -289,9 +295,13 @@ def mask(name: str, values: Iterable[Any], levels: int | None = None, char: str 
     texts = sorted({str(v) for v in _present(values)})
     if not texts:
         raise TaxonomyError(f"mask taxonomy {name!r}: the column has no non-NULL values")
-    n = levels if levels is not None else max(len(t) for t in texts)
+    longest = max(len(t) for t in texts)
+    n = levels if levels is not None else longest
     if n < 1:
         raise TaxonomyError(f"mask taxonomy {name!r}: levels must be >= 1, got {levels!r}")
+    if n > longest:   # every level past the longest value masks nothing more: the same level stored again
+        raise TaxonomyError(f"mask taxonomy {name!r}: levels = {n} masks more characters than the longest value has "
+                            f"({longest}); give --levels {longest} or fewer")
     columns = [texts]
     for lvl in range(1, n + 1):
         columns.append([t[: max(len(t) - lvl, 0)] + char * min(lvl, len(t)) for t in texts])
