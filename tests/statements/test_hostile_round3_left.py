@@ -90,3 +90,45 @@ def test_a_truncated_policy_is_told_without_sqlglots_class_names(db):
     done = shell(db, "CREATE ANONYMIZED VIEW zz WITH (method=\n")
     assert done.returncode == 2
     assert "a WITH option has no value" in done.stderr and "sqlglot" not in done.stderr and "<class" not in done.stderr
+
+
+def released(db: str) -> str:
+    import anon_sql
+
+    c = duckdb.connect(db)
+    anon_sql.release(c, {"name": "rel", "source": "people", "method": "optimal", "seed": 1,
+                         "attributes": {"age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [10, 20]}},
+                                        "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
+                                        "pid": {"role": "identifier"}},
+                         "privacy": {"k": 3}})
+    c.close()
+    return db
+
+
+def file_state(db: str) -> tuple:
+    with open(db, "rb") as f:
+        return f.read(), os.path.exists(db + ".wal")
+
+
+@pytest.mark.parametrize("how", ["flag", "not writable"])
+def test_run_answers_read_only_scripts_on_a_file_it_cannot_write(db, how, monkeypatch):
+    """F01, D03: `run` opened the file read-write, so a SHOW / CHECK / SELECT script failed (exit 4) on a read-only
+    filesystem. Now `--read-only`, and by default when the file or its folder cannot be written (simulated: the
+    session runs as root, which a read-only mode bit does not stop); the file's bytes are unchanged."""
+    released(db)
+    before = file_state(db)
+    script = "SHOW ANONYMIZED VIEWS;\nCHECK ANONYMIZED VIEW rel;\nSELECT count(*) AS n FROM rel;\n"
+    args = ["run", "-", "--db", db]
+    if how == "flag":
+        args.append("--read-only")
+    else:
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode: False if mode == os.W_OK else real(p, mode))
+    result = CliRunner().invoke(main, args, input=script)
+    assert result.exit_code == 0, result.output
+    assert "rel" in result.output and "100" in result.output
+    assert file_state(db) == before
+    # a statement that writes is refused by DuckDB, and the file stays as it was
+    result = CliRunner().invoke(main, [*args[:4], "--read-only"], input="CREATE TABLE x AS SELECT 1 AS y;\n")
+    assert result.exit_code != 0 and "read-only" in result.output
+    assert file_state(db) == before
