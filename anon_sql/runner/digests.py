@@ -21,8 +21,11 @@ from ..data.taxonomy import Taxonomy, needs_values
 from ..policy.model import Policy
 
 
-def taxonomy_digests(policy: Policy, taxonomies: dict[str, Taxonomy]) -> dict[str, dict[str, str]]:
-    """Quasi-identifier → ``{"taxonomy": name or "inline", "digest": hex}`` for each QI with a taxonomy."""
+def taxonomy_digests(policy: Policy, taxonomies: dict[str, Taxonomy], types: dict[str, str] | None = None
+                     ) -> dict[str, dict[str, str]]:
+    """Quasi-identifier → ``{"taxonomy": name or "inline", "digest": hex, "type": the source column's type}`` for
+    each QI with a taxonomy (``types``: the source's column types; a level's values read the column as that type,
+    so a column retyped since means other values too: hostile round 3, R04)."""
     out: dict[str, dict[str, str]] = {}
     for qi, tax in sorted(taxonomies.items()):
         attr = policy.attributes.get(qi)
@@ -32,6 +35,8 @@ def taxonomy_digests(policy: Policy, taxonomies: dict[str, Taxonomy]) -> dict[st
             out[qi] = {"taxonomy": "inline", "digest": hashlib.sha256(text.encode("utf-8")).hexdigest()}
         else:
             out[qi] = {"taxonomy": spec if isinstance(spec, str) else "inline", "digest": tax.fingerprint()}
+        if types and types.get(qi):
+            out[qi]["type"] = str(types[qi])
     return out
 
 
@@ -55,14 +60,28 @@ def changed(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
         return [f"{qi} (taxonomy {d['taxonomy']!r}: no digest recorded)" for qi, d in sorted(after.items())]
     out = []
     for qi in sorted(set(old) | set(after)):
-        a, b = old.get(qi), after.get(qi)
+        a, b = _comparable(old.get(qi), after.get(qi))
         if a != b:
             name = (b or a)["taxonomy"]
             out.append(f"{qi} (taxonomy {name!r})")
     return out
 
 
-__all__ = ["taxonomy_digests", "parsed", "changed"]
+def _comparable(a: dict | None, b: dict | None) -> tuple[dict | None, dict | None]:
+    """Two entries without the column's type when one of them does not record it (a version made before types were
+    recorded is compared on its taxonomy alone)."""
+    if a is not None and b is not None and ("type" in a) != ("type" in b):
+        return ({k: v for k, v in a.items() if k != "type"}, {k: v for k, v in b.items() if k != "type"})
+    return a, b
+
+
+def retyped(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
+    """The quasi-identifiers whose source column's type differs between ``before`` and ``after`` (both recorded),
+    each as ``"qi (OLD → NEW)"``."""
+    old = parsed(before) or {}
+    return [f"{qi} ({old[qi]['type']} → {after[qi]['type']})" for qi in sorted(set(old) & set(after))
+            if "type" in old[qi] and "type" in after[qi] and old[qi]["type"] != after[qi]["type"]]
+
 
 
 def source_digest_query(relation: Any, columns: list[str], count_column: str | None) -> Any:
@@ -108,3 +127,7 @@ def source_digest(con: Any, policy: Policy, records: int | None = None) -> dict[
                                        ).fetchall()[0]
     return {"records": int(records or 0), "rows": int(rows), "hash": str(total), "columns": columns,
             "duckdb": duckdb.__version__}
+
+
+__all__ = ["DIGEST_MAX_RECORDS", "taxonomy_digests", "parsed", "changed", "retyped", "source_digest",
+           "source_digest_query"]

@@ -115,7 +115,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
                           info={"seconds": time.perf_counter() - t0, **plan.details(),
-                                "taxonomy_digests": taxonomy_digests(r.policy, r.taxonomies),
+                                "taxonomy_digests": taxonomy_digests(r.policy, r.taxonomies, r.source.types),
                                 **({"people": v.units} if v.units is not None else {}),
                                 **({"related": tables_out} if r.related else {}),
                                 **({"source_digest": digest} if digest is not None else {})},

@@ -132,3 +132,26 @@ def test_run_answers_read_only_scripts_on_a_file_it_cannot_write(db, how, monkey
     result = CliRunner().invoke(main, [*args[:4], "--read-only"], input="CREATE TABLE x AS SELECT 1 AS y;\n")
     assert result.exit_code != 0 and "read-only" in result.output
     assert file_state(db) == before
+
+
+def test_keep_plan_refuses_a_source_column_retyped_since():
+    """R04: after `ALTER TABLE … ALTER age TYPE VARCHAR`, REFRESH … KEEP PLAN exited 0, the released column changed
+    type and every class was reported added and removed. The version now records each generalized QI's column type
+    with its taxonomy digest: KEEP PLAN refuses (exit 3, naming the column and both types), nothing changed;
+    a plain REFRESH plans again and says the plan changed."""
+    import anon_sql
+
+    c = duckdb.connect()
+    c.execute("CREATE TABLE people AS SELECT range AS pid, 20 + range % 40 AS age, "
+              "CASE WHEN range % 2 = 0 THEN 'F' ELSE 'M' END AS sex FROM range(300)")
+    anon_sql.execute(c, "CREATE ANONYMIZED VIEW r4 WITH (method = 'optimal', k = 3, default_role = 'insensitive') "
+                        "AS SELECT identifier(pid), quasi(age, taxonomy => {'kind': 'interval', 'widths': [10, 20]}), "
+                        "quasi(sex, taxonomy => {'kind': 'top'}) FROM people")
+    before = c.execute("SELECT * FROM r4 ORDER BY ALL").fetchall()
+    c.execute("ALTER TABLE people ALTER age TYPE VARCHAR")
+    with pytest.raises(anon_sql.errors.AnonSQLError) as err:
+        anon_sql.execute(c, "REFRESH ANONYMIZED VIEW r4 KEEP PLAN")
+    assert err.value.exit_code == 3 and "age (BIGINT → VARCHAR)" in str(err.value)
+    assert c.execute("SELECT * FROM r4 ORDER BY ALL").fetchall() == before
+    assert c.execute("SELECT max(version) FROM anon.release_versions WHERE release = 'r4'").fetchall() == [(1,)]
+    c.close()
