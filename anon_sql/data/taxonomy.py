@@ -114,6 +114,20 @@ class Taxonomy:
                     f"taxonomy {self.name!r} is inconsistent: at level {i - 1} a value has more than one parent "
                     f"at level {i} ({examples}); each value needs exactly one parent per level"
                 )
+        leaves = lv["level0"]
+        for i in range(1, lv.shape[1]):
+            # a label above the leaves that is another leaf's value, where that leaf generalizes to something else
+            # (`Male;Female;*`: "Female" at level 1 stands for Male): a released value would read as the wrong leaf
+            # (hostile round 3, X02). A label equal to a leaf that it covers (`a;a;*`, `b;a;*`) is no lie
+            labels = lv[f"level{i}"]
+            own = pd.Series(labels.to_numpy(), index=leaves.to_numpy())
+            named = labels[labels.isin(leaves)]
+            wrong = named[named.map(own).to_numpy() != named.to_numpy()]
+            if len(wrong):
+                shown = ", ".join(f"{v!r} (the leaf {v!r} is {own[v]!r} at level {i})" for v in sorted(set(wrong))[:5])
+                raise TaxonomyError(
+                    f"taxonomy {self.name!r}: level {i} uses leaf values as labels for other leaves: {shown}; a "
+                    "released value would read as the wrong leaf. Rename those labels (e.g. 'Female-group')")
 
     def check_covers(self, values: pd.Series, counts: pd.Series | None = None, column: str | None = None) -> None:
         """Raise if a (non-NULL) data value has no leaf; the error lists up to 10 missing values and their counts."""

@@ -155,3 +155,16 @@ def test_keep_plan_refuses_a_source_column_retyped_since():
     assert c.execute("SELECT * FROM r4 ORDER BY ALL").fetchall() == before
     assert c.execute("SELECT max(version) FROM anon.release_versions WHERE release = 'r4'").fetchall() == [(1,)]
     c.close()
+
+
+def test_a_level_label_naming_another_leaf_is_refused(db, tmp_path):
+    """X02: `Male;Female;*` with `Female;Male;*` was loaded (level 1 swaps the sexes' labels); a label equal to a
+    leaf it covers (`a;a;*`, `b;a;*`) is still accepted."""
+    swapped = tmp_path / "swapped.csv"
+    swapped.write_text("Male;Female;*\nFemale;Male;*\n")
+    result = CliRunner().invoke(main, ["taxonomy", "load", str(swapped), "--db", db])
+    assert result.exit_code == 2 and "'Female' (the leaf 'Female' is 'Male' at level 1)" in result.output
+    assert stored(db) == []
+    covering = tmp_path / "covering.csv"
+    covering.write_text("a;a;*\nb;a;*\nc;c;*\n")
+    assert CliRunner().invoke(main, ["taxonomy", "load", str(covering), "--db", db]).exit_code == 0
