@@ -12,6 +12,7 @@ import io
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
@@ -263,7 +264,8 @@ def interval(name: str, values: Iterable[Any], widths: Sequence[float] | None = 
     texts, nums = _numbers(values)
     if not texts:
         raise TaxonomyError(f"interval taxonomy {name!r}: the column has no non-NULL values")
-    integral = bool(np.all(np.mod(nums, 1) == 0))
+    with np.errstate(invalid="ignore"):   # NaN / inf are not integral (no numpy warning on stderr: V02)
+        integral = bool(np.all(np.mod(nums, 1) == 0))
     columns = [texts]
     specs = []
     if widths:
@@ -327,7 +329,9 @@ def dates(name: str, values: Iterable[Any]) -> Taxonomy:
     """Date hierarchy: day (YYYY-MM-DD) → month (YYYY-MM) → year (YYYY) → ``*``."""
     import pandas as pd
     texts = sorted({str(v) for v in _present(values)})
-    parsed = pd.to_datetime(pd.Series(texts), errors="coerce")
+    with warnings.catch_warnings():   # pandas' "could not infer format" on text that is no date (X21): the
+        warnings.simplefilter("ignore", UserWarning)   # values are then refused below, by name
+        parsed = pd.to_datetime(pd.Series(texts), errors="coerce")
     if parsed.isna().any():
         bad = [t for t, p in zip(texts, parsed) if pd.isna(p)][:10]
         raise TaxonomyError(f"date taxonomy {name!r}: values are not dates: {bad}")

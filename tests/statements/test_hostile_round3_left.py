@@ -168,3 +168,33 @@ def test_a_level_label_naming_another_leaf_is_refused(db, tmp_path):
     covering = tmp_path / "covering.csv"
     covering.write_text("a;a;*\nb;a;*\nc;c;*\n")
     assert CliRunner().invoke(main, ["taxonomy", "load", str(covering), "--db", db]).exit_code == 0
+
+
+@pytest.mark.parametrize("taxonomy", [None, {"kind": "interval", "widths": [10, 20]}])
+def test_nan_and_inf_in_a_numeric_qi_print_no_numpy_warning(taxonomy):
+    """V01, V02: NaN and inf in a DOUBLE QI released by Mondrian (or through an interval taxonomy) printed numpy's
+    "invalid value encountered" RuntimeWarning on stderr. Any warning is an error here."""
+    import warnings
+
+    import anon_sql
+
+    c = duckdb.connect()
+    c.execute("CREATE TABLE v AS SELECT CASE WHEN range % 10 = 0 THEN 'NaN'::DOUBLE WHEN range % 10 = 1 "
+              "THEN 'inf'::DOUBLE ELSE (range % 50)::DOUBLE END AS x, range % 2 AS s FROM range(200)")
+    attr = {"role": "quasi", **({"taxonomy": taxonomy} if taxonomy else {})}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rel = anon_sql.release(c, {"name": "rv", "source": "v", "method": "optimal" if taxonomy else "mondrian",
+                                   "attributes": {"x": attr, "s": {"role": "insensitive"}}, "privacy": {"k": 5}})
+    assert rel.passed
+    c.close()
+
+
+def test_a_date_taxonomy_over_text_is_refused_without_a_pandas_warning(db):
+    """X21: `--kind date` on `sex` printed pandas' "could not infer format" UserWarning before the refusal."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = build(db, "--column", "sex", "--kind", "date")
+    assert result.exit_code == 2 and "values are not dates" in result.output
