@@ -278,6 +278,7 @@ def interval(name: str, values: Iterable[Any], widths: Sequence[float] | None = 
                     f"interval taxonomy {name!r}: widths {list(widths)}: each level's width must be a multiple of "
                     f"the level below's ({upper!r} is not a multiple of {lower!r}), so that every bin falls in one "
                     f"bin of the next level; e.g. widths {[lower, lower * 2]}")
+        for w in widths:
             lo = np.floor(nums / w) * w
             columns.append([_label(a, a + w, integral) for a in lo])
         specs = list(widths)
