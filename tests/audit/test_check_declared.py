@@ -13,6 +13,7 @@ import duckdb
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
 
 import anon_sql
 from anon_sql.cli.main import main
@@ -171,3 +172,23 @@ def test_a_shared_file_keeps_the_declared_policy(released, tmp_path):
     c.close()
     assert json.loads(meta[1])["attributes"]["age"]["role"] == "quasi"
     assert check(path, "mo").exit_code == 0
+
+
+@given(st.lists(st.lists(st.sampled_from(["sex", "age", "zipcode", "diagnosis", "ec_id", "name"]), max_size=4),
+                max_size=5))
+@settings(max_examples=300, deadline=None)
+def test_any_forged_grouping_finer_than_declared_or_not_a_cover_is_refused(groups):
+    """Hypothesis: every layout of random groups over the declared attributes and strangers. The ones accepted
+    place each declared QI and the sensitive attribute exactly once, in at most `columns` = 2 groups (so no
+    refinement of a 2-group grouping), and nothing else."""
+    from anon_sql.audit.recheck import layout_misfit
+    from anon_sql.models import build_models
+
+    declared = Policy.from_dict(SLICING)
+    model = next(m for m in build_models(declared) if m.whole_table)
+    released = {"sex", "age", "zipcode", "diagnosis", "name"}          # `name`: a column the table holds
+    wrong = layout_misfit(declared, model, {"columns": groups}, released)
+    placed = [a for g in groups for a in g]
+    honest = (all(groups) and sorted(placed) == sorted(["sex", "age", "zipcode", "diagnosis"])
+              and len(groups) <= 2)
+    assert (wrong is None) == honest, (groups, wrong)
