@@ -26,10 +26,9 @@ from ..compiler.checks_summary import summary_columns, summary_query
 from ..common.columns import EC_ID, UNIT
 from ..compiler.views import CompileInput, ReleaseNames, class_stats_query, released_columns
 from ..errors import PolicyError, PrivacyRequirementError, SourceError, TaxonomyError
-from ..methods import LevelPlan
+from ..methods import LevelPlan, declared_release_policy
 from ..models import PrivacyModel, build_models, largest_is_worst, population_models
 from ..policy.model import Policy
-from ..runner.plan import declared_release_policy
 from ..data.source import describe, file_relation, is_path, readable_relation, relation_exists, table_relation
 from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
@@ -142,7 +141,7 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
 def recorded_policies(name: str, recorded: str, declared: str | None) -> tuple[Policy, Policy | None, str | None]:
     """(released, declared, why not) policies of release ``name``. The released policy the catalog records is what
     the release claims; when the declared policy is recorded too and the released one is its derivation by the
-    method (:func:`anon_sql.runner.plan.declared_release_policy`), the declared one gives the QIs, column groups and
+    method (:func:`anon_sql.methods.declared_release_policy`), the declared one gives the QIs, column groups and
     models the check verifies (issue 28.8: a QI the method turned insensitive is still checked as one). When the two
     disagree (an edited catalog), the released policy is checked as recorded, no declared one is used, and ``why
     not`` says what differs (a failing ``policy`` check row). A release recorded before the declared policy was

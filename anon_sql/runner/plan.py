@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pandas as pd
 from sqlglot import exp
 
-from ..methods import AssignmentPlan, LevelPlan, MethodContext, Plan, method_class
+from ..methods import AssignmentPlan, LevelPlan, MethodContext, Plan
 from ..policy.model import Policy
 from .resolve import Resolved
 
@@ -43,7 +43,8 @@ def released_policy(policy: Policy, plan: Plan) -> Policy:
     """Every check groups by every declared quasi-identifier as released — except for bucket plans (slicing's
     ``row_values``: original values permuted inside buckets), whose classes are the buckets: they list no QI in
     ``plan.released_quasi``, and the QIs are insensitive in the release (docs/slicing.md says what slicing
-    guarantees). A method that merely leaves a QI unchanged (UPA with quasi = "ktfs") is still checked over it."""
+    guarantees). A method that merely leaves a QI unchanged (UPA with quasi = "ktfs") is still checked over it.
+    ``check`` derives the same policy from the method alone: :func:`anon_sql.methods.declared_release_policy`."""
     if not isinstance(plan, AssignmentPlan) or not plan.row_values:
         return policy
     chosen = plan.released_quasi
@@ -53,19 +54,6 @@ def released_policy(policy: Policy, plan: Plan) -> Policy:
     for q in policy.quasi:
         if q not in chosen:
             d["attributes"][q] = {"role": "insensitive"}
-    return Policy.from_dict(d)
-
-
-def declared_release_policy(declared: Policy) -> Policy:
-    """The policy a release of ``declared`` records, derived from its method alone (not from a plan): what
-    :func:`released_policy` gives for any plan of that method. ``check`` derives the released policy this way from
-    the declared one the catalog keeps, so that the QIs, groupings and models it verifies come from the user's
-    policy (issue 28.8)."""
-    if not getattr(method_class(declared.method), "releases_rows", False) or not declared.quasi:
-        return declared
-    d = declared.to_dict()
-    for q in declared.quasi:
-        d["attributes"][q] = {"role": "insensitive"}
     return Policy.from_dict(d)
 
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 import anon_sql
 from anon_sql.cli.main import main
 from anon_sql.policy.model import Policy
-from anon_sql.runner.plan import declared_release_policy
+from anon_sql.methods import declared_release_policy
 from conftest import data_path
 
 SLICING = {"name": "sl", "source": "t2", "method": "slicing", "seed": 7,
