@@ -142,6 +142,13 @@ class Engine(ABC):
                                                                           query=exp.Subquery(this=failing.copy()))))
         return int(self.con.execute(self.render(stmt)).fetchall()[0][0])
 
+    def drop_unit(self, names: ReleaseNames) -> None:
+        """Take the privacy unit's column out of the verified release (the checks counted people through it; the
+        committed release never holds it): ``ALTER TABLE <release> DROP COLUMN __unit``."""
+        from ..compiler.views import drop_unit_statement
+
+        self.execute(drop_unit_statement(names))
+
     def session_bound(self, src: Source) -> bool:
         """Whether the source lives only in this session (a registered DataFrame, a temporary view): a persisted
         view over it would break when the database is reopened."""

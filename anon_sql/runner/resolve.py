@@ -136,9 +136,6 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         full = count_records(engine.con, src, policy)
         src = dataclasses.replace(src, relation=sampled_relation(src.relation, src.columns, params.beta, policy.seed))
     method = get_method(policy.method, policy.method_params)
-    if policy.privacy_unit and engine.name != "duckdb":
-        raise PolicyError(f"privacy_unit releases run on DuckDB for now (engine {engine.name!r} counts rows); "
-                          "release with anon_sql.release(duckdb_connection, policy)")
     unit_count, varying = units.resolve_units(engine.con, policy, src, method, declared)
     tables = related.resolve_related(engine.con, policy, src) if policy.related else []
     unit_rows = None
