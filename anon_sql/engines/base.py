@@ -34,6 +34,11 @@ class Engine(ABC):
     persists: bool = True           # what a release creates outlives the session (Spark: temporary views only)
     keeps_counted_rows: bool = False   # a release of repeated rows kept as counted rows (Spark)
     inline_masks: bool = False      # no persisted anon.* macros: the row-local masks run as inline SQL (Spark)
+    # classes of signatures (QIs varying inside a privacy unit, compiler/signature.py) need list functions
+    # (list_sort over a unit's tuples) that only DuckDB has; elsewhere such a policy is refused at resolve
+    releases_signatures: bool = True
+    # related tables (``[related.*]``) are written with the catalog's markers in the release's transaction
+    releases_related: bool = True
     errors: tuple[type[BaseException], ...] = ()   # what a query the data makes fail raises (a value that won't cast)
 
     def __init__(self) -> None:

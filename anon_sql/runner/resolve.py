@@ -124,6 +124,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     engine = as_engine(engine)
     policy = coerce_policy(policy)
     sdc.refuse_elsewhere(engine.name, policy)   # before the engine registers anything
+    if policy.related and not engine.releases_related:
+        raise PolicyError(related.related_elsewhere(policy, engine.name))
     src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
     declared = set(policy.attributes)   # identifiers the policy names (not those default_role makes)
     policy = effective_policy(policy, src)
@@ -137,6 +139,9 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         src = dataclasses.replace(src, relation=sampled_relation(src.relation, src.columns, params.beta, policy.seed))
     method = get_method(policy.method, policy.method_params)
     unit_count, varying = units.resolve_units(engine.con, policy, src, method, declared)
+    if varying and not engine.releases_signatures:
+        engine.cleanup()   # what the engine registered for this release (Spark: a path source's view)
+        raise PolicyError(units.signatures_elsewhere(policy, varying, engine.name))
     tables = related.resolve_related(engine.con, policy, src) if policy.related else []
     unit_rows = None
     if policy.related_sensitive:   # a person's values live in a related table: the checks read the join

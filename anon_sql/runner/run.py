@@ -103,8 +103,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                         message = failure_message(policy, plan, v, r.units or r.records, need, method=r.method)
                     else:   # no transaction to hide a trial release in (Spark, nothing may be suppressed): a lower
                             # bound, no advice
-                        need = failing_classes_records(engine.con, names)
-                        message = failure_message(policy, plan, v, r.records, need, at_least=True,
+                        need = failing_classes_records(engine.con, names)   # people, with a privacy unit
+                        message = failure_message(policy, plan, v, r.units or r.records, need, at_least=True,
                                                   method=r.method)
                     raise PrivacyRequirementError(message)
                 if r.related:   # the rows of the released people, before the unit's values leave the release

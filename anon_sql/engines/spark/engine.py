@@ -31,6 +31,8 @@ class SparkEngine(Engine):
     # in-memory columnar cache, or a Parquet write) and reading them back is slower than repeating the counted
     # rows again (docs/spark.md, "Performance")
     keeps_counted_rows = True
+    releases_signatures = False   # no list_sort: QIs varying inside a unit are refused (docs/spark.md)
+    releases_related = False      # no catalog to mark related tables with: [related.*] is refused
     inline_masks = True   # the anon.* macros live in DuckDB files: their bodies run inline (anon_sql.sdc.portable)
 
     def __init__(self, spark: Any, catalog: Any = None, output: str | None = None, replace: bool = False):
