@@ -34,6 +34,11 @@ class Engine(ABC):
     persists: bool = True           # what a release creates outlives the session (Spark: temporary views only)
     keeps_counted_rows: bool = False   # a release of repeated rows kept as counted rows (Spark)
     inline_masks: bool = False      # no persisted anon.* macros: the row-local masks run as inline SQL (Spark)
+    # classes of signatures (QIs varying inside a privacy unit, compiler/signature.py) need list functions
+    # (list_sort over a unit's tuples) that only DuckDB has; elsewhere such a policy is refused at resolve
+    releases_signatures: bool = True
+    # related tables (``[related.*]``) are written with the catalog's markers in the release's transaction
+    releases_related: bool = True
     errors: tuple[type[BaseException], ...] = ()   # what a query the data makes fail raises (a value that won't cast)
 
     def __init__(self) -> None:
@@ -141,6 +146,13 @@ class Engine(ABC):
         stmt = exp.Delete(this=table.copy(), where=exp.Where(this=exp.In(this=exp.column(EC_ID, quoted=True),
                                                                           query=exp.Subquery(this=failing.copy()))))
         return int(self.con.execute(self.render(stmt)).fetchall()[0][0])
+
+    def drop_unit(self, names: ReleaseNames) -> None:
+        """Take the privacy unit's column out of the verified release (the checks counted people through it; the
+        committed release never holds it): ``ALTER TABLE <release> DROP COLUMN __unit``."""
+        from ..compiler.views import drop_unit_statement
+
+        self.execute(drop_unit_statement(names))
 
     def session_bound(self, src: Source) -> bool:
         """Whether the source lives only in this session (a registered DataFrame, a temporary view): a persisted

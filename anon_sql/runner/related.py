@@ -38,6 +38,14 @@ class RelatedTable:
         return exp.Table(this=ident(f"{release}_{self.name}"))
 
 
+def related_elsewhere(policy: Policy, engine: str) -> str:
+    """Why ``[related.*]`` tables are refused on an engine that cannot write them, and what works there."""
+    return (f"related table(s) {sorted(policy.related)} are released by the DuckDB engine only (the unit table and "
+            f"every related table are written in one transaction, marked in the catalog); engine {engine!r} "
+            f"releases the unit table alone with privacy_unit {policy.privacy_unit!r}: drop [related.*] from the "
+            "policy, or release with anon_sql.release(duckdb_connection, policy) (docs/units.md)")
+
+
 def resolve_related(con: Any, policy: Policy, src: Source) -> list[RelatedTable]:
     """Each ``[related.<name>]`` of the policy checked against the database (SourceError / PolicyError naming the
     table, the column and the count)."""

@@ -127,6 +127,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     engine = as_engine(engine)
     policy = coerce_policy(policy)
     sdc.refuse_elsewhere(engine.name, policy)   # before the engine registers anything
+    if policy.related and not engine.releases_related:
+        raise PolicyError(related.related_elsewhere(policy, engine.name))
     src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
     declared = set(policy.attributes)   # identifiers the policy names (not those default_role makes)
     policy = effective_policy(policy, src)
@@ -139,15 +141,15 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         full = count_records(engine.con, src, policy)
         src = dataclasses.replace(src, relation=sampled_relation(src.relation, src.columns, params.beta, policy.seed))
     method = get_method(policy.method, policy.method_params)
-    if policy.privacy_unit and engine.name != "duckdb":
-        raise PolicyError(f"privacy_unit releases run on DuckDB for now (engine {engine.name!r} counts rows); "
-                          "release with anon_sql.release(duckdb_connection, policy)")
     # a level release on DuckDB with nothing that rewrites the source first reads the unit's profile from its base
     # counts (one pass over the rows fewer); the checks and their messages are the same
     from_base = (base and method.plan_kind == "levels" and engine.name == "duckdb" and bool(policy.privacy_unit)
                  and not policy.related and not policy.related_sensitive and not policy.count_column
                  and not sdc.perturb_specs(policy) and not sdc.mask_specs(policy))
     unit_count, varying = units.resolve_units(engine.con, policy, src, method, declared, defer=from_base)
+    if varying and not engine.releases_signatures:
+        engine.cleanup()   # what the engine registered for this release (Spark: a path source's view)
+        raise PolicyError(units.signatures_elsewhere(policy, varying, engine.name))
     tables = related.resolve_related(engine.con, policy, src) if policy.related else []
     unit_rows = None
     if policy.related_sensitive:   # a person's values live in a related table: the checks read the join

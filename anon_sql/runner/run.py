@@ -14,7 +14,7 @@ import duckdb
 from . import related, sdc, suppression
 from ..catalog.read import probed_once
 from ..common.rollback import rollback_keeping_cause
-from ..compiler.views import ReleaseNames, compile_release, drop_unit_statement
+from ..compiler.views import ReleaseNames, compile_release
 from ..engines import DuckDBEngine, Engine
 from ..methods import dp_search
 from ..errors import PrivacyRequirementError
@@ -105,8 +105,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                         message = failure_message(policy, plan, v, r.units or r.records, need, method=r.method)
                     else:   # no transaction to hide a trial release in (Spark, nothing may be suppressed): a lower
                             # bound, no advice
-                        need = failing_classes_records(engine.con, names)
-                        message = failure_message(policy, plan, v, r.records, need, at_least=True,
+                        need = failing_classes_records(engine.con, names)   # people, with a privacy unit
+                        message = failure_message(policy, plan, v, r.units or r.records, need, at_least=True,
                                                   method=r.method)
                     raise PrivacyRequirementError(message)
                 if r.related:   # the rows of the released people, before the unit's values leave the release
@@ -143,7 +143,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 rel.records_out = related.one_row_per_unit(engine, policy, names.table)
                 rel.records_in, rel.suppressed = r.unit_rows, r.unit_rows - rel.records_out
             if r.units is not None:   # verified and measured counting people: the unit's values leave the release
-                engine.execute(drop_unit_statement(names))
+                engine.drop_unit(names)
             if dry_run:
                 engine.rollback()
                 return rel

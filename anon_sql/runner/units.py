@@ -165,6 +165,18 @@ def check_varying(policy: Policy, method: Any, varying: list[tuple[str, int]]) -
                           "cannot release; declare them one role (docs/units.md)")
 
 
+def signatures_elsewhere(policy: Policy, varying: tuple[str, ...] | list[str], engine: str) -> str:
+    """Why a policy whose QIs vary inside a unit is refused on an engine without classes of signatures, and what
+    works there."""
+    q = varying[0]
+    return (f"quasi-identifier(s) {list(varying)} vary within units of privacy_unit {policy.privacy_unit!r} (a "
+            f"person's rows hold different values): their classes are the people's sets of released QI tuples "
+            f"(multi-relational k-anonymity), which only the DuckDB engine releases; engine {engine!r} releases "
+            f"people whose QIs are constant, with methods {', '.join(unit_methods())}. Give each person one value of "
+            f"{q!r} (e.g. the value at the first visit, in a view over the source), or release with "
+            "anon_sql.release(duckdb_connection, policy) (docs/units.md)")
+
+
 def count_units(con: Any, unit: str, src: Source) -> int:
     """The distinct units of the source; refuses a unit column that is missing or holds NULLs (with their count)."""
     require_unit_column(unit, src)

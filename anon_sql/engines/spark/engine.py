@@ -9,11 +9,12 @@ import pandas as pd
 from sqlglot import exp
 
 from ...data import base_counts
-from ...common.columns import EC_ID
+from ...common.columns import EC_ID, UNIT
 from ..base import Engine
 from ...data.source import Source, is_path
 from ...common.sqlbuild import ident, render
 from . import ctes, maps, ownership, planning, udfs
+from .ownership import UNITS_SUFFIX
 from .session import JobCounter, SparkSQL, require_pyspark, resolve_spark_source, table_exists, temporary_view
 
 
@@ -30,6 +31,8 @@ class SparkEngine(Engine):
     # in-memory columnar cache, or a Parquet write) and reading them back is slower than repeating the counted
     # rows again (docs/spark.md, "Performance")
     keeps_counted_rows = True
+    releases_signatures = False   # no list_sort: QIs varying inside a unit are refused (docs/spark.md)
+    releases_related = False      # no catalog to mark related tables with: [related.*] is refused
     inline_masks = True   # the anon.* macros live in DuckDB files: their bodies run inline (anon_sql.sdc.portable)
 
     def __init__(self, spark: Any, catalog: Any = None, output: str | None = None, replace: bool = False):
@@ -48,6 +51,9 @@ class SparkEngine(Engine):
         self.scratch: list[str] = []   # caches only the release's own statements read (hoisted CTEs, base counts)
         self.release_name = "anon_release"   # set by claim_name: the prefix of the level-map views
         self.maps: dict[tuple, str] = {}     # (leaf, value) rows of a taxonomy level → its view (maps.py)
+        # the queries of the views and lazy caches this release defined: a view over the release is defined again
+        # over the rows kept with the unit when the unit leaves the release (drop_unit)
+        self.defined: dict[str, tuple[exp.Expression, bool]] = {}
 
     @property
     def con(self) -> SparkSQL:
@@ -152,10 +158,38 @@ class SparkEngine(Engine):
             else:
                 self._cache(part.name, part.body, lazy=True)
                 self.scratch.append(part.name)
+                self.defined[part.name] = (part.body, True)
         if stmt.args.get("kind") == "TABLE" or cache:
             self._cache(name, query, lazy=False)
             return
         self._run(name, temporary_view(name, query))
+        self.defined[name] = (query, False)
+
+    def drop_unit(self, names: Any) -> None:
+        """Spark has no ``ALTER TABLE … DROP COLUMN`` on a temporary view: the verified release's rows, unit
+        included, are checkpointed as the working view ``<release>__units``; the views over the release
+        (``__checks``, which counts people) are defined again over it, and the release becomes the view of its
+        columns without the unit. The released view never holds the unit; ``__units`` lives with the session's
+        other working views (``__source`` holds the raw unit as well)."""
+        name = names.table.name
+        held = name + UNITS_SUFFIX
+        ownership.check_working_name(self.spark, held)   # never over a view no release of this session made
+        rows = self.spark.table(_quoted(name)).localCheckpoint(eager=True)
+        self.drop(held)   # an earlier release's of this name: its release and views are replaced by now
+        rows.createOrReplaceTempView(held)
+        self.created.append(held)
+        self.sql.append(self.render(temporary_view(held, exp.select("*").from_(exp.Table(this=ident(name))))))
+        for view, (query, lazy) in list(self.defined.items()):
+            if view in self.created and _reads(query, name):
+                query = _repointed(query, name, held)
+                if lazy:
+                    self._cache(view, query, lazy=True)
+                else:
+                    self._run(view, temporary_view(view, query))
+                self.defined[view] = (query, lazy)
+        released = [exp.column(c, quoted=True) for c in rows.columns if c != UNIT]
+        self.drop(name)   # the cached release with the unit (its rows are the checkpoint now)
+        self._run(name, temporary_view(name, exp.select(*released).from_(exp.Table(this=ident(held)))))
 
     def _fresh(self, name: str) -> str:
         """``name``, or ``name`` numbered, whichever no table or view of the session has: a working object of the
@@ -292,6 +326,20 @@ class SparkEngine(Engine):
     def info(self) -> dict[str, Any]:
         return {"engine": "spark", "spark_jobs": dict(self.jobs.counts),
                 "stage_seconds": {k: round(v, 3) for k, v in self.jobs.seconds.items()}}
+
+
+def _reads(query: exp.Expression, name: str) -> bool:
+    """Whether ``query`` reads the unqualified table or view ``name``."""
+    return any(t.name == name and not t.args.get("db") for t in query.find_all(exp.Table))
+
+
+def _repointed(query: exp.Expression, name: str, to: str) -> exp.Expression:
+    """``query`` reading ``to`` wherever it read the unqualified table or view ``name``."""
+    out = query.copy()
+    for t in out.find_all(exp.Table):
+        if t.name == name and not t.args.get("db"):
+            t.set("this", ident(to))
+    return out
 
 
 def _quoted(name: str) -> str:

@@ -17,7 +17,9 @@ from .session import table_exists
 
 CONF_KEY = "spark.anon_sql.releases"
 # a DataFrame / path source's view, and a population file's (k-map, δ-presence), are the release's too
-CLAIMED = (*WORKING_SUFFIXES, "__" + COUNTED_ROWS)   # what a release of a name makes besides its views' inputs
+# a release by people keeps its rows with the unit apart from the released view (SparkEngine.drop_unit)
+UNITS_SUFFIX = "__units"
+CLAIMED = (*WORKING_SUFFIXES, "__" + COUNTED_ROWS, UNITS_SUFFIX)   # what a release of a name makes besides its views' inputs
 SUFFIXES = (*CLAIMED, "__input", "__population")
 
 
@@ -73,4 +75,4 @@ def claim_spark_release_name(spark: Any, name: str, *, replace: bool = False, dr
     return exists
 
 
-__all__ = ["CONF_KEY", "check_working_name", "claim_spark_release_name", "owner", "remember_spark_release", "spark_releases_made"]
+__all__ = ["CONF_KEY", "UNITS_SUFFIX", "check_working_name", "claim_spark_release_name", "owner", "remember_spark_release", "spark_releases_made"]

@@ -22,6 +22,7 @@ from ...methods.mondrian import Mondrian
 from ...models import population_models
 from ...models.population import WEIGHT as POP_WEIGHT
 from ...policy.model import Policy
+from ...common.columns import UNIT
 from ...common.sqlbuild import alias, col, ident, record_count, render
 from . import mondrian
 from .session import SparkSQL
@@ -49,8 +50,9 @@ def plan_spark_release(engine: Any, method: Method, ctx: MethodContext) -> Plan:
         finally:
             duck.close()
     planner = PLANNERS.get(type(method))
-    # the Spark planners count no population: with k-map / δ-presence the method's own planner runs on the driver
-    if planner is not None and not population_models(ctx.models):
+    # the Spark planners count neither a population nor people: with k-map / δ-presence or a privacy unit the
+    # method's own planner runs on the driver (with a unit, over combinations weighted by people: docs/units.md)
+    if planner is not None and not population_models(ctx.models) and not getattr(ctx.policy, "privacy_unit", None):
         return planner(engine.sq, ctx.policy, ctx.source_view, ctx.taxonomies, ctx.models, ctx.progress)
     duck = driver_rows(engine.sq, method, ctx)
     try:
@@ -146,7 +148,11 @@ def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str, mod
         a = getattr(m, "attribute", None)
         if getattr(m, "needs_sensitive", False) and a is not None and a not in sens:
             sens.append(a)
-    rest = [c for c in columns if c not in policy.quasi and c != policy.count_column and (rows or c in sens)]
+    unit = getattr(policy, "privacy_unit", None)
+    if unit:   # people: the search counts distinct units over each (QI, sensitive, unit) row (methods/people.py)
+        rest = [c for c in columns if c in sens] + [UNIT]
+    else:
+        rest = [c for c in columns if c not in policy.quasi and c != policy.count_column and (rows or c in sens)]
     keys = [exp.Cast(this=col(q), to=exp.DataType.build("VARCHAR")) for q in policy.quasi] + [col(c) for c in rest]
     weight: exp.Expression = record_count(policy.count_column)
     relation = exp.Table(this=ident(source_view))
@@ -154,10 +160,18 @@ def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str, mod
         weight, relation = exp.Sum(this=col(base_counts.WEIGHT)), base.copy()
     items = [alias(k.copy(), name) for k, name in zip(keys, policy.quasi + rest)] + [alias(weight, weight_name)]
     query = exp.select(*items).from_(relation).group_by(*keys)
+    if unit:   # a row per person and value: bounded by driver memory like collected rows
+        query = query.limit(DRIVER_ROWS_LIMIT + 1)
     arrow = sq.run(query).toArrow()
+    if unit and arrow.num_rows > DRIVER_ROWS_LIMIT:
+        raise PolicyError(f"a lattice search with privacy_unit {unit!r} reads one row per person and sensitive value "
+                          f"on the Spark driver, and the source has more than {DRIVER_ROWS_LIMIT:,} (limit: driver "
+                          "memory); release it with the DuckDB engine, or raise "
+                          "anon_sql.engines.spark.planning.DRIVER_ROWS_LIMIT with a bigger spark.driver.memory")
     duck = duckdb.connect()
     duck.register("__anon_base_arrow", arrow)
     duck.execute(render(exp.Create(this=exp.Table(this=ident("base")), kind="TABLE",
                                    expression=exp.select("*").from_("__anon_base_arrow"))))
     duck.unregister("__anon_base_arrow")
-    return duck, dataclasses.replace(policy, count_column=weight_name)
+    # with a unit the search counts the people of those rows itself (a count column is refused with a unit)
+    return duck, (policy if unit else dataclasses.replace(policy, count_column=weight_name))
