@@ -33,6 +33,9 @@ class Engine(ABC):
     measures: bool = False          # can compute the policy's [metrics] compute (anon_sql.metrics reads DuckDB)
     persists: bool = True           # what a release creates outlives the session (Spark: temporary views only)
     keeps_counted_rows: bool = False   # a release of repeated rows kept as counted rows (Spark)
+    # the base counts also serve a method that plans on combinations (Method.plans_combinations): one aggregation
+    # of the source for the coverage check, the plan and the released rows
+    combination_base: bool = False
     inline_masks: bool = False      # no persisted anon.* macros: the row-local masks run as inline SQL (Spark)
     errors: tuple[type[BaseException], ...] = ()   # what a query the data makes fail raises (a value that won't cast)
 
