@@ -125,6 +125,10 @@ class Engine(ABC):
         read many times (the row-keyed source of an assignment plan) is materialized where that helps; ``text``:
         the statement already rendered in the engine's dialect (an engine that rewrites trees may ignore it)."""
 
+    def fetch_checks(self, compiled: CompiledRelease) -> pd.DataFrame | None:
+        """The rows of the release's checks view computed the engine's own way, or None: verify reads the view."""
+        return None
+
     @abstractmethod
     def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str]) -> None:
         """The plan's assignment / class-value / noise frames as tables of the release."""
