@@ -278,11 +278,12 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
     con.execute("DELETE FROM anon.releases WHERE release = ?", [rel.name])
     con.execute(
         "INSERT INTO anon.releases (release, policy, method, source, records_in, records_out, suppressed, noise, "
-        "k_achieved, classes, status, message, plan, policy_json, generated_sql, taxonomy_digests) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?)",
+        "k_achieved, classes, status, message, plan, policy_json, generated_sql, taxonomy_digests, declared_policy, "
+        "source_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?, ?, ?)",
         [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
          rel.noise, int(rel.metrics["k"]), len(rel.classes), json.dumps(rel.plan, default=str), policy.to_json(),
-         ";\n".join(rel.sql) + ";", _digests_json(rel)],
+         ";\n".join(rel.sql) + ";", _digests_json(rel), (getattr(rel, "declared", None) or policy).to_json(),
+         _source_digest_json(rel)],
     )
     con.execute("DELETE FROM anon.policies WHERE name = ?", [policy.name])
     con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
@@ -320,6 +321,12 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
                     "feasible, score FROM __anon_trace_frame")
         con.unregister("__anon_trace_frame")
     identity.mark(con, rel.name)
+
+
+def _source_digest_json(rel: Any) -> str | None:
+    """The source's digest the release computed (rows, content hash: runner/digests.py), as JSON; None without."""
+    digest = rel.info.get("source_digest")
+    return None if digest is None else json.dumps(digest, sort_keys=True)
 
 
 def _digests_json(rel: Any) -> str | None:

@@ -219,6 +219,9 @@ def check_cmd(release_name: str, db: str) -> None:
         click.echo(rows_text(rows))
         if not passed:
             click.echo(f"FAILED: {[r['check'] for r in rows if not r['passed']]}", err=True)
+            for r in rows:   # why a check could not be run (a forged layout or policy, a source gone)
+                if not r["passed"] and r.get("message"):
+                    click.echo(f"{r['check']}: {r['message']}", err=True)
             sys.exit(PrivacyRequirementError.exit_code)
         click.echo("all checks passed")
 

@@ -21,20 +21,23 @@ __all__ = ["Aggregate", "DPQuery", "BudgetStatement", "is_dp_statement", "parse_
 
 SUPPORTED = ("supported: SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = …, delta = …, max_groups_contributed "
              "= …) <group columns>, COUNT(*), COUNT(col), COUNT(DISTINCT <privacy unit>), SUM(col, "
-             "contribution_bounds_per_group => (lo, hi)), AVG(col, contribution_bounds_per_group => (lo, hi)) FROM "
-             "<one table> [WHERE …] [GROUP BY columns]")
+             "contribution_bounds_per_group => (lo, hi)), AVG(col, contribution_bounds_per_group => (lo, hi)), "
+             "PERCENTILE_CONT(col, fraction, contribution_bounds_per_row => (lo, hi)) FROM <one table> [WHERE …] "
+             "[GROUP BY columns]")
 OPTIONS = {"epsilon", "delta", "max_groups_contributed", "max_rows_contributed", "intervals", "privacy_unit_column"}
-_AGGREGATES = {"COUNT", "SUM", "AVG"}
+_AGGREGATES = {"COUNT", "SUM", "AVG", "PERCENTILE_CONT"}
 _PREFIX = "ANON_DP_"
 _BOUNDS = "contribution_bounds_per_group"
+_ROW_BOUNDS = "contribution_bounds_per_row"   # BigQuery's name for PERCENTILE_CONT's clamp bounds
 
 
 @dataclass(frozen=True)
 class Aggregate:
-    kind: str  # count | count_column | count_distinct | sum | avg
+    kind: str  # count | count_column | count_distinct | sum | avg | percentile
     alias: str
     argument: exp.Expression | None = None  # the column or expression aggregated (None for COUNT(*))
-    bounds: tuple[float, float] | None = None  # per unit and group (COUNT: (0, max rows))
+    bounds: tuple[float, float] | None = None  # per unit and group (COUNT: (0, max rows)); PERCENTILE_CONT: per value
+    fraction: float | None = None  # PERCENTILE_CONT's quantile level in [0, 1] (0.5: the median)
 
 
 @dataclass(frozen=True)
@@ -274,8 +277,47 @@ def _bounds(argument: exp.Expression, kind: str) -> tuple[float, float]:
     return numbers[0], numbers[1]
 
 
+def _fraction(node: exp.Expression) -> float:
+    """PERCENTILE_CONT's second argument: a number literal in [0, 1]."""
+    if not (isinstance(node, exp.Literal) and not node.is_string):
+        raise PolicyError(f"PERCENTILE_CONT: the fraction must be a number in [0, 1] (0.5 for the median), "
+                          f"found {node.sql(dialect='duckdb')}")
+    value = float(node.this)
+    if not (0 <= value <= 1):
+        raise PolicyError(f"PERCENTILE_CONT: the fraction must be in [0, 1] (0.5 for the median), found {value:g}")
+    return value
+
+
+def _percentile(node: exp.Anonymous, alias: str | None) -> Aggregate:
+    """PERCENTILE_CONT(col, fraction, contribution_bounds_per_row => (lo, hi)): values clamped to the bounds, the
+    quantile chosen among candidates spread over them (BigQuery's DP PERCENTILE_CONT)."""
+    kwargs = [a for a in node.expressions if isinstance(a, exp.Kwarg)]
+    positional = [a for a in node.expressions if not isinstance(a, exp.Kwarg)]
+    for kwarg in kwargs:
+        if kwarg.this.name.lower() not in (_ROW_BOUNDS, _BOUNDS):
+            raise PolicyError(f"PERCENTILE_CONT: unknown argument {kwarg.this.name!r}; only {_ROW_BOUNDS} => (lo, hi)")
+    if len(kwargs) > 1:
+        raise PolicyError(f"PERCENTILE_CONT: {_ROW_BOUNDS} given twice")
+    if len(positional) != 2 or isinstance(positional[0], (exp.Star, exp.Distinct)):
+        raise PolicyError("PERCENTILE_CONT takes a column and a fraction (plus "
+                          f"{_ROW_BOUNDS} => (lo, hi)), e.g. PERCENTILE_CONT(age, 0.5, {_ROW_BOUNDS} => (0, 100))")
+    argument, fraction = positional[0], _fraction(positional[1])
+    _refuse_inside(argument, "PERCENTILE_CONT's argument")
+    if not kwargs:
+        raise PolicyError(f"PERCENTILE_CONT({argument.sql(dialect='duckdb')}, {fraction:g}) needs {_ROW_BOUNDS} => "
+                          "(lower, upper): values are clamped to them and the answer is one of the candidates "
+                          "spread over them")
+    bounds = _bounds(kwargs[0], "PERCENTILE_CONT")
+    if not math.isfinite(bounds[1] - bounds[0]):
+        raise PolicyError(f"PERCENTILE_CONT: {_ROW_BOUNDS} => {bounds} spans more than a float can hold; narrow them")
+    default = f"percentile_cont_{argument.sql(dialect='duckdb')}"
+    return Aggregate("percentile", alias or default, argument, bounds, fraction)
+
+
 def _aggregate(node: exp.Anonymous, alias: str | None) -> Aggregate:
     name = node.name.upper()[len(_PREFIX):]
+    if name == "PERCENTILE_CONT":
+        return _percentile(node, alias)
     args = list(node.expressions)
     kwargs = [a for a in args if isinstance(a, exp.Kwarg)]
     positional = [a for a in args if not isinstance(a, exp.Kwarg)]

@@ -133,6 +133,10 @@ class Method:
     # per QI tuple (Mondrian): on an engine with ``combination_base``, resolve aggregates the source once into the
     # base counts, which the coverage check, the plan, the released rows and ``__assignment`` all read (issue 29.2)
     plans_combinations = False
+    # whether its plans release values per row (slicing's permuted buckets, local suppression's cells): its classes
+    # are not grouped by the quasi-identifiers, which the release's recorded policy holds as insensitive
+    # (runner/plan.py); `check` derives that policy from the declared one through this flag
+    releases_rows = False
 
     def __init__(self, **params: Any):
         section(f"[method_params] of method {self.name!r}", *self.parameters).check(params, "method_params")
