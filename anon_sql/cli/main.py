@@ -115,11 +115,13 @@ def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, width
 @taxonomy.command("drop")
 @click.argument("name")
 @click.option("--db", required=True, help="DuckDB database file.")
+@click.option("--force", is_flag=True, help="Drop it even though a release uses it (its REFRESH then fails).")
 @json_option
-def taxonomy_drop(name: str, db: str) -> None:
-    """Delete a stored taxonomy (only one anon_sql stored: a row written by hand is refused, exit 2)."""
+def taxonomy_drop(name: str, db: str, force: bool) -> None:
+    """Delete a stored taxonomy (only one anon_sql stored: a row written by hand is refused, exit 2; one a release
+    uses is refused without --force)."""
     with _errors(), database(db, must_exist=True) as con:
-        catalog.drop_taxonomy(con, name)
+        catalog.drop_taxonomy(con, name, force=force)
         click.echo(f"dropped taxonomy {name!r}")
         set_result({"taxonomy": name, "dropped": True})
 

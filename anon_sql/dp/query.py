@@ -256,23 +256,25 @@ def _refuse_inside(node: exp.Expression, where: str) -> None:
             raise PolicyError(f"aggregates are not supported in {where} of a DP query; " + SUPPORTED)
 
 
-def _bounds(argument: exp.Expression, kind: str) -> tuple[float, float]:
+def _bounds(argument: exp.Expression, kind: str, option: str = _BOUNDS) -> tuple[float, float]:
+    """The (lower, upper) numbers of ``option => (lo, hi)``; refused naming ``option`` as the user's aggregate takes
+    it (PERCENTILE_CONT's is contribution_bounds_per_row)."""
     value = argument.expression if isinstance(argument, exp.Kwarg) else None
     if not isinstance(value, (exp.Tuple, exp.Paren)):
-        raise PolicyError(f"{kind.upper()}: write {_BOUNDS} => (lower, upper) with two numbers")
+        raise PolicyError(f"{kind.upper()}: write {option} => (lower, upper) with two numbers")
     items = value.expressions if isinstance(value, exp.Tuple) else [value.this]
     numbers = []
     for item in items:
         negative = isinstance(item, exp.Neg)
         item = item.this if negative else item
         if not (isinstance(item, exp.Literal) and not item.is_string):
-            raise PolicyError(f"{kind.upper()}: {_BOUNDS} takes two numbers, found {value.sql(dialect='duckdb')}")
+            raise PolicyError(f"{kind.upper()}: {option} takes two numbers, found {value.sql(dialect='duckdb')}")
         number = float(item.this) * (-1 if negative else 1)
         if not math.isfinite(number):
-            raise PolicyError(f"{kind.upper()}: {_BOUNDS} must be finite")
+            raise PolicyError(f"{kind.upper()}: {option} must be finite")
         numbers.append(number)
     if len(numbers) != 2 or numbers[0] > numbers[1]:
-        raise PolicyError(f"{kind.upper()}: {_BOUNDS} => (lower, upper) with lower ≤ upper, "
+        raise PolicyError(f"{kind.upper()}: {option} => (lower, upper) with lower ≤ upper, "
                           f"found {value.sql(dialect='duckdb')}")
     return numbers[0], numbers[1]
 
@@ -307,7 +309,7 @@ def _percentile(node: exp.Anonymous, alias: str | None) -> Aggregate:
         raise PolicyError(f"PERCENTILE_CONT({argument.sql(dialect='duckdb')}, {fraction:g}) needs {_ROW_BOUNDS} => "
                           "(lower, upper): values are clamped to them and the answer is one of the candidates "
                           "spread over them")
-    bounds = _bounds(kwargs[0], "PERCENTILE_CONT")
+    bounds = _bounds(kwargs[0], "PERCENTILE_CONT", _ROW_BOUNDS)
     if not math.isfinite(bounds[1] - bounds[0]):
         raise PolicyError(f"PERCENTILE_CONT: {_ROW_BOUNDS} => {bounds} spans more than a float can hold; narrow them")
     default = f"percentile_cont_{argument.sql(dialect='duckdb')}"
@@ -406,7 +408,8 @@ def _build(text: str, tree: exp.Expression, options: dict) -> DPQuery:
             for sub in node.walk():
                 if isinstance(sub, exp.Window):
                     raise PolicyError("window functions (OVER …) are not supported in a DP query; " + SUPPORTED)
-            raise PolicyError(f"{node.sql(dialect='duckdb')} is not supported in a DP SELECT list (only GROUP BY "
+            shown = node.sql(dialect="duckdb").replace(_PREFIX, "")  # the user's spelling, not the parser's marker
+            raise PolicyError(f"{shown} is not supported in a DP SELECT list (only GROUP BY "
                               "columns and DP aggregates, each on its own); " + SUPPORTED)
     labels = [o[2] if o[0] == "group" else o[1].alias for o in outputs]
     if options["intervals"] is not None:

@@ -68,7 +68,10 @@ def effective_policy(policy: Policy, src: Source) -> Policy:
     # (a recorded policy lists the related tables' sensitive columns among its attributes: they join in later)
     unknown = [a for a in policy.attributes if a not in src.columns and a not in policy.related_sensitive]
     if unknown:
-        raise PolicyError(f"the policy names column(s) {unknown} that source {src.label!r} does not have; "
+        folded = {c.lower(): c for c in src.columns}
+        hints = [f"{a!r} → {folded[a.lower()]!r}" for a in unknown if a.lower() in folded]
+        hint = f" (names are case-sensitive; did you mean {', '.join(hints)}?)" if hints else ""
+        raise PolicyError(f"the policy names column(s) {unknown} that source {src.label!r} does not have{hint}; "
                           f"its columns are {src.columns}")
     if policy.count_column and policy.count_column not in src.columns:
         raise PolicyError(f"count_column {policy.count_column!r} is not a column of {src.label!r} ({src.columns})")

@@ -60,7 +60,10 @@ REFUSED = [
     ("PERCENTILE_CONT(v, 1.5, contribution_bounds_per_row => (0, 1))", r"fraction must be in \[0, 1\]"),
     ("PERCENTILE_CONT(v, 'x', contribution_bounds_per_row => (0, 1))", "fraction must be a number"),
     ("PERCENTILE_CONT(v, contribution_bounds_per_row => (0, 1))", "takes a column and a fraction"),
-    ("PERCENTILE_CONT(v, 0.5, contribution_bounds_per_row => (5, 1))", "lower ≤ upper"),
+    ("PERCENTILE_CONT(v, 0.5, contribution_bounds_per_row => (5, 1))",
+     "contribution_bounds_per_row => \\(lower, upper\\) with lower ≤ upper"),  # the option it takes (round 4 Q02)
+    ("PERCENTILE_CONT(v, 0.5) WITHIN GROUP (ORDER BY v)",
+     r"^PERCENTILE_CONT\(v, 0.5 ORDER BY v\) is not supported"),  # the user's spelling, not ANON_DP_ (Q08)
     ("PERCENTILE_CONT(v, 0.5, colour => (0, 1))", "unknown argument 'colour'"),
     ("PERCENTILE_CONT(v, 0.5, contribution_bounds_per_row => (-1e308, 1e308))", "narrow them"),
 ]

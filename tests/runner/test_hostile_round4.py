@@ -138,3 +138,15 @@ def test_a_related_column_named_like_a_dropped_identifier_is_refused(con):
     anon_sql.execute(con, policy.replace("{'age': {'role': 'identifier'}}",
                                          "{'age': {'role': 'identifier'}, 'name': {'role': 'identifier'}}"))
     assert [r[0] for r in con.execute("DESCRIBE syn_v").fetchall()] == ["pid", "note"]
+
+
+def test_a_privacy_unit_spelled_in_another_case_is_refused_with_the_columns_name(con):
+    """S01: `privacy_unit = 'PID'` for column `pid` is refused (names are case-sensitive) and the message now says
+    which column was meant; nothing is created."""
+    people(con)
+    before = tables(con)
+    with pytest.raises(anon_sql.AnonSQLError, match=r"did you mean 'PID' → 'pid'\?") as info:
+        anon_sql.execute(con, create("").replace("privacy_unit = 'pid'", "privacy_unit = 'PID'")
+                         .replace(", related = {}", ""))
+    assert info.value.exit_code == 2
+    assert tables(con) == before
