@@ -90,6 +90,20 @@ def uses_tuple_map(ci: CompileInput) -> bool:
             and not plan.row_values)
 
 
+def tuple_base(ci: CompileInput) -> bool:
+    """An assignment plan with QI tuples whose base counts resolve made (``ci.base``; no privacy unit): its released
+    rows and ``__assignment`` are written from those counts, not from another pass over the source (issue 29.2)."""
+    return uses_tuple_map(ci) and ci.base is not None and not ci.policy.privacy_unit
+
+
+def assignment_reads_base(ci: CompileInput) -> bool:
+    """``__assignment`` is written from the base counts (:func:`tuple_base`) when their keys are every column of
+    the source and each counts rows (no count column): then the base rows are the source grouped by all its
+    columns."""
+    return (tuple_base(ci) and not ci.policy.count_column
+            and set(row_order(ci)) == set(base_counts.keys(ci.policy)))
+
+
 def tuple_map_table(release_name: str, kept: bool = False) -> exp.Table:
     """The session-temporary map QI tuple → ``ec_id`` of an assignment plan (:func:`uses_tuple_map`); ``kept``: the
     same map restricted to the kept classes, which the release statement joins."""
@@ -143,8 +157,12 @@ def assignment_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if ci.policy.privacy_unit:
         cols = cols[:1 + len([q for q in ci.policy.quasi if q in ci.columns])]
     n, start, i = "__n", "__start", "__i"
-    grouped = exp.select(*[col(c) for c in cols], alias(exp.Count(this=exp.Star()), n)).from_(
-        ci.relation.copy()).group_by(*[col(c) for c in cols])
+    if assignment_reads_base(ci):
+        # every column is a key of the base counts: its rows are the source grouped by all its columns, counted
+        grouped = exp.select(*[col(c) for c in cols], alias(col(WEIGHT), n)).from_(ci.base.copy())
+    else:
+        grouped = exp.select(*[col(c) for c in cols], alias(exp.Count(this=exp.Star()), n)).from_(
+            ci.relation.copy()).group_by(*[col(c) for c in cols])
     order = [exp.Ordered(this=col(c), nulls_first=True) for c in cols]
     running = exp.Window(this=exp.Sum(this=col(n)), order=exp.Order(expressions=order),
                          spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",

@@ -12,7 +12,8 @@ from ..common.columns import EC_ID, UNIT
 from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq
 from .classes import classes_select, signed
 from .signature import SIGNATURE, signatures_query
-from .general import base_table, level_base, level_combos, tuple_join, uses_base_table, uses_tuple_map
+from .general import (base_table, level_base, level_combos, tuple_base, tuple_join, uses_base_table,
+                      uses_tuple_map)
 from .names import (KEEP, WEIGHT, CompileInput, ReleaseNames, cast_varchar, noise_flag, released_columns,
                     unit_columns)
 
@@ -190,6 +191,12 @@ def _expands_tuples(ci: CompileInput, data_cols: list[str]) -> bool:
     return not ci.policy.count_column and set(data_cols) <= set(base_counts.keys(ci.policy))
 
 
+def release_reads_base(ci: CompileInput) -> bool:
+    """A plan with QI tuples and base counts (:func:`tuple_base`) whose released rows are written from those counts
+    (:func:`_expands_tuples`)."""
+    return tuple_base(ci) and _expands_tuples(ci, data_columns(ci))
+
+
 def _expanded_tuple_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str]) -> exp.Select:
     """The release of a plan with ``tuple_classes`` when every released column is a QI or a sensitive attribute
     (:func:`_expands_tuples`): the source rows of the kept tuples grouped by (``ec_id``, the columns not released
@@ -202,9 +209,15 @@ def _expanded_tuple_release(ci: CompileInput, names: ReleaseNames, data_cols: li
     grouped_cols = [c for c in data_cols if c not in per_class]
     kept, on = tuple_join(ci, names, "g", "a", kept=True)
     keys = [col(EC_ID, "a"), *[col(c, "g") for c in grouped_cols]]
-    grouped = (exp.select(*[k.copy() for k in keys], alias(exp.Count(this=exp.Star()), WEIGHT))
-               .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
-                                alias=exp.TableAlias(this=ident("g"))))
+    if release_reads_base(ci):   # the base counts' combinations, summed: no second pass over the source's rows
+        rows_of: exp.Table = ci.base.copy()
+        count: exp.Expression = exp.Cast(this=exp.Sum(this=col(WEIGHT, "g")), to=dtype("BIGINT"))
+    else:
+        rows_of = exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"))
+        count = exp.Count(this=exp.Star())
+    rows_of.set("alias", exp.TableAlias(this=ident("g")))
+    grouped = (exp.select(*[k.copy() for k in keys], alias(count, WEIGHT))
+               .from_(rows_of)
                .join(kept, on=on)
                .group_by(*keys))
     items = [col(c, "v") if c in per_class else col(c, "x") for c in data_cols] + [col(EC_ID, "x")]

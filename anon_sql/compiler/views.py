@@ -15,13 +15,13 @@ from ..common.sqlbuild import render
 from ..data import base_counts
 from ..methods.base import LevelPlan
 from .classes import checks_view, class_stats_query, classes_view
-from .general import (assignment_query, base_table, general_view, kept_tuples_query, tuple_map_table,
-                      uses_base_table, uses_tuple_map)
+from .general import (assignment_query, assignment_reads_base, base_table, general_view, kept_tuples_query,
+                      tuple_map_table, uses_base_table, uses_tuple_map)
 from .names import (BASE_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEEP, SCHEMA_STATEMENT, SOURCE_STATEMENT,
                     WEIGHT, CompiledRelease, CompileInput, ReleaseNames, class_level_quasi, create_view,
                     drop_unit_statement, noise_flag, released_columns, unit_columns)
-from .release import (ROW_KEY, counted_rows_table, data_columns, grouped_release, release_table_query, repeated_rows, row_map_query,
-                      row_map_table, uses_row_map)
+from .release import (ROW_KEY, counted_rows_table, data_columns, grouped_release, release_reads_base,
+                      release_table_query, repeated_rows, row_map_query, row_map_table, uses_row_map)
 from .source import source_statement, source_view, work_schema_statement
 
 __all__ = ["BASE_STATEMENT", "COUNTED_ROWS", "DROPPED_VIEWS", "EC_ID", "KEEP", "KEPT_WORKING", "ROW_KEY",
@@ -116,9 +116,14 @@ def classes_step(ci: CompileInput, names: ReleaseNames) -> Statements:
     return [(DROPPED_VIEWS[1], create_view(names.classes, classes_view(ci, names), ci.dialect))]
 
 
+def _reads_base(ci: CompileInput) -> bool:
+    """Some statement of the release reads the base counts' session table."""
+    return uses_base_table(ci) or release_reads_base(ci) or assignment_reads_base(ci)
+
+
 def base_counts_step(ci: CompileInput, names: ReleaseNames) -> Statements:
-    """A level plan's base counts as a session table, where the target keeps one."""
-    if not uses_base_table(ci):
+    """The base counts as a session table, where the target keeps one: a level plan's, or a tuple plan's (Mondrian)."""
+    if not _reads_base(ci):
         return []
     return [(BASE_STATEMENT, base_counts.create_base_table(ci.policy, names.source, base_counts.temp_table(names.release),
                                                    UNIT))]
@@ -182,7 +187,7 @@ def drop_tuple_maps_step(ci: CompileInput, names: ReleaseNames) -> Statements:
 
 def drop_base_step(ci: CompileInput, names: ReleaseNames) -> Statements:
     return ([("drop base counts", base_counts.drop_base_table(base_counts.temp_table(names.release)))]
-            if uses_base_table(ci) else [])
+            if _reads_base(ci) else [])
 
 
 def drop_unit_step(ci: CompileInput, names: ReleaseNames) -> Statements:

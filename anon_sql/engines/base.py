@@ -33,6 +33,9 @@ class Engine(ABC):
     measures: bool = False          # can compute the policy's [metrics] compute (anon_sql.metrics reads DuckDB)
     persists: bool = True           # what a release creates outlives the session (Spark: temporary views only)
     keeps_counted_rows: bool = False   # a release of repeated rows kept as counted rows (Spark)
+    # the base counts also serve a method that plans on combinations (Method.plans_combinations): one aggregation
+    # of the source for the coverage check, the plan and the released rows
+    combination_base: bool = False
     inline_masks: bool = False      # no persisted anon.* macros: the row-local masks run as inline SQL (Spark)
     # classes of signatures (QIs varying inside a privacy unit, compiler/signature.py) need list functions
     # (list_sort over a unit's tuples) that only DuckDB has; elsewhere such a policy is refused at resolve
@@ -126,6 +129,10 @@ class Engine(ABC):
         """Run one compiled ``CREATE`` (view or table) and remember the object; ``cache``: a view whose rows are
         read many times (the row-keyed source of an assignment plan) is materialized where that helps; ``text``:
         the statement already rendered in the engine's dialect (an engine that rewrites trees may ignore it)."""
+
+    def fetch_checks(self, compiled: CompiledRelease) -> pd.DataFrame | None:
+        """The rows of the release's checks view computed the engine's own way, or None: verify reads the view."""
+        return None
 
     @abstractmethod
     def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str]) -> None:

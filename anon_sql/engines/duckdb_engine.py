@@ -28,6 +28,7 @@ class DuckDBEngine(Engine):
     transactional = True
     measures = True
     work_schema = WORK_SCHEMA
+    combination_base = True
     errors = (duckdb.Error,)
 
     def __init__(self, con: duckdb.DuckDBPyConnection):

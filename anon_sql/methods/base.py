@@ -129,6 +129,10 @@ class Method:
     counts_units = False
     # whether it plans with quasi-identifiers that vary inside a unit (multi-relational k-anonymity over signatures)
     varying_units = False
+    # whether it plans on the distinct (QI, sensitive) combinations with their record counts and releases a class
+    # per QI tuple (Mondrian): on an engine with ``combination_base``, resolve aggregates the source once into the
+    # base counts, which the coverage check, the plan, the released rows and ``__assignment`` all read (issue 29.2)
+    plans_combinations = False
     # whether its plans release values per row (slicing's permuted buckets, local suppression's cells): its classes
     # are not grouped by the quasi-identifiers, which the release's recorded policy holds as insensitive
     # (runner/plan.py); `check` derives that policy from the declared one through this flag

@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from ..common.columns import is_integer, is_numeric
 from ..errors import PolicyError, TaxonomyError
+from ..data.base_counts import WEIGHT
 from ..data.source import describe
 from ..common.sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render, table as table_ref
 from ..data.taxonomy import TOP, Taxonomy
@@ -323,8 +324,12 @@ def load_combinations(ctx: MethodContext) -> tuple[SourceData, pa.Table]:
     per_row = bool(policy.count_column) and not is_integer(types.get(policy.count_column, ""))
     if per_row:
         keys.insert(0, alias(col(ROW_ID), "r"))
-    weight = exp.Cast(this=record_count(policy.count_column), to=exp.DataType.build("DOUBLE"))
-    query = (exp.select(*keys, alias(weight, "w")).from_(table_ref(ctx.source_view))
+    # the base counts resolve made (the same keys, grouped raw, with their records): their rows grouped again, not
+    # the source's (issue 29.2: one aggregation of the rows serves the coverage check, this plan and the release)
+    from_base = ctx.base is not None and not per_row and not getattr(policy, "privacy_unit", None)
+    weight = exp.Cast(this=exp.Sum(this=col(WEIGHT)) if from_base else record_count(policy.count_column),
+                      to=exp.DataType.build("DOUBLE"))
+    query = (exp.select(*keys, alias(weight, "w")).from_(ctx.base.copy() if from_base else table_ref(ctx.source_view))
              .group_by(*[exp.Column(this=ident(k.alias)) for k in keys]))
     if getattr(policy, "privacy_unit", None):   # people, not rows (docs/units.md)
         if len(policy.sensitive) > 1:

@@ -275,6 +275,7 @@ class Mondrian(Method):
     plan_kind = "assignment"
     needs_taxonomies = False
     plans_population = True
+    plans_combinations = True
     counts_units = True   # partitions people: combinations weighted by people (methods/people.py, docs/units.md)
 
     def __init__(self, **params: Any):

@@ -42,7 +42,7 @@ class Resolved:
     taxonomies: dict[str, Taxonomy]           # quasi-identifier → taxonomy (those that have one)
     models: list[PrivacyModel]
     numeric_sensitive: set[str] = field(default_factory=set)   # sensitive attributes with a numeric type
-    base: exp.Table | None = None             # the temp base-count table resolve made (level plans), or None
+    base: exp.Table | None = None             # the temp base-count table resolve made (level plans, Mondrian), or None
     sampling: Sampling | None = None          # SafePub: the source is the seeded sample; ``records`` counts all
     sdc: Prepared | None = None               # the perturbed / table-masked source resolve made, or None
     units: int | None = None                  # distinct privacy units of the source (None: no privacy_unit)
@@ -121,9 +121,9 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     """Resolve a policy against an engine's data (a DuckDB connection is taken as its engine; ``source`` overrides
     the policy's).
 
-    ``base``: for a level method, aggregate the source once into the release's temp base-count table
-    (:mod:`anon_sql.data.base_counts`, engines that keep one) and check taxonomy coverage from it; :func:`discard_resolved` drops
-    it."""
+    ``base``: for a level method (or one that plans on combinations, on an engine that keeps them for it), aggregate
+    the source once into the release's temp base-count table (:mod:`anon_sql.data.base_counts`, engines that keep
+    one) and check taxonomy coverage from it; :func:`discard_resolved` drops it."""
     engine = as_engine(engine)
     policy = coerce_policy(policy)
     sdc.refuse_elsewhere(engine.name, policy)   # before the engine registers anything
@@ -167,7 +167,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     counts = None
     table = None
     try:
-        if base and method.plan_kind == "levels":
+        if base and (method.plan_kind == "levels" or (method.plans_combinations and engine.combination_base
+                                                       and not policy.privacy_unit)):
             table = engine.base_table(policy.name)
             counts = engine.base_counts(policy, src.relation, table)
             if counts is not None and hasattr(counts, "share"):   # a search codes the rows: read them whole once

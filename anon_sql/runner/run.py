@@ -92,13 +92,13 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             say("verifying")
             with engine.stage("verify"):
                 v = verify_release(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
-                           units=r.units)
+                           units=r.units, fetch_checks=engine.fetch_checks)
                 if (v.failures and policy.privacy.max_suppression > 0
                         and suppression.settle(engine, names, compiled.counted_rows,
                                               written=compiled.written)):
                     # suppressed to a fixed point (whole-table checks move with it): verify the release as it stands
                     v = verify_release(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
-                               units=r.units)
+                               units=r.units, fetch_checks=engine.fetch_checks)
                 if v.failures:
                     if engine.transactional or policy.privacy.max_suppression > 0:   # Spark: no trial release
                         need = _needed_suppression(engine, r, plan, policy, v, options)

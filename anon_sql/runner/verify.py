@@ -37,14 +37,19 @@ class Verification:
 
 def verify_release(con: Any, policy: Policy, compiled: CompiledRelease, records: int, plan: Plan,
            models: Sequence[PrivacyModel] = (), create: Callable[[exp.Create], None] | None = None,
-           units: int | None = None) -> Verification:
+           units: int | None = None,
+           fetch_checks: Callable[[CompiledRelease], pd.DataFrame | None] | None = None) -> Verification:
     """Run the checks view over the materialized release, each model's whole-table check, and reconcile the record
     counts (``con``: DuckDB, or anything with the same ``execute(sql).df() / .fetchall()``; ``create``: the engine's
     way to keep a table a check writes — slicing's per-row risks; ``units``: the source's people when the policy
-    has a privacy unit — suppression is then counted and budgeted in people, and reported in people and rows)."""
+    has a privacy unit — suppression is then counted and budgeted in people, and reported in people and rows;
+    ``fetch_checks``: the engine's own way to compute the checks view's rows, when it has one — Spark evaluates the
+    same view over the fetched counted rows on the driver —, else None and the view is read)."""
     names = compiled.names
+    checks = fetch_checks(compiled) if fetch_checks is not None else None
+    if checks is None:
+        checks = con.execute(render(exp.select("*").from_(names.checks.copy()))).df()
     # sorted here, not in SQL: one row per class (ec_id is unique), and on Spark an ORDER BY is two more jobs
-    checks = con.execute(render(exp.select("*").from_(names.checks.copy()))).df()
     checks = checks.sort_values(EC_ID, kind="stable", ignore_index=True)
     weight = record_count(policy.count_column)
     released = int(con.execute(render(exp.select(weight).from_(names.table.copy()))).fetchall()[0][0] or 0)

@@ -207,6 +207,38 @@ def test_a_committed_release_frees_the_caches_only_it_needed(engines):
         spark.catalog.dropTempView("user_cached")
 
 
+def test_checks_of_counted_rows_are_computed_on_the_driver(engines, monkeypatch):
+    """Issue 29.4: verify reads the checks of a counted-rows release from the driver (the counted rows fetched once,
+    the same view evaluated by DuckDB), not from Spark's view; the oracle is Spark's own evaluation of that view."""
+    from anon_sql.engines.spark import driver_checks
+
+    con, spark = engines
+    seen = []
+    real = driver_checks.checks_on_driver
+
+    def spy(session, compiled):
+        out = real(session, compiled)
+        seen.append(None if out is None else out.copy())
+        return out
+
+    monkeypatch.setattr(driver_checks, "checks_on_driver", spy)
+    pol = _policy("levels", LEVELS, max_suppression=0.05, l_diversity={"kind": "distinct", "l": 2},
+                  t_closeness=0.5)
+    pol["name"] = "adult_driver_checks"
+    rel = aspark.release(spark, pol, replace=True)
+    assert seen and all(frame is not None for frame in seen)
+    driver = seen[-1].sort_values("ec_id", ignore_index=True)
+    view = spark.table(rel.name + "__checks").toPandas().sort_values("ec_id", ignore_index=True)
+    assert list(driver.columns) == list(view.columns) and len(driver) == len(rel.classes) > 0
+    for c in view.columns:
+        if c.startswith(("__counts__", "__values__")):
+            assert [list(x) for x in driver[c]] == [list(x) for x in view[c]], c
+        elif pd.api.types.is_numeric_dtype(view[c]) or pd.api.types.is_bool_dtype(view[c]):
+            np.testing.assert_allclose(driver[c].to_numpy(float), view[c].to_numpy(float), rtol=1e-9, err_msg=c)
+        else:
+            assert [str(v) for v in driver[c]] == [str(v) for v in view[c]], c
+
+
 def test_suppression_settles_to_the_duckdb_fixed_point(spark):
     """A group rule that suppression itself breaks: (b, x) fails k = 2; once it is gone the group b holds 3 < 4
     records, so (b, y) must go too. Spark settles to the same fixed point as DuckDB (same rows, classes, checks)

@@ -13,7 +13,7 @@ from ...common.columns import EC_ID, UNIT
 from ..base import Engine
 from ...data.source import Source, is_path
 from ...common.sqlbuild import ident, render
-from . import ctes, maps, ownership, planning, udfs
+from . import ctes, driver_checks, maps, ownership, planning, udfs
 from .ownership import UNITS_SUFFIX
 from .session import JobCounter, SparkSQL, require_pyspark, resolve_spark_source, table_exists, temporary_view
 
@@ -225,6 +225,11 @@ class SparkEngine(Engine):
         frame.createOrReplaceTempView(name)
         self.spark.sql(render(exp.Cache(this=exp.Table(this=ident(name)), lazy=False), "spark"))
         self.created.append(name)
+
+    def fetch_checks(self, compiled: Any) -> pd.DataFrame | None:
+        """A counted-rows release's checks computed on the driver over the fetched counted rows (one Spark job
+        instead of one per shuffle of the checks view: :mod:`.driver_checks`)."""
+        return driver_checks.checks_on_driver(self.spark, compiled)
 
     def write_plan(self, names: Any, plan: Any, quasi: list[str]) -> None:
         """The plan's assignment (a Spark DataFrame or pandas), class values and noise records as cached views,
