@@ -76,17 +76,6 @@ def _interval_ok(text: str) -> bool:
     return True
 
 
-@lru_cache(maxsize=256)
-def _epoch(text: str) -> float:
-    return float(duckdb.connect().execute("SELECT epoch(CAST(? AS INTERVAL))", [text]).fetchall()[0][0])
-
-
-def interval_seconds(value: Any) -> float:
-    """The seconds of a dnoise interval text as DuckDB counts them (``epoch``: a month is 30 days), checked."""
-    _interval({"interval": value})
-    return _epoch(value)
-
-
 def _interval(spec: Mapping[str, Any]) -> exp.Expression:
     value = spec.get("interval")
     if not isinstance(value, str) or not _interval_ok(value):
@@ -315,5 +304,5 @@ def fake_select(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column:
 
 __all__ = ["MACROS", "SCHEMA", "TABLE_MASKS", "fake_frame", "fake_join", "fake_mapping", "fake_pool", "fake_select",
            "fake_sources_query", "fake_values",
-           "faker_providers", "install_masking", "interval_seconds", "mask_expression", "masking_sql",
+           "faker_providers", "install_masking", "mask_expression", "masking_sql",
            "shuffle_select"]

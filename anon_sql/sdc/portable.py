@@ -5,8 +5,10 @@ top / bottom coding, and a seeded standard normal per row drawn from sha256 — 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Mapping
 
+import duckdb
 from sqlglot import exp
 
 from ..errors import PolicyError
@@ -78,14 +80,29 @@ def inline_mask(x: exp.Expression, spec: Mapping[str, Any], seed: int | None = N
     raise PolicyError(f"mask {function!r} has no inline form: on this engine use one of {', '.join(INLINE_MASKS)}")
 
 
+@lru_cache(maxsize=256)
+def _epoch(text: str) -> float | None:
+    try:
+        return float(duckdb.connect().execute("SELECT epoch(CAST(? AS INTERVAL))", [text]).fetchall()[0][0])
+    except duckdb.Error:
+        return None
+
+
+def interval_seconds(value: Any) -> float:
+    """The seconds of a dnoise interval text as DuckDB's macro counts them (``epoch``: a month is 30 days)."""
+    seconds = _epoch(value) if isinstance(value, str) else None
+    if seconds is None:
+        raise PolicyError(f"mask 'dnoise': interval must be a DuckDB interval text such as \"10 days\" or "
+                          f"\"6 hours\", got {value!r}")
+    return seconds
+
+
 def shifted_date(x: exp.Expression, spec: Mapping[str, Any], seed: int, key: exp.Expression,
                  column_type: str | None) -> exp.Expression:
     """``anon.dnoise(x, interval, seed, key)`` without DuckDB's interval arithmetic: the offset in microseconds is
     the macro's round-half-even((2u − 1) · seconds(interval) · 10^6) with u its sha256 uniform; a TIMESTAMP moves by
     it (``timestamp_micros(unix_micros(x) + offset)``), a DATE by ⌊offset / 1 day⌋ days (what DuckDB's
     CAST(date + offset AS DATE) gives)."""
-    from .masking import interval_seconds     # masking imports this module: read on use
-
     u = hex_fraction(keyed_digest(seed, key))
     offset = fill("CAST(rint((2 * __u - 1) * __s * 1000000) AS BIGINT)",
                   values={"__u": u, "__s": interval_seconds(spec.get("interval"))})
@@ -132,4 +149,4 @@ def row_content_key(columns: list[str]) -> exp.Expression:
 
 
 __all__ = ["INLINE_MASKS", "coded", "hash_normal", "hex_fraction", "inline_mask", "keyed_digest", "row_content_key",
-           "shifted_date"]
+           "interval_seconds", "shifted_date"]
