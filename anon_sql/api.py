@@ -123,7 +123,7 @@ def build_taxonomy_from_column(con: duckdb.DuckDBPyConnection, name: str, table:
                                spec: dict[str, Any], replace: bool = False) -> Taxonomy:
     """Build a taxonomy (interval/mask/date/top) from a column's distinct values and store it (an existing one of
     the same name only with ``replace=True``)."""
-    _claim_taxonomy_name(con, name, replace)
+    _claim_taxonomy_name(con, name, replace, "give `taxonomy build` another NAME")
     src = resolve_source(con, table)
     if column not in src.columns:
         raise SourceError(f"{table!r} has no column {column!r}; its columns are {src.columns}")
@@ -134,10 +134,13 @@ def build_taxonomy_from_column(con: duckdb.DuckDBPyConnection, name: str, table:
     return tax
 
 
-def _claim_taxonomy_name(con: duckdb.DuckDBPyConnection, name: str, replace: bool) -> None:
+def _claim_taxonomy_name(con: duckdb.DuckDBPyConnection, name: str, replace: bool,
+                         another: str = "choose another name (--name)") -> None:
+    """Refuse a taxonomy name already stored unless ``replace``; ``another``: how this command names another one
+    (``load`` has ``--name``, ``build`` takes the name as its argument)."""
     if not replace and name in catalog.taxonomy_names(con):
         raise TaxonomyError(f"taxonomy {name!r} already exists in the catalog (anon.taxonomies); pass --replace "
-                            "(replace=True) to replace it, or choose another name (--name)")
+                            f"(replace=True) to replace it, or {another}")
 
 
 def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, to: str | Path | None = None,

@@ -6,6 +6,7 @@ same run, with the load average, rows, commit and date.
     python -m bench --full          # the scale curve at 1M and 10M rows, releases at 2M / 10M rows, every ARX case
     python -m bench --only memory release --out /tmp/benchmarks.md
     python -m bench --full --max-rows 1000000   # leave the 10M / 100M runs out (a loaded machine)
+    python -m bench --full --only units         # privacy units at 1M and 10M rows (opt-in: not in --quick)
 
 ARX runs only when ../shared/tools/arx/arx-bench and Java are present (never a CI dependency). Spark (bench_spark.py)
 and the peers (bench_mondrian.py's anonypy) are not part of the profiles: run those scripts by hand.
@@ -81,6 +82,9 @@ PROFILES: dict[str, dict[str, list[Run]]] = {
                   Run(["bench_scale.py", "--rows", "10000000"], 10_000_000)],   # 100M: by hand, --database FILE
         "large": [Run(["bench_large.py", "--rows", "1000000", "--repeat", "3"], 1_000_000),
                   Run(["bench_large.py", "--rows", "10000000", "--repeat", "3"], 10_000_000)],   # 100M: by hand
+        # privacy units (issue 24.6): opt-in, full profile only (`--full --only units`; the 10M run takes minutes)
+        "units": [Run(["bench_units.py", "--rows", "1000000", "--repeat", "3"], 1_000_000),
+                  Run(["bench_units.py", "--rows", "10000000", "--repeat", "3"], 10_000_000)],
     },
 }
 TITLES = {
@@ -92,6 +96,7 @@ TITLES = {
     "arx": "ARX side by side (issue 17.1, 29.1, 29.3): Adult and 1M mixed rows, warm, medians",
     "scale": "Scale curve (issue 17.6): against one bare GROUP BY",
     "large": "Large tables, fewer passes (issue 29.2): median of N beside one bare GROUP BY",
+    "units": "Privacy units (issue 24.6): ~10 rows per person, medians of rounds beside their floor",
 }
 
 

@@ -3,100 +3,122 @@ units against Mondrian over one-row people, measured in the same run (ratios, ne
 
     python bench/bench_units.py                       # 10M rows / 1M units (the issue's size)
     python bench/bench_units.py --rows 1000000        # 1M rows / 100k units (a loaded machine)
+    python bench/bench_units.py --rows 1000000 --cases level --repeat 5 --json results.jsonl
 
-Data (DuckDB, seeded): ``rows / 10`` units of about 10 rows each; the QIs (age, sex, zip) are constant per unit, the
-diagnosis varies per row. Floor: a copy of the source (CREATE TABLE AS) plus one GROUP BY of the QIs counting
-distinct units. Level release: method ``levels`` at (age 1, sex 0, zip 2), k = 5, the unit dropped. Mondrian: k = 5
-over the units (``rows`` rows) against the same policy over ``rows / 10`` one-row people without a unit. Each figure
-is the median of ``--repeat`` rounds (each case once per round, so a load change hits both sides of a ratio alike),
-a ratio the median of the per-round ratios; the load average is printed beside them (the machine is shared).
+Data: bench/generate_units.py (seeded): ``rows / 10`` units of about 10 rows each; the QIs (age, sex, zip) are
+constant per unit, the diagnosis varies per row. Floor: a copy of the source (CREATE TABLE AS) plus one GROUP BY of
+the QIs counting distinct units. Level release: method ``levels`` at (age 1, sex 0, zip 2), k = 5, the unit
+dropped. Mondrian: k = 5 over the ``rows / 10`` units (``rows`` rows) against the same policy over ``rows / 10``
+one-row people without a unit. Each figure is the median of ``--repeat`` rounds (each case once per round, so a
+load change hits both sides of a ratio alike); each record also carries the per-round ratios, the statements of
+the last release and the slowest of them (a timing proxy around the connection, bench only).
 """
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
+import sys
 import time
+from pathlib import Path
+from typing import Any, Callable
 
 import duckdb
 
 import anon_sql
+from anon_sql.engines import DuckDBEngine
+from anon_sql.runner.run import release_on
 
-
-def make(con, rows: int, units: int, seed: int = 7) -> None:
-    con.execute(f"SELECT setseed({1 / (seed + 1)})")
-    con.execute("""CREATE OR REPLACE TABLE people AS
-        SELECT u AS pid, 18 + (hash(u, 1) % 70)::INT AS age, CASE WHEN hash(u, 2) % 2 = 0 THEN 'F' ELSE 'M' END AS sex,
-               (10000 + hash(u, 3) % 900)::INT AS zip, 'd' || (hash(u, 4) % 20) AS diagnosis
-        FROM range(?) t(u)""", [units])
-    con.execute("""CREATE OR REPLACE TABLE visits AS
-        SELECT p.pid, p.age, p.sex, p.zip, 'd' || (hash(i, 5) % 20) AS diagnosis
-        FROM range(?) t(i) JOIN people p ON p.pid = i % ?""", [rows, units])
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_large import Timed  # noqa: E402
+from generate_units import create_units  # noqa: E402
+from results import Result, emit  # noqa: E402
 
 
 def policy(name: str, source: str, method: str, unit: bool) -> dict:
-    attrs = {"age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [5, 10, 20, 100]}},
-             "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
-             "zip": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [10, 100, 1000]}},
-             "diagnosis": {"role": "insensitive"}}
-    p = {"name": name, "source": source, "method": method, "attributes": attrs,
-         "privacy": {"k": 5, "max_suppression": 0.05}}
+    """The bench's policy over ``source``: QIs age / sex / zip, k = 5, 5 % suppression; the unit ``pid`` when
+    ``unit``, else ``pid`` an identifier of one-row people."""
+    attrs: dict[str, Any] = {
+        "age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [5, 10, 20, 100]}},
+        "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
+        "zip": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [10, 100, 1000]}},
+        "diagnosis": {"role": "insensitive"},
+        "pid": {"role": "identifier"}}
+    p: dict[str, Any] = {"name": name, "source": source, "method": method, "attributes": attrs,
+                         "privacy": {"k": 5, "max_suppression": 0.05}}
     if unit:
         p["privacy_unit"] = "pid"
-        attrs["pid"] = {"role": "identifier"}
-    elif source == "people":
-        attrs["pid"] = {"role": "identifier"}
     if method == "levels":
         p["method_params"] = {"levels": {"age": 1, "sex": 0, "zip": 2}}
     return p
 
 
-def timed(fn) -> float:
+def timed(fn: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=10_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
-    units = max(args.rows // 10, 1)
+def run(rows: int, cases: list[str], repeat: int, seed: int = 0, threads: int | None = None) -> list[Result]:
+    units = max(rows // 10, 1)
     con = duckdb.connect()
+    if threads:
+        con.execute("SET threads = ?", [threads])
     anon_sql.install(con)
-    make(con, args.rows, units)
+    create_units(con, rows, units, seed)
+    spy = Timed(con)
 
-    def floor():
+    def release(name: str, source: str, method: str, unit: bool) -> Callable[[], Any]:
+        def go() -> Any:
+            spy.times.clear()
+            return release_on(DuckDBEngine(spy), policy(name, source, method, unit), replace=True)
+        return go
+
+    def floor() -> None:
         con.execute("CREATE OR REPLACE TABLE floor_copy AS SELECT * FROM visits")
         con.execute("SELECT age, sex, zip, count(DISTINCT pid) FROM visits GROUP BY ALL").fetchall()
 
-    def level_release():
-        anon_sql.release(con, policy("lv", "visits", "levels", True), replace=True)
+    pairs = {"level": (("level release, privacy unit", release("lv", "visits", "levels", True)),
+                       ("copy of the source + one GROUP BY of the QIs (distinct units)", floor), "<= 3x"),
+             "mondrian": (("mondrian release, 1 unit = ~10 rows", release("mu", "visits", "mondrian", True)),
+                          ("mondrian release, as many one-row people", release("mr", "people", "mondrian", False)),
+                          "<= 1.5x")}
+    out = []
+    for case in cases:
+        (name, fn), (base_name, base_fn), target = pairs[case]
+        fn(), base_fn()   # warm-up (and a check that each one releases)
+        # rounds: both sides once per round, so a change of the shared machine's load hits a ratio's both sides
+        took, base, stats = [], [], []
+        for _ in range(repeat):
+            took.append(timed(fn))
+            stats = sorted(spy.times, reverse=True)
+            count = len(spy.times)
+            base.append(timed(base_fn))
+        ratios = [a / b for a, b in zip(took, base)]
+        out.append(Result("units", name, statistics.median(took), base_name, statistics.median(base), rows=rows,
+                          repeat=repeat, target=target, stat="median",
+                          extra={"units": units, "median of round ratios": statistics.median(ratios),
+                                 "ratios": " ".join(f"{r:.2f}" for r in ratios), "statements": count,
+                                 "slowest statements (s)": "; ".join(f"{s:.2f} {q[:70]}" for s, q in stats[:4])}))
+        emit(out[-1:], None)
+    con.close()
+    return out
 
-    def mondrian_units():
-        anon_sql.release(con, policy("mu", "visits", "mondrian", True), replace=True)
 
-    def mondrian_rows():
-        anon_sql.release(con, policy("mr", "people", "mondrian", False), replace=True)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--cases", nargs="+", default=["level", "mondrian"], choices=["level", "mondrian"])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: DuckDB's)")
+    ap.add_argument("--json", default=None, help="append the results to this JSON-lines file")
+    args = ap.parse_args(argv)
+    results = run(args.rows, args.cases, args.repeat, args.seed, args.threads)
+    emit(results, args.json, echo=False)
+    for r in results:
+        print(f"  {r.case}: median of round ratios {r.extra['median of round ratios']:.2f}x (rounds {r.extra['ratios']}), "
+              f"{r.extra['statements']} statements; slowest: {r.extra['slowest statements (s)']}")
 
-    level_release(), mondrian_units(), mondrian_rows()   # warm-up (and a check that each one releases)
-    cases = [("floor", floor), ("level release, unit", level_release), ("mondrian, units", mondrian_units),
-             ("mondrian, one-row people", mondrian_rows)]
-    # rounds: each case once per round, so a change of the shared machine's load hits a ratio's both sides alike;
-    # a ratio is the median of the per-round ratios
-    rounds = [{name: timed(fn) for name, fn in cases} for _ in range(args.repeat)]
-    t = {name: statistics.median(r[name] for r in rounds) for name, _ in cases}
-    print(f"bench_units: {args.rows:,} rows / {units:,} units, median of {args.repeat} rounds, load "
-          f"{os.getloadavg()[0]:.1f}")
-    for name, secs in t.items():
-        print(f"  {name:28s} {secs:8.3f} s")
-    level = statistics.median(r["level release, unit"] / r["floor"] for r in rounds)
-    per_round = [r["mondrian, units"] / r["mondrian, one-row people"] for r in rounds]
-    mondrian = statistics.median(per_round)
-    print(f"  level release / floor        {level:8.2f}x   (goal <= 3)")
-    print(f"  mondrian units / one-row     {mondrian:8.2f}x   (goal <= 1.5; rounds: "
-          f"{', '.join(f'{x:.2f}' for x in per_round)})")
 
 if __name__ == "__main__":
     main()

@@ -58,6 +58,11 @@ TARGETS: list[Target] = [
            rows=100_000_000, command="bench_scale.py --rows 100000000 --methods mondrian --database FILE"),
     Target("optimal, 100M rows out of core", "<= 3x one GROUP BY", "scale", "optimal release", 3.0,
            rows=100_000_000, command="bench_scale.py --rows 100000000 --methods optimal --database FILE"),
+    Target("Issue 24.6: level release with privacy_unit, 10M rows / 1M people", "<= 3x copy + one GROUP BY",
+           "units", "level release, privacy unit", 3.0, rows=10_000_000,
+           command="bench_units.py --rows 10000000 --cases level"),
+    Target("Issue 24.6: Mondrian over 1M people of ~10 rows", "<= 1.5x Mondrian over 1M one-row people", "units",
+           "mondrian release, 1 unit", 1.5, rows=10_000_000, command="bench_units.py --rows 10000000 --cases mondrian"),
     Target("Spark, first level release of a session, 10M", "<= 2.5x bare Spark GROUP BY", "spark", "levels release",
            2.5, rows=10_000_000, command="bench_spark.py --rows 10000000"),
 ]

@@ -128,3 +128,9 @@ CREATE TABLE IF NOT EXISTS anon.owned_objects (
 -- refuses when a digest no longer matches, and plan_changed is true when they differ between versions
 ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS taxonomy_digests VARCHAR;
 ALTER TABLE anon.release_versions ADD COLUMN IF NOT EXISTS taxonomy_digests VARCHAR;
+
+-- the policy as the user declared it (issue 28.8: `check` derives the released policy_json from it and the method,
+-- so a QI turned insensitive by the method is still checked as a QI), and the source's digest at release
+-- (JSON: rows, an order-independent content hash, the columns hashed, DuckDB's version)
+ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS declared_policy VARCHAR;
+ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS source_digest VARCHAR;

@@ -23,8 +23,10 @@ def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
         description = cursor.description
         cursor.fetchall()
     except duckdb.CatalogException:
-        names = exp.select(col("table_name")).from_(table_ref("tables", schema="information_schema")).order_by(
-            col("table_name"))
+        # the user's tables and views, not the catalog's or the working schema's
+        names = (exp.select(col("table_name")).from_(table_ref("tables", schema="information_schema"))
+                 .where(exp.Not(this=exp.In(this=col("table_schema"), expressions=[lit("anon"), lit("anon_work")])))
+                 .order_by(col("table_name")))
         known = [r[0] for r in con.execute(render(names)).fetchall()]
         raise SourceError(f"unknown table {table!r}; tables and views in this database: "
                           f"{', '.join(known) or '(none)'}") from None

@@ -54,10 +54,13 @@ class Assessment:
     contributions: pd.DataFrame | None = None
     # with weights= or household=: one row per record (the key values, risk, household_risk)
     risk_records: pd.DataFrame | None = None
+    # the column whose distinct values were counted instead of rows (None: every count is rows)
+    privacy_unit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the ``--json`` output; the per-record frames stay in Python)."""
         out = {"source": self.source, "quasi": self.quasi, "sensitive": self.sensitive,
+               "privacy_unit": self.privacy_unit,
                "measures": self.measures, "class_sizes": self.class_sizes.to_dict(orient="records"),
                "attributes": self.attributes.to_dict(orient="records"), "notes": self.notes}
         if self.contributions is not None:
@@ -175,6 +178,7 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
                           {sa: resolve_taxonomy(t, sa, con) for sa, t in (taxonomies or {}).items()},
                           combination_size, pop_counts, src, holdings)
         if privacy_unit is not None:
+            result.privacy_unit = privacy_unit
             result.notes.append(f"counted in people: privacy_unit = {privacy_unit!r} (class sizes are distinct "
                                 "people, a sensitive value's count the people holding it; docs/units.md)")
         sdc_measures(con, result, src, quasi, suda=suda, dis_fraction=dis_fraction, weights=weights,

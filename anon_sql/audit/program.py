@@ -37,7 +37,8 @@ from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
 from ..sql import macro_statements
 
-FORMAT = 4     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people
+FORMAT = 5     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
+# 5: the declared policy and the source digest
 # what a check row's figures rest on (its ``basis``): the policy and the released table, or, for the two checks that
 # read ``records_in`` (reconciliation, max_suppression), the source recounted or the catalog's number taken as it is
 TABLE, SOURCE, UNVERIFIED = "table", "source", "catalog (unverified)"
@@ -57,11 +58,14 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
     recorded_noise = int(row["noise"] or 0)
     noise = (int(con.execute(program["noise"]).fetchall()[0][0] or 0) if program.get("noise")
              else recorded_noise if program.get("noise_recorded") else 0)
-    basis = records_basis(con, program.get("source_records"), int(row["records_in"]))
+    basis = records_basis(con, program.get("source_records"), int(row["records_in"]), row.get("source_digest"))
     rows = [*summary_rows(program["summary_columns"], summary), *table_rows,
             *catalog_rows(row, released, columns, program["expected_columns"], program["max_suppression"], classes,
                           noise)]
     rows = [{**r, "basis": basis if r["check"] in ("reconciliation", "max_suppression") else TABLE} for r in rows]
+    if program.get("policy_mismatch"):   # the recorded released policy is not the declared one's (issue 28.8)
+        rows.append({"check": "policy", "classes": classes, "failing_classes": 0, "failing_records": 0,
+                     "worst_value": None, "passed": False, "basis": TABLE, "message": program["policy_mismatch"]})
     if program.get("people"):
         rows = [_people_classes(r, int(row["classes"] or 0)) if r["check"] == "classes" else r for r in rows]
     return rows
@@ -78,20 +82,36 @@ def _people_classes(r: dict[str, Any], recorded: int) -> dict[str, Any]:
                      f"{int(r['worst_value'])} released tuples"}
 
 
-def records_basis(con: Any, query: str | None, records_in: int) -> str:
+def records_basis(con: Any, query: str | None, records_in: int, digest: str | None = None) -> str:
     """What ``records_in`` (the records before suppression, which the released table cannot give) rests on:
-    ``source`` when ``query`` recounts the source to the same number; else the catalog's number, unverified (a shared
-    file, which holds no source; a source that is gone, or that counts another number now: changed since, or the
-    number was forged)."""
+    ``source`` when ``query`` recounts the source to the same number and, with the ``digest`` recorded at release
+    (runner/digests.py), to the same rows and content hash; else the catalog's number, unverified (a shared file,
+    which holds no source; a source that is gone, or that counts another number or holds other rows now: changed
+    since, or the number was forged)."""
     import duckdb
 
     if not query:
         return UNVERIFIED
     try:
-        now = int(con.execute(query).fetchall()[0][0] or 0)
+        found = con.execute(query).fetchall()[0]
     except duckdb.Error:
-        return UNVERIFIED
-    return SOURCE if now == records_in else f"{UNVERIFIED}: the source counts {now} records now"
+        return UNVERIFIED   # the source is gone (or the columns its digest hashed are)
+    now = int(found[0] or 0)
+    if now != records_in:
+        return f"{UNVERIFIED}: the source counts {now} records now"
+    try:
+        recorded = json.loads(digest) if digest else None
+    except ValueError:
+        recorded = None
+    if not isinstance(recorded, dict) or len(found) < 3:
+        why = recorded.get("skipped") if isinstance(recorded, dict) else None
+        return f"{SOURCE} (records recounted; no content digest recorded" + (f": {why})" if why else ")")
+    if [int(found[1] or 0), str(found[2])] == [recorded.get("rows"), str(recorded.get("hash"))]:
+        return SOURCE
+    if recorded.get("duckdb") != duckdb.__version__:   # another DuckDB's hash: the count alone is comparable
+        return f"{SOURCE} (records recounted; the content digest was taken by DuckDB {recorded.get('duckdb')})"
+    return (f"{UNVERIFIED}: the source counts {now} records as recorded, but holds other rows now (its content "
+            "digest differs from the one recorded at release)")
 
 
 def catalog_rows(row: dict[str, Any], released: int, columns: Sequence[str], expected: Sequence[str],
@@ -217,7 +237,7 @@ def _by_name(rows: Sequence[Sequence[Any]]) -> dict[str, list]:
 def program_digest(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) -> str:
     """The digest naming a program: everything it is compiled from (see the module's docstring)."""
     facts = {"format": FORMAT, "code": code_version(), "release": name, "policy": row["policy_json"],
-             "plan": row["plan"], "columns": [list(c) for c in described], "files": _files(row["policy_json"])}
+             "declared": row.get("declared_policy"), "source_digest": row.get("source_digest"), "plan": row["plan"], "columns": [list(c) for c in described], "files": _files(row["policy_json"])}
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -26,10 +26,10 @@ from ..compiler.checks_summary import summary_columns, summary_query
 from ..common.columns import EC_ID, UNIT
 from ..compiler.views import CompileInput, ReleaseNames, class_stats_query, released_columns
 from ..errors import PolicyError, PrivacyRequirementError, SourceError, TaxonomyError
-from ..methods import LevelPlan
+from ..methods import LevelPlan, declared_release_policy
 from ..models import PrivacyModel, build_models, largest_is_worst, population_models
 from ..policy.model import Policy
-from ..data.source import describe, file_relation, is_path, relation_exists, table_relation
+from ..data.source import describe, file_relation, is_path, readable_relation, relation_exists, table_relation
 from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 
@@ -114,11 +114,11 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
     its stored policy (cached when it read nothing but the policy), the table's columns, and
     (``table_checks``) the whole-table checks' rows. None when ``only_cacheable`` and the program could not be
     cached."""
-    policy = Policy.from_dict(json.loads(row["policy_json"]))
+    policy, declared, mismatch = recorded_policies(name, row["policy_json"], row.get("declared_policy"))
     plan = json.loads(row["plan"] or "{}")
     names = ReleaseNames(name)
     reads = _Reads(con)
-    models = build_models(policy, reads)
+    models = build_models(declared or policy, reads)
     cacheable = not (reads.used or population_models(models) or any(m.whole_table for m in models))
     if only_cacheable and not cacheable:
         return None
@@ -128,12 +128,39 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
     described = table_columns(con, name) or [tuple(r[:2]) for r in describe(con, names.table)]
     columns = [c for c, _ in described]
     program = _program(con, names.table, policy, plan, models, level_plan, taxonomies, columns)
-    program["source_records"] = _source_records(policy)
+    program["source_records"] = _source_records(con, policy, row.get("source_digest"))
+    program["policy_mismatch"] = mismatch
     layout = plan.get("slicing_check")
-    table_rows = [_table_check(con, policy, names, m, layout, columns) for m in models if m.whole_table and table_checks]
+    table_rows = [_table_check(con, policy, names, m, layout, columns, declared)
+                  for m in models if m.whole_table and table_checks]
     if cacheable and not reads.used:     # (a model might read through the connection only when compiled)
         check_program.store(check_program.program_digest(name, row, described), program)
     return program, columns, table_rows
+
+
+def recorded_policies(name: str, recorded: str, declared: str | None) -> tuple[Policy, Policy | None, str | None]:
+    """(released, declared, why not) policies of release ``name``. The released policy the catalog records is what
+    the release claims; when the declared policy is recorded too and the released one is its derivation by the
+    method (:func:`anon_sql.methods.declared_release_policy`), the declared one gives the QIs, column groups and
+    models the check verifies (issue 28.8: a QI the method turned insensitive is still checked as one). When the two
+    disagree (an edited catalog), the released policy is checked as recorded, no declared one is used, and ``why
+    not`` says what differs (a failing ``policy`` check row). A release recorded before the declared policy was
+    kept: (released, None, None)."""
+    released = Policy.from_dict(json.loads(recorded))
+    if not declared:
+        return released, None, None
+    try:
+        user = Policy.from_dict(json.loads(declared))
+        derived = declared_release_policy(user)
+    except (ValueError, TypeError, PolicyError) as err:
+        return released, None, f"the declared policy recorded for release {name!r} cannot be read ({err})"
+    if derived.to_dict() != released.to_dict():
+        a, b = derived.to_dict(), released.to_dict()
+        differ = sorted(k for k in {*a, *b} if a.get(k) != b.get(k))
+        return released, None, (f"the policy recorded for release {name!r} is not the one its declared policy "
+                                f"releases with method {user.method!r} (they differ in {', '.join(differ)}): the "
+                                "catalog was edited")
+    return derived, user, None
 
 
 class _Reads:
@@ -159,15 +186,16 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
     row = dict(zip(fields, records[0]))
     row["release"] = name
     try:
-        policy = Policy.from_dict(json.loads(row["policy"]))
+        Policy.from_dict(json.loads(row["policy"]))
     except (ValueError, TypeError) as err:
         raise SourceError(f"the metadata of shared release {name!r} holds no readable policy ({err})") from None
+    policy, declared, mismatch = recorded_policies(name, row["policy"], row.get("declared_policy"))
     plan = json.loads(row["plan"] or "{}")
     private = duckdb.connect()
     try:
         catalog.install(private)
         table = _shared_table(con, private, name, tuple(policy.related))
-        models = build_models(policy, private)
+        models = build_models(declared or policy, private)
         columns = [r[0] for r in describe(private, table)]
         level_plan, taxonomies = LevelPlan({}), {}
         population = population_models(models)
@@ -182,6 +210,7 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         else:
             models = [m for m in models if not m.needs_population]
         program = _program(private, table, policy, plan, models, level_plan, taxonomies, columns)
+        program["policy_mismatch"] = mismatch
         # whole-table checks need data a shared file never holds, and population checks a population that this
         # database does not hold: not recomputable counts as failed
         unverifiable = [m.name for m in models if m.whole_table]
@@ -241,16 +270,33 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
             "people": people}
 
 
-def _source_records(policy: Policy) -> str | None:
+def _source_records(con, policy: Policy, digest: str | None = None) -> str | None:
     """The query recounting the records of the release's source, as the release counted them (the count column's
-    sum, else rows); None where ``records_in`` counts something else (people of a privacy unit, related tables).
-    Run when the check runs (:func:`anon_sql.audit.program.run_program`): a source that is gone leaves
-    ``records_in`` unverified."""
-    if policy.privacy_unit or policy.related:
+    sum, else rows), with the rows and content hash of the ``digest`` recorded at release over the columns it
+    hashed (:func:`anon_sql.runner.digests.source_digest_query`); None where ``records_in`` counts something else
+    (people of a privacy unit, related tables). Run when the check runs
+    (:func:`anon_sql.audit.program.run_program`): a source that is gone leaves ``records_in`` unverified."""
+    from ..runner.digests import source_digest_query
+
+    if policy.privacy_unit or policy.related or not isinstance(policy.source, str):
         return None
     src = policy.source
-    relation = file_relation(src) if is_path(src) else table_relation(src)
+    relation = readable_relation(con, src)
+    if relation is None:   # gone now: a query over the name fails when run, and records_in stays unverified
+        relation = file_relation(src) if is_path(src) else exp.Table(this=ident(src))
+    columns = recorded_digest_columns(digest)
+    if columns:
+        return render(source_digest_query(relation, columns, policy.count_column))
     return render(exp.select(record_count(policy.count_column)).from_(relation))
+
+
+def recorded_digest_columns(digest: str | None) -> list[str]:
+    """The columns a recorded source digest hashed (none: no digest, or an unreadable one)."""
+    try:
+        columns = json.loads(digest).get("columns") if digest else None
+    except (ValueError, AttributeError):
+        return []
+    return [c for c in columns if isinstance(c, str)] if isinstance(columns, list) else []
 
 
 def noise_flag_of(policy: Policy) -> str | None:
@@ -443,6 +489,42 @@ def recorded_levels(con, table: exp.Table, policy: Policy, plan: dict[str, Any],
     return levels
 
 
+def layout_misfit(declared: Policy, model: PrivacyModel, layout: dict[str, Any], released: set[str]) -> str | None:
+    """Why slicing's recorded column groups cannot be the ones a release of ``declared`` made, or None (issue
+    28.8: the groups decide what the l-diversity check links, and the table cannot tell them). The method groups
+    exactly the declared QIs and the sensitive attribute, each once, into at most ``columns`` groups (PAM gives
+    that many clusters, ties fewer), the sensitive group holding at least α attributes where the method enforces it
+    (an explicit ``sensitive_column_size`` in "alpha" mode, always in "pam" mode). A finer grouping (more groups),
+    a group left out or an attribute added fails; a different grouping of the same size cannot be told without
+    recomputing the method's correlations (docs/testing.md)."""
+    from ..methods import method_class
+
+    groups = layout.get("columns")
+    if not (isinstance(groups, list) and groups and all(isinstance(g, list) and g for g in groups)):
+        return "are not a list of column groups"
+    placed = [a for g in groups for a in g]
+    attrs = [*declared.quasi, getattr(model, "attribute", None)]
+    if len(placed) != len(set(placed)) or set(placed) != set(attrs):
+        return f"do not place each of {attrs!r} (the declared QIs and the sensitive attribute) exactly once"
+    if not set(placed) <= released:
+        return "group columns the table does not release"
+    try:
+        method = method_class(declared.method)(**declared.method_params)
+    except Exception:    # noqa: BLE001 - parameters the release accepted; refused now: nothing to compare with
+        return f"cannot be compared with method {declared.method!r}'s parameters"
+    c = min(int(getattr(method, "columns", 0) or 0), len(attrs))
+    if len(groups) > max(c, 1):
+        return f"are {len(groups)} groups, finer than the {c} columns the declared policy asks for"
+    alpha, mode = int(getattr(method, "sensitive_column_size", 1)), getattr(method, "mode", "alpha")
+    need = (min(alpha, len(attrs)) if mode == "pam"
+            else min(alpha, len(attrs) - c + 1) if c > 1 and getattr(method, "strict_alpha", False) else 1)
+    sensitive = next((g for g in groups if model.attribute in g), [])
+    if len(sensitive) < need:
+        return (f"put {len(sensitive)} attribute(s) in the sensitive column where sensitive_column_size asks for "
+                f"{need}")
+    return None
+
+
 def _same_values(tax: Any, level: int, values: Any, found: list) -> bool:
     """Could the released ``values`` (and NULL, when ``found`` holds it) be values of ``level`` as well? Its own
     values only: the NULL parent / ``*`` that stands for NULL at any level below the top does not make another level
@@ -459,9 +541,10 @@ def _meanings(tax: Any, level: int, values: Any) -> dict[str, frozenset]:
 
 
 def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, layout: dict[str, Any],
-                 columns: list[str]) -> dict[str, Any]:
+                 columns: list[str], declared: Policy | None = None) -> dict[str, Any]:
     """A model's whole-table check (slicing's l-diversity), with the source rows read afresh through the stored
-    policy (not the release's ``__source`` view); not recomputable (the source is gone) counts as failed."""
+    policy (not the release's ``__source`` view); not recomputable (the source is gone), or a layout that does not
+    fit the ``declared`` policy, counts as failed."""
     from ..compiler.views import source_view
     from ..methods import AssignmentPlan
     import pandas as pd
@@ -471,17 +554,17 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
                     "worst_value": None, "passed": False}
     if not isinstance(layout, dict) or not layout:
         return unverifiable   # the plan's layout is missing (an edited catalog): the model cannot be checked
-    if layout.get("kind") is None:     # slicing: every QI and the sensitive attribute in exactly one column group,
-        groups = layout.get("columns")  # and every grouped column one the table releases (not an ec_id or count)
-        placed = [a for g in groups for a in g] if isinstance(groups, list) and all(
-            isinstance(g, list) for g in groups) else None
-        released = set(columns) - {EC_ID, policy.count_column}
-        if (placed is None or len(placed) != len(set(placed)) or not {*policy.quasi, *policy.sensitive} <= set(placed)
-                or not set(placed) <= released):
-            return unverifiable
-    if not (Path(src).exists() if is_path(src) else relation_exists(con, src)):
+    if layout.get("kind") is None:     # slicing: its column groups as the declared policy allows them
+        if declared is None:
+            return {**unverifiable, "message": "the release's declared policy is not recorded (a release made before "
+                                               "anon_sql kept it), or is not the one its recorded policy derives "
+                                               "from: its column groups cannot be verified; release it again"}
+        wrong = layout_misfit(declared, model, layout, set(columns) - {EC_ID, policy.count_column})
+        if wrong:
+            return {**unverifiable, "message": f"the recorded column groups {layout.get('columns')!r} {wrong}"}
+    relation = readable_relation(con, src) if isinstance(src, str) else None
+    if relation is None:
         return unverifiable
-    relation = file_relation(src) if is_path(src) else table_relation(src)
     cols = [r[0] for r in describe(con, relation)]
     # the row key orders by every source column, as at release time; identifiers are not needed for the check
     d = policy.to_dict()
@@ -495,4 +578,4 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
 
 
 __all__ = ["require_recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table",
-           "noise_flag_of", "recorded_levels"]
+           "noise_flag_of", "recorded_levels", "recorded_policies", "layout_misfit", "recorded_digest_columns"]

@@ -142,9 +142,27 @@ def require_taxonomy_owned(con: duckdb.DuckDBPyConnection, name: str, action: st
             "choose another taxonomy name")
 
 
-def drop_taxonomy(con: duckdb.DuckDBPyConnection, name: str) -> None:
+def taxonomy_users(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
+    """The live releases whose recorded taxonomy digests name stored taxonomy ``name`` (REFRESH and KEEP PLAN of
+    those need it), sorted."""
+    rows = con.execute("SELECT release, taxonomy_digests FROM anon.releases "
+                       "WHERE status = 'released' AND taxonomy_digests IS NOT NULL").fetchall()
+    users = set()
+    for release, recorded in rows:
+        try:
+            digests = json.loads(recorded)
+        except ValueError:
+            continue
+        if isinstance(digests, dict) and any(isinstance(d, dict) and d.get("taxonomy") == name
+                                             for d in digests.values()):
+            users.add(release)
+    return sorted(users)
+
+
+def drop_taxonomy(con: duckdb.DuckDBPyConnection, name: str, force: bool = False) -> None:
     """Delete stored taxonomy ``name`` (its nodes and identity row too), in one transaction; :class:`TaxonomyError`
-    (exit 2, nothing changed) when there is none or anon_sql did not write it as it is now."""
+    (exit 2, nothing changed) when there is none, anon_sql did not write it as it is now, or a live release uses it
+    and ``force`` is not given (its REFRESH would fail until the taxonomy is rebuilt: hostile round 4, X03)."""
     if not is_installed(con):
         raise TaxonomyError(f"no taxonomy named {name!r}: this database has no anon catalog")
     con.execute("BEGIN TRANSACTION")
@@ -153,6 +171,11 @@ def drop_taxonomy(con: duckdb.DuckDBPyConnection, name: str) -> None:
         if not con.execute("SELECT count(*) FROM anon.taxonomies WHERE name = ?", [name]).fetchall()[0][0]:
             raise TaxonomyError(f"no taxonomy named {name!r} (stored: {taxonomy_names(con)})")
         require_taxonomy_owned(con, name, "drop")
+        users = taxonomy_users(con, name)
+        if users and not force:
+            raise TaxonomyError(
+                f"taxonomy {name!r} is used by release(s) {users}: their REFRESH and KEEP PLAN need it, so nothing "
+                "was dropped; drop those releases first, or pass force (CLI: --force) to drop it anyway")
         con.execute("DELETE FROM anon.taxonomy_nodes WHERE taxonomy = ?", [name])
         con.execute("DELETE FROM anon.taxonomies WHERE name = ?", [name])
         owned_rows.forget_row(con, owned_rows.TAXONOMIES, name)
@@ -278,11 +301,12 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
     con.execute("DELETE FROM anon.releases WHERE release = ?", [rel.name])
     con.execute(
         "INSERT INTO anon.releases (release, policy, method, source, records_in, records_out, suppressed, noise, "
-        "k_achieved, classes, status, message, plan, policy_json, generated_sql, taxonomy_digests) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?)",
+        "k_achieved, classes, status, message, plan, policy_json, generated_sql, taxonomy_digests, declared_policy, "
+        "source_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?, ?, ?)",
         [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
          rel.noise, int(rel.metrics["k"]), len(rel.classes), json.dumps(rel.plan, default=str), policy.to_json(),
-         ";\n".join(rel.sql) + ";", _digests_json(rel)],
+         ";\n".join(rel.sql) + ";", _digests_json(rel), (getattr(rel, "declared", None) or policy).to_json(),
+         _source_digest_json(rel)],
     )
     con.execute("DELETE FROM anon.policies WHERE name = ?", [policy.name])
     con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
@@ -320,6 +344,12 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
                     "feasible, score FROM __anon_trace_frame")
         con.unregister("__anon_trace_frame")
     identity.mark(con, rel.name)
+
+
+def _source_digest_json(rel: Any) -> str | None:
+    """The source's digest the release computed (rows, content hash: runner/digests.py), as JSON; None without."""
+    digest = rel.info.get("source_digest")
+    return None if digest is None else json.dumps(digest, sort_keys=True)
 
 
 def _digests_json(rel: Any) -> str | None:
@@ -406,5 +436,5 @@ def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.Data
 
 
 __all__ = ["install", "ensure_installed", "register_functions", "store_taxonomy", "require_taxonomy_owned",
-           "drop_taxonomy", "load_taxonomy", "taxonomy_names", "releases", "recorded_release",
+           "drop_taxonomy", "taxonomy_users", "load_taxonomy", "taxonomy_names", "releases", "recorded_release",
            "released_names", "store_vulnerability", "load_vulnerability", "record_release", "record_failure", "lit"]

@@ -115,11 +115,13 @@ def taxonomy_build(name: str, db: str, table: str, column: str, kind: str, width
 @taxonomy.command("drop")
 @click.argument("name")
 @click.option("--db", required=True, help="DuckDB database file.")
+@click.option("--force", is_flag=True, help="Drop it even though a release uses it (its REFRESH then fails).")
 @json_option
-def taxonomy_drop(name: str, db: str) -> None:
-    """Delete a stored taxonomy (only one anon_sql stored: a row written by hand is refused, exit 2)."""
+def taxonomy_drop(name: str, db: str, force: bool) -> None:
+    """Delete a stored taxonomy (only one anon_sql stored: a row written by hand is refused, exit 2; one a release
+    uses is refused without --force)."""
     with _errors(), database(db, must_exist=True) as con:
-        catalog.drop_taxonomy(con, name)
+        catalog.drop_taxonomy(con, name, force=force)
         click.echo(f"dropped taxonomy {name!r}")
         set_result({"taxonomy": name, "dropped": True})
 
@@ -219,6 +221,9 @@ def check_cmd(release_name: str, db: str) -> None:
         click.echo(rows_text(rows))
         if not passed:
             click.echo(f"FAILED: {[r['check'] for r in rows if not r['passed']]}", err=True)
+            for r in rows:   # why a check could not be run (a forged layout or policy, a source gone)
+                if not r["passed"] and r.get("message"):
+                    click.echo(f"{r['check']}: {r['message']}", err=True)
             sys.exit(PrivacyRequirementError.exit_code)
         click.echo("all checks passed")
 

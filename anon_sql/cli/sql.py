@@ -80,17 +80,32 @@ def shown_and_recorded(con: duckdb.DuckDBPyConnection | None = None) -> Callable
     return show
 
 
+READ_ONLY_HELP = ("Open the database read-only: SHOW, CHECK, EXPLAIN and SELECT answer, anything that writes fails. "
+                  "The default when the file or its folder cannot be written (a read-only filesystem).")
+
+
+def read_only_wanted(db: str | None, asked: bool) -> bool:
+    """``--read-only`` given, or an existing file that this process cannot write (or whose folder, where DuckDB
+    writes its WAL, it cannot): then statements that only read still answer (hostile round 3, F01 / D03)."""
+    if asked or not db or not Path(db).is_file():
+        return asked and bool(db)
+    folder = os.path.dirname(os.path.abspath(db))
+    return not (os.access(db, os.W_OK) and os.access(folder, os.W_OK))
+
+
 @click.command("run")
 @click.argument("script", type=click.File("rb"))
 @click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
+@click.option("--read-only", "read_only", is_flag=True, help=READ_ONLY_HELP)
 @json_option
-def run_cmd(script: BinaryIO, db: str | None) -> None:
+def run_cmd(script: BinaryIO, db: str | None, read_only: bool) -> None:
     """Run a SQL script (or - for stdin): DuckDB SQL, anonymized-view and DP statements; stop at the first failure."""
     from ..statements.script import execute
 
     with cli_errors():
         text = decoded(script.read(), getattr(script, "name", "-"))
-    with cli_errors(), database(db) as con:
+    read_only = read_only_wanted(db, read_only)
+    with cli_errors(), database(db, must_exist=read_only, read_only=read_only) as con:
         execute(con, text, on_result=shown_and_recorded(con))
 
 
@@ -98,16 +113,20 @@ def run_cmd(script: BinaryIO, db: str | None) -> None:
 @click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
 @click.option("--history", default=None,
               help=f"History file (default: $ANON_SQL_HISTORY, else {HISTORY}).")
+@click.option("--read-only", "read_only", is_flag=True, help=READ_ONLY_HELP)
 @json_option
-def shell_cmd(db: str | None, history: str | None) -> None:
+def shell_cmd(db: str | None, history: str | None, read_only: bool) -> None:
     """Interactive SQL prompt with history; accepts DuckDB SQL, the anonymized-view and the DP statements.
 
     With input piped in (not a terminal) it runs like `anon-sql run -`: no prompt, stop at the first failure.
     With --json, the results of the session's statements (kind, message, rows) are written as JSON at the end."""
     import duckdb
 
+    read_only = read_only_wanted(db, read_only)
     with cli_errors():
-        con = duckdb.connect(db or ":memory:")
+        if read_only and not Path(str(db)).is_file():
+            raise SourceError(f"--read-only: database file {db!r} does not exist; check the path")
+        con = duckdb.connect(db or ":memory:", read_only=read_only)
     interactive = sys.stdin.isatty()
     if interactive:
         _with_history(history)
@@ -182,6 +201,8 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
                 return _finished(session)
             click.echo(HELP if command == ".help" else f"unknown command {command}; .help lists what there is",
                        err=command != ".help")
+            if command != ".help" and not interactive:   # piped input stops at the first failure, as SQL does
+                return SourceError.exit_code   # 2: bad input
             continue
         if line is not None:
             try:

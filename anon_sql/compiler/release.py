@@ -64,23 +64,25 @@ def row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     every tuple of the source and its keys are checked distinct here: two tuples with the same hash stop the
     release with an error (a policy ``seed`` changes the hashes)."""
     quasi = list(ci.policy.quasi)
+    originals = [col(f"__o{i}") for i in range(len(quasi))]
+    # with a unit or sensitive keys a tuple has several base rows: the distinct (original, released) tuples are read
+    # once into ``__lt`` (the released values are a function of the original tuple, so these are the distinct
+    # original tuples) and the hash check and the map read that, not the base rows three times (issue 24.6)
+    per_tuple = not (base_counts.keys(ci.policy) == quasi and not ci.policy.privacy_unit)
+    rows = "__lt" if per_tuple else "__lb"
     key = tuple_hash(ci, [col(f"__o{i}", "x") for i in range(len(quasi))])
     # the distinct (tuple hash, released values) pairs: as many as the distinct tuples when no two tuples share a
     # hash (the released values are a function of the tuple), which the scalar check below makes sure of — one
     # hash column carried to the join instead of the n original columns, and no per-tuple window (issue 17.1:
     # a COUNT(*) OVER (PARTITION BY hash) cost 60% of a warm Adult release's SQL time)
-    distinct = exp.select(alias(key.copy(), ROW_KEY), *[col(q, "x") for q in quasi]).distinct().from_(
-        exp.Table(this=ident("__lb"), alias=exp.TableAlias(this=ident("x"))))
-    if base_counts.keys(ci.policy) == quasi and not ci.policy.privacy_unit:   # the base rows are the tuples
-        tuples: exp.Expression = exp.Count(this=exp.Star())
-    else:                                         # a tuple has a base row per sensitive value
-        originals = exp.select(*[col(f"__o{i}") for i in range(len(quasi))]).distinct().from_(
-            exp.Table(this=ident("__lb")))
-        tuples = exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(
-            exp.Subquery(this=originals, alias=exp.TableAlias(this=ident("t")))))
-    hashes = exp.Count(this=exp.Distinct(expressions=[tuple_hash(ci, [col(f"__o{i}") for i in range(len(quasi))])]))
+    distinct = exp.select(alias(key.copy(), ROW_KEY), *[col(q, "x") for q in quasi]).from_(
+        exp.Table(this=ident(rows), alias=exp.TableAlias(this=ident("x"))))
+    if not per_tuple:   # the base rows are the tuples
+        distinct = distinct.distinct()
+    tuples: exp.Expression = exp.Count(this=exp.Star())
+    hashes = exp.Count(this=exp.Distinct(expressions=[tuple_hash(ci, [o.copy() for o in originals])]))
     unique = exp.Subquery(this=exp.select(exp.EQ(this=hashes, expression=tuples)).from_(
-        exp.Table(this=ident("__lb"))))
+        exp.Table(this=ident(rows))))
     message = lit("two distinct quasi-identifier combinations of the source share one 64-bit hash; "
                   "set another seed in the policy and release again")
     checked = exp.Case(ifs=[exp.If(this=unique, true=col(ROW_KEY, "d"))],
@@ -90,6 +92,9 @@ def row_map_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
              .from_(exp.Subquery(this=distinct, alias=exp.TableAlias(this=ident("d"))))
              .join(exp.Table(this=ident("__lc"), alias=exp.TableAlias(this=ident("c"))), on=on))
     query = query.with_("__lb", as_=level_base(ci, names, base_counts.temp_table(names.release)), copy=False)
+    if per_tuple:
+        query = query.with_("__lt", as_=exp.select(*originals, *[col(q) for q in quasi]).distinct().from_(
+            exp.Table(this=ident("__lb"))), copy=False)
     return query.with_("__lc", as_=classes_select(ci, exp.Table(this=ident("__lb"))), copy=False)
 
 
@@ -99,6 +104,8 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if isinstance(ci.plan, LevelPlan):
         if uses_row_map(ci) and _groups_rows(ci):
             return _grouped_joined_release(ci, names, data_cols, row_map_table(names.release))
+        if uses_row_map(ci) and _groups_unit_rows(ci):
+            return _unit_grouped_release(ci, names, data_cols, row_map_table(names.release))
         if uses_row_map(ci):
             return _joined_release(ci, names, data_cols, row_map_table(names.release))
         base = base_table(ci, names)
@@ -218,6 +225,44 @@ def _groups_rows(ci: CompileInput) -> bool:
     rows are written from the source grouped by (QI tuple, other released columns) with their counts, not sorted
     row by row (issue 29: the sort of every row was four fifths of a 10M-row release)."""
     return ci.target.session_tables and not ci.policy.count_column and not ci.policy.privacy_unit
+
+
+def _groups_unit_rows(ci: CompileInput) -> bool:
+    """A DuckDB level plan with a privacy unit that re-reads the source (no count column): its rows are sorted as
+    groups of released values, each with the list of its rows' units (:func:`_unit_grouped_release`)."""
+    return ci.target.session_tables and ci.target.hash_order and not ci.policy.count_column \
+        and bool(ci.policy.privacy_unit)
+
+
+def _unit_grouped_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
+                          row_map: exp.Table) -> exp.Select:
+    """The release of :func:`_joined_release` with a privacy unit, sorted by groups instead of rows: the source
+    rows of the kept tuples joined to the row map, grouped by (``ec_id``, released values) with the list of their
+    units, the groups sorted in the release order of :func:`_ordered_rows` (``ec_id``, then the seeded hash of the
+    other released values) and each group's units unnested, one row each (UNNEST keeps that order). The rows and
+    their units are those of the sorted rows, and the order the same up to ties between rows whose released values
+    are equal, which differ only in the unit the release drops (issue 24.6: the released table with every row
+    sorted was over half of a 10M-row release with a unit)."""
+    quasi = list(ci.policy.quasi)
+    released = [c for c in data_cols if c != UNIT]
+    others = [c for c in released if c not in quasi]
+    combos = row_map.copy()
+    combos.set("alias", exp.TableAlias(this=ident("k")))
+    keys = [col(EC_ID, "k")] + [col(c, "k") if c in quasi else col(c, "g") for c in released]
+    units = exp.Anonymous(this="list", expressions=[col(UNIT, "g")])
+    order = [col(EC_ID)]
+    if others:
+        order.append(exp.Anonymous(this="hash", expressions=[*[col(c) for c in others], lit(ci.policy.seed)]))
+    grouped = (exp.select(*[k.copy() for k in keys], alias(units, "__units"))
+               .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                alias=exp.TableAlias(this=ident("g"))))
+               .join(combos, on=exp.EQ(this=tuple_hash(ci, [col(q, "g") for q in quasi]),
+                                       expression=col(ROW_KEY, "k")))
+               .where(col(KEEP, "k"))
+               .group_by(*keys)
+               .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    items = [alias(exp.Unnest(expressions=[col("__units")]), UNIT) if c == UNIT else col(c) for c in data_cols]
+    return exp.select(*items, col(EC_ID)).from_(exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("x"))))
 
 
 def _grouped_joined_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],

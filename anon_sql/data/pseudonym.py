@@ -51,6 +51,9 @@ def register_duckdb_pseudonym(con: duckdb.DuckDBPyConnection, key: bytes) -> str
     def pseudonym(values: pa.Array) -> pa.Array:
         return pa.array(pseudonyms(key, values.to_pylist()), type=pa.string())
 
+    # DuckDB 2 refuses to (un)register a function while a result of this connection is unfetched (a refresh whose
+    # released table was renamed leaves one); a query completes it first
+    con.execute("SELECT 1").fetchall()
     try:
         con.remove_function(FUNCTION)
     except Exception:

@@ -84,21 +84,27 @@ def named_relation(con: duckdb.DuckDBPyConnection, name: str) -> exp.Table | Non
     return None
 
 
+def readable_relation(con: duckdb.DuckDBPyConnection, name: str) -> exp.Expression | None:
+    """What a policy's ``source`` string reads: the file (``read_csv`` / ``read_parquet``) of a path that exists, else
+    :func:`named_relation`; None when neither is there (a source gone since the release)."""
+    if is_path(name):
+        return file_relation(name) if Path(name).exists() else None
+    return named_relation(con, name)
+
+
 _TABLE = "SELECT count(*) FROM duckdb_tables() WHERE table_name = $t AND ($s IS NULL OR schema_name = $s)"
 _VIEW = ("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND view_name = $t "
          "AND ($s IS NULL OR schema_name = $s)")
 
 
 def relation_exists(con: duckdb.DuckDBPyConnection, name: str | exp.Table) -> bool:
-    """Is ``name`` (or ``schema.name``, or a table reference) a table or view? Tables first, views only when it is
+    """Is ``name`` (a table reference, or a string read as :func:`named_relation` reads it: the whole name first,
+    then ``schema.name``) a table or view? Tables first, views only when it is
     none: duckdb_tables() and the non-internal duckdb_views() hold the rows of information_schema.tables, and a
     table answers at half its cost (it is asked on every metrics call)."""
-    if isinstance(name, exp.Table):
-        schema, tbl = name.db or None, name.name
-    else:
-        parts = name.split(".", 1) if "." in name else [None, name]
-        schema, tbl = parts if len(parts) == 2 else (None, parts[0])
-    args = {"t": tbl, "s": schema}
+    if not isinstance(name, exp.Table):   # one reading of a name everywhere: the whole name first (issue 28.7)
+        return named_relation(con, name) is not None
+    args = {"t": name.name, "s": name.db or None}
     return bool(con.execute(_TABLE, args).fetchall()[0][0] or con.execute(_VIEW, args).fetchall()[0][0])
 
 
@@ -239,8 +245,10 @@ def resolve_source(con: duckdb.DuckDBPyConnection, source: Any, label: str | Non
         label = source
     try:
         described = describe(con, relation)
-    except duckdb.Error as err:
-        raise SourceError(f"cannot read source {label!r}: {err}") from None
+    except duckdb.Error as err:   # its first line: DuckDB's CSV sniffer adds a 25-line report (hostile round 3, A10)
+        first = next((x for x in str(err).splitlines() if x.strip()), str(err)).rstrip(".")
+        hint = f"; check that it is a {Path(label).suffix or 'CSV'} file" if is_path(label) else ""
+        raise SourceError(f"cannot read source {label!r}: {first}{hint}") from None
     columns = [r[0] for r in described]
     types = {r[0]: r[1] for r in described}
     return Source(label, relation, columns, types)

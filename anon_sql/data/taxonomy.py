@@ -12,6 +12,7 @@ import io
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
@@ -114,6 +115,20 @@ class Taxonomy:
                     f"taxonomy {self.name!r} is inconsistent: at level {i - 1} a value has more than one parent "
                     f"at level {i} ({examples}); each value needs exactly one parent per level"
                 )
+        leaves = lv["level0"]
+        for i in range(1, lv.shape[1]):
+            # a label above the leaves that is another leaf's value, where that leaf generalizes to something else
+            # (`Male;Female;*`: "Female" at level 1 stands for Male): a released value would read as the wrong leaf
+            # (hostile round 3, X02). A label equal to a leaf that it covers (`a;a;*`, `b;a;*`) is no lie
+            labels = lv[f"level{i}"]
+            own = pd.Series(labels.to_numpy(), index=leaves.to_numpy())
+            named = labels[labels.isin(leaves)]
+            wrong = named[named.map(own).to_numpy() != named.to_numpy()]
+            if len(wrong):
+                shown = ", ".join(f"{v!r} (the leaf {v!r} is {own[v]!r} at level {i})" for v in sorted(set(wrong))[:5])
+                raise TaxonomyError(
+                    f"taxonomy {self.name!r}: level {i} uses leaf values as labels for other leaves: {shown}; a "
+                    "released value would read as the wrong leaf. Rename those labels (e.g. 'Female-group')")
 
     def check_covers(self, values: pd.Series, counts: pd.Series | None = None, column: str | None = None) -> None:
         """Raise if a (non-NULL) data value has no leaf; the error lists up to 10 missing values and their counts."""
@@ -249,13 +264,21 @@ def interval(name: str, values: Iterable[Any], widths: Sequence[float] | None = 
     texts, nums = _numbers(values)
     if not texts:
         raise TaxonomyError(f"interval taxonomy {name!r}: the column has no non-NULL values")
-    integral = bool(np.all(np.mod(nums, 1) == 0))
+    with np.errstate(invalid="ignore"):   # NaN / inf are not integral (no numpy warning on stderr: V02)
+        integral = bool(np.all(np.mod(nums, 1) == 0))
     columns = [texts]
     specs = []
     if widths:
         for w in widths:
             if not w or w <= 0:
                 raise TaxonomyError(f"interval taxonomy {name!r}: widths must be positive, got {w!r}")
+        for lower, upper in zip(widths, widths[1:]):   # a bin must fall in one bin of the next level
+            if upper < lower or not float(upper / lower).is_integer():
+                raise TaxonomyError(
+                    f"interval taxonomy {name!r}: widths {list(widths)}: each level's width must be a multiple of "
+                    f"the level below's ({upper!r} is not a multiple of {lower!r}), so that every bin falls in one "
+                    f"bin of the next level; e.g. widths {[lower, lower * 2]}")
+        for w in widths:
             lo = np.floor(nums / w) * w
             columns.append([_label(a, a + w, integral) for a in lo])
         specs = list(widths)
@@ -289,9 +312,13 @@ def mask(name: str, values: Iterable[Any], levels: int | None = None, char: str 
     texts = sorted({str(v) for v in _present(values)})
     if not texts:
         raise TaxonomyError(f"mask taxonomy {name!r}: the column has no non-NULL values")
-    n = levels if levels is not None else max(len(t) for t in texts)
+    longest = max(len(t) for t in texts)
+    n = levels if levels is not None else longest
     if n < 1:
         raise TaxonomyError(f"mask taxonomy {name!r}: levels must be >= 1, got {levels!r}")
+    if n > longest:   # every level past the longest value masks nothing more: the same level stored again
+        raise TaxonomyError(f"mask taxonomy {name!r}: levels = {n} masks more characters than the longest value has "
+                            f"({longest}); give --levels {longest} or fewer")
     columns = [texts]
     for lvl in range(1, n + 1):
         columns.append([t[: max(len(t) - lvl, 0)] + char * min(lvl, len(t)) for t in texts])
@@ -303,7 +330,9 @@ def dates(name: str, values: Iterable[Any]) -> Taxonomy:
     """Date hierarchy: day (YYYY-MM-DD) → month (YYYY-MM) → year (YYYY) → ``*``."""
     import pandas as pd
     texts = sorted({str(v) for v in _present(values)})
-    parsed = pd.to_datetime(pd.Series(texts), errors="coerce")
+    with warnings.catch_warnings():   # pandas' "could not infer format" on text that is no date (X21): the
+        warnings.simplefilter("ignore", UserWarning)   # values are then refused below, by name
+        parsed = pd.to_datetime(pd.Series(texts), errors="coerce")
     if parsed.isna().any():
         bad = [t for t, p in zip(texts, parsed) if pd.isna(p)][:10]
         raise TaxonomyError(f"date taxonomy {name!r}: values are not dates: {bad}")

@@ -1,5 +1,6 @@
 """OpenDP measurements for DP queries: discrete Laplace on counts, Laplace on bounded sums, Laplace-threshold
-partition selection, and the accuracy (interval half-width) each noise scale implies.
+partition selection, report-noisy-max over quantile scores, and the accuracy (interval half-width) each noise
+scale implies.
 
 Every measurement is constructed with OpenDP and its own privacy map is checked against the ε it was given; no
 noise is drawn anywhere else. OpenDP's samplers take no seed: DP answers are not reproducible, by design.
@@ -16,7 +17,11 @@ from anon_sql.errors import AnonSQLError, PolicyError
 dp.enable_features("contrib")
 
 __all__ = ["Noised", "Selected", "noisy_counts", "noisy_sums", "select_partitions", "count_accuracy",
-           "sum_accuracy", "count_measurement", "sum_measurement", "threshold_measurement"]
+           "sum_accuracy", "count_measurement", "sum_measurement", "threshold_measurement", "quantile_candidates",
+           "quantile_score_transformation", "quantile_fraction", "quantile_scores", "noisy_quantiles",
+           "QUANTILE_CANDIDATES"]
+
+QUANTILE_CANDIDATES = 1001   # candidates spread evenly over a PERCENTILE_CONT's bounds: a resolution of 0.1 %
 
 
 @dataclass(frozen=True)
@@ -139,3 +144,64 @@ def count_accuracy(scale: float, alpha: float) -> float:
 def sum_accuracy(scale: float, alpha: float) -> float:
     """Half-width scale·ln(1/α) with P[|noise| ≥ a] = α for continuous Laplace (OpenDP's accuracy function)."""
     return float(dp.laplacian_scale_to_accuracy(scale, alpha))
+
+
+def quantile_candidates(low: float, high: float, count: int = QUANTILE_CANDIDATES) -> list[float]:
+    """The values a DP quantile may return: `count` points spread evenly over [low, high], strictly increasing
+    (OpenDP requires it); one point when low = high."""
+    if low == high:
+        return [float(low)]
+    step = (high - low) / (count - 1)
+    points = [low + i * step for i in range(count - 1)] + [float(high)]
+    return sorted(set(points))
+
+
+def quantile_score_transformation(candidates: list[float], alpha: float):
+    """OpenDP's make_quantile_score_candidates over float vectors with the symmetric distance (a unit adding k
+    values moves the input by k)."""
+    return dp.t.make_quantile_score_candidates(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                                               dp.symmetric_distance(), candidates, alpha)
+
+
+def quantile_fraction(alpha: float) -> tuple[int, int]:
+    """The fraction (numerator, denominator) OpenDP's scorer uses for alpha, read from OpenDP itself: with one
+    candidate 1.0, the input [2.0] scores numerator and the input [0.0] scores |denominator − numerator|."""
+    transformation = quantile_score_transformation([1.0], alpha)
+    numerator = int(transformation([2.0])[0])
+    return numerator, numerator + int(transformation([0.0])[0])
+
+
+def quantile_scores(below, equal, total: int, fraction: tuple[int, int]) -> list[int]:
+    """OpenDP's candidate scores from counts: |den·#(x < c) − num·(n − #(x = c))| for each candidate c (lower is
+    better); tests check them against OpenDP's transformation on the values themselves."""
+    numerator, denominator = fraction
+    return [abs(denominator * int(lt) - numerator * (int(total) - int(eq))) for lt, eq in zip(below, equal)]
+
+
+def noisy_quantiles(scores: list[list[int]], candidates: list[float], alpha: float, rows_per_unit: int,
+                    groups_per_unit: int, epsilon: float) -> Noised:
+    """One candidate per score vector, chosen by OpenDP's report-noisy-max (negated: the lowest score wins).
+
+    A unit adds at most rows_per_unit values to each of at most groups_per_unit groups: the score vector of a group
+    moves by the scorer's stability map at rows_per_unit (L∞), and the groups compose, so each group's selection
+    gets ε / groups_per_unit."""
+    d_scores = quantile_score_transformation(candidates, alpha).map(int(rows_per_unit))
+    metric = quantile_score_transformation(candidates, alpha).output_metric
+
+    def make(scale: float):
+        return dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T="u64")), metric, dp.max_divergence(),
+                                   scale=scale, negate=True)
+    share = epsilon / groups_per_unit
+    scale = 2.0 * float(d_scores) / share
+    if not math.isfinite(scale):
+        raise PolicyError(f"epsilon = {epsilon!r} is too small for PERCENTILE_CONT: the noise scale would be infinite")
+    for _ in range(64):
+        measurement = make(scale)
+        spent = measurement.map(d_scores)
+        if spent <= share:
+            break
+        scale = math.nextafter(scale * (1 + 1e-12), math.inf)
+    else:
+        raise AnonSQLError(f"OpenDP could not calibrate report-noisy-max for epsilon {epsilon}")
+    chosen = [candidates[measurement([int(s) for s in vector])] for vector in scores]
+    return Noised(chosen, scale, spent * groups_per_unit)

@@ -21,20 +21,23 @@ __all__ = ["Aggregate", "DPQuery", "BudgetStatement", "is_dp_statement", "parse_
 
 SUPPORTED = ("supported: SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = …, delta = …, max_groups_contributed "
              "= …) <group columns>, COUNT(*), COUNT(col), COUNT(DISTINCT <privacy unit>), SUM(col, "
-             "contribution_bounds_per_group => (lo, hi)), AVG(col, contribution_bounds_per_group => (lo, hi)) FROM "
-             "<one table> [WHERE …] [GROUP BY columns]")
+             "contribution_bounds_per_group => (lo, hi)), AVG(col, contribution_bounds_per_group => (lo, hi)), "
+             "PERCENTILE_CONT(col, fraction, contribution_bounds_per_row => (lo, hi)) FROM <one table> [WHERE …] "
+             "[GROUP BY columns]")
 OPTIONS = {"epsilon", "delta", "max_groups_contributed", "max_rows_contributed", "intervals", "privacy_unit_column"}
-_AGGREGATES = {"COUNT", "SUM", "AVG"}
+_AGGREGATES = {"COUNT", "SUM", "AVG", "PERCENTILE_CONT"}
 _PREFIX = "ANON_DP_"
 _BOUNDS = "contribution_bounds_per_group"
+_ROW_BOUNDS = "contribution_bounds_per_row"   # BigQuery's name for PERCENTILE_CONT's clamp bounds
 
 
 @dataclass(frozen=True)
 class Aggregate:
-    kind: str  # count | count_column | count_distinct | sum | avg
+    kind: str  # count | count_column | count_distinct | sum | avg | percentile
     alias: str
     argument: exp.Expression | None = None  # the column or expression aggregated (None for COUNT(*))
-    bounds: tuple[float, float] | None = None  # per unit and group (COUNT: (0, max rows))
+    bounds: tuple[float, float] | None = None  # per unit and group (COUNT: (0, max rows)); PERCENTILE_CONT: per value
+    fraction: float | None = None  # PERCENTILE_CONT's quantile level in [0, 1] (0.5: the median)
 
 
 @dataclass(frozen=True)
@@ -253,29 +256,70 @@ def _refuse_inside(node: exp.Expression, where: str) -> None:
             raise PolicyError(f"aggregates are not supported in {where} of a DP query; " + SUPPORTED)
 
 
-def _bounds(argument: exp.Expression, kind: str) -> tuple[float, float]:
+def _bounds(argument: exp.Expression, kind: str, option: str = _BOUNDS) -> tuple[float, float]:
+    """The (lower, upper) numbers of ``option => (lo, hi)``; refused naming ``option`` as the user's aggregate takes
+    it (PERCENTILE_CONT's is contribution_bounds_per_row)."""
     value = argument.expression if isinstance(argument, exp.Kwarg) else None
     if not isinstance(value, (exp.Tuple, exp.Paren)):
-        raise PolicyError(f"{kind.upper()}: write {_BOUNDS} => (lower, upper) with two numbers")
+        raise PolicyError(f"{kind.upper()}: write {option} => (lower, upper) with two numbers")
     items = value.expressions if isinstance(value, exp.Tuple) else [value.this]
     numbers = []
     for item in items:
         negative = isinstance(item, exp.Neg)
         item = item.this if negative else item
         if not (isinstance(item, exp.Literal) and not item.is_string):
-            raise PolicyError(f"{kind.upper()}: {_BOUNDS} takes two numbers, found {value.sql(dialect='duckdb')}")
+            raise PolicyError(f"{kind.upper()}: {option} takes two numbers, found {value.sql(dialect='duckdb')}")
         number = float(item.this) * (-1 if negative else 1)
         if not math.isfinite(number):
-            raise PolicyError(f"{kind.upper()}: {_BOUNDS} must be finite")
+            raise PolicyError(f"{kind.upper()}: {option} must be finite")
         numbers.append(number)
     if len(numbers) != 2 or numbers[0] > numbers[1]:
-        raise PolicyError(f"{kind.upper()}: {_BOUNDS} => (lower, upper) with lower ≤ upper, "
+        raise PolicyError(f"{kind.upper()}: {option} => (lower, upper) with lower ≤ upper, "
                           f"found {value.sql(dialect='duckdb')}")
     return numbers[0], numbers[1]
 
 
+def _fraction(node: exp.Expression) -> float:
+    """PERCENTILE_CONT's second argument: a number literal in [0, 1]."""
+    if not (isinstance(node, exp.Literal) and not node.is_string):
+        raise PolicyError(f"PERCENTILE_CONT: the fraction must be a number in [0, 1] (0.5 for the median), "
+                          f"found {node.sql(dialect='duckdb')}")
+    value = float(node.this)
+    if not (0 <= value <= 1):
+        raise PolicyError(f"PERCENTILE_CONT: the fraction must be in [0, 1] (0.5 for the median), found {value:g}")
+    return value
+
+
+def _percentile(node: exp.Anonymous, alias: str | None) -> Aggregate:
+    """PERCENTILE_CONT(col, fraction, contribution_bounds_per_row => (lo, hi)): values clamped to the bounds, the
+    quantile chosen among candidates spread over them (BigQuery's DP PERCENTILE_CONT)."""
+    kwargs = [a for a in node.expressions if isinstance(a, exp.Kwarg)]
+    positional = [a for a in node.expressions if not isinstance(a, exp.Kwarg)]
+    for kwarg in kwargs:
+        if kwarg.this.name.lower() not in (_ROW_BOUNDS, _BOUNDS):
+            raise PolicyError(f"PERCENTILE_CONT: unknown argument {kwarg.this.name!r}; only {_ROW_BOUNDS} => (lo, hi)")
+    if len(kwargs) > 1:
+        raise PolicyError(f"PERCENTILE_CONT: {_ROW_BOUNDS} given twice")
+    if len(positional) != 2 or isinstance(positional[0], (exp.Star, exp.Distinct)):
+        raise PolicyError("PERCENTILE_CONT takes a column and a fraction (plus "
+                          f"{_ROW_BOUNDS} => (lo, hi)), e.g. PERCENTILE_CONT(age, 0.5, {_ROW_BOUNDS} => (0, 100))")
+    argument, fraction = positional[0], _fraction(positional[1])
+    _refuse_inside(argument, "PERCENTILE_CONT's argument")
+    if not kwargs:
+        raise PolicyError(f"PERCENTILE_CONT({argument.sql(dialect='duckdb')}, {fraction:g}) needs {_ROW_BOUNDS} => "
+                          "(lower, upper): values are clamped to them and the answer is one of the candidates "
+                          "spread over them")
+    bounds = _bounds(kwargs[0], "PERCENTILE_CONT", _ROW_BOUNDS)
+    if not math.isfinite(bounds[1] - bounds[0]):
+        raise PolicyError(f"PERCENTILE_CONT: {_ROW_BOUNDS} => {bounds} spans more than a float can hold; narrow them")
+    default = f"percentile_cont_{argument.sql(dialect='duckdb')}"
+    return Aggregate("percentile", alias or default, argument, bounds, fraction)
+
+
 def _aggregate(node: exp.Anonymous, alias: str | None) -> Aggregate:
     name = node.name.upper()[len(_PREFIX):]
+    if name == "PERCENTILE_CONT":
+        return _percentile(node, alias)
     args = list(node.expressions)
     kwargs = [a for a in args if isinstance(a, exp.Kwarg)]
     positional = [a for a in args if not isinstance(a, exp.Kwarg)]
@@ -364,7 +408,8 @@ def _build(text: str, tree: exp.Expression, options: dict) -> DPQuery:
             for sub in node.walk():
                 if isinstance(sub, exp.Window):
                     raise PolicyError("window functions (OVER …) are not supported in a DP query; " + SUPPORTED)
-            raise PolicyError(f"{node.sql(dialect='duckdb')} is not supported in a DP SELECT list (only GROUP BY "
+            shown = node.sql(dialect="duckdb").replace(_PREFIX, "")  # the user's spelling, not the parser's marker
+            raise PolicyError(f"{shown} is not supported in a DP SELECT list (only GROUP BY "
                               "columns and DP aggregates, each on its own); " + SUPPORTED)
     labels = [o[2] if o[0] == "group" else o[1].alias for o in outputs]
     if options["intervals"] is not None:

@@ -10,6 +10,7 @@ import math
 import secrets
 
 import duckdb
+import numpy as np
 import pandas as pd
 from sqlglot import exp
 
@@ -17,7 +18,8 @@ from anon_sql.dp import ledger, mechanisms
 from anon_sql.dp.query import Aggregate, BudgetStatement, DPQuery, is_dp_statement, parse_dp_select, parse_statement
 from anon_sql.errors import AnonSQLError, PolicyError, PrivacyRequirementError
 
-__all__ = ["is_dp_statement", "run_dp_statement", "dp_query", "build_sql", "plan_budget"]
+__all__ = ["is_dp_statement", "run_dp_statement", "dp_query", "build_sql", "build_quantile_sql", "plan_budget",
+           "quantile_score_vectors"]
 
 _UNIT, _ROWS, _UNITS = "__dp_unit", "__dp_rows", "__dp_units"
 _HASH, _PICK_UNIT, _PICK_HASH = "__dp_h", "__dp_pick_unit", "__dp_pick_h"
@@ -62,19 +64,84 @@ def _statistics(q: DPQuery) -> list[tuple[str, str, Aggregate]]:
             stats.append((_UNITS if q.group_by else f"__dp_c{i}", "units", a))
         elif a.kind == "sum":
             stats.append((f"__dp_s{i}", "sum", a))
+        elif a.kind == "percentile":
+            stats.append((f"__dp_q{i}", "quantile", a))
         else:
             stats += [(f"__dp_s{i}", "avg_sum", a), (f"__dp_n{i}", "avg_count", a)]
     return stats
 
 
-def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
-    """Row-level work as one query: each unit keeps at most max_groups_contributed groups (the smallest
-    hash(unit, group, salt)), its totals per kept group are clamped, then one row per group.
+def _candidates(a: Aggregate) -> list[float]:
+    return mechanisms.quantile_candidates(*a.bounds)
 
-    No window and no aggregate over every (unit, group) pair (bench/bench_dp.py: those were the cost): a GROUP BY
-    unit finds the cut (m = 1: the smallest row hash; m > 1: the m-th smallest distinct one, if any), a semi-join keeps the
-    rows at or below it, and only those are summed per (unit, hash). A bucket holding two groups (a 64-bit hash
-    collision inside one unit) is dropped, so a unit never reaches more than m groups."""
+
+def _quantile_code(i: int, a: Aggregate) -> exp.Expression:
+    """The code 2·k + (x = candidate k) of the clamped value x (column __dp_v<i>), k the index of the largest
+    candidate ≤ x: found by arithmetic, then corrected by one against the candidate list itself (column __dp_l<i>),
+    so rounding never moves a value across a candidate."""
+    low, high = a.bounds
+    count = len(_candidates(a))
+    x = _col(f"__dp_v{i}")
+    if count == 1:
+        return exp.convert(1)
+    step = (high - low) / (count - 1)
+    guess = exp.Least(this=exp.Greatest(this=exp.cast(exp.Floor(this=exp.Div(
+        this=exp.paren(exp.Sub(this=x.copy(), expression=_num(low))), expression=_num(step))), "BIGINT"),
+        expressions=[exp.convert(0)]), expressions=[exp.convert(count - 1)])
+
+    def at(index: exp.Expression, offset: int) -> exp.Expression:   # list_extract counts from 1; NULL past the end
+        return exp.Anonymous(this="list_extract", expressions=[
+            _col(f"__dp_l{i}"), exp.Add(this=exp.paren(index.copy()), expression=exp.convert(offset))])
+
+    def flag(condition: exp.Expression) -> exp.Expression:
+        return exp.Case(ifs=[exp.If(this=condition, true=exp.convert(1))], default=exp.convert(0))
+    k = exp.paren(exp.Add(this=exp.Sub(this=guess, expression=flag(exp.LT(this=x.copy(), expression=at(guess, 1)))),
+                          expression=flag(exp.GTE(this=x.copy(), expression=at(guess, 2)))))
+    return exp.Add(this=exp.Mul(this=k, expression=exp.convert(2)), expression=flag(exp.EQ(this=x.copy(), expression=at(k, 1))))
+
+
+_ITERATED_CUT = 3   # m ≤ this: the cut by m successive minimums (bench/bench_dp.py: 15× vs 18× plain's CPU at m = 3)
+
+
+def _cut(base: exp.Select, m: int) -> exp.Select:
+    """Per unit, the m-th smallest distinct hash of its groups (__dp_pick_unit, __dp_pick_h).
+
+    m = 1: min(h). 1 < m ≤ _ITERATED_CUT: m successive minimums, each over the rows above the last one (a unit with
+    fewer than m groups drops out: no cut). Larger m: the m-th of the sorted distinct hashes (NULL: no cut)."""
+    def step(cut: exp.Select | None) -> exp.Select:
+        rows = _subquery(base.copy(), "__dp_rows_cut")
+        select = exp.select(exp.alias_(exp.column(_UNIT, "__dp_rows_cut", quoted=True), _PICK_UNIT, quoted=True),
+                            exp.alias_(exp.Min(this=exp.column(_HASH, "__dp_rows_cut", quoted=True)), _PICK_HASH,
+                                       quoted=True)).from_(rows)
+        if cut is not None:
+            select = select.join(_subquery(cut, "__dp_cut"), on=exp.and_(
+                exp.EQ(this=exp.column(_UNIT, "__dp_rows_cut", quoted=True),
+                       expression=exp.column(_PICK_UNIT, "__dp_cut", quoted=True)),
+                exp.GT(this=exp.column(_HASH, "__dp_rows_cut", quoted=True),
+                       expression=exp.column(_PICK_HASH, "__dp_cut", quoted=True))))
+        return select.group_by(exp.column(_UNIT, "__dp_rows_cut", quoted=True))
+    if m <= _ITERATED_CUT:
+        cut = None
+        for _ in range(m):
+            cut = step(cut)
+        return cut
+    # a sorted list of distinct hashes measured faster than min(DISTINCT h, m) at 10M rows (bench/bench_dp.py)
+    nth = exp.Anonymous(this="list_extract", expressions=[exp.Anonymous(this="list_sort", expressions=[
+        exp.ArrayAgg(this=exp.Distinct(expressions=[_col(_HASH)]))]), exp.convert(m)])
+    return (exp.select(exp.alias_(_col(_UNIT), _PICK_UNIT, quoted=True), exp.alias_(nth, _PICK_HASH, quoted=True))
+            .from_(_subquery(base.copy(), "__dp_rows_cut")).group_by(_col(_UNIT)))
+
+
+def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
+    """One row per unit and kept group: the unit's row count and per-aggregate totals there, before clamping.
+
+    Each unit keeps at most max_groups_contributed groups, those with the smallest hash(unit, group, salt): `_cut`
+    finds per unit the m-th smallest distinct hash, a join keeps the unit's rows at (m = 1) or below (m > 1) it, and
+    only those are summed per unit (m = 1) or per (unit, hash). The rows are read again for each pass, never
+    materialized (bench/bench_dp.py measured that cheaper in DuckDB CPU time), and no window or aggregate runs over
+    every (unit, group) pair. A bucket holding two groups (a 64-bit hash collision inside one unit) is dropped, so a
+    unit never reaches more than m groups. PERCENTILE_CONT keeps at most max_rows_contributed values per unit and
+    group (the smallest hash(value, salt)), as candidate codes."""
     groups = [exp.alias_(g.copy(), _group(i), quoted=True) for i, g in enumerate(q.group_by)]
     base = exp.select(exp.alias_(_col(unit), _UNIT, quoted=True), *groups).from_(table.copy())
     condition = exp.Not(this=exp.Is(this=_col(unit), expression=exp.Null()))
@@ -83,40 +150,62 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
     base = base.where(condition)
     pair = exp.select(_col(_UNIT))
     if q.group_by:
-        pair = pair.select(*[exp.alias_(exp.AnyValue(this=_col(_group(i))), _group(i), quoted=True)
+        # min, not any_value: the HAVING below computes min(group) anyway (one string aggregate fewer per unit)
+        pair = pair.select(*[exp.alias_(exp.Min(this=_col(_group(i))), _group(i), quoted=True)
                              for i in range(len(q.group_by))])
     pair = pair.select(exp.alias_(exp.Count(this=exp.Star()), _ROWS, quoted=True))
     for i, a in enumerate(q.aggregates):
         if a.argument is None or a.kind == "count_distinct":
             continue
         value = f"__dp_v{i}"
+        if a.kind == "percentile":
+            # one string literal cast to DOUBLE[] (repr round-trips every float exactly), not 1001 tree nodes that
+            # every sqlglot builder step would copy
+            candidates = exp.cast(exp.Literal.string("[" + ", ".join(repr(c) for c in _candidates(a)) + "]"),
+                                  exp.DataType.build("DOUBLE[]", dialect="duckdb"))
+            base = base.select(exp.alias_(_clamp(exp.cast(a.argument.copy(), "DOUBLE"), *a.bounds), value, quoted=True),
+                               _col(f"__dp_l{i}"))
+            base = base.join(_subquery(exp.select(exp.alias_(candidates, f"__dp_l{i}", quoted=True)), f"__dp_c{i}"),
+                             join_type="cross")
+            pick = exp.Anonymous(this="arg_min", expressions=[_quantile_code(i, a), exp.Anonymous(
+                this="hash", expressions=[_col(value), exp.convert(salt)]), exp.convert(q.max_rows_contributed)])
+            pair = pair.select(exp.alias_(exp.Filter(this=pick, expression=exp.Where(this=exp.Not(this=exp.Is(
+                this=_col(value), expression=exp.Null())))), f"__dp_q{i}", quoted=True))
+            continue
         base = base.select(exp.alias_(a.argument.copy(), value, quoted=True))
         agg = {"count_column": exp.Count, "sum": exp.Sum, "avg": exp.Avg}[a.kind]
         pair = pair.select(exp.alias_(agg(this=_col(value)), f"__dp_p{i}", quoted=True))
     if not q.group_by:
-        pair = pair.from_(_subquery(base, "__dp_rows_in")).group_by(_col(_UNIT))
+        return pair.from_(_subquery(base, "__dp_rows_in")).group_by(_col(_UNIT))
+    row_hash = exp.Anonymous(this="hash", expressions=[_col(unit)] + [g.copy() for g in q.group_by]
+                             + [exp.convert(salt)])
+    base = base.select(exp.alias_(row_hash, _HASH, quoted=True))
+    m = q.max_groups_contributed
+    pick = _cut(base, m)
+    rows = exp.select("*").from_(_subquery(base, "__dp_rows_in"))
+    if m == 1:
+        on = exp.and_(exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)),
+                      exp.EQ(this=_col(_HASH), expression=_col(_PICK_HASH)))
+        rows = rows.join(_subquery(pick, "__dp_pick"), on=on, join_type="semi")
+    elif m <= _ITERATED_CUT:
+        # units with fewer than m groups have no cut: a LEFT JOIN keeps all their rows
+        rows = rows.join(_subquery(pick, "__dp_pick"), on=exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)),
+                         join_type="left").where(exp.or_(exp.Is(this=_col(_PICK_HASH), expression=exp.Null()),
+                                                         exp.LTE(this=_col(_HASH), expression=_col(_PICK_HASH))))
     else:
-        row_hash = exp.Anonymous(this="hash", expressions=[_col(unit)] + [g.copy() for g in q.group_by]
-                                 + [exp.convert(salt)])
-        base = base.select(exp.alias_(row_hash, _HASH, quoted=True))
-        m = q.max_groups_contributed
-        # m > 1: the m-th smallest distinct hash (NULL when the unit has fewer groups: it keeps them all); a
-        # sorted list of distinct hashes measured faster than min(DISTINCT h, m) at 10M rows (bench/bench_dp.py)
-        cut = exp.Min(this=_col(_HASH)) if m == 1 else exp.Anonymous(this="list_extract", expressions=[
-            exp.Anonymous(this="list_sort", expressions=[exp.ArrayAgg(this=exp.Distinct(expressions=[_col(_HASH)]))]),
-            exp.convert(m)])
-        pick = (exp.select(exp.alias_(_col(_UNIT), _PICK_UNIT, quoted=True), exp.alias_(cut, _PICK_HASH, quoted=True))
-                .from_(_table("__dp_rows_in")).group_by(_col(_UNIT)))
-        keep = (exp.EQ(this=_col(_HASH), expression=_col(_PICK_HASH)) if m == 1 else exp.or_(
+        on = exp.and_(exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)), exp.or_(
             exp.Is(this=_col(_PICK_HASH), expression=exp.Null()), exp.LTE(this=_col(_HASH), expression=_col(_PICK_HASH))))
-        on = exp.and_(exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)), keep)
-        one_group = [exp.and_(exp.NullSafeEQ(this=exp.Min(this=_col(_group(i))), expression=exp.Max(this=_col(_group(i)))),
-                              exp.In(this=exp.Count(this=_col(_group(i))),
-                                     expressions=[exp.convert(0), exp.Count(this=exp.Star())]))
-                     for i in range(len(q.group_by))]
-        pair = (pair.with_("__dp_rows_in", as_=base).from_(_table("__dp_rows_in"))
-                .join(_subquery(pick, "__dp_pick"), on=on, join_type="semi")
-                .group_by(_col(_UNIT), _col(_HASH)).having(exp.and_(*one_group)))
+        rows = rows.join(_subquery(pick, "__dp_pick"), on=on, join_type="semi")
+    one_group = [exp.and_(exp.NullSafeEQ(this=exp.Min(this=_col(_group(i))), expression=exp.Max(this=_col(_group(i)))),
+                          exp.In(this=exp.Count(this=_col(_group(i))), expressions=[exp.convert(0), exp.Count(this=exp.Star())]))
+                 for i in range(len(q.group_by))]
+    keys = [_col(_UNIT)] if m == 1 else [_col(_UNIT), _col(_HASH)]
+    return pair.from_(_subquery(rows, "__dp_kept")).group_by(*keys).having(exp.and_(*one_group))
+
+
+def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
+    """Row-level work as one query: the bounded (unit, group) rows of `_bounded`, their totals clamped, then one
+    row per group with every statistic but the quantiles (`build_quantile_sql`)."""
     final = exp.select(*[_col(_group(i)) for i in range(len(q.group_by))],
                        exp.alias_(exp.Count(this=exp.Star()), _UNITS, quoted=True))
     for name, kind, a in _statistics(q):
@@ -124,6 +213,8 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
         if kind == "units":
             if name != _UNITS:
                 final = final.select(exp.alias_(exp.Count(this=exp.Star()), name, quoted=True))
+            continue
+        if kind == "quantile":
             continue
         if kind == "count":
             per_unit = _col(_ROWS) if a.kind == "count" else _col(f"__dp_p{i}")
@@ -137,10 +228,21 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
         else:
             stat = exp.Count(this=_col(f"__dp_p{i}"))
         final = final.select(exp.alias_(stat, name, quoted=True))
-    final = final.from_(_subquery(pair, "__dp_pairs"))
+    final = final.from_(_subquery(_bounded(q, table, unit, salt), "__dp_pairs"))
     if q.group_by:
         final = final.group_by(*[_col(_group(i)) for i in range(len(q.group_by))])
     return final
+
+
+def build_quantile_sql(q: DPQuery, a: Aggregate, table: exp.Table, unit: str, salt: int) -> exp.Select:
+    """Per group, how many bounded values of PERCENTILE_CONT `a` fall on each code 2·k + (x = candidate k): the
+    counts below and at every candidate follow. Same bounding (same salt) as build_sql."""
+    i = q.aggregates.index(a)
+    groups = [_col(_group(j)) for j in range(len(q.group_by))]
+    codes = exp.select(*groups, exp.alias_(exp.Unnest(expressions=[_col(f"__dp_q{i}")]), "__dp_code", quoted=True)
+                       ).from_(_subquery(_bounded(q, table, unit, salt), "__dp_pairs"))
+    return (exp.select(*[g.copy() for g in groups], _col("__dp_code"), exp.alias_(exp.Count(this=exp.Star()), "__dp_n", quoted=True))
+            .from_(_subquery(codes, "__dp_codes")).group_by(*[g.copy() for g in groups], _col("__dp_code")))
 
 
 def _sensitivity(q: DPQuery, kind: str, a: Aggregate) -> float:
@@ -186,14 +288,37 @@ def _key(values) -> str:
     return json.dumps([None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in values])
 
 
-def _noise(q: DPQuery, frame: pd.DataFrame, shares: dict[str, float]) -> tuple[pd.DataFrame, float, float]:
+def quantile_score_vectors(q: DPQuery, a: Aggregate, codes: pd.DataFrame, keys: list[str]) -> list[list[int]]:
+    """OpenDP's candidate scores for each group key, from build_quantile_sql's counts per code 2·k + (x = c_k):
+    #(x < c_k) is the count of every code below 2k, #(x = c_k) the count of code 2k + 1."""
+    candidates = _candidates(a)
+    fraction = mechanisms.quantile_fraction(a.fraction)
+    group_cols = [_group(i) for i in range(len(q.group_by))]
+    code_keys = pd.Series([_key(row) for row in codes[group_cols].itertuples(index=False, name=None)], dtype=object)
+    rows = {key: index.to_numpy() for key, index in code_keys.groupby(code_keys).groups.items()} if len(codes) else {}
+    code, n = codes["__dp_code"].to_numpy(dtype=np.int64), codes["__dp_n"].to_numpy(dtype=np.int64)
+    vectors = []
+    for key in keys:
+        counts = np.zeros(2 * len(candidates), dtype=np.int64)
+        mine = rows.get(key, np.array([], dtype=np.int64))
+        np.add.at(counts, code[mine], n[mine])
+        per_candidate = counts[0::2] + counts[1::2]
+        below = np.concatenate([[0], np.cumsum(per_candidate)[:-1]])
+        vectors.append(mechanisms.quantile_scores(below, counts[1::2], int(counts.sum()), fraction))
+    return vectors
+
+
+def _noise(q: DPQuery, frame: pd.DataFrame, shares: dict[str, float],
+           codes: dict[str, pd.DataFrame] | None = None) -> tuple[pd.DataFrame, float, float]:
     """Partition selection, then noise on every statistic of the kept groups; returns the answer and the (ε, δ)
-    that OpenDP's privacy maps report (checked against the charge)."""
+    that OpenDP's privacy maps report (checked against the charge). `codes`: build_quantile_sql's counts per
+    PERCENTILE_CONT statistic."""
     alpha = None if q.intervals is None else 1 - q.intervals
     spent_epsilon = spent_delta = 0.0
     group_cols = [_group(i) for i in range(len(q.group_by))]
+    kept_keys = [_key(row) for row in frame[group_cols].itertuples(index=False, name=None)]
     if q.group_by:
-        keys = [_key(row) for row in frame[group_cols].itertuples(index=False, name=None)]
+        keys = kept_keys
         units = dict(zip(keys, frame[_UNITS].astype("int64")))
         selected = mechanisms.select_partitions(units, q.max_groups_contributed, shares["selection"], q.delta)
         spent_epsilon += selected.epsilon
@@ -207,6 +332,13 @@ def _noise(q: DPQuery, frame: pd.DataFrame, shares: dict[str, float]) -> tuple[p
         noisy = {}
     for name, kind, a in _statistics(q):
         if name in noisy:
+            continue
+        if kind == "quantile":
+            scores = quantile_score_vectors(q, a, codes[name], kept_keys)
+            result = mechanisms.noisy_quantiles(scores, _candidates(a), a.fraction, q.max_rows_contributed,
+                                                q.max_groups_contributed if q.group_by else 1, shares[name])
+            noisy[name] = (pd.Series(result.values, dtype="float64"), result.scale, "quantile")
+            spent_epsilon += result.epsilon
             continue
         sensitivity = _sensitivity(q, kind, a)
         if kind in ("count", "units", "avg_count"):
@@ -240,7 +372,9 @@ def _noise(q: DPQuery, frame: pd.DataFrame, shares: dict[str, float]) -> tuple[p
             continue
         values, scale, family = noisy[stats[0][0]]
         out[a.alias] = values
-        if alpha is not None:
+        if alpha is not None and family == "quantile":   # no interval for a quantile (docs/dp.md)
+            out[f"{a.alias}_low"] = out[f"{a.alias}_high"] = float("nan")
+        elif alpha is not None:
             width = (mechanisms.count_accuracy if family == "count" else mechanisms.sum_accuracy)(scale, alpha)
             out[f"{a.alias}_low"] = values - width
             out[f"{a.alias}_high"] = values + width
@@ -266,13 +400,16 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
         ledger.require_budget_owned(con, budget, "charge")   # a budget row written by hand is no budget
         _check_against_budget(q, budget)
         ledger.check_affordable(budget, epsilon, delta)
-        sql = build_sql(q, table, budget.privacy_unit, secrets.randbits(62)).sql(dialect="duckdb")
+        salt = secrets.randbits(62)
+        sql = build_sql(q, table, budget.privacy_unit, salt).sql(dialect="duckdb")
         try:
             frame = con.execute(sql).df()
+            codes = {stat: con.execute(build_quantile_sql(q, a, table, budget.privacy_unit, salt).sql(dialect="duckdb"))
+                     .df() for stat, kind, a in _statistics(q) if kind == "quantile"}
         except (duckdb.BinderException, duckdb.ConversionException, duckdb.ParserException,
                 duckdb.CatalogException) as error:
             raise PolicyError(f"the DP query does not fit {name}: {str(error).splitlines()[0]}") from None
-        answer, spent_epsilon, spent_delta = _noise(q, frame, dict(parts))
+        answer, spent_epsilon, spent_delta = _noise(q, frame, dict(parts), codes)
         if spent_epsilon > epsilon * (1 + 1e-9) or spent_delta > delta * (1 + 1e-9):
             raise AnonSQLError(f"internal accounting error: OpenDP reports ({spent_epsilon}, {spent_delta}) for a "
                                f"charge of ({epsilon}, {delta}); nothing was released")

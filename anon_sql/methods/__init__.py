@@ -21,6 +21,32 @@ _MODULES = {"iab": "search", "exhaustive": "search", "greedy": "search", "optima
             "local_suppression": "local_suppression"}
 
 
+# the methods whose plans release values per row (``Method.releases_rows``: slicing's buckets, local suppression's
+# cells), known here without importing their modules (slicing loads scipy): `check` asks before it compiles anything
+# (tests/contracts/test_method_contract.py holds this set to the classes' flags)
+ROW_RELEASING = frozenset({"slicing", "attribute_focused", "local_suppression"})
+
+
+def releases_rows(name: str) -> bool:
+    """Does method ``name`` release values per row (every QI insensitive in its recorded policy)? A registered class
+    answers by its flag; a built-in one not imported yet, by :data:`ROW_RELEASING`."""
+    cls = REGISTRY.get(name)
+    return bool(cls.releases_rows) if cls is not None else name in ROW_RELEASING
+
+
+def declared_release_policy(declared):
+    """The policy a release of ``declared`` records, derived from its method alone (not from a plan): what
+    :func:`anon_sql.runner.plan.released_policy` gives for any plan of that method. ``check`` derives the released
+    policy this way from the declared one the catalog keeps, so that the QIs, groupings and models it verifies come
+    from the user's policy (issue 28.8)."""
+    if not releases_rows(declared.method) or not declared.quasi:
+        return declared
+    d = declared.to_dict()
+    for q in declared.quasi:
+        d["attributes"][q] = {"role": "insensitive"}
+    return type(declared).from_dict(d)
+
+
 def register_method(cls: type[Method]) -> type[Method]:
     """Add a method class to the registry under ``cls.name`` (usable as a decorator)."""
     REGISTRY[cls.name] = cls
@@ -62,4 +88,5 @@ def load_all() -> None:
 
 
 __all__ = ["REGISTRY", "register_method", "get_method", "method_class", "method_names", "method_parameters", "load_all",
-           "Method", "MethodContext", "LevelPlan", "AssignmentPlan", "Plan"]
+           "Method", "MethodContext", "LevelPlan", "AssignmentPlan", "Plan", "ROW_RELEASING", "releases_rows",
+           "declared_release_policy"]

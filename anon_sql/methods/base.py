@@ -129,6 +129,10 @@ class Method:
     counts_units = False
     # whether it plans with quasi-identifiers that vary inside a unit (multi-relational k-anonymity over signatures)
     varying_units = False
+    # whether its plans release values per row (slicing's permuted buckets, local suppression's cells): its classes
+    # are not grouped by the quasi-identifiers, which the release's recorded policy holds as insensitive
+    # (runner/plan.py); `check` derives that policy from the declared one through this flag
+    releases_rows = False
 
     def __init__(self, **params: Any):
         section(f"[method_params] of method {self.name!r}", *self.parameters).check(params, "method_params")

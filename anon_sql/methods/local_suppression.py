@@ -47,6 +47,7 @@ class LocalSuppression(Method):
 
     name = "local_suppression"
     plan_kind = "assignment"
+    releases_rows = True
     needs_taxonomies = False
     reads = "rows"
     parameters = (

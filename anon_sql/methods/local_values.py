@@ -166,7 +166,8 @@ def encode_qi_frame(frame: pd.DataFrame | pa.Table, quasi: Sequence[str], taxono
 def format_numbers(v: np.ndarray) -> np.ndarray:
     """Numbers as text: integral values without a decimal point, others in shortest round-trip form."""
     out = np.empty(len(v), dtype=object)
-    integral = np.isfinite(v) & (np.mod(v, 1) == 0) & (np.abs(v) < 2 ** 53)
+    with np.errstate(invalid="ignore"):    # NaN / inf: not integral, printed as repr (no warning on stderr: V01)
+        integral = np.isfinite(v) & (np.mod(v, 1) == 0) & (np.abs(v) < 2 ** 53)
     out[integral] = v[integral].astype(np.int64).astype(str)
     out[~integral] = [repr(float(f)) for f in v[~integral]]   # per class, not per row
     return out

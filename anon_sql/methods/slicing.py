@@ -513,6 +513,7 @@ class Slicing(Method):
 
     name = "slicing"
     plan_kind = "assignment"
+    releases_rows = True
     needs_taxonomies = False
     parameters = (
         key("columns", integer(ge=1), "number of columns c the attributes are grouped into", 2),

@@ -156,11 +156,10 @@ def leakage_table(d: ReleaseData) -> pd.DataFrame:
     if "leakage" in d.cache:
         return d.cache["leakage"]
     from ..analytics.leakage import compare_leakage
-    from ..data.source import is_path, relation_exists
+    from ..data.source import is_path, named_relation
 
-    before = d.source.label
-    if is_path(before) or not relation_exists(d.con, before):
-        before = d.names.source
+    # the source as every command reads its name (whole first, then schema.table: issue 28.7), else the working view
+    before = (None if is_path(d.source.label) else named_relation(d.con, d.source.label)) or d.names.source
     d.cache["leakage"] = compare_leakage(d.con, before, d.name, d.quasi, d.policy.count_column)
     return d.cache["leakage"]
 

@@ -97,11 +97,10 @@ def iv_weights(d: ReleaseData) -> np.ndarray:
 
 def _forest_iv(d: ReleaseData) -> np.ndarray:
     from ..analytics.vulnerability import identity_vulnerability
-    from ..data.source import is_path, relation_exists
+    from ..data.source import is_path, named_relation
 
-    table = d.source.label
-    if is_path(table) or not relation_exists(d.con, table):
-        table = d.names.source
+    # the source as every command reads its name (whole first, then schema.table: issue 28.7), else the working view
+    table = (None if is_path(d.source.label) else named_relation(d.con, d.source.label)) or d.names.source
     with warnings.catch_warnings():
         # a weak forest still ranks the QIs, and the report says how IV was obtained: only that warning is dropped
         warnings.filterwarnings("ignore", message="identity vulnerability", category=UserWarning)

@@ -68,15 +68,16 @@ def load_categories(spec: Any, attribute: str, con=None) -> tuple[dict[str, str]
         if con is None:
             raise PolicyError(f"privacy.p_sensitive.categories names table {spec!r}: reading it needs a database "
                               "connection (pass con=), or give a CSV path / inline table")
-        from ..data.source import relation_exists, table_relation
+        from ..data.source import named_relation
 
-        if not relation_exists(con, spec):
+        relation = named_relation(con, spec)     # the whole name first, then schema.table (issue 28.7)
+        if relation is None:
             raise PolicyError(f"privacy.p_sensitive.categories: table {spec!r} does not exist; "
                               "create it or give a CSV path (columns category,<value>)")
-        cur = con.execute(render(exp.select("*").from_(table_relation(spec))))
+        cur = con.execute(render(exp.select("*").from_(relation.copy())))
         header = [d[0] for d in cur.description]
         pairs, value_col = _pairs(header, [[str(x) for x in r] for r in cur.fetchall()], attribute, repr(spec))
-        table = (spec, value_col)
+        table = (relation, value_col)
     else:
         raise PolicyError("privacy.p_sensitive.categories must be a CSV path, a table name or an inline table "
                           f"{{ category = [values] }}, got {spec!r}")
@@ -97,7 +98,7 @@ class PSensitivity(PrivacyModel):
 
     def __init__(self, attribute: str, p: int, categories: dict[str, str] | None = None, plus: bool = False,
                  alpha: float | None = None, weights: dict[str, float] | None = None,
-                 table: tuple[str, str] | None = None):
+                 table: tuple[exp.Table, str] | None = None):
         self.attribute, self.p, self.plus, self.alpha = attribute, int(p), bool(plus), alpha
         self.categories, self.table = categories or {}, table
         cats = sorted(set(self.categories.values()), key=_sort_key)
@@ -172,12 +173,10 @@ class PSensitivity(PrivacyModel):
     def _category_relation(self) -> exp.Expression:
         """(value, category) rows as text: the named table, or inline VALUES."""
         if self.table is not None:
-            from ..data.source import table_relation
-
-            name, value_col = self.table
+            relation, value_col = self.table     # the table its name resolved to when the model was built
             text = exp.DataType.build("VARCHAR")
             q = exp.select(alias(exp.Cast(this=col(value_col), to=text), "__val"),
-                           alias(exp.Cast(this=col("category"), to=text.copy()), "__cat")).from_(table_relation(name))
+                           alias(exp.Cast(this=col("category"), to=text.copy()), "__cat")).from_(relation.copy())
             return exp.Subquery(this=q, alias=exp.TableAlias(this=ident("pc")))
         rows = sorted(self.categories.items()) or [("", "")]
         return values_table(rows, ["__val", "__cat"], "pc")

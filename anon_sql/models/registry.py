@@ -107,7 +107,7 @@ def build_models(policy, con=None) -> list[PrivacyModel]:
             models += entry.build(setting, None, context)
     models += [GroupKAnonymity(r.quasi, r.k, j) for j, r in enumerate(p.requirements)]
     if policy.method == "local_suppression" and p.k is not None:   # its suppressed cells are wildcards
-        models.append(WildcardKAnonymity(p.k, policy.quasi, policy.by_role("insensitive")))
+        models.append(WildcardKAnonymity(p.k, policy.quasi))
     return models
 
 

@@ -23,8 +23,8 @@ class WildcardKAnonymity(PrivacyModel):
     whole_table = True
     monotone = True
 
-    def __init__(self, k: int, quasi: Sequence[str], insensitive: Sequence[str] = ()):
-        self.k, self.quasi, self.insensitive = int(k), list(quasi), list(insensitive)
+    def __init__(self, k: int, quasi: Sequence[str]):
+        self.k, self.quasi = int(k), list(quasi)
 
     def sql_checks(self, cols: Any) -> list:
         return []   # not a per-class column: see table_check
@@ -36,15 +36,15 @@ class WildcardKAnonymity(PrivacyModel):
             return None
         from ..sdc.local_suppression import kanonymity_with_wildcards_sql   # numpy / pandas: loaded on use
 
-        # the policy's QIs, never the recorded layout's (issue 28.8: a shared file's plan). A local-suppression
-        # release records its policy with the QIs insensitive (its one class is not grouped by them: runner/plan.py's
-        # released_policy), so a check rebuilt from that policy has none; then the layout names them, and it must
-        # name insensitive columns of that policy (docs/testing.md lists what a forged layout can still hide)
-        quasi = list(self.quasi) or [str(q) for q in layout.get("quasi") or []]
-        if not quasi or (not self.quasi and not set(quasi) <= set(self.insensitive)):
+        # the declared policy's QIs, never the recorded layout's (issue 28.8): `check` builds this model from the
+        # declared policy the catalog keeps (runner/plan.py derives the released one from it), so a layout naming
+        # fewer QIs changes nothing. None: a release recorded before the declared policy was kept
+        quasi = list(self.quasi)
+        if not quasi:
             return {"check": self.name, "classes": None, "failing_classes": None, "failing_records": None,
                     "worst_value": None, "passed": False,
-                    "message": f"the recorded wildcard layout names {quasi!r}: not insensitive columns of the policy"}
+                    "message": "no quasi-identifiers to check: the release's declared policy is not recorded (a "
+                               "release made before anon_sql kept it); release it again"}
         # the release's '*' cells as NULL (the verifier's "suppressed"), every QI compared as text
         cells = exp.select(*[exp.alias_(exp.func("NULLIF", exp.cast(col(q), "VARCHAR"), lit(WILDCARD)), ident(q))
                              for q in quasi]).from_(release.copy())

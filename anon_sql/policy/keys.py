@@ -736,4 +736,8 @@ def check_sql_option(name: str) -> str:
     if name in ("name", "source", "attributes"):
         raise PolicyError(f"`{name}` is not a WITH option: the statement gives it (CREATE ANONYMIZED VIEW name "
                           "... AS SELECT quasi(col), ... FROM source)")
+    owners = [m for m in registered_method_names() if name in {k.name for k in registered_method_parameters(m)}]
+    if owners:
+        raise PolicyError(f"`{name}` is a parameter of method(s) {', '.join(owners)}, not a WITH option: give it "
+                          f"inside method_params, e.g. method_params = {{'{name}': ...}}")
     raise unknown_key(name, "the WITH (...) options", [*SQL_TOP_LEVEL, *PRIVACY.keys])

@@ -16,6 +16,7 @@ closest known one (anon_sql/policy/keys.py). A role function's ``key => value`` 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import sqlglot
@@ -49,8 +50,24 @@ def _parse_error(err: sqlglot.errors.ParseError, text: str) -> str:
     lines = text.split("\n")
     if not isinstance(line, int) or not isinstance(col, int) or not 1 <= line <= len(lines):
         return str(err)
-    what = first.get("description") or str(err)
+    what = _plain_words(first.get("description") or str(err))
     return f"{what} (line {line}, column {col} of the statement)\n  {lines[line - 1]}\n  {' ' * (col - 1)}^"
+
+
+# sqlglot's "Required keyword: 'value' missing for <class 'sqlglot.expressions....Property'>" in a user's words
+_REQUIRED = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
+_WHAT = {"Property": "a WITH option", "Anonymous": "a function call", "Column": "a column", "Table": "a table"}
+
+
+def _plain_words(description: str) -> str:
+    """A parse error's description without sqlglot's class names (hostile round 3, SH4)."""
+    found = _REQUIRED.search(description)
+    if not found:
+        return description
+    key, cls = found.groups()
+    return (f"{_WHAT.get(cls, 'an expression')} has no {key} (the statement ends, or a part is missing, here); "
+            "complete it, e.g. WITH (method = 'optimal', k = 5)" if cls == "Property" else
+            f"{_WHAT.get(cls, 'an expression')} has no {key} (the statement ends, or a part is missing, here)")
 
 
 def _value(node: exp.Expression) -> Any:

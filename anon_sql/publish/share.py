@@ -108,16 +108,9 @@ def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
     plan (scalars only: per-class arrays, interval bounds and noise marks left out), checks and metrics as JSON."""
     from .. import __version__
 
-    policy = json.loads(row["policy_json"])
-    for spec in policy.get("attributes", {}).values():
-        if spec.get("role") == "identifier":
-            for key in [k for k in spec if k not in ("role", "action")]:
-                spec.pop(key)
-        if isinstance(spec.get("mask"), dict):
-            spec["mask"].pop("salt", None)                    # a hash mask's salt is a secret of the data owner
-    policy.get("method_params", {}).pop("noise_flag", None)   # the column the file does not have
-    if (policy.get("privacy") or {}).get("differential_privacy"):
-        policy.pop("seed", None)   # SafePub: the seed decides the sample, whose secrecy the (ε,δ) guarantee rests on
+    policy = shareable_policy(row["policy_json"])
+    # the policy as declared (issue 28.8: `check` derives the released one from it), left out the same way
+    declared = shareable_policy(row.get("declared_policy") or row["policy_json"])
     plan = {k: v for k, v in json.loads(row["plan"] or "{}").items()
             if k != "noise_flag" and (v is None or isinstance(v, (bool, int, float, str)))}
     metrics = con.execute("SELECT metric, value, direction FROM anon.metrics WHERE release = ? ORDER BY metric",
@@ -129,10 +122,27 @@ def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
         "noise": int(row["noise"] or 0), "classes": int(row["classes"]), "k_achieved": int(row["k_achieved"]),
         "released_at": str(row["created_at"]), "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "anon_sql_version": __version__, "policy": json.dumps(policy, sort_keys=True),
+        "declared_policy": json.dumps(declared, sort_keys=True) if row.get("declared_policy") else None,
         "plan": json.dumps(plan, sort_keys=True, default=str),
         "checks": json.dumps(checks.to_dict("records"), default=_plain),
         "metrics": json.dumps(metrics.to_dict("records"), default=_plain),
     }])
+
+
+def shareable_policy(text: str) -> dict[str, Any]:
+    """A recorded policy (JSON) as a shared file may hold it: identifier options such as key files, a hash mask's
+    salt, θ's noise column and a SafePub release's seed left out."""
+    policy = json.loads(text)
+    for spec in policy.get("attributes", {}).values():
+        if spec.get("role") == "identifier":
+            for key in [k for k in spec if k not in ("role", "action")]:
+                spec.pop(key)
+        if isinstance(spec.get("mask"), dict):
+            spec["mask"].pop("salt", None)                    # a hash mask's salt is a secret of the data owner
+    policy.get("method_params", {}).pop("noise_flag", None)   # the column the file does not have
+    if (policy.get("privacy") or {}).get("differential_privacy"):
+        policy.pop("seed", None)   # SafePub: the seed decides the sample, whose secrecy the (ε,δ) guarantee rests on
+    return policy
 
 
 def _plain(value: Any) -> Any:

@@ -65,11 +65,19 @@ def _grouped(a) -> list[tuple[str, list[tuple[str, Any]]]]:
     return out
 
 
+def _label(key: str, unit: str | None) -> str:
+    """A measure's name in the text report; with a privacy unit, ``records`` says it counts people (round 4, A01)."""
+    return f"people ({unit})" if unit and key == "records" else key
+
+
 def render_assessment_text(a) -> str:
+    unit = getattr(a, "privacy_unit", None)
     parts = [f"assessment of {a.source}: quasi-identifiers {', '.join(a.quasi)}"
-             + (f"; sensitive {', '.join(a.sensitive)}" if a.sensitive else "")]
+             + (f"; sensitive {', '.join(a.sensitive)}" if a.sensitive else "")
+             + (f"; counted in people (privacy_unit {unit!r}): every records figure below counts people" if unit
+                else "")]
     for title, rows in _grouped(a):
-        parts += ["", title + ":"] + [f"  {k}: {_fmt(v)}" for k, v in rows]
+        parts += ["", title + ":"] + [f"  {_label(k, unit)}: {_fmt(v)}" for k, v in rows]
     sizes = a.class_sizes.head(10)
     parts += ["", "class sizes (smallest 10):", sizes.to_string(index=False)]
     if len(a.attributes):

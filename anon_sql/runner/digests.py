@@ -21,8 +21,11 @@ from ..data.taxonomy import Taxonomy, needs_values
 from ..policy.model import Policy
 
 
-def taxonomy_digests(policy: Policy, taxonomies: dict[str, Taxonomy]) -> dict[str, dict[str, str]]:
-    """Quasi-identifier → ``{"taxonomy": name or "inline", "digest": hex}`` for each QI with a taxonomy."""
+def taxonomy_digests(policy: Policy, taxonomies: dict[str, Taxonomy], types: dict[str, str] | None = None
+                     ) -> dict[str, dict[str, str]]:
+    """Quasi-identifier → ``{"taxonomy": name or "inline", "digest": hex, "type": the source column's type}`` for
+    each QI with a taxonomy (``types``: the source's column types; a level's values read the column as that type,
+    so a column retyped since means other values too: hostile round 3, R04)."""
     out: dict[str, dict[str, str]] = {}
     for qi, tax in sorted(taxonomies.items()):
         attr = policy.attributes.get(qi)
@@ -32,6 +35,8 @@ def taxonomy_digests(policy: Policy, taxonomies: dict[str, Taxonomy]) -> dict[st
             out[qi] = {"taxonomy": "inline", "digest": hashlib.sha256(text.encode("utf-8")).hexdigest()}
         else:
             out[qi] = {"taxonomy": spec if isinstance(spec, str) else "inline", "digest": tax.fingerprint()}
+        if types and types.get(qi):
+            out[qi]["type"] = str(types[qi])
     return out
 
 
@@ -55,11 +60,77 @@ def changed(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
         return [f"{qi} (taxonomy {d['taxonomy']!r}: no digest recorded)" for qi, d in sorted(after.items())]
     out = []
     for qi in sorted(set(old) | set(after)):
-        a, b = old.get(qi), after.get(qi)
+        a, b = _comparable(old.get(qi), after.get(qi))
         if a != b:
             name = (b or a)["taxonomy"]
             out.append(f"{qi} (taxonomy {name!r})")
     return out
 
 
-__all__ = ["taxonomy_digests", "parsed", "changed"]
+def _comparable(a: dict | None, b: dict | None) -> tuple[dict | None, dict | None]:
+    """Two entries without the column's type when one of them does not record it (a version made before types were
+    recorded is compared on its taxonomy alone)."""
+    if a is not None and b is not None and ("type" in a) != ("type" in b):
+        return ({k: v for k, v in a.items() if k != "type"}, {k: v for k, v in b.items() if k != "type"})
+    return a, b
+
+
+def retyped(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
+    """The quasi-identifiers whose source column's type differs between ``before`` and ``after`` (both recorded),
+    each as ``"qi (OLD → NEW)"``."""
+    old = parsed(before) or {}
+    return [f"{qi} ({old[qi]['type']} → {after[qi]['type']})" for qi in sorted(set(old) & set(after))
+            if "type" in old[qi] and "type" in after[qi] and old[qi]["type"] != after[qi]["type"]]
+
+
+
+def source_digest_query(relation: Any, columns: list[str], count_column: str | None) -> Any:
+    """``SELECT records, rows, content hash FROM relation``: the records as a release counts them (the count
+    column's sum, else rows), the rows, and the sum of every row's hash over ``columns`` (order-independent: the
+    same rows in any order give the same sum; a HUGEINT sum cannot overflow). One scan, in the engine."""
+    from sqlglot import exp
+
+    from ..common.sqlbuild import record_count
+
+    hashed = exp.Cast(this=exp.func("HASH", *[exp.column(c, quoted=True) for c in columns]),
+                      to=exp.DataType.build("HUGEINT"))
+    total = exp.Cast(this=exp.func("COALESCE", exp.Sum(this=hashed), exp.Literal.number(0)),
+                     to=exp.DataType.build("VARCHAR"))
+    return exp.select(record_count(count_column), exp.Count(this=exp.Star()), total).from_(relation.copy())
+
+
+# above this many records the release records no content hash (a hash of every row costs about a quarter of one
+# GROUP BY over the source: bench in docs/check.md), only the count; `check` then says so in the basis
+DIGEST_MAX_RECORDS = 1_000_000
+
+
+def source_digest(con: Any, policy: Policy, records: int | None = None) -> dict[str, Any] | None:
+    """The digest of a release's source that ``check`` compares with (issue 28.8's ``records_in``): records, rows,
+    content hash, the columns hashed and DuckDB's version (its ``hash`` may differ across versions), read from the
+    source the policy names as ``check`` reads it. None where ``records_in`` counts something else (people of a
+    privacy unit, related tables) or the policy names no table or file that is there (nothing to recount later);
+    over :data:`DIGEST_MAX_RECORDS` (``records``: the count the release made) the count alone."""
+    import duckdb
+
+    from ..common.sqlbuild import render
+    from ..data.source import describe, readable_relation
+
+    if policy.privacy_unit or policy.related or not isinstance(policy.source, str):
+        return None
+    if records is not None and records > DIGEST_MAX_RECORDS:
+        return {"records": int(records), "skipped": f"the source has more than {DIGEST_MAX_RECORDS:,} records"}
+    try:   # a basis for check, never a reason to refuse a release: a source it cannot digest records none
+        relation = readable_relation(con, policy.source)
+        if relation is None:
+            return None
+        columns = [r[0] for r in describe(con, relation)]
+        records, rows, total = con.execute(render(source_digest_query(relation, columns, policy.count_column))
+                                           ).fetchall()[0]
+    except duckdb.Error:
+        return None
+    return {"records": int(records or 0), "rows": int(rows), "hash": str(total), "columns": columns,
+            "duckdb": duckdb.__version__}
+
+
+__all__ = ["DIGEST_MAX_RECORDS", "taxonomy_digests", "parsed", "changed", "retyped", "source_digest",
+           "source_digest_query"]

@@ -43,7 +43,8 @@ def released_policy(policy: Policy, plan: Plan) -> Policy:
     """Every check groups by every declared quasi-identifier as released — except for bucket plans (slicing's
     ``row_values``: original values permuted inside buckets), whose classes are the buckets: they list no QI in
     ``plan.released_quasi``, and the QIs are insensitive in the release (docs/slicing.md says what slicing
-    guarantees). A method that merely leaves a QI unchanged (UPA with quasi = "ktfs") is still checked over it."""
+    guarantees). A method that merely leaves a QI unchanged (UPA with quasi = "ktfs") is still checked over it.
+    ``check`` derives the same policy from the method alone: :func:`anon_sql.methods.declared_release_policy`."""
     if not isinstance(plan, AssignmentPlan) or not plan.row_values:
         return policy
     chosen = plan.released_quasi

@@ -44,12 +44,24 @@ def resolve_related(con: Any, policy: Policy, src: Source) -> list[RelatedTable]
     out = []
     unit = policy.privacy_unit
     outputs = release_outputs(con) | {policy.name, *(f"{policy.name}_{n}" for n in policy.related)}
+    targets: dict[str, str] = {}
+    quasi = {q.lower(): q for q in policy.quasi}
+    identifiers = {c.lower(): c for c, a in policy.attributes.items() if a.role == "identifier"}
     for name, spec in policy.related.items():
         where = f"[related.{name}]"
+        target = f"{policy.name}_{name}"
+        if target.lower() in targets:     # DuckDB's names are case-insensitive: two targets would be one table
+            raise PolicyError(f"{where} and [related.{targets[target.lower()]}] would both be released as table "
+                              f"{target!r} (DuckDB does not tell names apart by case): rename one of them")
+        targets[target.lower()] = name
         source = spec["source"]
         if source in outputs:
             raise PolicyError(f"{where} source {source!r} is a release's output; relate the raw table instead")
         rel = resolve_source(con, source)
+        if rel.label.lower() == src.label.lower():
+            raise PolicyError(f"{where} source {source!r} is the unit table itself: its rows would be released a "
+                              "second time beside the person's key, with none of the unit table's generalization; "
+                              "relate a table of events (rows that belong to a unit), not the unit table")
         key = spec["key"]
         if key not in rel.columns:
             raise PolicyError(f"{where} key {key!r} is not a column of {rel.label!r} ({rel.columns})")
@@ -66,6 +78,20 @@ def resolve_related(con: Any, policy: Policy, src: Source) -> list[RelatedTable]
         if unknown:
             raise PolicyError(f"{where} names column(s) {unknown} that {rel.label!r} does not have ({rel.columns})")
         roles = {c: attrs.get(c) or {"role": spec["default_role"]} for c in rel.columns if c != key}
+        raw_ids = [c for c, a in roles.items() if c.lower() in identifiers and a.get("role") != "identifier"]
+        if raw_ids:
+            raise PolicyError(f"{where} would release column(s) {raw_ids} of {rel.label!r} as they are, named like "
+                              f"identifier(s) {[identifiers[c.lower()] for c in raw_ids]} of the unit table, which the "
+                              f"policy does not release: declare them identifiers here too ([related.{name}.attributes."
+                              f"{raw_ids[0]}] role = \"identifier\", dropped or pseudonymized)")
+        kept_qis = [c for c, a in roles.items() if c.lower() in quasi
+                    and not (a.get("role") == "identifier" and a.get("action", "drop") == "drop")]
+        if kept_qis:
+            raise PolicyError(f"{where} would release column(s) {kept_qis} of {rel.label!r}, named like quasi-"
+                              f"identifier(s) {[quasi[c.lower()] for c in kept_qis]} of the unit table: beside the "
+                              "person's key they would undo that generalization; drop them ([related."
+                              f"{name}.attributes.{kept_qis[0]}] role = \"identifier\") or, if they mean something "
+                              "else, rename them in a view over the related table")
         units = exp.select(col(unit)).from_(src.relation.copy()).where(
             exp.Not(this=exp.Is(this=col(unit), expression=exp.Null())))
         orphans = exp.select(exp.Count(this=exp.Star())).from_(rel.relation.copy()).where(exp.Not(this=exp.In(

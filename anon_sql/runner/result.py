@@ -29,6 +29,9 @@ class Release:
     noise: int = 0
     materialized: bool = True
     info: dict[str, Any] = field(default_factory=dict)
+    # the policy as the user declared it (resolved), before the method's release turned any QI insensitive
+    # (runner/plan.py): what `check` derives the released policy from (None: the same as ``policy``)
+    declared: Policy | None = None
 
     @property
     def table(self) -> str:

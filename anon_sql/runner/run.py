@@ -23,7 +23,7 @@ from ..data.source import Source
 from ..policy.model import Policy
 from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
-from .digests import taxonomy_digests
+from .digests import source_digest, taxonomy_digests
 from .plan import make_context, placeholder, plan_dict, released_policy, signed_plan
 from .resolve import Resolved, discard_resolved, resolve_release
 from .verify import failing_classes_records, failure_message, verify_release
@@ -67,6 +67,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                    "counted_rows": engine.keeps_counted_rows, "level_map": engine.level_map,
                    "inline_masks": engine.inline_masks}
         policy = r.policy
+        # what check recounts records_in against: the source as it is now, before anything is perturbed
+        digest = source_digest(engine.con, r.policy, r.records) if engine.name == "duckdb" and not dry_run else None
         engine.begin()
         try:
             if r.sdc is not None:   # the perturbed source, kept as a working table __source reads
@@ -113,9 +115,11 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
                           info={"seconds": time.perf_counter() - t0, **plan.details(),
-                                "taxonomy_digests": taxonomy_digests(r.policy, r.taxonomies),
+                                "taxonomy_digests": taxonomy_digests(r.policy, r.taxonomies, r.source.types),
                                 **({"people": v.units} if v.units is not None else {}),
-                                **({"related": tables_out} if r.related else {})})
+                                **({"related": tables_out} if r.related else {}),
+                                **({"source_digest": digest} if digest is not None else {})},
+                          declared=r.policy)
             if r.sampling is not None:   # SafePub: ε, δ, β, k and the sample's size go to anon.metrics ("info")
                 rel.metrics.update(r.sampling.metrics())
                 rel.info["differential_privacy"] = r.sampling.metrics()

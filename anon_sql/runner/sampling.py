@@ -45,7 +45,7 @@ class Sampling:
 def safepub_policy(policy: Policy, engine_name: str) -> tuple[Policy, SafePubParameters] | None:
     """For a policy with ``differential_privacy``: the policy as released (k raised to SafePub's k, every class
     below it suppressed: ``max_suppression`` 0 means 1) and the parameters; None for any other policy. Refuses
-    what SafePub here does not do (another method, counted rows, another engine, seed 0; levels or a privacy unit
+    what SafePub here does not do (another method, counted rows, a privacy unit, another engine, seed 0; levels
     together with a DP search)."""
     spec = policy.privacy.differential_privacy
     if spec is None:
@@ -58,6 +58,12 @@ def safepub_policy(policy: Policy, engine_name: str) -> tuple[Policy, SafePubPar
         raise PolicyError(f"privacy.differential_privacy.search_share = {share}: the DP search scores records, not "
                           f"people; it is not supported with privacy_unit = {policy.privacy_unit!r} (give the "
                           "level vector and search_share = 0)")
+    if policy.privacy_unit:
+        raise PolicyError(f"privacy.differential_privacy (SafePub) samples and suppresses records one by one, so its "
+                          f"(epsilon, delta) would hold per row, not per person of privacy_unit "
+                          f"{policy.privacy_unit!r} (a person with m rows gets about m times epsilon): release one row "
+                          "per person (aggregate the rows first) without privacy_unit, or use the DP statements "
+                          "(SELECT WITH DIFFERENTIAL_PRIVACY), which bound each person's contribution")
     if policy.method != "levels":
         raise PolicyError(f"privacy.differential_privacy (SafePub) needs method = \"levels\" with a given level "
                           f"vector or search_share > 0 (a DP search chooses it), not {policy.method!r}")

@@ -11,7 +11,9 @@ from typing import Any
 
 from sqlglot import exp
 
+from ..common.columns import UNIT
 from ..common.sqlbuild import alias, col, lit, render
+from ..data import base_counts
 from ..common.wording import counted
 from ..data.source import Source
 from ..errors import PolicyError, SourceError
@@ -85,14 +87,19 @@ def _differs(quasi: list[str]) -> list[exp.Expression]:
     return items
 
 
-def unit_profile(con: Any, unit: str, quasi: list[str], src: Source) -> tuple[int, list[tuple[str, int]]]:
-    """:func:`count_units` and :func:`varying_counts` in one pass over the source (one GROUP BY the unit): the
-    distinct units and the QIs varying inside a unit; refuses a missing unit column and NULL units first."""
-    if unit not in src.columns:
-        raise PolicyError(f"privacy_unit {unit!r} is not a column of {src.label!r} ({src.columns})")
-    is_null = exp.Is(this=col(unit), expression=exp.Null())
-    per_unit = exp.select(alias(is_null, "__null"), alias(exp.Count(this=exp.Star()), "__rows"),
-                          *_differs(quasi)).from_(src.relation.copy()).group_by(col(unit))
+def unit_profile(con: Any, unit: str, quasi: list[str], src: Source, base: exp.Table | None = None
+                 ) -> tuple[int, list[tuple[str, int]]]:
+    """:func:`count_units` and :func:`varying_counts` in one pass (one GROUP BY the unit): the distinct units and
+    the QIs varying inside a unit; refuses a missing unit column and NULL units first. ``base``: read the release's
+    base-count table instead of the source (its rows are the distinct (QIs, sensitive values, unit) of the source
+    with their rows in ``__w``, so a unit's QI values, NULL included, and its rows are the same there: one pass over
+    the rows fewer, issue 24.6)."""
+    require_unit_column(unit, src)
+    key, rows, relation = ((col(UNIT), exp.Sum(this=col(base_counts.WEIGHT)), base) if base is not None
+                           else (col(unit), exp.Count(this=exp.Star()), src.relation))
+    is_null = exp.Is(this=key, expression=exp.Null())
+    per_unit = exp.select(alias(is_null, "__null"), alias(rows, "__rows"),
+                          *_differs(quasi)).from_(relation.copy()).group_by(key.copy())
     known = exp.Where(this=exp.Not(this=col("__null")))
     totals = exp.select(
         alias(exp.Filter(this=exp.Count(this=exp.Star()), expression=known.copy()), "units"),
@@ -106,6 +113,12 @@ def unit_profile(con: Any, unit: str, quasi: list[str], src: Source) -> tuple[in
                           "must belong to a person; fill or remove those rows (e.g. a view WHERE "
                           f"{unit} IS NOT NULL)")
     return int(units or 0), [(q, int(n)) for q, n in zip(quasi, counts) if n]
+
+
+def require_unit_column(unit: str, src: Source) -> None:
+    """Refuse a privacy unit that is not a column of the source."""
+    if unit not in src.columns:
+        raise PolicyError(f"privacy_unit {unit!r} is not a column of {src.label!r} ({src.columns})")
 
 
 def varying_quasi(con: Any, unit_name: str, quasi: list[str], src: Source, what: str = "assess") -> None:
@@ -154,8 +167,7 @@ def check_varying(policy: Policy, method: Any, varying: list[tuple[str, int]]) -
 
 def count_units(con: Any, unit: str, src: Source) -> int:
     """The distinct units of the source; refuses a unit column that is missing or holds NULLs (with their count)."""
-    if unit not in src.columns:
-        raise PolicyError(f"privacy_unit {unit!r} is not a column of {src.label!r} ({src.columns})")
+    require_unit_column(unit, src)
     q = exp.select(alias(exp.Count(this=exp.Distinct(expressions=[col(unit)])), "units"),
                    alias(exp.Sum(this=exp.Cast(this=exp.Is(this=col(unit), expression=exp.Null()),
                                                to=exp.DataType.build("INT"))), "nulls")).from_(src.relation.copy())
@@ -180,16 +192,27 @@ def check_method(policy: Policy, method: Any) -> None:
                           f"rows); methods that count people: {', '.join(works)}")
 
 
-def resolve_units(con: Any, policy: Policy, src: Source, method: Any, declared: set[str] | None = None
-                  ) -> tuple[int | None, tuple[str, ...]]:
+def resolve_units(con: Any, policy: Policy, src: Source, method: Any, declared: set[str] | None = None,
+                  defer: bool = False) -> tuple[int | None, tuple[str, ...]]:
     """The resolve-time checks of the unit: the identifier repeats (without a unit), else the method, NULL units,
     QIs varying inside a unit and k against the number of units. Returns the units (None without a unit) and the
-    QIs that vary inside a unit."""
+    QIs that vary inside a unit. ``defer``: stop after the method and the unit column; the caller runs
+    :func:`profile_units` over the base counts it makes next (None, () meanwhile)."""
     repeated_identifiers(con, policy, src, declared)
     if not policy.privacy_unit:
         return None, ()
     check_method(policy, method)
-    units, varying = unit_profile(con, policy.privacy_unit, list(policy.quasi), src)
+    if defer:
+        require_unit_column(policy.privacy_unit, src)
+        return None, ()
+    return profile_units(con, policy, src, method)
+
+
+def profile_units(con: Any, policy: Policy, src: Source, method: Any, base: exp.Table | None = None
+                  ) -> tuple[int, tuple[str, ...]]:
+    """NULL units, QIs varying inside a unit and k against the number of units, from the source or from its
+    ``base`` counts (:func:`unit_profile`); returns the units and the varying QIs."""
+    units, varying = unit_profile(con, policy.privacy_unit, list(policy.quasi), src, base)
     check_varying(policy, method, varying)
     k = policy.privacy.k
     if k is not None and units and k > units:

@@ -87,6 +87,13 @@ def _same_taxonomies(name: str, recorded_digests: str, now: dict) -> None:
     """KEEP PLAN re-applies level numbers: refuse when a taxonomy they index was rebuilt since (issue 28.3)."""
     from ..runner import digests
 
+    retyped = digests.retyped(recorded_digests or None, now)
+    if retyped:
+        raise _TaxonomyMoved(
+            f"REFRESH ANONYMIZED VIEW {name} KEEP PLAN: the source column of {', '.join(retyped)} changed type since "
+            "the stored plan was made, so the same levels would release values read as another type; nothing was "
+            "changed: REFRESH without KEEP PLAN plans again (values are then not comparable with earlier versions: "
+            "see docs/refresh.md)")
     moved = digests.changed(recorded_digests or None, now)
     if moved:
         raise _TaxonomyMoved(

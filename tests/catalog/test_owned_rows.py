@@ -156,3 +156,32 @@ def test_its_own_budget_is_dropped_and_a_ledger_from_before_markers_is_adopted(p
     execute(con, "DROP PRIVACY BUDGET ON people")
     assert con.execute("SELECT count(*) FROM anon.privacy_budgets WHERE dropped_at IS NULL").fetchall()[0][0] == 0
     con.close()
+
+
+def test_a_taxonomy_a_release_uses_is_dropped_only_with_force(path):
+    """Hostile round 4, X03: `taxonomy drop` of a taxonomy a live release uses was exit 0 and the release's REFRESH
+    then failed until it was rebuilt. Now refused (API and CLI exit 2, nothing changed) naming the release; --force
+    drops it; once the release is dropped the taxonomy drops without it."""
+    con = duckdb.connect(str(path))
+    store.store_taxonomy(con, from_mapping("ages", {str(a): [f"{a // 10 * 10}s"] for a in range(10, 30)}))
+    anon_sql.release(con, {"name": "uses_ages", "source": "people", "method": "levels", "seed": 0,
+                           "attributes": {"pid": {"role": "identifier"},
+                                          "age": {"role": "quasi", "taxonomy": "ages"}},
+                           "privacy": {"k": 5}, "method_params": {"levels": {"age": 1}}})
+    assert store.taxonomy_users(con, "ages") == ["uses_ages"]
+    before = state(con)
+    with pytest.raises(TaxonomyError, match=r"used by release\(s\) \['uses_ages'\].*--force"):
+        store.drop_taxonomy(con, "ages")
+    assert state(con) == before
+    con.close()
+    refused = cli("taxonomy", "drop", "ages", "--db", str(path))
+    assert refused.returncode == 2 and "uses_ages" in refused.stderr and "--force" in refused.stderr
+    forced = cli("taxonomy", "drop", "ages", "--db", str(path), "--force")
+    assert forced.returncode == 0, forced.stderr
+    con = duckdb.connect(str(path))
+    assert store.load_taxonomy(con, "ages") is None
+    store.store_taxonomy(con, from_mapping("ages", AGES))
+    execute(con, "DROP ANONYMIZED VIEW uses_ages")
+    assert store.taxonomy_users(con, "ages") == []
+    store.drop_taxonomy(con, "ages")
+    assert store.load_taxonomy(con, "ages") is None

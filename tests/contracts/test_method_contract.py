@@ -125,6 +125,15 @@ def test_every_registered_method_has_an_example():
     assert set(methods()) == set(EXAMPLES), "add an example policy for each new method to EXAMPLES"
 
 
+def test_row_releasing_methods_are_known_without_importing_them():
+    """`check` tells a method that releases values per row (its recorded policy holds every QI insensitive) from
+    the name alone (methods.ROW_RELEASING: slicing's module loads scipy); the set is exactly the classes' flags."""
+    from anon_sql.methods import ROW_RELEASING
+
+    load_all()
+    assert {n for n, cls in REGISTRY.items() if cls.releases_rows} == set(ROW_RELEASING)
+
+
 @pytest.mark.parametrize("method", methods())
 def test_contract(con, method):
     before, digest = objects(con), source_digest(con)

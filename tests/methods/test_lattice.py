@@ -292,3 +292,42 @@ def test_nulls_form_their_own_group_and_generalize_to_the_null_parent(con):
     leaves = len(ctx.taxonomies["zip"].leaves)   # (the mask builder may list NULL among its leaves)
     assert one.scores["ncp"] == pytest.approx((2 * 1 / (leaves - 1) + 0 + 2 * 1.0) / 5)   # NULL at level >= 1: 1
     assert lat.evaluate((5,)).need == 0 and lat.evaluate((5,)).classes == 2   # '*****' and NULL's '*'
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=2 ** 40), max_size=300), st.booleans())
+def test_group_first_matches_pandas(keys, small_radix):
+    """Codes, count and first rows of ``group_first`` (both its paths: presence table and hashing) against pandas:
+    codes in order of first appearance (hashed) or of the key (presence table), first rows from drop_duplicates."""
+    import pandas as pd
+
+    from anon_sql.methods.lattice.encode import group_first
+
+    key = np.asarray(keys, dtype=np.int64) % (50 if small_radix else 2 ** 40)
+    radix = 50 if small_radix else None
+    codes, n, first = group_first(key, radix)
+    uniq = sorted(set(key.tolist())) if small_radix else list(pd.unique(key))
+    assert n == len(uniq)
+    assert [uniq[c] for c in codes] == key.tolist()
+    firsts = pd.Series(key).drop_duplicates()
+    assert sorted(first.tolist()) == sorted(firsts.index.tolist())
+    assert [int(key[i]) for i in first] == [int(u) for u in uniq]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=400), min_size=1, max_size=8), st.integers(0, 3000),
+       st.integers(0, 2 ** 16))
+def test_combined_keys_group_like_pandas(cards, n, seed):
+    """The roll-up's grouping (``combine`` with its presence-table re-densification, then ``group_first``) puts two
+    rows in one class exactly when pandas' groupby over the code columns does, and names each class's first row."""
+    from anon_sql.methods.lattice.encode import combine, group_first
+
+    rng = np.random.default_rng(seed)
+    cols = [rng.integers(0, c, n).astype(np.int32) for c in cards]
+    codes, m, first = group_first(*combine(cols, cards, n))
+    frame = pd.DataFrame({f"c{i}": c for i, c in enumerate(cols)})
+    ref = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
+    assert m == len(set(ref.tolist()))
+    assert len(set(zip(codes.tolist(), ref.tolist()))) == m        # a bijection between the two groupings
+    assert sorted(first.tolist()) == pd.Series(ref).drop_duplicates().index.tolist()
+    assert all(codes[i] == c for c, i in enumerate(first))

@@ -482,6 +482,16 @@ def test_p_sensitive_sql_matches_numpy(con, source):
     assert sorted(got["p_sensitive__disease_value"].tolist()) == [3, 4, 4]
 
 
+@pytest.mark.parametrize("name, created", [("main.cats", "cats"), ("Cats.2024", '"Cats.2024"')])
+def test_p_sensitive_categories_table_named_as_every_command_reads_it(con, name, created):
+    """A categories table named ``schema.table`` or with a dot in its one name (issue 28.7: the name was found, then
+    read as one quoted name, which ``main.cats`` is not)."""
+    cats = str(example("seed004_categories.csv"))
+    con.execute(f"CREATE TABLE {created} AS SELECT * FROM read_csv(?)", [cats])
+    rel = anon_sql.release(con, table4a_policy(p_sensitive={"p": 2, "plus": True, "categories": name}))
+    assert rel.classes.sort_values("ec_id")["p_plus__disease_value"].tolist() == [2, 2, 2]
+
+
 @pytest.mark.parametrize("spec, match", [
     ({"p": 0}, "integer >= 1"),
     ({"p": 2, "plus": True}, "needs categories"),

@@ -278,6 +278,9 @@ def test_unknown_with_option_is_an_error_never_a_privacy_setting():
         Policy.from_sql(sql)
     with pytest.raises(PolicyError, match="given twice"):
         Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (k = 5, k = 3) AS SELECT quasi(age) FROM t")
+    # a method's parameter at the top level says where it goes (hostile round 4, U01a)
+    with pytest.raises(PolicyError, match=r"`levels` is a parameter of method\(s\) levels.*method_params = \{'levels'"):
+        Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (levels = {'age': 0}, k = 5) AS SELECT quasi(age) FROM t")
     with pytest.raises(PolicyError, match="is not a WITH option"):
         Policy.from_sql("CREATE ANONYMIZED VIEW r WITH (name = 'x') AS SELECT quasi(age) FROM t")
     with pytest.raises(PolicyError, match="did you mean `quasi`"):

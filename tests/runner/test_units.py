@@ -324,6 +324,13 @@ def test_cli_assess_privacy_unit(tmp_path):
                                     "--db", str(db), "--json"])
     assert res.exit_code == 0, res.output
     assert '"records": 200' in res.output.replace("200.0", "200")
+    assert '"privacy_unit": "patient_id"' in res.output
+    # the text says the counts are people (hostile round 4, A01: it printed "records: 200" for 600 rows)
+    text = CliRunner().invoke(main, ["assess", "visits", "--quasi", "age,sex", "--privacy-unit", "patient_id",
+                                     "--db", str(db)])
+    assert text.exit_code == 0, text.output
+    assert "counted in people (privacy_unit 'patient_id')" in text.output.splitlines()[0]
+    assert "  people (patient_id): 200" in text.output and "  records:" not in text.output
 
 
 def test_unit_name_with_quotes_and_non_ascii(con):

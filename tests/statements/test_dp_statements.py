@@ -130,3 +130,17 @@ def test_refusals_carry_their_exit_code_and_change_nothing(db, statement, code, 
     if not statement.startswith(BUDGET):     # nothing ran before the refusal: not even the catalog schema is left
         assert con.execute("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'anon'").fetchall() == spent
     con.close()
+
+
+def test_run_answers_a_dp_median_and_refuses_one_without_bounds(db, tmp_path):
+    script = tmp_path / "median.sql"
+    script.write_text(BUDGET + "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, delta = 1e-6) sex, "
+                      "PERCENTILE_CONT(age, 0.5, contribution_bounds_per_row => (0, 100)) AS median_age "
+                      "FROM visits GROUP BY sex;\n", encoding="utf-8")
+    r = CliRunner().invoke(main, ["run", str(script), "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "median_age" in r.output and "(2 rows)" in r.output and "0.5 of epsilon = 1" in r.output
+    r = CliRunner().invoke(main, ["run", "-", "--db", db], input="SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS "
+                           "(epsilon = 0.1) PERCENTILE_CONT(age, 0.5) AS m FROM visits;")
+    assert r.exit_code == 2 and "contribution_bounds_per_row" in r.output, r.output
+    assert [round(e, 9) for e, _ in _ledger(db)] == [0.5]

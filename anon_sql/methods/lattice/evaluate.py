@@ -10,7 +10,7 @@ import numpy as np
 
 from ...models import ClassStats, SensitiveCounts
 from ...udfs.utility import dot
-from .encode import State, combine, factorize, first_index
+from .encode import State, combine, factorize, first_index, group_first
 
 EPS = 1e-9
 CACHE_SLOTS = 64
@@ -57,7 +57,7 @@ class NodeEvaluation:
             return e.codes[b]
         key = (j, a, b)
         if key not in self._maps:
-            m = np.zeros(e.cards[a], dtype=np.int64)
+            m = np.zeros(e.cards[a], dtype=e.codes[b].dtype)
             m[e.codes[a]] = e.codes[b]
             self._maps[key] = m if np.array_equal(m[e.codes[a]], e.codes[b]) else None
         return self._maps[key]
@@ -135,9 +135,8 @@ class NodeEvaluation:
                     self._base_levels[(j, b)] = codes
                 q.append(codes)
         cards = [e.cards[b] for e, b in zip(self.enc, node)]
-        cls, n_cls = factorize(*combine(q, cards, len(src.w)))
+        cls, n_cls, first = group_first(*combine(q, cards, len(src.w)))
         sizes = np.bincount(cls, weights=src.w if src.n is None else src.n, minlength=n_cls)
-        first = first_index(cls, n_cls)
         reps = [a[first] for a in q]
         if self.n_rest > 1:
             grp, n_grp = factorize(cls * self.n_rest + src.rest, n_cls * self.n_rest)
