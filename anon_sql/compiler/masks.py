@@ -33,16 +33,16 @@ def column_mask(policy: Any, column: str, *, on_duckdb: bool, prepared: bool, co
             raise PolicyError(f"attributes.{column}.mask: function = {spec['function']!r} works on the whole column "
                               "and runs in a release on DuckDB; a compiled script cannot apply it")
         return None
-    if not on_duckdb and inline and spec["function"] in INLINE_MASKS:
-        mask_expression(col(column), spec, seed=policy.seed)      # the same parameter checks as the macro call
-        return inline_mask(col(column), spec, seed=policy.seed)
-    if not on_duckdb:
+    function = spec["function"]
+    if not on_duckdb and not (inline and function in INLINE_MASKS):
         raise PolicyError(f"attributes.{column}.mask: the anon.{spec['function']} macro exists in DuckDB only "
                           "(anon_sql.install); compile for dialect = \"duckdb\", or drop the mask")
-    function = spec["function"]
     if column_type and ((function == "noise" and not is_numeric(column_type)) or (function == "dnoise" and not str(
             column_type).upper().startswith(("DATE", "TIMESTAMP")))):   # else a raw binder error (hostile round 3)
         raise PolicyError(f"attributes.{column}.mask: function = {function!r} needs a "
                           f"{'numeric' if function == 'noise' else 'DATE or TIMESTAMP'} column, but {column!r} is "
                           f"{column_type}; cast it in a view over the source, or choose another mask function")
+    if not on_duckdb:      # an engine that runs the macro's body inline (Spark): the same checks, the same values
+        mask_expression(col(column), spec, seed=policy.seed)
+        return inline_mask(col(column), spec, seed=policy.seed, column_type=column_type)
     return mask_expression(col(column), spec, seed=policy.seed, column_type=column_type)

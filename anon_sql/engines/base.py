@@ -134,6 +134,19 @@ class Engine(ABC):
         """The rows of the release's checks view computed the engine's own way, or None: verify reads the view."""
         return None
 
+    def put_frame(self, frame: pd.DataFrame, name: str) -> exp.Table:
+        """A pandas frame (what numpy computed from whole columns) as a table ``name`` of the release, remembered so
+        that a refused release drops it."""
+        view = f"{name}__frame"
+        self.con.register(view, frame)
+        try:
+            table = exp.Table(this=exp.to_identifier(name, quoted=True))
+            self.create(exp.Create(this=table, kind="TABLE", replace=True,
+                                   expression=exp.select("*").from_(exp.Table(this=exp.to_identifier(view, quoted=True)))))
+        finally:
+            self.con.unregister(view)
+        return table
+
     @abstractmethod
     def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str]) -> None:
         """The plan's assignment / class-value / noise frames as tables of the release."""

@@ -29,6 +29,7 @@ from .population import resolve_population
 from .sampling import Sampling, safepub_policy, sampled_relation
 from . import sdc
 from .sdc import Prepared
+from .sdc_engine import prepare_on_engine
 
 
 @dataclass
@@ -156,9 +157,9 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         unit_rows = related.count_rows(engine.con, src)
         policy, src = related.with_related_sensitive(policy, src, tables)
     try:
-        # perturbation first: every later stage reads its values (on Spark: the row-local kinds, as SQL)
+        # perturbation first: every later stage reads its values (on Spark: as the engine's views, runner/sdc_engine.py)
         prepared = (sdc.prepare(engine.con, policy, src) if engine.name == "duckdb"
-                    else sdc.prepare_rowwise(engine, policy, src))
+                    else prepare_on_engine(engine, policy, src))
     except BaseException:
         engine.cleanup()   # what the engine registered for this release
         raise

@@ -22,18 +22,15 @@ from ..policy.model import Policy
 from ..sdc.masking import TABLE_MASKS, fake_select, shuffle_select
 from ..common.columns import is_numeric
 from ..sdc.perturb import perturb, validate_groups, validate_perturbation
-from ..sdc.portable import INLINE_MASKS, coded, hash_normal, keyed_digest, row_content_key
+from ..sdc.portable import INLINE_MASKS
 from ..sdc.utility import perturbation_utility
 
 ROW_ID = "__anon_sdc_id"
-ROW_KEY = "__anon_sdc_key"
-#: what runs row by row in SQL, so on Spark too (docs/sdc.md, "Engines"); the rest needs DuckDB
+#: what runs row by row in SQL (the rest reads whole columns: numpy, or SQL windows and joins)
 ROWWISE_KINDS = ("top_code", "bottom_code", "noise")
-SPARK_ALTERNATIVES = ("generalization and suppression with every level method (levels, iab, greedy, optimal, "
-                      "exhaustive, fixed_interval) and mondrian; the masks " + ", ".join(INLINE_MASKS)
-                      + "; perturb kinds top_code, bottom_code and noise without correlated; microaggregation, "
-                      "pram, swap, correlated noise, the dnoise / shuffle / fake masks and local suppression run "
-                      "on DuckDB")
+SPARK_ALTERNATIVES = ("every perturb kind and mask runs on Spark (docs/sdc.md, \"Engines\"); local suppression "
+                      "runs on DuckDB: on Spark use suppression of whole records (privacy.suppression) with a "
+                      "level method or mondrian")
 #: utility of the perturbation stored with the release's metrics (lower is better: 0 = kept exactly)
 UTILITY_METRICS = {"il1s": "perturbation_il1s", "means": "perturbation_means", "variances": "perturbation_variances",
                    "covariances": "perturbation_covariances", "correlations": "perturbation_correlations"}
@@ -87,22 +84,31 @@ def rowwise(spec: dict[str, Any]) -> bool:
 
 
 def refuse_elsewhere(engine_name: str, policy: Policy) -> None:
-    """MDAV, PRAM, swapping, correlated noise, whole-column masks and local suppression need DuckDB (numpy over
-    whole columns, Faker mappings, DuckDB's interval arithmetic): refuse them on another engine, naming what runs
-    there. Spark runs the row-local ones (:data:`ROWWISE_KINDS`, :data:`INLINE_MASKS`)."""
+    """Local suppression needs DuckDB (its search writes DuckDB temp tables and its release is checked by the
+    wildcard SQL over them): refuse it on another engine, naming what runs there. Every ``perturb`` kind and
+    ``mask`` runs on Spark too (:mod:`anon_sql.runner.sdc_engine`, :data:`INLINE_MASKS`)."""
     if engine_name == "duckdb":
         return
     used = uses_sdc(policy)
     if engine_name == "spark":
-        used = [f"perturb ({c})" for c, s in perturb_specs(policy).items() if not rowwise(s)]
-        used += [f"mask ({c})" for c, m in mask_specs(policy).items() if m.get("function") not in INLINE_MASKS]
+        used = [f"mask ({c})" for c, m in mask_specs(policy).items()
+                if m.get("function") not in INLINE_MASKS + TABLE_MASKS]
         used += ["method = \"local_suppression\""] if policy.method == "local_suppression" else []
     if used:
         raise PolicyError(f"{', '.join(used)}: not available on {engine_name}; release this policy on DuckDB, or "
                           f"drop these keys (on {engine_name}: {SPARK_ALTERNATIVES})")
 
 
-def _seed_for(seed: int, column: str) -> int:
+def number_rows(src: Source) -> exp.Select:
+    """The source with ``ROW_ID`` = 1 … n in the order of its values (NULLs first): a parallel scan has no order, so
+    the same data and seed give the same draws per record on every engine; equal rows are interchangeable."""
+    order = exp.Order(expressions=[exp.Ordered(this=exp.column(c, quoted=True), nulls_first=True)
+                                   for c in src.columns])
+    return exp.select(exp.alias_(exp.Window(this=exp.RowNumber(), order=order), ident(ROW_ID)), exp.Star()) \
+        .from_(src.relation.copy())
+
+
+def mask_seed(seed: int, column: str) -> int:
     """A per-column seed for the table masks, so two shuffled columns get two permutations."""
     return (int(seed) * 1_000_003 + zlib.crc32(column.encode("utf-8"))) % (2**62)
 
@@ -135,29 +141,25 @@ def prepare(con: Any, policy: Policy, src: Source) -> tuple[Prepared, Source] | 
     prepared = Prepared(out, src.relation.copy())
     made = [numbered, perturbed]
     try:
-        # rows numbered in the order of their values (a parallel scan has no order): the same data and seed give
-        # the same draws per record; equal rows are interchangeable
-        order = exp.Order(expressions=[exp.Ordered(this=exp.column(c, quoted=True), nulls_first=True)
-                                       for c in src.columns])
-        number = exp.select(exp.alias_(exp.Window(this=exp.RowNumber(), order=order), ident(ROW_ID)), exp.Star()) \
-            .from_(src.relation.copy())
-        _create_temp(con, numbered, number)
-        result = perturb(con, numbered, checked, int(policy.seed), output=perturbed.name, temporary=True)
+        _create_temp(con, numbered, number_rows(src))
+        result = perturb(con, numbered, checked, int(policy.seed), output=perturbed.name, temporary=True,
+                         row_key=ROW_ID)
         prepared.perturbation = result.details
         numeric = [c for c, s in checked.items() if s["kind"] != "pram" and is_numeric(src.types.get(c, ""))]
         if numeric:
             prepared.utility = perturbation_utility(con, numbered, perturbed, numeric, row_id=ROW_ID)
         current = perturbed
         for i, (column, spec) in enumerate(table_masks.items()):
-            seed = _seed_for(policy.seed, column)
+            seed = mask_seed(policy.seed, column)
             nxt = _temp(f"{base}_mask{i}")
             made.append(nxt)
             if spec["function"] == "shuffle":
-                query = shuffle_select(current, column, seed, key_columns=[ROW_ID])
+                query = shuffle_select(current, column, seed, key_columns=[ROW_ID], columns=[ROW_ID, *src.columns])
             else:
                 mapping = f"{base}_fake{i}"
                 made.append(_temp(mapping))
-                query = fake_select(con, current, column, spec, seed, key_columns=[ROW_ID], mapping_table=mapping)
+                query = fake_select(con, current, column, spec, seed, key_columns=[ROW_ID], mapping_table=mapping,
+                                    columns=[ROW_ID, *src.columns])
             _create_temp(con, nxt, query)
             prepared.masks[column] = spec["function"]
             current = nxt
@@ -191,56 +193,3 @@ def discard_prepared(con: Any, prepared: Prepared | None) -> None:
     """Drop the TEMP table :func:`prepare` made."""
     if prepared is not None and not prepared.engine_owned:
         _drop(con, prepared.temp)
-
-
-def prepare_rowwise(engine: Any, policy: Policy, src: Source) -> tuple[Prepared, Source] | None:
-    """The row-local perturbations (coding, independent noise) as one SELECT over the source, cached as a view of
-    the engine (Spark), with the source it now is; None when the policy perturbs nothing. Noise is e = scale · σ · z
-    with σ the column's sample standard deviation (one aggregate) and z a seeded normal per row from
-    sha256(seed, column, the row's values and rank among equal rows): the same seed gives the same release, but not
-    DuckDB's numpy draws (the same distribution; docs/sdc.md)."""
-    specs = perturb_specs(policy)
-    if not specs:
-        return None
-    checked = {c: validate_perturbation(s, c, src.types.get(c, "")) for c, s in specs.items()}
-    noisy = [c for c, s in checked.items() if s["kind"] == "noise"]
-    sd: dict[str, float] = {}
-    if noisy:
-        frame = engine.fetch(exp.select(*[exp.alias_(exp.func("stddev_samp", exp.column(c, quoted=True)), f"s{i}")
-                                          for i, c in enumerate(noisy)]).from_(src.relation.copy()))
-        sd = {c: float(frame.iloc[0, i]) if frame.iloc[0, i] == frame.iloc[0, i] else 0.0
-              for i, c in enumerate(noisy)}
-    keyed = exp.select(exp.Star(), exp.alias_(row_content_key(list(src.columns)), ROW_KEY)).from_(src.relation.copy())
-    digests = {c: f"__anon_sdc_d{i}" for i, c in enumerate(noisy)}
-    drawn = exp.select(exp.Star(), *[exp.alias_(keyed_digest(int(policy.seed), exp.column(ROW_KEY), c), d)
-                                     for c, d in digests.items()]).from_(keyed.subquery("k"))
-    items: list[exp.Expression] = []
-    prepared = Prepared(exp.Table(this=ident(f"{policy.name}__anon_sdc_out")), src.relation.copy(), engine_owned=True)
-    for c in src.columns:
-        spec = checked.get(c)
-        x = exp.column(c, quoted=True)
-        if spec is None:
-            items.append(x)
-            continue
-        if spec["kind"] == "noise":
-            noise = exp.Mul(this=exp.Literal.number(repr(float(spec["scale"]) * sd[c])),
-                            expression=exp.Paren(this=hash_normal(exp.column(digests[c]))))
-            value = exp.Cast(this=exp.Add(this=exp.Cast(this=x, to=exp.DataType.build("DOUBLE")), expression=noise),
-                             to=exp.DataType.build("DOUBLE"))
-            prepared.perturbation[c] = {"kind": "noise", "columns": [c], "scale": spec["scale"], "correlated": False,
-                                        "sd": sd[c], "draws": "sha256 normal per row"}
-        else:
-            value = coded(x, spec)
-            threshold = spec["above"] if spec["kind"] == "top_code" else spec["below"]
-            beyond = exp.GT if spec["kind"] == "top_code" else exp.LT
-            count = engine.fetch(exp.select(exp.func("count", exp.Star())).from_(src.relation.copy())
-                                 .where(beyond(this=x.copy(), expression=exp.convert(threshold))))
-            prepared.perturbation[c] = {"kind": spec["kind"], "columns": [c], "threshold": threshold,
-                                        "replacement": threshold if spec["replacement"] is None
-                                        else spec["replacement"], "coded": int(count.iloc[0, 0])}
-        items.append(exp.alias_(value, ident(c)))
-    engine.create(exp.Create(this=prepared.temp.copy(), kind="TABLE",
-                             expression=exp.select(*items).from_(drawn.subquery("d"))))
-    types = dict(src.types)
-    types.update({c: "DOUBLE" for c in noisy})
-    return prepared, Source(src.label, prepared.temp.copy(), list(src.columns), types)

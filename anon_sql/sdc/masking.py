@@ -13,6 +13,7 @@ from sqlglot import exp
 
 from anon_sql.errors import PolicyError
 
+from .portable import hex_fraction, keyed_digest
 from .sqlparts import call, col, ident, lit, render, table_or_subquery
 
 if TYPE_CHECKING:                # pandas is loaded by the fake mask only: `anon-sql check` reads masking_sql()
@@ -128,11 +129,9 @@ def mask_expression(column: str | exp.Expression, spec: Mapping[str, Any], seed:
 
 
 def _draw(seed: int, key: exp.Expression) -> exp.Expression:
-    """md5_number(seed || chr(31) || key): a stable 128-bit draw per row (md5 is the same in every DuckDB version)."""
-    text = exp.DPipe(this=exp.DPipe(this=lit(str(int(seed))), expression=call("chr", lit(31))),
-                     expression=exp.Coalesce(this=exp.Cast(this=key, to=exp.DataType.build("VARCHAR")),
-                                             expressions=[lit("")]))
-    return call("md5_number", text)
+    """sha256(seed || chr(31) || key) as hex text: a stable 256-bit draw per row, ordered as text, computed alike by
+    DuckDB and Spark (:func:`anon_sql.sdc.portable.keyed_digest`)."""
+    return keyed_digest(seed, key)
 
 
 def _row_key(key_columns: list[str] | None) -> exp.Expression:
@@ -142,21 +141,32 @@ def _row_key(key_columns: list[str] | None) -> exp.Expression:
     return call("concat_ws", lit("\x1f"), *parts) if len(parts) > 1 else parts[0]
 
 
+def _project(alias: str, columns: list[str] | None, replaced: str, value: exp.Expression,
+             drop: tuple[str, ...] = ()) -> list[exp.Expression]:
+    """``alias``'s columns with ``replaced`` taken from ``value``: the listed ``columns`` one by one (any engine),
+    else DuckDB's ``alias.* EXCLUDE (drop) REPLACE (value AS replaced)``."""
+    if columns is not None:
+        return [exp.alias_(value.copy(), ident(c)) if c == replaced else col(c, alias) for c in columns]
+    star = exp.Star(except_=[col(c) for c in drop] or None, replace=[exp.alias_(value.copy(), ident(replaced))])
+    return [exp.Column(this=star, table=ident(alias))]
+
+
 def shuffle_select(source: str | exp.Table, column: str, seed: int,
-                   key_columns: list[str] | None = None) -> exp.Select:
+                   key_columns: list[str] | None = None, columns: list[str] | None = None) -> exp.Select:
     """``SELECT`` every column of ``source`` with ``column`` permuted among the rows (a uniform permutation seeded by
-    ``seed``): rows in key order are paired with the column's values ranked by md5(seed, key). ``key_columns``
-    identify a row (default: rowid, which only base tables have); the same seed and keys give the same release."""
+    ``seed``): rows in key order are paired with the column's values ranked by sha256(seed, key). ``key_columns``
+    identify a row (default: rowid, which only base tables have); the same seed and keys give the same release.
+    ``columns``: the source's columns, listed in the output (what Spark needs; else DuckDB's ``* REPLACE``)."""
     k = _row_key(key_columns)
     pos = lambda order: exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=order))  # noqa: E731
     rows = exp.select(exp.Star(), exp.alias_(pos([exp.Ordered(this=k.copy())]), ident(_POS))).from_(table_or_subquery(source))
     values = exp.select(col(column), exp.alias_(pos([exp.Ordered(this=_draw(seed, k.copy())),
                                                      exp.Ordered(this=k.copy())]), ident(_POS))) \
         .from_(table_or_subquery(source))
-    star = exp.Star(except_=[col(_POS)], replace=[exp.alias_(col(column, "p"), ident(column))])
-    return exp.select(exp.Column(this=star, table=ident("s"))) \
+    return exp.select(*_project("s", columns, column, col(column, "p"), drop=(_POS,))) \
         .from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("s")))) \
-        .join(exp.Subquery(this=values, alias=exp.TableAlias(this=ident("p"))), using=[ident(_POS)])
+        .join(exp.Subquery(this=values, alias=exp.TableAlias(this=ident("p"))),
+              on=exp.EQ(this=col(_POS, "s"), expression=col(_POS, "p")))
 
 
 # ---------------------------------------------------------------------------------------------------------------- fake
@@ -216,6 +226,24 @@ def fake_pool(n: int, provider: str, locale: str = "en_US", seed: int = 0) -> li
     return fake_values([f"#pool{i}" for i in range(n)], provider, locale, seed)
 
 
+def fake_sources_query(source: str | exp.Table, column: str) -> exp.Select:
+    """The distinct non-NULL values of ``column`` as text (``source``), in order: what the fake mapping maps."""
+    distinct = exp.select(exp.alias_(exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR")), ident("source"))) \
+        .distinct().from_(table_or_subquery(source)).where(exp.Not(this=exp.Is(this=col(column), expression=exp.null())))
+    return distinct.order_by(exp.column("source"))
+
+
+def fake_frame(values: list[str], spec: Mapping[str, Any], seed: int) -> pd.DataFrame:
+    """The fake mapping of the distinct ``values`` (:func:`fake_mapping`): (source, fake) when consistent, else a
+    pool (slot, fake) as large as the values."""
+    import pandas as pd
+
+    provider, locale = spec.get("provider"), spec.get("locale", "en_US")
+    if spec.get("consistent", True):
+        return pd.DataFrame({"source": values, "fake": fake_values(values, provider, locale, seed)})
+    return pd.DataFrame({"slot": range(len(values)), "fake": fake_pool(len(values), provider, locale, seed)})
+
+
 def fake_mapping(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column: str, spec: Mapping[str, Any],
                  seed: int, mapping_table: str) -> pd.DataFrame:
     """Generate the fake values for ``column`` and store them in TEMP table ``mapping_table``; returns the mapping.
@@ -223,17 +251,9 @@ def fake_mapping(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column
     ``consistent = true`` (the default): one row (source, fake) per DISTINCT non-NULL source value, the fake seeded by
     (seed, value) — the same person keeps the same fake name everywhere, in every release with that seed.
     ``consistent = false``: a pool (slot, fake) of as many fakes as there are distinct values; rows draw a slot."""
-    import pandas as pd
-
-    provider, locale = spec.get("provider"), spec.get("locale", "en_US")
-    _provider(locale, provider)                                   # refuse a bad provider before reading anything
-    distinct = exp.select(exp.alias_(exp.Cast(this=col(column), to=exp.DataType.build("VARCHAR")), ident("source"))) \
-        .distinct().from_(table_or_subquery(source)).where(exp.Not(this=exp.Is(this=col(column), expression=exp.null())))
-    values = [r[0] for r in con.execute(render(distinct.order_by(exp.column("source")))).fetchall()]
-    if spec.get("consistent", True):
-        frame = pd.DataFrame({"source": values, "fake": fake_values(values, provider, locale, seed)})
-    else:
-        frame = pd.DataFrame({"slot": range(len(values)), "fake": fake_pool(len(values), provider, locale, seed)})
+    _provider(spec.get("locale", "en_US"), spec.get("provider"))   # refuse a bad provider before reading anything
+    values = [r[0] for r in con.execute(render(fake_sources_query(source, column))).fetchall()]
+    frame = fake_frame(values, spec, seed)
     view = "__anon_fake_frame"
     con.register(view, frame)
     try:
@@ -245,31 +265,44 @@ def fake_mapping(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column
     return frame
 
 
-def fake_select(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column: str, spec: Mapping[str, Any],
-                seed: int, key_columns: list[str] | None = None, mapping_table: str | None = None) -> exp.Select:
-    """``SELECT`` every column of ``source`` with ``column`` replaced by Faker values (``spec``: provider, locale,
-    consistent), joined in SQL from the mapping :func:`fake_mapping` builds (NULL stays NULL)."""
-    mapping_table = mapping_table or f"__anon_fake_{column}"
-    frame = fake_mapping(con, source, column, spec, seed, mapping_table)
+def fake_join(source: str | exp.Table, column: str, spec: Mapping[str, Any], seed: int, mapping_table: str,
+              size: int, key_columns: list[str] | None = None, columns: list[str] | None = None) -> exp.Select:
+    """``SELECT`` every column of ``source`` with ``column`` replaced by its fake from ``mapping_table`` (``size``
+    rows, :func:`fake_frame`), NULL staying NULL: by value when consistent, else each row's slot
+    ⌊u · size⌋ with u the first 52 bits of sha256(seed, key). ``columns``: listed in the output (any engine)."""
     m = table_or_subquery(mapping_table, alias="m")
+    relation: exp.Expression = table_or_subquery(source, alias="s")
     if spec.get("consistent", True):
         on = exp.EQ(this=exp.Cast(this=col(column, "s"), to=exp.DataType.build("VARCHAR")),
                     expression=col("source", "m"))
+        drop: tuple[str, ...] = ()
     else:
-        n = max(len(frame), 1)
-        k = _row_key([f"{c}" for c in key_columns] if key_columns else None)
-        if isinstance(k, exp.Column) and k.name == "rowid":
-            k = exp.column("rowid", table="s")
-        else:
-            for c in k.find_all(exp.Column):
-                c.set("table", ident("s"))
-        slot = exp.Mod(this=_draw(seed, k), expression=lit(n))
-        on = exp.and_(exp.EQ(this=exp.Cast(this=slot, to=exp.DataType.build("BIGINT")), expression=col("slot", "m")),
+        k = _row_key(list(key_columns) if key_columns else None)
+        digest = exp.select(exp.Star(), exp.alias_(_draw(seed, k), ident("__anon_fake_d"))) \
+            .from_(table_or_subquery(source))
+        u = hex_fraction(col("__anon_fake_d"))
+        slot = exp.Cast(this=exp.Floor(this=exp.Mul(this=u, expression=lit(float(max(size, 1))))),
+                        to=exp.DataType.build("BIGINT"))
+        slotted = exp.select(exp.Star(), exp.alias_(slot, ident("__anon_fake_slot"))).from_(digest.subquery("d"))
+        relation = slotted.subquery("s")
+        on = exp.and_(exp.EQ(this=col("__anon_fake_slot", "s"), expression=col("slot", "m")),
                       exp.Not(this=exp.Is(this=col(column, "s"), expression=exp.null())))
-    star = exp.Star(replace=[exp.alias_(col("fake", "m"), ident(column))])
-    return exp.select(exp.Column(this=star, table=ident("s"))).from_(table_or_subquery(source, alias="s")) \
+        drop = ("__anon_fake_d", "__anon_fake_slot")
+    return exp.select(*_project("s", columns, column, col("fake", "m"), drop=drop)).from_(relation) \
         .join(m, on=on, join_type="left")
 
 
-__all__ = ["MACROS", "SCHEMA", "TABLE_MASKS", "fake_mapping", "fake_pool", "fake_select", "fake_values",
-           "faker_providers", "install_masking", "mask_expression", "masking_sql", "shuffle_select"]
+def fake_select(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column: str, spec: Mapping[str, Any],
+                seed: int, key_columns: list[str] | None = None, mapping_table: str | None = None,
+                columns: list[str] | None = None) -> exp.Select:
+    """``SELECT`` every column of ``source`` with ``column`` replaced by Faker values (``spec``: provider, locale,
+    consistent), joined in SQL from the mapping :func:`fake_mapping` builds in DuckDB (NULL stays NULL)."""
+    mapping_table = mapping_table or f"__anon_fake_{column}"
+    frame = fake_mapping(con, source, column, spec, seed, mapping_table)
+    return fake_join(source, column, spec, seed, mapping_table, len(frame), key_columns, columns)
+
+
+__all__ = ["MACROS", "SCHEMA", "TABLE_MASKS", "fake_frame", "fake_join", "fake_mapping", "fake_pool", "fake_select",
+           "fake_sources_query", "fake_values",
+           "faker_providers", "install_masking", "mask_expression", "masking_sql",
+           "shuffle_select"]

@@ -144,20 +144,35 @@ def _describe(con, source) -> tuple[list[str], list[str]]:
     return list(rel.columns), [str(t) for t in rel.types]
 
 
-def _fetch(con, work, columns: list[str], complete: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Row ids and an n × d float array of the given columns, ordered by row id; only rows where every column is
-    non-NULL when complete (else NaN for NULL)."""
-    projections = [exp.column(ROW, quoted=True)] + [
+def columns_query(work: str | exp.Expression, columns: list[str], complete: bool = True,
+                  row: str = ROW) -> exp.Select:
+    """``SELECT row, CAST(c_i AS DOUBLE) AS c<i> … ORDER BY row``: what a whole-column algorithm reads, the same
+    query on every engine; only rows where every column is non-NULL when ``complete``."""
+    projections = [exp.column(row, quoted=True)] + [
         exp.cast(exp.column(c, quoted=True), "DOUBLE").as_(f"c{i}") for i, c in enumerate(columns)]
     q = exp.select(*projections).from_(table_or_subquery(work))
     if complete:
         q = q.where(exp.and_(*[exp.column(c, quoted=True).is_(exp.null()).not_() for c in columns]))
-    q = q.order_by(exp.column(ROW, quoted=True))
-    data = con.execute(render(q)).fetchnumpy()
-    rows = np.asarray(data[ROW], dtype=np.int64)
-    X = np.column_stack([np.ma.filled(np.ma.asarray(data[f"c{i}"], dtype=float), np.nan)
-                         for i in range(len(columns))]) if columns else np.zeros((rows.size, 0))
+    return q.order_by(exp.column(row, quoted=True))
+
+
+def column_arrays(data: Mapping[str, Any], columns: list[str], row: str = ROW) -> tuple[np.ndarray, np.ndarray]:
+    """Row ids and an n × d float array (NaN for NULL) from :func:`columns_query`'s result (DuckDB's
+    ``fetchnumpy`` or a pandas frame)."""
+    def floats(values: Any) -> np.ndarray:
+        if isinstance(values, pd.Series):
+            return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        return np.ma.filled(np.ma.asarray(values, dtype=float), np.nan)
+
+    rows = np.asarray(data[row], dtype=np.int64)
+    X = np.column_stack([floats(data[f"c{i}"]) for i in range(len(columns))]) if columns \
+        else np.zeros((rows.size, 0))
     return rows, X
+
+
+def _fetch(con, work, columns: list[str], complete: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Row ids and an n × d float array of the given columns, ordered by row id (DuckDB)."""
+    return column_arrays(con.execute(render(columns_query(work, columns, complete))).fetchnumpy(), columns)
 
 
 def _store_sql(con, name: str, query: exp.Expression) -> None:
@@ -170,11 +185,14 @@ def _drop(con, name: str) -> None:
 
 
 def perturb(con, table_name: str | exp.Table, column_specs: Mapping[str, Mapping[str, Any]], seed: int, *,
-            output: str | None = None, row_id: str | None = None, temporary: bool = False) -> Perturbation:
+            output: str | None = None, row_id: str | None = None, temporary: bool = False,
+            row_key: str | None = None) -> Perturbation:
     """Write ``output`` (default ``<table>__perturbed``): the source with each column of ``column_specs`` perturbed
     as its spec says, other columns unchanged, the same rows (NULLs stay NULL). ``row_id`` names an extra column
     holding the source row number (for IL1s and tests; leave it out of a release); ``temporary``: a TEMP table (what a
-    release's resolve stage writes before its transaction). Same seed ⇒ same output."""
+    release's resolve stage writes before its transaction); ``row_key``: a column numbering the rows 1 … n that the
+seeded draws follow (a release numbers rows by their values, so every engine draws alike; default: rowid). Same
+seed ⇒ same output."""
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise PolicyError(f"seed = {seed!r} must be an integer >= 0")
     source_name = table_name.name if isinstance(table_name, exp.Table) else str(table_name)
@@ -192,7 +210,9 @@ def perturb(con, table_name: str | exp.Table, column_specs: Mapping[str, Mapping
 
     work = f"{output}__sdc_work"
     _store_sql(con, work, fill("SELECT * FROM __src", tables={"__src": table_name}))
-    _store_sql(con, f"{work}_n", fill("SELECT rowid AS __r, * FROM __w", names={"__r": ROW}, tables={"__w": work}))
+    number = fill("SELECT __k AS __r, * FROM __w", names={"__r": ROW, "__k": row_key}, tables={"__w": work}) \
+        if row_key is not None else fill("SELECT rowid AS __r, * FROM __w", names={"__r": ROW}, tables={"__w": work})
+    _store_sql(con, f"{work}_n", number)
     _drop(con, work)
     work = f"{work}_n"
     n = con.execute(render(fill("SELECT COUNT(*) FROM __w", tables={"__w": work}))).fetchall()[0][0]
@@ -277,25 +297,59 @@ def _perturb_unit(con, work: str, target: str, unit: str, columns: list[str], sp
                     matrix=M.tolist())
         return info
 
+    rows, X = _fetch(con, work, columns, complete=reads_complete(spec, columns))
+    frame, measured = whole_column_values(spec, unit, columns, rows, X, seed)
+    info.update(measured)
+    if kind == "swap":
+        pairs = f"{target}_pairs"
+        created.append(pairs)
+        store_frame(con, pairs, frame)
+        _store_sql(con, target, swap_sql(work, pairs, columns[0]))
+    else:
+        store_frame(con, target, frame)
+    return info
+
+
+#: the kinds whose values numpy computes from whole columns (the engine only reads the columns and joins the result)
+WHOLE_COLUMN = ("mdav", "noise", "swap")
+
+
+def whole_column_kind(spec: Mapping[str, Any]) -> str | None:
+    """``mdav`` / ``noise`` / ``swap`` when numpy computes the kind's values from whole columns, else None
+    (coding, individual ranking and PRAM are SQL)."""
+    if spec["kind"] == "microaggregation":
+        return "mdav" if spec.get("method", "mdav") == "mdav" else None
+    return spec["kind"] if spec["kind"] in ("noise", "swap") else None
+
+
+def reads_complete(spec: Mapping[str, Any], columns: list[str]) -> bool:
+    """Whether a whole-column kind reads only the rows where every column is non-NULL (:func:`columns_query`)."""
+    if spec["kind"] == "microaggregation":
+        return len(columns) == 1
+    return spec["kind"] == "swap"
+
+
+def whole_column_values(spec: Mapping[str, Any], unit: str, columns: list[str], rows: np.ndarray, X: np.ndarray,
+                        seed: int) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The new values of a whole-column kind from its rows (ids ordered) and values (:func:`column_arrays`), seeded
+    by (seed, unit): a frame (ROW, columns…) — for ``swap`` the pairs (receiver, giver) — and what was measured.
+    The same ids and values give the same frame on every engine."""
+    kind = spec["kind"]
     rng = _rng(seed, unit)
     if kind == "microaggregation":
-        complete_rows, X = _fetch(con, work, columns, complete=len(columns) == 1)
         if len(columns) > 1:
             some = np.isnan(X).any(axis=1)
             every = np.isnan(X).all(axis=1)
             if (some & ~every).any():
                 raise PolicyError(f"microaggregation group {unit!r}: {int((some & ~every).sum())} rows have NULL in "
                                   f"some but not all of {columns}; fill the NULLs, or aggregate each column alone")
-            complete_rows, X = complete_rows[~some], X[~some]
+            rows, X = rows[~some], X[~some]
         values, grouping = microaggregation.mdav(X, spec["k"])
         values = values.reshape(X.shape[0], -1)
-        frame = pd.DataFrame({ROW: complete_rows, **{c: values[:, i] for i, c in enumerate(columns)}})
-        store_frame(con, target, frame)
-        info.update(k=spec["k"], method="mdav", groups=grouping.groups, sse=grouping.sse, sst=grouping.sst,
-                    information_loss=grouping.information_loss)
-        return info
+        frame = pd.DataFrame({ROW: rows, **{c: values[:, i] for i, c in enumerate(columns)}})
+        return frame, {"k": spec["k"], "method": "mdav", "groups": grouping.groups, "sse": grouping.sse,
+                       "sst": grouping.sst, "information_loss": grouping.information_loss}
     if kind == "noise":
-        rows, X = _fetch(con, work, columns, complete=False)
         complete = ~np.isnan(X).any(axis=1)
         scale = float(spec["scale"])
         if spec["correlated"]:
@@ -309,22 +363,18 @@ def _perturb_unit(con, work: str, target: str, unit: str, columns: list[str], sp
             noise = rng.standard_normal(X.shape) * (scale * sd)
         values = X + noise  # NULL (NaN) stays NULL
         frame = pd.DataFrame({ROW: rows, **{c: values[:, i] for i, c in enumerate(columns)}})
-        store_frame(con, target, frame)
-        info.update(scale=scale, correlated=spec["correlated"])
-        return info
+        return frame, {"scale": scale, "correlated": spec["correlated"]}
     if kind == "swap":
-        column = columns[0]
-        rows, X = _fetch(con, work, [column], complete=True)
         partner = swap_partners(X[:, 0], float(spec["window"]), rng)
-        pairs = f"{target}_pairs"
-        created.append(pairs)
-        store_frame(con, pairs, pd.DataFrame({"receiver": rows, "giver": rows[partner]}))
-        _store_sql(con, target, fill("""
-            SELECT p.receiver AS __row, w.__x FROM __p AS p JOIN __w AS w ON w.__row = p.giver
-        """, names={"__row": ROW, "__x": column}, tables={"__p": pairs, "__w": work}))
-        info.update(window=spec["window"], swapped=int((partner != np.arange(partner.size)).sum()))
-        return info
-    raise PolicyError(f"kind {kind!r} is not implemented")  # unreachable: validate_perturbation knows the kinds
+        frame = pd.DataFrame({"receiver": rows, "giver": rows[partner]})
+        return frame, {"window": spec["window"], "swapped": int((partner != np.arange(partner.size)).sum())}
+    raise PolicyError(f"kind {kind!r} is not computed from whole columns")  # unreachable: see whole_column_kind
+
+
+def swap_sql(work: str | exp.Expression, pairs: str | exp.Expression, column: str, row: str = ROW) -> exp.Expression:
+    """``SELECT row, column``: each receiver takes its giver's value (the pairs of :func:`whole_column_values`)."""
+    return fill("SELECT p.receiver AS __row, w.__x FROM __p AS p JOIN __w AS w ON w.__row = p.giver",
+                names={"__row": row, "__x": column}, tables={"__p": pairs, "__w": work})
 
 
 def swap_partners(x: np.ndarray, window: float, rng: np.random.Generator) -> np.ndarray:

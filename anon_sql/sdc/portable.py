@@ -5,15 +5,17 @@ top / bottom coding, and a seeded standard normal per row drawn from sha256 — 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Mapping
 
+import duckdb
 from sqlglot import exp
 
 from ..errors import PolicyError
 from .sqlparts import fill
 
-#: the macro masks an engine without the persisted macros can run inline (dnoise needs DuckDB's interval arithmetic)
-INLINE_MASKS = ("partial", "partial_email", "redact", "hash", "noise")
+#: the macro masks an engine without the persisted macros runs inline (all of them)
+INLINE_MASKS = ("partial", "partial_email", "redact", "hash", "noise", "dnoise")
 _HEX = "0123456789abcdef"
 _GRID = float(2**52)    # 13 hex digits = 52 bits: every double of the grid in [0, 1) is exact
 
@@ -39,10 +41,11 @@ def keyed_digest(seed: int, key: exp.Expression, unit: str | None = None) -> exp
 
 
 def inline_mask(x: exp.Expression, spec: Mapping[str, Any], seed: int | None = None,
-                key: exp.Expression | None = None) -> exp.Expression:
+                key: exp.Expression | None = None, column_type: str | None = None) -> exp.Expression:
     """The ``anon.*`` macro ``spec['function']`` applied to ``x`` as an inline expression with the macro's values
-    (parameters already checked by :func:`anon_sql.sdc.masking.mask_expression`). ``noise`` needs the seed (the
-    seeded overload, keyed by ``key``, default ``x``)."""
+    (parameters already checked by :func:`anon_sql.sdc.masking.mask_expression`). ``noise`` and ``dnoise`` need
+    the seed (the seeded overload, keyed by ``key``, default ``x``); ``dnoise`` the column's type (DATE or
+    TIMESTAMP)."""
     function = spec["function"]
     if function == "partial":
         ks, ke = max(int(spec["keep_start"]), 0), max(int(spec["keep_end"]), 0)
@@ -70,7 +73,46 @@ def inline_mask(x: exp.Expression, spec: Mapping[str, Any], seed: int | None = N
         u = hex_fraction(keyed_digest(seed, key if key is not None else x))
         return fill("__x * (1 + __ratio * (2 * __u - 1))", values={"__x": x, "__ratio": float(spec["ratio"]),
                                                                     "__u": u})
+    if function == "dnoise":
+        if seed is None:
+            raise PolicyError("mask 'dnoise' inline needs the policy's seed (the seeded overload of anon.dnoise)")
+        return shifted_date(x, spec, seed, key if key is not None else x, column_type)
     raise PolicyError(f"mask {function!r} has no inline form: on this engine use one of {', '.join(INLINE_MASKS)}")
+
+
+@lru_cache(maxsize=256)
+def _epoch(text: str) -> float | None:
+    try:
+        return float(duckdb.connect().execute("SELECT epoch(CAST(? AS INTERVAL))", [text]).fetchall()[0][0])
+    except duckdb.Error:
+        return None
+
+
+def interval_seconds(value: Any) -> float:
+    """The seconds of a dnoise interval text as DuckDB's macro counts them (``epoch``: a month is 30 days)."""
+    seconds = _epoch(value) if isinstance(value, str) else None
+    if seconds is None:
+        raise PolicyError(f"mask 'dnoise': interval must be a DuckDB interval text such as \"10 days\" or "
+                          f"\"6 hours\", got {value!r}")
+    return seconds
+
+
+def shifted_date(x: exp.Expression, spec: Mapping[str, Any], seed: int, key: exp.Expression,
+                 column_type: str | None) -> exp.Expression:
+    """``anon.dnoise(x, interval, seed, key)`` without DuckDB's interval arithmetic: the offset in microseconds is
+    the macro's round-half-even((2u − 1) · seconds(interval) · 10^6) with u its sha256 uniform; a TIMESTAMP moves by
+    it (``timestamp_micros(unix_micros(x) + offset)``), a DATE by ⌊offset / 1 day⌋ days (what DuckDB's
+    CAST(date + offset AS DATE) gives)."""
+    u = hex_fraction(keyed_digest(seed, key))
+    offset = fill("CAST(rint((2 * __u - 1) * __s * 1000000) AS BIGINT)",
+                  values={"__u": u, "__s": interval_seconds(spec.get("interval"))})
+    kind = str(column_type or "").upper()
+    if kind == "DATE":
+        return fill("date_add(__x, CAST(floor(__o / 86400000000) AS INT))", values={"__x": x, "__o": offset})
+    if kind.startswith("TIMESTAMP"):
+        return fill("timestamp_micros(unix_micros(__x) + __o)", values={"__x": x, "__o": offset})
+    raise PolicyError(f"mask 'dnoise' needs a DATE or TIMESTAMP column, got {column_type or 'an unknown type'}; "
+                      "cast the column in a view over the source, or choose another mask function")
 
 
 def coded(x: exp.Expression, spec: Mapping[str, Any]) -> exp.Expression:
@@ -106,4 +148,5 @@ def row_content_key(columns: list[str]) -> exp.Expression:
                      expression=exp.Cast(this=rank, to=exp.DataType.build("VARCHAR")))
 
 
-__all__ = ["INLINE_MASKS", "coded", "hash_normal", "hex_fraction", "inline_mask", "keyed_digest", "row_content_key"]
+__all__ = ["INLINE_MASKS", "coded", "hash_normal", "hex_fraction", "inline_mask", "keyed_digest", "row_content_key",
+           "interval_seconds", "shifted_date"]

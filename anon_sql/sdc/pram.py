@@ -1,17 +1,15 @@
 """PRAM (Gouweleeuw et al. 1998; spec/10-sdc.md): each categorical value is redrawn from its row of a transition
 matrix. The matrix is built in numpy from the observed frequencies; the draw happens in SQL, one seeded uniform per
-row (from ``hash(seed, column, row)``) looked up in the cumulative matrix — no Python loop over rows."""
+row (from sha256(seed, column, row), the same on DuckDB and Spark) looked up in the cumulative matrix — no Python
+loop over rows."""
 from __future__ import annotations
 
 import numpy as np
 from sqlglot import exp
 
 from ..errors import PolicyError
+from .portable import hex_fraction, keyed_digest
 from .sqlparts import fill
-
-# 2^53: the uniform keeps the top 53 bits of the 64-bit hash, every double in [0, 1) on the grid is reachable
-_GRID = float(2**53)
-
 
 def transition_matrix(categories: int, retain: float) -> np.ndarray:
     """P with P[v, v] = retain and the rest of each row spread evenly over the other categories (sdcMicro's
@@ -61,9 +59,9 @@ def matrix_rows(M: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def uniform_sql(seed: int, column: str, row: exp.Expression) -> exp.Expression:
-    """A seeded uniform in [0, 1) per row: the top 53 bits of DuckDB's hash(seed, column name, row id)."""
-    return fill("CAST(HASH(__seed, __name, __r) >> 11 AS DOUBLE) / __grid",
-                values={"__seed": int(seed), "__name": str(column), "__grid": _GRID, "__r": row})
+    """A seeded uniform in [0, 1) per row: the first 52 bits of sha256(seed, column name, row id), written so that
+    DuckDB and Spark compute the same double (:mod:`anon_sql.sdc.portable`)."""
+    return hex_fraction(keyed_digest(seed, row, str(column)))
 
 
 def categories_sql(source: str | exp.Table, column: str) -> exp.Expression:
@@ -76,13 +74,19 @@ def categories_sql(source: str | exp.Table, column: str) -> exp.Expression:
 
 def pram_sql(source: str | exp.Table, column: str, categories: str | exp.Table, matrix: str | exp.Table, seed: int,
              row_id: str = "__row") -> exp.Expression:
-    """``SELECT row_id, value``: each non-NULL value replaced by the category its row's uniform falls on."""
-    u = uniform_sql(seed, column, exp.column(row_id, table="w", quoted=True))
+    """``SELECT row_id, value``: each non-NULL value replaced by the category its row's uniform falls on (the
+    uniform computed once per row, below the join)."""
+    digest = keyed_digest(seed, exp.column(row_id, quoted=True), str(column))
+    drawn = fill("SELECT __row, __x, __d AS __anon_digest FROM __src WHERE __x IS NOT NULL",
+                 names={"__row": row_id, "__x": column}, tables={"__src": source}, values={"__d": digest})
+    uniform = fill("SELECT __row, __x, __u AS __anon_u FROM __drawn", names={"__row": row_id, "__x": column},
+                   tables={"__drawn": drawn.subquery("d")},
+                   values={"__u": hex_fraction(exp.column("__anon_digest", quoted=True))})
     return fill("""
         SELECT w.__row, target.__value AS __x
         FROM __src AS w
         JOIN __cats AS origin ON w.__x = origin.__value
-        JOIN __matrix AS m ON m.from_code = origin.__code AND __u >= m.lo AND __u < m.hi
+        JOIN __matrix AS m ON m.from_code = origin.__code AND w.__anon_u >= m.lo AND w.__anon_u < m.hi
         JOIN __cats AS target ON target.__code = m.to_code
-    """, names={"__row": row_id, "__x": column}, tables={"__src": source, "__cats": categories, "__matrix": matrix},
-        values={"__u": u})
+    """, names={"__row": row_id, "__x": column},
+        tables={"__src": uniform.subquery(), "__cats": categories, "__matrix": matrix})

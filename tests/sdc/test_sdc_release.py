@@ -250,9 +250,12 @@ def test_cli_exit_2_on_bad_parameters_database_unchanged(tmp_path):
 
 def test_other_engines_refuse_sdc_naming_what_works():
     p = anon_sql.Policy.from_toml(BASE)
-    with pytest.raises(PolicyError, match=r"perturb \(income\).*spark.*DuckDB"):
-        refuse_elsewhere("spark", p)
+    with pytest.raises(PolicyError, match=r"perturb \(income\).*sqlite.*DuckDB"):
+        refuse_elsewhere("sqlite", p)
     refuse_elsewhere("duckdb", p)
+    refuse_elsewhere("spark", p)          # every perturb kind and mask runs on Spark (tests/sdc/test_sdc_spark.py)
+    with pytest.raises(PolicyError, match=r"local_suppression.*not available on spark.*DuckDB"):
+        refuse_elsewhere("spark", anon_sql.Policy.from_dict({**p.to_dict(), "method": "local_suppression"}))
     # a script compiled for another engine (or without the runner) cannot perturb nor call the macros
     from anon_sql.compiler.masks import column_mask
 

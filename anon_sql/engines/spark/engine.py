@@ -231,6 +231,17 @@ class SparkEngine(Engine):
         instead of one per shuffle of the checks view: :mod:`.driver_checks`)."""
         return driver_checks.checks_on_driver(self.spark, compiled)
 
+    def put_frame(self, frame: pd.DataFrame, name: str) -> exp.Table:
+        """A pandas frame as a cached temporary view through Arrow, its types as pandas has them (a column of no
+        value at all as text)."""
+        import pyarrow as pa
+
+        name = self._fresh(name)
+        table = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
+        schema = pa.schema([pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in table.schema])
+        self.register_frame(self.spark.createDataFrame(table.cast(schema)), name)
+        return exp.Table(this=ident(name))
+
     def write_plan(self, names: Any, plan: Any, quasi: list[str]) -> None:
         """The plan's assignment (a Spark DataFrame or pandas), class values and noise records as cached views,
         typed as on DuckDB: keys BIGINT, released quasi-identifier values text, other columns their source type."""
