@@ -7,7 +7,6 @@ column grouping (slicing) was checked as it stood and the release passed. Each t
 from __future__ import annotations
 
 import json
-import shutil
 
 import duckdb
 import pandas as pd
@@ -20,6 +19,7 @@ from anon_sql.cli.main import main
 from anon_sql.policy.model import Policy
 from anon_sql.methods import declared_release_policy
 from conftest import data_path
+from forgery import db, edit, failing, forge_plan  # noqa: F401  (db is a fixture)
 
 SLICING = {"name": "sl", "source": "t2", "method": "slicing", "seed": 7,
            "attributes": {"sex": {"role": "quasi"}, "age": {"role": "quasi"}, "zipcode": {"role": "quasi"},
@@ -54,37 +54,8 @@ def released(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def db(released, tmp_path):
-    path = tmp_path / "w.duckdb"
-    shutil.copy(released, path)
-    return str(path)
-
-
-def edit(db: str, *statements: str, params: list | None = None) -> None:
-    c = duckdb.connect(db)
-    for s in statements:
-        c.execute(s, params) if params else c.execute(s)
-    c.close()
-
-
-def forge_plan(db: str, name: str, change) -> None:
-    c = duckdb.connect(db)
-    plan = json.loads(c.execute("SELECT plan FROM anon.releases WHERE release = ?", [name]).fetchall()[0][0])
-    change(plan)
-    c.execute("UPDATE anon.releases SET plan = ? WHERE release = ?", [json.dumps(plan), name])
-    c.close()
-
-
 def check(db: str, name: str):
     return CliRunner().invoke(main, ["check", name, "--db", db])
-
-
-def failing(db: str, name: str) -> set[str]:
-    c = duckdb.connect(db, read_only=True)
-    frame = anon_sql.check(c, name)
-    c.close()
-    return set(frame.query("not passed")["check"])
 
 
 def recorded(db: str, name: str) -> dict:

@@ -15,8 +15,6 @@ What `check` reads from `anon.releases`, and what it does with it now:
 """
 from __future__ import annotations
 
-import json
-import shutil
 
 import duckdb
 import pytest
@@ -26,6 +24,7 @@ import anon_sql
 from anon_sql.cli.main import main
 from conftest import data_path, load_theta_noise, theta_noise_policy
 from test_check_tamper import PATIENTS, levels_policy
+from forgery import db, edit, failing, forge_plan  # noqa: F401  (db is a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -46,37 +45,8 @@ def released(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def db(released, tmp_path):
-    path = tmp_path / "w.duckdb"
-    shutil.copy(released, path)
-    return str(path)
-
-
-def edit(db: str, *statements: str) -> None:
-    c = duckdb.connect(db)
-    for s in statements:
-        c.execute(s)
-    c.close()
-
-
-def forge_plan(db: str, name: str, change) -> None:
-    c = duckdb.connect(db)
-    plan = json.loads(c.execute("SELECT plan FROM anon.releases WHERE release = ?", [name]).fetchall()[0][0])
-    change(plan)
-    c.execute("UPDATE anon.releases SET plan = ? WHERE release = ?", [json.dumps(plan), name])
-    c.close()
-
-
 def exit_code(db: str, name: str) -> int:
     return CliRunner().invoke(main, ["check", name, "--db", db]).exit_code
-
-
-def failing(db: str, name: str) -> set[str]:
-    c = duckdb.connect(db, read_only=True)
-    frame = anon_sql.check(c, name)
-    c.close()
-    return set(frame.query("not passed")["check"])
 
 
 def test_untouched_releases_pass(db):

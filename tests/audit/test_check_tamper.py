@@ -13,6 +13,7 @@ from click.testing import CliRunner
 import anon_sql
 from anon_sql.cli.main import main
 from conftest import data_path, load_theta_noise, theta_noise_policy, working
+from forgery import db, edit  # noqa: F401  (db is a fixture)
 
 TOP = {"kind": "top"}
 PATIENTS = ("CREATE TABLE patients AS SELECT * FROM (VALUES "
@@ -56,23 +57,9 @@ def released(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def db(released, tmp_path):
-    path = tmp_path / "w.duckdb"
-    shutil.copy(released, path)
-    return str(path)
-
-
 def check(db: str) -> dict[str, int]:
     """Exit code of `anon-sql check` for each release in the file."""
     return {name: CliRunner().invoke(main, ["check", name, "--db", db]).exit_code for name in ("rl", "rm", "rt")}
-
-
-def edit(db: str, *statements: str) -> None:
-    c = duckdb.connect(db)
-    for s in statements:
-        c.execute(s)
-    c.close()
 
 
 def failed(db: str, name: str) -> set[str]:
