@@ -168,7 +168,8 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
                             expression=exp.select(exp.Star(), *codes_sql).from_(table_or_subquery(source))))
         patterns_q = exp.select(*[exp.column(c, quoted=True) for c in code_names],
                                 exp.func("COUNT", exp.Star()).as_("__n")).from_(table_or_subquery(coded)).group_by(
-            *[exp.column(c, quoted=True) for c in code_names])
+            *[exp.column(c, quoted=True) for c in code_names]).order_by(
+            *[exp.column(c, quoted=True) for c in code_names])   # in code order: the heuristic's ties follow it
         data = con.execute(render(patterns_q)).fetchnumpy()
         counts = np.asarray(data["__n"], dtype=np.int64)
         if counts.sum() < k:
