@@ -18,7 +18,9 @@ from anon_sql import spark as aspark  # noqa: E402
 pytestmark = [pytest.mark.spark]
 
 KEY = "units-spark-key-0123456789abcdef"
-SEARCHES = ["iab", "exhaustive", "greedy", "optimal"]
+# the cases CI runs (spark, not slow) cover every method once; the repeats are opt-in (-m "spark and slow"), to keep
+# the whole CI run under 20 minutes on 2 cores
+SLOW = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +119,8 @@ def test_visits_without_a_budget_is_refused_in_people_and_leaves_nothing(con, sp
     assert left_in_session(spark, "vis_nobudget") == []
 
 
-@pytest.mark.parametrize("method", SEARCHES + ["mondrian"])
+@pytest.mark.parametrize("method", ["iab", pytest.param("exhaustive", marks=SLOW), pytest.param("greedy", marks=SLOW),
+                                    "optimal", "mondrian"])
 def test_visits_every_search_and_mondrian_is_the_duckdb_release(con, spark, method):
     load(con, spark, "visits", visits_frame())
     duck = anon_sql.release(con, visits_policy(method))
@@ -147,7 +150,7 @@ def flu_policy(method: str, **privacy) -> dict:
     return policy
 
 
-@pytest.mark.parametrize("method", ["levels", "optimal", "mondrian"])
+@pytest.mark.parametrize("method", ["levels", pytest.param("optimal", marks=SLOW), "mondrian"])
 def test_flu_counts_people_holding_a_value_on_spark(con, spark, method):
     """Distinct 2-diversity over people: (30, M) fails (every person holds 'flu') although it has 5 values."""
     load(con, spark, "flu", flu_frame())
@@ -196,7 +199,8 @@ def random_policy(method: str) -> dict:
     return policy
 
 
-@pytest.mark.parametrize(("method", "seed"), [("levels", 1), ("optimal", 2), ("mondrian", 3), ("mondrian", 4)])
+@pytest.mark.parametrize(("method", "seed"), [pytest.param("levels", 1, marks=SLOW), ("optimal", 2), ("mondrian", 3),
+                                             pytest.param("mondrian", 4, marks=SLOW)])
 def test_seeded_multirow_people_are_the_duckdb_release(con, spark, method, seed):
     source = random_people(seed)
     load(con, spark, "people_rows", source)
