@@ -20,8 +20,7 @@ from anon_sql.errors import PolicyError  # noqa: E402
 from anon_sql.sdc.portable import hash_normal, inline_mask, keyed_digest, row_content_key  # noqa: E402
 from test_sdc_masking_oracle import hash_oracle, partial_email_oracle, partial_oracle  # noqa: E402
 
-# one xdist worker runs the whole module: its module fixtures (two releases on both engines, ~2 min) are built once
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("sdc_spark")]
+pytestmark = [pytest.mark.spark]
 N = 600
 
 
