@@ -40,7 +40,8 @@ _DDL = (
         spent_at TIMESTAMP NOT NULL DEFAULT current_timestamp)""",
 )
 
-# Slack for comparing float sums of ε against the total (a budget of 1.0 spent as 10 × 0.1 must not be refused).
+# Relative slack for comparing float sums of ε or δ against the total (a budget of 1.0 spent as 10 × 0.1 must not be
+# refused). Relative, not absolute: an absolute 1e-9 let a budget of δ = 1e-12 spend 1e-9 (hostile round 5, D40).
 _SLACK = 1e-9
 
 
@@ -59,7 +60,7 @@ class Budget:
     @property
     def epsilon_left(self) -> float:
         left = self.epsilon - self.spent_epsilon
-        return left if left > _SLACK else 0.0
+        return left if left > _SLACK * self.epsilon else 0.0
 
     @property
     def delta_left(self) -> float:
@@ -252,7 +253,8 @@ def remaining(budget: Budget) -> str:
 
 def check_affordable(budget: Budget, epsilon: float, delta: float) -> None:
     """PrivacyRequirementError (exit 3) when (ε, δ) would overspend the budget; says what is left."""
-    if budget.spent_epsilon + epsilon > budget.epsilon + _SLACK or budget.spent_delta + delta > budget.delta + _SLACK:
+    if (budget.spent_epsilon + epsilon > budget.epsilon * (1 + _SLACK)
+            or budget.spent_delta + delta > budget.delta * (1 + _SLACK)):
         raise PrivacyRequirementError(
             f"this query needs epsilon = {epsilon:g}, delta = {delta:g} but {budget.table_name} has "
             f"{remaining(budget)}: ask for less, or DROP and CREATE a new PRIVACY BUDGET (a new budget does not "
