@@ -131,6 +131,9 @@ def parse_policy_sql(sql: str) -> dict[str, Any]:
     if source is None or not isinstance(source.this, exp.Table):
         raise PolicyError("a SQL policy needs FROM source (a table, a view, or a quoted .csv/.parquet path)")
     src = source.this
+    if not isinstance(src.this, exp.Identifier):   # a table function: FROM read_csv('x.csv') has no name
+        raise PolicyError(f"FROM {src.sql('duckdb')}: a SQL policy's source is a table, a view, or a quoted .csv/.parquet "
+                          "path, not a table function; write e.g. FROM 'data.csv'")
     out["source"] = src.name if not src.db else f"{src.db}.{src.name}"
     attributes: dict[str, Any] = {}
     for item in select.expressions:
