@@ -8,13 +8,14 @@ gets its data on Spark is :mod:`anon_sql.engines.spark.planning`.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable
 
 import duckdb
 
-from ..errors import ReleaseExistsError
-from ..policy.model import Policy
+from ..errors import PolicyError, ReleaseExistsError
+from ..policy.model import Policy, coerce_policy
 from .run import release_on
 from .result import Release
 from ..engines.spark.engine import SparkEngine
@@ -30,12 +31,23 @@ def release_with_spark(spark: Any, policy: Policy | dict | str, *, source: Any =
     holds named taxonomies (built-in and file taxonomies need none). A failed check drops everything the release
     created and raises :class:`PrivacyRequirementError`.
     """
+    policy = coerce_policy(policy)
+    if not _SPARK_VIEW_NAME.fullmatch(policy.name):
+        # refused before anything runs: Spark fails on the first temporary view, with its own message
+        raise PolicyError(f"name {policy.name!r}: a release on Spark is a temporary view of the session, and Spark's view "
+                          "names are ASCII letters, digits and underscores; choose e.g. "
+                          f"{re.sub(r'[^A-Za-z0-9_]', '_', policy.name)!r} (DuckDB releases take any name)")
     if output is not None and not replace and _exists_here(output):
         # refused before anything runs (Spark would fail only when writing, after the whole release)
         raise ReleaseExistsError(f"output {output!r} already exists; pass replace=True (CLI: --replace) to overwrite "
                                  "it, or choose another path")
     engine = SparkEngine(spark, catalog, output=output, replace=replace)
     return release_on(engine, policy, replace=replace, source=source, progress=progress)
+
+
+# what SparkSession.createOrReplaceTempView accepts (probed on Spark 4: a space, a dot, a quote, '-' or a non-ASCII
+# letter fail with "Invalid view name")
+_SPARK_VIEW_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
 def _exists_here(path: str) -> bool:
