@@ -100,7 +100,8 @@ def _check_columns(src: Source, quasi: list[str], sensitive: list[str]) -> None:
         raise PolicyError(f"column name(s) {reserved} start with '__', which assess reserves; rename them in a view")
 
 
-def _population_size(population: Any, sampling_fraction: float | None, n: float) -> float | None:
+def _population_size(population: Any, sampling_fraction: float | None, n: float,
+                     counted: str = "records") -> float | None:
     if sampling_fraction is not None:
         if isinstance(sampling_fraction, bool) or not isinstance(sampling_fraction, (int, float)) \
                 or not 0 < sampling_fraction <= 1:
@@ -111,7 +112,7 @@ def _population_size(population: Any, sampling_fraction: float | None, n: float)
     if isinstance(population, bool) or not isinstance(population, (int, float)) or not math.isfinite(population):
         raise PolicyError(f"population must be a size (a number >= the records) or a table; got {population!r}")
     if population < n:
-        raise PolicyError(f"population size {population} is smaller than the {int(n)} records assessed; "
+        raise PolicyError(f"population size {population} is smaller than the {int(n)} {counted} assessed; "
                           "give the size of the population the table was drawn from")
     return float(population)
 
@@ -292,7 +293,8 @@ def _measure(label: str, base, quasi: list[str], sensitive: list[str], populatio
         n = measures["records"]
         notes: list[str] = []
         measures.update(_sensitive_measures(work, quasi, sensitive, taxonomies, n, src, notes, holdings))
-        pop_size = _population_size(population if pop_counts is None else None, sampling_fraction, n)
+        pop_size = _population_size(population if pop_counts is None else None, sampling_fraction, n,
+                                    "records" if holdings is None else "people")
         if pop_counts is not None:
             total = exp.select(exp.Sum(this=col(COUNT))).from_("p")
             pop_size = float(work.execute(render(total)).fetchall()[0][0] or 0)

@@ -21,3 +21,19 @@ def test_a_release_name_spark_cannot_use_is_refused_before_spark_runs(name, sugg
     with pytest.raises(PolicyError, match=f"name {name!r}.*ASCII letters, digits and underscores.*'{suggested}'") as info:
         release_with_spark(None, {**POLICY, "name": name})
     assert info.value.exit_code == 2
+
+
+def test_assess_with_a_privacy_unit_compares_the_population_with_people():
+    """A14: with --privacy-unit, "population size 100 is smaller than the 200 records assessed" counted people (600
+    rows of 200 people) but called them records."""
+    import duckdb
+
+    import anon_sql
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE visits AS SELECT i AS pid, 30 + i % 5 AS age, 'd' || (v % 3) AS diag "
+                "FROM range(200) t(i), range(3) s(v)")
+    with pytest.raises(PolicyError, match="smaller than the 200 people assessed"):
+        anon_sql.assess(con, "visits", ["age"], privacy_unit="pid", population=100)
+    with pytest.raises(PolicyError, match="smaller than the 600 records assessed"):
+        anon_sql.assess(con, "visits", ["age"], population=100)
