@@ -280,11 +280,12 @@ def _bounds(argument: exp.Expression, kind: str, option: str = _BOUNDS) -> tuple
 
 
 def _fraction(node: exp.Expression) -> float:
-    """PERCENTILE_CONT's second argument: a number literal in [0, 1]."""
-    if not (isinstance(node, exp.Literal) and not node.is_string):
+    """PERCENTILE_CONT's second argument: a number literal in [0, 1] (a signed one too: -0.0 is 0)."""
+    number = node.this if isinstance(node, exp.Neg) else node
+    if not (isinstance(number, exp.Literal) and not number.is_string):
         raise PolicyError(f"PERCENTILE_CONT: the fraction must be a number in [0, 1] (0.5 for the median), "
                           f"found {node.sql(dialect='duckdb')}")
-    value = float(node.this)
+    value = (-float(number.this) if number is not node else float(number.this)) + 0.0   # + 0.0: -0.0 becomes 0.0
     if not (0 <= value <= 1):
         raise PolicyError(f"PERCENTILE_CONT: the fraction must be in [0, 1] (0.5 for the median), found {value:g}")
     return value

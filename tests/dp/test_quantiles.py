@@ -167,3 +167,14 @@ def test_hostile_bounds_and_fractions_answer_inside_the_bounds_or_refuse(low, wi
     else:
         assert low <= answer.loc[0, "q"] <= high
     c.close()
+
+
+def test_a_signed_fraction_is_read_as_a_number(con):
+    """Hostile round 5 (Q12): ``-0.0`` was refused as "not a number" (sqlglot reads it as a negation); it is 0, and a
+    negative fraction is refused for its range, naming the value."""
+    answer = dp_query(con, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) "
+                           "PERCENTILE_CONT(v, -0.0, contribution_bounds_per_row => (0, 100)) AS q FROM t")
+    assert answer["q"].between(0, 100).all()
+    with pytest.raises(PolicyError, match=r"fraction must be in \[0, 1\] \(0.5 for the median\), found -0.5"):
+        dp_query(con, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) "
+                      "PERCENTILE_CONT(v, -0.5, contribution_bounds_per_row => (0, 100)) AS q FROM t")
