@@ -415,8 +415,9 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
                                f"charge of ({epsilon}, {delta}); nothing was released")
         ledger.record_spend(con, budget, q.text, epsilon, delta, len(answer))
         con.commit()
-    except BaseException:
+    except BaseException as err:
         con.rollback()
+        ledger.raise_conflict(err)
         raise
     return answer
 
