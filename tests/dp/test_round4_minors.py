@@ -57,3 +57,19 @@ def test_other_transaction_errors_are_not_called_conflicts(budgeted, monkeypatch
     monkeypatch.setattr(ledger, "record_spend", other)
     with pytest.raises(duckdb.TransactionException, match="something else"):
         run_dp_statement(budgeted, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5) COUNT(*) FROM visits")
+
+
+@pytest.mark.parametrize("groups", ["1e9", "1000000"])
+def test_a_group_threshold_no_group_can_reach_is_refused_before_charging(budgeted, groups):
+    """D19: `max_groups_contributed = 1e9` was accepted, charged, and released 0 groups: the selection threshold
+    (a function of the options alone, OpenDP's) exceeded the 300 people of the table. Now refused (exit 2) naming
+    the option, the threshold and the units; nothing charged. A threshold within reach still answers."""
+    query = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, max_groups_contributed = {}) "
+             "sex, COUNT(*) AS n FROM visits GROUP BY sex")
+    with pytest.raises(PolicyError, match=r"max_groups_contributed = \d+ .* more than the 300 units"):
+        run_dp_statement(budgeted, query.format(groups))
+    assert budgeted.execute("SELECT spent_epsilon, queries FROM anon.privacy_budgets").fetchall() == [(0.0, 0)]
+    from anon_sql.dp.mechanisms import selection_threshold
+    assert selection_threshold(2, 0.5, 1e-6)[2] < 300
+    assert set(run_dp_statement(budgeted, query.format(2))["sex"]) <= {"F", "M"}
+    assert budgeted.execute("SELECT queries FROM anon.privacy_budgets").fetchall() == [(1,)]
