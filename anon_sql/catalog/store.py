@@ -147,16 +147,28 @@ def taxonomy_users(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
     those need it), sorted."""
     rows = con.execute("SELECT release, taxonomy_digests FROM anon.releases "
                        "WHERE status = 'released' AND taxonomy_digests IS NOT NULL").fetchall()
-    users = set()
-    for release, recorded in rows:
-        try:
-            digests = json.loads(recorded)
-        except ValueError:
-            continue
-        if isinstance(digests, dict) and any(isinstance(d, dict) and d.get("taxonomy") == name
-                                             for d in digests.values()):
-            users.add(release)
+    users = {release for release, recorded in rows
+             if any(d.get("taxonomy") == name
+                    for d in (recorded_taxonomy_digests(recorded, partial=True) or {}).values())}
     return sorted(users)
+
+
+def recorded_taxonomy_digests(recorded: Any, partial: bool = False) -> dict | None:
+    """Recorded taxonomy digests (``anon.releases.taxonomy_digests``: JSON text, or a dict) as a dict of QI → digest;
+    None when absent or unreadable (an edited catalog: then nothing is known about what the values meant), or when a
+    value is not a digest — unless ``partial``, which keeps the digests that are (who uses a taxonomy)."""
+    if isinstance(recorded, dict):
+        value = recorded
+    else:
+        try:
+            value = json.loads(recorded) if recorded else None
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    if partial:
+        return {k: v for k, v in value.items() if isinstance(v, dict)}
+    return value if all(isinstance(v, dict) for v in value.values()) else None
 
 
 def drop_taxonomy(con: duckdb.DuckDBPyConnection, name: str, force: bool = False) -> None:
@@ -305,8 +317,8 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
         "source_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?, ?, ?)",
         [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
          rel.noise, int(rel.metrics["k"]), len(rel.classes), json.dumps(rel.plan, default=str), policy.to_json(),
-         ";\n".join(rel.sql) + ";", _digests_json(rel), (getattr(rel, "declared", None) or policy).to_json(),
-         _source_digest_json(rel)],
+         ";\n".join(rel.sql) + ";", _info_json(rel, "taxonomy_digests"),
+         (getattr(rel, "declared", None) or policy).to_json(), _info_json(rel, "source_digest")],
     )
     con.execute("DELETE FROM anon.policies WHERE name = ?", [policy.name])
     con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
@@ -346,16 +358,11 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
     identity.mark(con, rel.name)
 
 
-def _source_digest_json(rel: Any) -> str | None:
-    """The source's digest the release computed (rows, content hash: runner/digests.py), as JSON; None without."""
-    digest = rel.info.get("source_digest")
-    return None if digest is None else json.dumps(digest, sort_keys=True)
-
-
-def _digests_json(rel: Any) -> str | None:
-    """The release's taxonomy digests as JSON (None when the engine did not compute them)."""
-    digests = rel.info.get("taxonomy_digests")
-    return None if digests is None else json.dumps(digests, sort_keys=True)
+def _info_json(rel: Any, key: str) -> str | None:
+    """A digest the release computed, ``rel.info[key]``, as JSON: ``taxonomy_digests`` (what each taxonomy level
+    meant) or ``source_digest`` (rows, content hash: runner/digests.py); None when the engine did not compute it."""
+    value = rel.info.get(key)
+    return None if value is None else json.dumps(value, sort_keys=True)
 
 
 def _scannable(frame: pd.DataFrame) -> Any:
@@ -436,5 +443,5 @@ def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.Data
 
 
 __all__ = ["install", "ensure_installed", "register_functions", "store_taxonomy", "require_taxonomy_owned",
-           "drop_taxonomy", "taxonomy_users", "load_taxonomy", "taxonomy_names", "releases", "recorded_release",
+           "drop_taxonomy", "taxonomy_users", "recorded_taxonomy_digests", "load_taxonomy", "taxonomy_names", "releases", "recorded_release",
            "released_names", "store_vulnerability", "load_vulnerability", "record_release", "record_failure", "lit"]

@@ -17,6 +17,7 @@ import hashlib
 import json
 from typing import Any
 
+from ..catalog.store import recorded_taxonomy_digests
 from ..data.taxonomy import Taxonomy, needs_values
 from ..policy.model import Policy
 
@@ -40,22 +41,10 @@ def taxonomy_digests(policy: Policy, taxonomies: dict[str, Taxonomy], types: dic
     return out
 
 
-def parsed(recorded: Any) -> dict | None:
-    """Recorded digests (JSON text or a dict) as a dict; None when absent or unreadable (an edited catalog: then
-    nothing is known about what the values meant)."""
-    if isinstance(recorded, dict):
-        return recorded
-    try:
-        value = json.loads(recorded) if recorded else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()) else None
-
-
 def changed(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
     """The quasi-identifiers whose taxonomy digest differs between ``before`` (JSON text or dict, None when not
     recorded) and ``after``, each as ``"qi (taxonomy t)"``; every QI of ``after`` when nothing was recorded."""
-    old = parsed(before)
+    old = recorded_taxonomy_digests(before)
     if old is None:
         return [f"{qi} (taxonomy {d['taxonomy']!r}: no digest recorded)" for qi, d in sorted(after.items())]
     out = []
@@ -78,7 +67,7 @@ def _comparable(a: dict | None, b: dict | None) -> tuple[dict | None, dict | Non
 def retyped(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
     """The quasi-identifiers whose source column's type differs between ``before`` and ``after`` (both recorded),
     each as ``"qi (OLD → NEW)"``."""
-    old = parsed(before) or {}
+    old = recorded_taxonomy_digests(before) or {}
     return [f"{qi} ({old[qi]['type']} → {after[qi]['type']})" for qi in sorted(set(old) & set(after))
             if "type" in old[qi] and "type" in after[qi] and old[qi]["type"] != after[qi]["type"]]
 
@@ -132,5 +121,5 @@ def source_digest(con: Any, policy: Policy, records: int | None = None) -> dict[
             "duckdb": duckdb.__version__}
 
 
-__all__ = ["DIGEST_MAX_RECORDS", "taxonomy_digests", "parsed", "changed", "retyped", "source_digest",
+__all__ = ["DIGEST_MAX_RECORDS", "taxonomy_digests", "changed", "retyped", "source_digest",
            "source_digest_query"]
