@@ -629,7 +629,8 @@ def derived_groups(con: duckdb.DuckDBPyConnection, declared: Policy, relation: e
     ci = CompileInput(policy, relation.copy(), columns, AssignmentPlan(pd.DataFrame(), pd.DataFrame()), {}, [])
     view = exp.Table(this=ident(_DERIVE_VIEW), db=ident("main"), catalog=ident("temp"))
     create = exp.Create(this=view.copy(), kind="VIEW", replace=True,
-                        expression=source_view(ci, ReleaseNames(policy.name)), properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+                        expression=source_view(ci, ReleaseNames(policy.name)),
+                        properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
     try:
         con.execute(render(create))
         ctx = MethodContext(con, policy, view, {}, build_models(policy), 0)
@@ -637,7 +638,10 @@ def derived_groups(con: duckdb.DuckDBPyConnection, declared: Policy, relation: e
     except (duckdb.Error, PolicyError, PrivacyRequirementError, SourceError) as err:
         return None, f"the source cannot be sliced as at the release now ({err})"
     finally:
-        con.execute(render(exp.Drop(tables=[view], kind="VIEW", exists=True)))
+        try:
+            con.execute(render(exp.Drop(tables=[view], kind="VIEW", exists=True)))
+        except duckdb.Error:   # a transaction the caller holds, aborted by the error above: its rollback drops it
+            pass
 
 
 __all__ = ["require_recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table",
