@@ -444,5 +444,5 @@ def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.Data
 
 __all__ = ["install", "ensure_installed", "register_functions", "store_taxonomy", "require_taxonomy_owned",
            "drop_taxonomy", "taxonomy_users", "recorded_taxonomy_digests", "load_taxonomy", "taxonomy_names",
-           "releases", "recorded_release", "released_names", "store_vulnerability", "load_vulnerability", "record_release",
-           "record_failure", "lit"]
+           "releases", "recorded_release", "released_names", "store_vulnerability", "load_vulnerability",
+           "record_release", "record_failure", "lit"]
