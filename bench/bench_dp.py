@@ -10,6 +10,7 @@ machine disturbs far less than wall time.
 
     python bench/bench_dp.py --rows 1000000        (default 10,000,000)
     python bench/bench_dp.py --rows 1000000 --repeat 1 --operators
+    python bench/bench_dp.py --rows 10000000 --repeat 3 --json results.jsonl    (records for python -m bench)
 """
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import duckdb
 from sqlglot import exp
@@ -26,6 +29,9 @@ from sqlglot import exp
 from anon_sql.dp import create_budget, dp_query
 from anon_sql.dp.query import parse_dp_select
 from anon_sql.dp.run import build_quantile_sql, build_sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import Result, emit  # noqa: E402
 
 PLAIN = "SELECT region, COUNT(*) AS n, SUM(LEAST(GREATEST(amount, 0), 100)) AS s FROM events GROUP BY region"
 DP = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.01, delta = 1e-10, max_groups_contributed = {m}, "
@@ -87,6 +93,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--operators", action="store_true", help="print each query's costliest operators")
+    parser.add_argument("--json", default=None, help="append the results (medians of wall time) to this JSON-lines file")
     args = parser.parse_args()
     con = duckdb.connect()
     units = max(1, args.rows // 10)
@@ -116,6 +123,11 @@ def main() -> None:
                 wall[label].append(time.perf_counter() - start)
                 seconds, trees[label] = _cpu(con, texts, profile)
                 cpu[label].append(seconds)
+    records = [Result("dp", label, statistics.median(wall[label]), baseline, statistics.median(wall[baseline]),
+                      rows=args.rows, repeat=args.repeat, stat="median", target="<= 3x" if label.startswith("dp,") else "",
+                      extra={"cpu_s": statistics.median(cpu[label]), "baseline_cpu_s": statistics.median(cpu[baseline])})
+               for label, _, _, baseline in cases if baseline]
+    emit(records, args.json, echo=False)
     print(f"rows {args.rows:,}  units {units:,}  groups 50  (median of {args.repeat}, interleaved)")
     print("| query | wall s | wall ratio | DuckDB CPU s | CPU ratio |\n| --- | --- | --- | --- | --- |")
     for label, _, _, baseline in cases:
