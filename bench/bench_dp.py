@@ -53,7 +53,7 @@ def _sql_texts(text: str) -> list[str]:
     q = parse_dp_select(text)
     table = exp.to_table("events")
     texts = [build_sql(q, table, "person", 12345, counted=True).sql(dialect="duckdb")]
-    texts += [build_quantile_sql(q, a, table, "person", 12345).sql(dialect="duckdb")
+    texts += [build_quantile_sql(q, a, table, "person", 12345, counted=True).sql(dialect="duckdb")
               for a in q.aggregates if a.kind == "percentile"]
     return texts
 

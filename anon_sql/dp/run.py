@@ -285,27 +285,35 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int, counted: bool 
     return final
 
 
+def _statistics_frame(con: duckdb.DuckDBPyConnection, q: DPQuery, table: exp.Table, unit: str,
+                      salt: int) -> tuple[pd.DataFrame, bool]:
+    """bounded_statistics' frame, and whether the counted plan answered (its pair count showed no collision)."""
+    frame = con.execute(build_sql(q, table, unit, salt, counted=True).sql(dialect="duckdb")).df()
+    if _EXPECTED not in frame.columns:
+        return frame, False
+    expected = frame.pop(_EXPECTED)
+    if len(frame) and int(frame[_UNITS].sum()) != int(expected.iloc[0]):
+        return con.execute(build_sql(q, table, unit, salt).sql(dialect="duckdb")).df(), False
+    return frame, True
+
+
 def bounded_statistics(con: duckdb.DuckDBPyConnection, q: DPQuery, table: exp.Table, unit: str,
                        salt: int) -> pd.DataFrame:
     """build_sql's per-group statistics before noise, by the counted plan where it applies: if its kept pairs are
     not the count its cut passes imply (a 64-bit hash collision inside a unit), the checked plan answers instead,
     so no unit ever reaches more than max_groups_contributed groups."""
-    frame = con.execute(build_sql(q, table, unit, salt, counted=True).sql(dialect="duckdb")).df()
-    if _EXPECTED not in frame.columns:
-        return frame
-    expected = frame.pop(_EXPECTED)
-    if len(frame) and int(frame[_UNITS].sum()) != int(expected.iloc[0]):
-        frame = con.execute(build_sql(q, table, unit, salt).sql(dialect="duckdb")).df()
-    return frame
+    return _statistics_frame(con, q, table, unit, salt)[0]
 
 
-def build_quantile_sql(q: DPQuery, a: Aggregate, table: exp.Table, unit: str, salt: int) -> exp.Select:
+def build_quantile_sql(q: DPQuery, a: Aggregate, table: exp.Table, unit: str, salt: int,
+                       counted: bool = False) -> exp.Select:
     """Per group, how many bounded values of PERCENTILE_CONT `a` fall on each code 2·k + (x = candidate k): the
-    counts below and at every candidate follow. Same bounding (same salt) as build_sql."""
+    counts below and at every candidate follow. Same bounding (same salt) as build_sql. `counted`: the counted
+    plan, whose pairs are the checked plan's when build_sql's count showed no collision (`_statistics_frame`)."""
     i = q.aggregates.index(a)
     groups = [_col(_group(j)) for j in range(len(q.group_by))]
     codes = exp.select(*groups, exp.alias_(exp.Unnest(expressions=[_col(f"__dp_q{i}")]), "__dp_code", quoted=True)
-                       ).from_(_subquery(_bounded(q, table, unit, salt), "__dp_pairs"))
+                       ).from_(_subquery(_bounded(q, table, unit, salt, counted), "__dp_pairs"))
     return (exp.select(*[g.copy() for g in groups], _col("__dp_code"), exp.alias_(exp.Count(this=exp.Star()), "__dp_n", quoted=True))
             .from_(_subquery(codes, "__dp_codes")).group_by(*[g.copy() for g in groups], _col("__dp_code")))
 
@@ -467,9 +475,10 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
         ledger.check_affordable(budget, epsilon, delta)
         salt = secrets.randbits(62)
         try:
-            frame = bounded_statistics(con, q, table, budget.privacy_unit, salt)
-            codes = {stat: con.execute(build_quantile_sql(q, a, table, budget.privacy_unit, salt).sql(dialect="duckdb"))
-                     .df() for stat, kind, a in _statistics(q) if kind == "quantile"}
+            frame, counted = _statistics_frame(con, q, table, budget.privacy_unit, salt)
+            codes = {stat: con.execute(build_quantile_sql(q, a, table, budget.privacy_unit, salt, counted)
+                                       .sql(dialect="duckdb")).df()
+                     for stat, kind, a in _statistics(q) if kind == "quantile"}
         except (duckdb.BinderException, duckdb.ConversionException, duckdb.ParserException,
                 duckdb.CatalogException) as error:
             raise PolicyError(f"the DP query does not fit {name}: {str(error).splitlines()[0]}") from None

@@ -129,3 +129,22 @@ def test_bounded_statistics_falls_back_on_a_collision(con, monkeypatch):
     calls.clear()
     fast = bounded_statistics(con, q, exp.table_("events"), "person", salt)
     assert EXPECTED not in fast.columns and len(fast.columns) == len(checked.columns)
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3])
+def test_counted_quantile_codes_are_the_checked_ones(con, groups):
+    """Without a collision the counted plan keeps the checked plan's pairs: PERCENTILE_CONT's code counts agree."""
+    from anon_sql.dp.run import build_quantile_sql
+    q = replace(parse_dp_select(
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-10, max_rows_contributed = 2) region, "
+        "PERCENTILE_CONT(amount, 0.5, contribution_bounds_per_row => (0, 200)) AS q FROM events GROUP BY region"),
+        max_groups_contributed=groups)
+    a = q.aggregates[0]
+
+    def codes(counted):
+        frame = con.execute(build_quantile_sql(q, a, exp.table_("events"), "person", 11, counted)
+                            .sql(dialect="duckdb")).df()
+        return frame.sort_values(list(frame.columns), ignore_index=True, na_position="first")
+    counted, checked = codes(True), codes(False)
+    assert counted["__dp_n"].sum() > 0
+    pd.testing.assert_frame_equal(counted, checked)
