@@ -107,30 +107,33 @@ def mismatches(con: Any, release: str, comments: dict[tuple[str | None, str], st
     return out
 
 
-def shapes(con: Any, release: str) -> dict[tuple[str | None, str], str]:
-    """The fingerprint of each table release ``release`` may own that exists now, by (schema, name): one scan of
-    the columns (a table has at least one), without the comments :func:`seen` reads too."""
+def shapes(con: Any, release: str) -> dict[tuple[str | None, str], list[tuple[str, str]]]:
+    """The columns (name, type, in order) of each table release ``release`` may own that exists now, by (schema,
+    name): one scan of the columns (a table has at least one), without the comments :func:`seen` reads too."""
     args = {"n": release, "w": WORK_SCHEMA, "wn": _plan_tables(release)}
-    return {(WORK_SCHEMA if w else None, name): fingerprint(cols or [])
+    return {(WORK_SCHEMA if w else None, name): [tuple(c) for c in cols or []]
             for w, name, cols in con.execute(_COLUMNS, args).fetchall()}
 
 
-def mark(con: Any, release: str) -> None:
+def mark(con: Any, release: str) -> list[tuple[str, str]]:
     """Mark the tables release ``release`` keeps and record their identity (inside the release's transaction):
     the released table of the current schema and the plan tables of ``anon_work`` that exist. One read of their
     columns, then one script: the old identity rows out, a new marker on each table, its row in
-    ``anon.owned_objects`` (issue 29.1: two calls, not five)."""
+    ``anon.owned_objects`` (issue 29.1: two calls, not five). Returns the released table's columns as read."""
     script = [exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"), expression=lit(release)))]
     rows = []
-    for (schema, name), shape in sorted(shapes(con, release).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+    tables = shapes(con, release)
+    for (schema, name), columns in sorted(tables.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
         marker = f"{MARKER} {uuid.uuid4().hex}"
         table = exp.Table(this=ident(name), db=ident(schema) if schema else None)
         script.append(exp.Comment(this=table, kind="TABLE", expression=lit(marker)))
-        rows.append(exp.Tuple(expressions=[lit(release), lit(schema), lit(name), lit(marker), lit(shape)]))
+        rows.append(exp.Tuple(expressions=[lit(release), lit(schema), lit(name), lit(marker),
+                                           lit(fingerprint(columns))]))
     if rows:   # a comment leaves the columns as they are: the shape read above is the marked table's
         script.append(exp.insert(exp.Values(expressions=rows), OWNED.copy(),
                                  columns=["release", "schema_name", "object", "marker", "fingerprint"]))
     con.execute(";\n".join(render(stmt) for stmt in script))
+    return tables.get((None, release), [])
 
 
 def forget_identity(con: Any, release: str) -> None:

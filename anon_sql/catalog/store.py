@@ -321,11 +321,18 @@ def _replaced_rows(release: str, policy: str) -> list[tuple[str, str, str]]:
 
 
 def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
-                   trace: list[dict[str, Any]] | None = None, ec_stats: pd.DataFrame | None = None) -> None:
+                   trace: list[dict[str, Any]] | None = None, ec_stats: pd.DataFrame | None = None
+                   ) -> dict[str, Any]:
     """``rel``: an :class:`anon_sql.runner.result.Release` (not imported: the result sits above the catalog). Rows in anon.releases / anon.policies / anon.equivalence_classes / anon.metrics / anon.search_trace for a
     verified release (inside the release's transaction; a release of the same name is replaced); ``trace``: a
-    search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields)."""
+    search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields). Returns what the check
+    program is compiled from, as written: the row's ``plan``, ``policy_json``, ``declared_policy`` and
+    ``source_digest``, and the released table's ``columns`` (so the release compiles it without reading them back).
+    """
     policy = rel.policy
+    recorded = {"plan": json.dumps(rel.plan, default=str), "policy_json": policy.to_json(),
+                "declared_policy": (getattr(rel, "declared", None) or policy).to_json(),
+                "source_digest": _source_digest_json(rel)}
     upgrade(con)    # a catalog from before a column or table this release writes: added inside the transaction
     # the rows of an earlier release of this name go in one script (one call, not five: issue 29.1)
     con.execute(";\n".join(render(exp.delete(exp.Table(this=ident(table), db=ident(SCHEMA)),
@@ -336,9 +343,8 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
         "k_achieved, classes, status, message, plan, policy_json, generated_sql, taxonomy_digests, declared_policy, "
         "source_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?, ?, ?)",
         [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
-         rel.noise, int(rel.metrics["k"]), len(rel.classes), json.dumps(rel.plan, default=str), policy.to_json(),
-         ";\n".join(rel.sql) + ";", _digests_json(rel), (getattr(rel, "declared", None) or policy).to_json(),
-         _source_digest_json(rel)],
+         rel.noise, int(rel.metrics["k"]), len(rel.classes), recorded["plan"], recorded["policy_json"],
+         ";\n".join(rel.sql) + ";", _digests_json(rel), recorded["declared_policy"], recorded["source_digest"]],
     )
     con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
                 [policy.name, policy.to_toml(), policy.to_json()])
@@ -373,7 +379,8 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
         con.execute("INSERT INTO anon.search_trace SELECT release, step, node, event, violations, distinct_rows, "
                     "feasible, score FROM __anon_trace_frame")
         con.unregister("__anon_trace_frame")
-    identity.mark(con, rel.name)
+    recorded["columns"] = identity.mark(con, rel.name)
+    return recorded
 
 
 def _source_digest_json(rel: Any) -> str | None:

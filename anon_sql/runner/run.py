@@ -149,7 +149,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 return rel
             tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source),
                  rows=compiled.counted_rows if compiled.written else None)
-            engine.record(rel, plan, r.source.label)
+            rel.recorded = engine.record(rel, plan, r.source.label)
             if before_commit is not None:
                 before_commit(rel)
             engine.commit()
