@@ -94,14 +94,19 @@ def _recorded_related_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[di
     return related_rows(con, name, Policy.from_dict(policy)) if policy.get("related") else []
 
 
-def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
+def prepare_check(con: duckdb.DuckDBPyConnection, name: str, recorded: dict[str, Any] | None = None) -> None:
     """Compile the check program of recorded release ``name`` and cache it, when it can be cached (after
     ``anon-sql release`` and ``anon_sql.runner.run``: the first check of the release starts at once too). Nothing at
-    all with ``ANON_SQL_CACHE=off``: there is nowhere to keep it."""
+    all with ``ANON_SQL_CACHE=off``: there is nowhere to keep it. ``recorded``: what the release just wrote to the
+    catalog (``Release.recorded``: the row's policy, plan and digests, the table's columns), so that nothing is read
+    back (issue 29.1); None: read from the catalog."""
     if check_program.cache_dir() is None:
         return
-    row = require_recorded(con, name)
-    described = table_columns(con, name)
+    if recorded is not None and recorded.get("columns"):
+        row, described = recorded, [tuple(c) for c in recorded["columns"]]
+    else:
+        row = require_recorded(con, name)
+        described = table_columns(con, name)
     if described and check_program.load_program(check_program.program_digest(name, row, described)) is not None:
         return   # compiled before from the same policy, plan, columns, files and code: the very same program
     _recorded_program(con, name, row, table_checks=False, only_cacheable=True)

@@ -74,7 +74,7 @@ def shown_and_recorded(con: duckdb.DuckDBPyConnection | None = None) -> Callable
         if con is not None and result.kind in ("create", "refresh") and result.value is not None:
             from ..audit.recheck import prepare_check
 
-            prepare_check(con, result.value.name)
+            prepare_check(con, result.value.name, getattr(result.value, "recorded", None))
         results.append({"kind": result.kind, "message": result.message, "rows": result.frame})
         set_result(results)
     return show

@@ -202,8 +202,10 @@ class Engine(ABC):
         """Bracket one stage of the release (Spark counts the jobs it launches)."""
         yield
 
-    def record(self, rel: Any, plan: Plan, source_label: str) -> None:
-        """Write the verified release's catalog rows (engines without a catalog: nothing)."""
+    def record(self, rel: Any, plan: Plan, source_label: str) -> dict[str, Any] | None:
+        """Write the verified release's catalog rows (engines without a catalog: nothing); return what the check
+        program is compiled from, as written (:func:`anon_sql.catalog.store.record_release`), or None."""
+        return None
 
     def record_failure(self, policy: Policy, source_label: str, records: int, message: str) -> None:
         """Log a refused release in the catalog (engines without a catalog: nothing)."""

@@ -93,12 +93,16 @@ def source_digest_query(relation: Any, columns: list[str], count_column: str | N
 DIGEST_MAX_RECORDS = 1_000_000
 
 
-def source_digest(con: Any, policy: Policy, records: int | None = None) -> dict[str, Any] | None:
+def source_digest(con: Any, policy: Policy, records: int | None = None, resolved: Any = None
+                  ) -> dict[str, Any] | None:
     """The digest of a release's source that ``check`` compares with (issue 28.8's ``records_in``): records, rows,
     content hash, the columns hashed and DuckDB's version (its ``hash`` may differ across versions), read from the
     source the policy names as ``check`` reads it. None where ``records_in`` counts something else (people of a
     privacy unit, related tables) or the policy names no table or file that is there (nothing to recount later);
-    over :data:`DIGEST_MAX_RECORDS` (``records``: the count the release made) the count alone."""
+    over :data:`DIGEST_MAX_RECORDS` (``records``: the count the release made) the count alone. ``resolved``: the
+    release's :class:`~anon_sql.data.source.Source` as registered (before any sample or perturbation); when it was
+    resolved from the policy's own ``source`` string (its label is that string) its relation and columns are what
+    this reading gives (the same function resolved them), and are not read again (issue 29.1)."""
     import duckdb
 
     from ..common.sqlbuild import render
@@ -109,10 +113,13 @@ def source_digest(con: Any, policy: Policy, records: int | None = None) -> dict[
     if records is not None and records > DIGEST_MAX_RECORDS:
         return {"records": int(records), "skipped": f"the source has more than {DIGEST_MAX_RECORDS:,} records"}
     try:   # a basis for check, never a reason to refuse a release: a source it cannot digest records none
-        relation = readable_relation(con, policy.source)
-        if relation is None:
-            return None
-        columns = [r[0] for r in describe(con, relation)]
+        if resolved is not None and resolved.label == policy.source:
+            relation, columns = resolved.relation, list(resolved.columns)
+        else:
+            relation = readable_relation(con, policy.source)
+            if relation is None:
+                return None
+            columns = [r[0] for r in describe(con, relation)]
         records, rows, total = con.execute(render(source_digest_query(relation, columns, policy.count_column))
                                            ).fetchall()[0]
     except duckdb.Error:
