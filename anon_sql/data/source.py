@@ -238,9 +238,15 @@ def resolve_source(con: duckdb.DuckDBPyConnection, source: Any, label: str | Non
                 "SELECT table_name FROM information_schema.tables WHERE table_schema NOT IN ('anon', 'anon_work') "
                 "AND table_catalog = current_database() ORDER BY 1"   # the user's tables, not our working ones
             ).fetchall()]
+            first = source.split(".")[0]
+            attached = bool(con.execute(   # a name qualified with an ATTACHed database (hostile round 5, S27)
+                "SELECT count(*) FROM duckdb_databases() WHERE database_name = ? AND NOT internal "
+                "AND database_name <> current_database()", [first]).fetchone()[0])
             raise SourceError(
                 f"source {source!r} is not a table or view of the database (found: {tables[:20]}); "
-                "load it first, or give a .csv/.parquet path"
+                + (f"{first!r} is an attached database, and a release reads its source from the current one: "
+                   f"create a view here over it (CREATE VIEW v AS SELECT * FROM {source}) and name that view"
+                   if attached else "load it first, or give a .csv/.parquet path")
             )
         label = source
     try:

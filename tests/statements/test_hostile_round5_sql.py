@@ -24,3 +24,18 @@ def test_a_table_function_source_through_a_script_leaves_the_database_as_it_was(
         execute(con, "CREATE ANONYMIZED VIEW r WITH (k = 2) AS SELECT quasi(a) FROM read_csv('n.csv');")
     assert info.value.exit_code == 2
     assert con.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall() == [("t",)]
+
+
+def test_a_source_in_an_attached_database_is_named_with_the_fix(tmp_path):
+    """S27: ``FROM o.t`` with ``o`` ATTACHed listed the current database's tables without saying why; the message now
+    names the attached database and the view to create, and the database is as before."""
+    other = duckdb.connect(str(tmp_path / "other.duckdb"))
+    other.execute("CREATE TABLE t AS SELECT range AS a FROM range(20)")
+    other.close()
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute(f"ATTACH '{tmp_path / 'other.duckdb'}' AS o")
+    with pytest.raises(StatementError, match=r"'o' is an attached database.*CREATE VIEW v AS SELECT \* FROM o\.t"):
+        execute(con, "CREATE ANONYMIZED VIEW r WITH (k = 2) AS SELECT quasi(a) FROM o.t;")
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'w'").fetchone()[0] == 0
+    with pytest.raises(StatementError, match="load it first"):   # an unknown name keeps its message
+        execute(con, "CREATE ANONYMIZED VIEW r WITH (k = 2) AS SELECT quasi(a) FROM nosuch;")
