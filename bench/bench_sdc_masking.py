@@ -1,6 +1,6 @@
 """Masking macros vs a plain upper() over the same column, in one run (issue 26: each <= 2x).
 
-    python bench/bench_sdc_masking.py --rows 2000000 [--repeat 5] [--threads 1]
+    python bench/bench_sdc_masking.py --rows 2000000 [--repeat 5] [--threads 1] [--only partial]
 
 Data: a generated VARCHAR column of 16-digit card numbers, an email column (and a DOUBLE and a DATE column for
 noise / dnoise), in an in-memory table. Each query aggregates its output (sum of lengths / sum) so nothing is fetched
@@ -81,6 +81,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: DuckDB's)")
+    ap.add_argument("--only", default=None, help="run only the rows whose name contains this text (e.g. partial)")
     args = ap.parse_args()
     con = duckdb.connect()
     if args.threads:
@@ -97,6 +98,8 @@ def main() -> None:
           f"threads, load average {os.getloadavg()[0]:.2f} at start (2 cores shared)")
     print(f"{'query':38} {'median s':>8} {'upper()':>8} {'ratio':>6}")
     for name, (sql, reference) in CASES.items():
+        if args.only and args.only not in name:
+            continue
         t, ref, r = ratio(con, sql, reference, args.repeat)
         print(f"{name:38} {t:8.3f} {ref:8.3f} {r:6.2f}", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} at end")

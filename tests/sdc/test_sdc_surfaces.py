@@ -16,8 +16,8 @@ from test_sdc_masking_oracle import hash_oracle, partial_email_oracle, partial_o
 N = 90
 
 
-def _connect() -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
+def _connect(path: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(path)
     con.execute("""CREATE TABLE t AS SELECT i AS id, 20 + i % 30 AS age, ['a', 'b', 'c'][1 + i % 3] AS grp,
         CAST((i * 37) % 101 AS DOUBLE) AS x, CAST((i * 17) % 53 AS DOUBLE) AS y,
         CASE WHEN i % 10 = 0 THEN 'nomail' || i ELSE 'ab' || i || '@x.example.org' END AS v,
@@ -151,3 +151,66 @@ def test_local_suppression_from_every_surface_is_k_anonymous_by_brute_force():
     assert len(out) == N and matches.min() >= 3 and star.any()
     kept = ~star
     assert (cells[kept] == src[["age", "grp", "y"]].astype(str).to_numpy()[kept]).all()
+
+
+# -- bad parameters: exit 2 from a TOML or SQL file, PolicyError from the API, the database unchanged ------------------
+BAD = [
+    ("x", "perturb", {"kind": "microaggregation", "k": 1}, "k"),
+    ("grp", "perturb", {"kind": "pram", "retain": 1.5}, "retain"),
+    ("v", "perturb", {"kind": "noise", "scale": 0.1}, "numeric"),          # a number-only kind on a text column
+    ("v", "mask", {"function": "fake", "provider": "no_such_provider"}, "provider"),
+    ("v", "mask", {"function": "partial", "keep_start": 2, "pad": 7, "keep_end": 1}, "pad"),
+]
+
+
+def _state(con) -> tuple:
+    """Every table and view with its row count: what 'the database unchanged' compares."""
+    objs = con.execute("SELECT schema_name, table_name FROM duckdb_tables() UNION ALL SELECT schema_name, view_name "
+                       "FROM duckdb_views() WHERE NOT internal ORDER BY ALL").fetchall()
+    return tuple((s, n, con.execute(f'SELECT count(*) FROM "{s}"."{n}"').fetchone()[0]) for s, n in objs)
+
+
+@pytest.mark.parametrize("column, key, spec, word", BAD)
+def test_bad_parameters_from_every_surface_exit_2_and_leave_the_database(tmp_path, column, key, spec, word):
+    from click.testing import CliRunner
+
+    from anon_sql.cli.main import main
+    from anon_sql.errors import PolicyError
+
+    policy = _policy(column, key, spec)
+    db = str(tmp_path / "d.duckdb")
+    con = _connect(db)
+    before = _state(con)
+    # the text forms: a valid policy's TOML with the bad table written in (a bad policy has no to_toml)
+    toml_text = anon_sql.Policy.from_dict({**policy, "attributes": {**policy["attributes"],
+                                                                    column: {"role": "insensitive"}}}).to_toml()
+    with pytest.raises(PolicyError, match=word):
+        anon_sql.release(con, policy)
+    assert _state(con) == before
+    con.close()
+    bad_line = "{ " + ", ".join(f"{k} = {json_value(v)}" for k, v in spec.items()) + " }"
+    toml_bad = toml_text.replace(f"[attributes.{column}]\nrole = \"insensitive\"\n",
+                                 f"[attributes.{column}]\nrole = \"insensitive\"\n{key} = {bad_line}\n")
+    assert toml_bad != toml_text
+    sql_bad = ("CREATE ANONYMIZED VIEW r WITH (method = 'mondrian', k = 3, seed = 11) AS SELECT insensitive(id), "
+               "quasi(age), " + ", ".join(
+                   f"insensitive({c}, {key} => {sql_struct(spec)})" if c == column else f"insensitive({c})"
+                   for c in ("grp", "x", "y", "v", "d")) + " FROM t")
+    for name, text in (("p.toml", toml_bad), ("p.sql", sql_bad)):
+        path = tmp_path / name
+        path.write_text(text)
+        r = CliRunner().invoke(main, ["release", str(path), "--db", db])
+        assert r.exit_code == 2, (name, r.output)
+        assert word in r.output, (name, r.output)
+        con = duckdb.connect(db)
+        assert _state(con) == before, name
+        con.close()
+
+
+def json_value(v) -> str:
+    return ('"' + v + '"') if isinstance(v, str) else ("true" if v is True else "false" if v is False else str(v))
+
+
+def sql_struct(spec: dict) -> str:
+    one = lambda v: repr(v) if isinstance(v, str) else ("true" if v is True else "false" if v is False else str(v))  # noqa: E731
+    return "{" + ", ".join(f"'{k}': {one(v)}" for k, v in spec.items()) + "}"
