@@ -12,12 +12,18 @@ import pandas as pd
 from sqlglot import exp
 
 from ...common.sqlbuild import alias, col, ident
+from ...errors import PolicyError
 from ...methods.base import ROW_ID, AssignmentPlan
 from ...methods.local_suppression import WILDCARD, LocalSuppression, suppression_plan, wildcard_model
 from ...sdc.local_suppression import SUPPRESSED, decide_suppression, validate_local_suppression
 from .session import SparkSQL
 
 PATTERN_COUNT = "__anon_n"
+
+
+def _quoted(name: str, prefix: str = "") -> str:
+    """A column or view name as Spark reads it in a DataFrame expression (backticks doubled), after ``prefix.``."""
+    return (f"{prefix}." if prefix else "") + "`" + name.replace("`", "``") + "`"
 
 
 def _code(q: str, j: int) -> exp.Expression:
@@ -40,9 +46,12 @@ def plan_local_suppression(sq: SparkSQL, policy: Any, source_view: str, taxonomi
     quasi, k = list(model.quasi), int(model.k)
     importance = LocalSuppression(**policy.method_params).params.get("importance")   # the method's parameter check
     view = exp.Table(this=ident(source_view))
-    columns = [f.name for f in sq.spark.table("`" + source_view.replace("`", "``") + "`").schema.fields]
+    columns = [f.name for f in sq.spark.table(_quoted(source_view)).schema.fields]
     validate_local_suppression(quasi, k, importance, columns)
     code_names = [f"__anon_code_{j}" for j in range(len(quasi))]
+    clash = sorted(set(code_names + [PATTERN_COUNT]) & set(columns))
+    if clash:
+        raise PolicyError(f"the source has a column named {clash[0]!r}, which local suppression uses; rename it")
     counted = exp.select(*[col(q) for q in quasi], alias(exp.func("COUNT", exp.Star()), PATTERN_COUNT)) \
         .from_(view).group_by(*[col(q) for q in quasi])
     coded = exp.select(*[col(q) for q in quasi], *[_code(q, j) for j, q in enumerate(quasi)], col(PATTERN_COUNT)) \
@@ -60,13 +69,13 @@ def plan_local_suppression(sq: SparkSQL, policy: Any, source_view: str, taxonomi
                                 patterns.select(*code_names, *[F.lit(False).alias(f"__anon_blank_{j}")
                                                                for j in range(len(quasi))]).limit(0),
                                 on=code_names, how="left")
-        rows = sq.spark.table("`" + source_view.replace("`", "``") + "`").alias("s")
-        on = [F.col(f"s.`{q}`").eqNullSafe(F.col(f"d.`{q}`")) for q in quasi]
+        rows = sq.spark.table(_quoted(source_view)).alias("s")
+        on = [F.col(_quoted(q, "s")).eqNullSafe(F.col(_quoted(q, "d"))) for q in quasi]
         cells = [F.when(F.coalesce(F.col(f"d.__anon_blank_{j}"), F.lit(False)), F.lit(WILDCARD))
-                 .otherwise(F.coalesce(F.col(f"s.`{q}`").cast("string"), F.lit(WILDCARD))).alias(q)
+                 .otherwise(F.coalesce(F.col(_quoted(q, "s")).cast("string"), F.lit(WILDCARD))).alias(q)
                  for j, q in enumerate(quasi)]
         values = rows.join(decided.alias("d"), on=on, how="left") \
-            .select(F.col(f"s.`{ROW_ID}`").cast("bigint").alias(ROW_ID), F.lit(1).cast("bigint").alias("ec_id"),
+            .select(F.col(_quoted(ROW_ID, "s")).cast("bigint").alias(ROW_ID), F.lit(1).cast("bigint").alias("ec_id"),
                     *cells).localCheckpoint(eager=True)
     finally:
         patterns.unpersist()
