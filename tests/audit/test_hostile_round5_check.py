@@ -128,3 +128,15 @@ def test_a_changed_source_of_a_unit_release_is_noticed(db):
     edit(db, "UPDATE visits SET diag = 'z' WHERE pid = 7 AND diag = (SELECT min(diag) FROM visits WHERE pid = 7)")
     basis = rows(db, "v").loc["reconciliation", "basis"]
     assert basis.startswith("catalog (unverified)") and "other rows" in basis
+
+
+def test_a_shared_file_without_a_declared_policy_says_its_policy_is_unverified(released, tmp_path):
+    c = duckdb.connect(released, read_only=True)
+    path = str(tmp_path / "p.duckdb")
+    anon_sql.export(c, "p", path)
+    c.close()
+    assert rows(path, "p").loc["k", "required"] == "k >= 2, rows"
+    edit(path, 'UPDATE "p__metadata" SET declared_policy = NULL')
+    frame = rows(path, "p")
+    # a shared file cannot tell an old release exported since from an edit: the policy row says it is not verified
+    assert frame.loc["policy", "basis"].startswith("catalog (unverified): no declared policy recorded")
