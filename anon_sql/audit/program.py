@@ -82,7 +82,7 @@ def _catalog_required(program: dict[str, Any], row: dict[str, Any], classes: int
     """What the catalog checks and the policy row require, in words."""
     return {"reconciliation": "records in = released + suppressed (+ noise)",
             "max_suppression": f"suppressed <= {program['max_suppression']:g} of records in",
-            "classes": f"= {int(row['classes'] or 0)} classes recorded", "columns": "the columns the policy releases",
+            "classes": f"as recorded: {int(row['classes'] or 0)}", "columns": "the columns the policy releases",
             "policy": "recorded policy = the declared policy's derivation"}
 
 
