@@ -40,11 +40,11 @@ def check_cache(tmp_path_factory):
         os.environ["ANON_SQL_CACHE"] = before
 
 
-# One local SparkSession per test process (each xdist worker), shared by every Spark test module: a JVM start and
-# its warm-up are paid once, not per module. Settings for tests on small data: one shuffle partition and a small
-# default parallelism (a job over a few thousand rows is all task overhead), no UI; 4 GB of driver memory for the
-# opt-in 1M-row runs (Mondrian there ran out of Spark's default 1 GB). docs/testing.md has the measurements.
-# ANON_SQL_TEST_SPARK_CONF (JSON, a test-only hook) adds or overrides settings, to measure another choice.
+# One local SparkSession per test process (each xdist worker), shared by every Spark test module, with its settings in
+# one place (each module used to ask for its own with getOrCreate, the last call's settings winning). Settings for
+# tests on small data: one shuffle partition (a job over a few thousand rows is all task overhead), no UI; 4 GB of
+# driver memory for the opt-in 1M-row runs (Mondrian there ran out of Spark's default 1 GB). docs/testing.md has the
+# measurements. ANON_SQL_TEST_SPARK_CONF (JSON, a test-only hook) adds or overrides settings, to measure another choice.
 SPARK_TEST_CONF = {"spark.driver.memory": "4g"}
 SPARK_TEST_SHUFFLE_PARTITIONS = 1
 
