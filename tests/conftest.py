@@ -42,10 +42,11 @@ def check_cache(tmp_path_factory):
 
 # One local SparkSession per test process (each xdist worker), shared by every Spark test module, with its settings in
 # one place (each module used to ask for its own with getOrCreate, the last call's settings winning). Settings for
-# tests on small data: one shuffle partition (a job over a few thousand rows is all task overhead), no UI; 4 GB of
-# driver memory for the opt-in 1M-row runs (Mondrian there ran out of Spark's default 1 GB). docs/testing.md has the
-# measurements. ANON_SQL_TEST_SPARK_CONF (JSON, a test-only hook) adds or overrides settings, to measure another choice.
-SPARK_TEST_CONF = {"spark.driver.memory": "4g"}
+# tests on small data: one shuffle partition (a job over a few thousand rows is all task overhead), no UI, the JVM's
+# quick JIT only (-XX:TieredStopAtLevel=1: a test JVM lives minutes, and C2's compiling cost more CPU than it saved);
+# 4 GB of driver memory for the opt-in 1M-row runs (Mondrian there ran out of Spark's default 1 GB). docs/testing.md
+# has the measurements. ANON_SQL_TEST_SPARK_CONF (JSON, a test-only hook) adds or overrides settings, to measure another choice.
+SPARK_TEST_CONF = {"spark.driver.memory": "4g", "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 SPARK_TEST_SHUFFLE_PARTITIONS = 1
 
 
