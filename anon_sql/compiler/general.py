@@ -104,15 +104,16 @@ def people_from_base(ci: CompileInput) -> bool:
             and not ci.policy.count_column)
 
 
-def base_general(ci: CompileInput, names: ReleaseNames) -> exp.Subquery:
+def base_general(ci: CompileInput, names: ReleaseNames, kept: bool = False) -> exp.Subquery:
     """The general view's columns over the base counts (:func:`people_from_base`): per (combination, unit) the
-    released QI values, the sensitive values, the unit, its rows ``__w`` and ``ec_id``."""
+    released QI values, the sensitive values, the unit, its rows ``__w`` and ``ec_id`` (``kept``: of the kept
+    classes only)."""
     plan, quasi = ci.plan, list(ci.policy.quasi)
     items = [col(c, "v") if c in plan.class_values.columns and c in quasi else col(c, "b")
              for c in base_counts.keys(ci.policy)] + [col(UNIT, "b"), col(WEIGHT, "b"), col(EC_ID, "a")]
     base = ci.base.copy()
     base.set("alias", exp.TableAlias(this=ident("b")))
-    assigned, on = tuple_join(ci, names, "b", "a")
+    assigned, on = tuple_join(ci, names, "b", "a", kept=kept)
     query = (exp.select(*items).from_(base).join(assigned, on=on)
              .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
                              alias=exp.TableAlias(this=ident("v"))),

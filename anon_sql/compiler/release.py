@@ -12,8 +12,8 @@ from ..common.columns import EC_ID, UNIT
 from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq
 from .classes import classes_select, signed
 from .signature import SIGNATURE, signatures_query
-from .general import (base_table, level_base, level_combos, tuple_base, tuple_join, uses_base_table,
-                      uses_tuple_map)
+from .general import (base_general, base_table, level_base, level_combos, people_from_base, tuple_base,
+                      tuple_join, uses_base_table, uses_tuple_map)
 from .names import (KEEP, WEIGHT, CompileInput, ReleaseNames, cast_varchar, noise_flag, released_columns,
                     unit_columns)
 
@@ -127,6 +127,8 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if uses_tuple_map(ci):   # the source joined to the kept tuples and the class values (no second general read)
         items = [col(c, "v") if c in ci.plan.class_values.columns and c in ci.policy.quasi else col(c, "g")
                  for c in data_cols] + [col(EC_ID, "a")]
+        if counts_people_from_base(ci):   # no unit in the table: the checks count people in the base counts
+            return _expanded_tuple_release(ci, names, [c for c in data_cols if c != UNIT])
         kept, on = tuple_join(ci, names, "g", "a", kept=True)
         query = (exp.select(*items)
                  .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
@@ -244,15 +246,16 @@ def _groups_rows(ci: CompileInput) -> bool:
 
 
 def counts_people_from_base(ci: CompileInput) -> bool:
-    """A DuckDB level plan with a privacy unit that re-reads the source (no count column, no signatures, no related
-    tables, no metrics that read a sensitive value's people from the table): its rows are written from groups with
-    no unit per row (:func:`_grouped_joined_release`) and its checks count people in a session table of the base
-    counts (one row per person and QI tuple) joined to the same row map (:func:`people_query`), tied to the table by
-    a per-class reconciliation of rows (issue 24.6: writing the unit on every row and re-reading it was two thirds of
-    a 10M-row release)."""
+    """A DuckDB release with a privacy unit — a level plan that re-reads the source, or a plan with QI tuples and
+    base counts (Mondrian) — with no count column, related tables, or metrics that read a sensitive value's people
+    from the table: its rows are written from groups with no unit per row and its checks count people in a session
+    table of the base counts (one row per person and combination) through the same map that writes the rows
+    (:func:`people_query`), tied to the table by a per-class reconciliation of rows (issue 24.6: writing the unit on
+    every row and re-reading it was two thirds of a 10M-row level release)."""
     policy = ci.policy
-    return (bool(policy.privacy_unit) and isinstance(ci.plan, LevelPlan) and uses_row_map(ci) and ci.target.hash_order and not policy.count_column
-            and not policy.related and not policy.related_sensitive
+    return (bool(policy.privacy_unit)
+            and ((isinstance(ci.plan, LevelPlan) and uses_row_map(ci)) or people_from_base(ci))
+            and ci.target.hash_order and not policy.count_column and not policy.related and not policy.related_sensitive
             and not ((policy.metrics or {}).get("compute") and policy.sensitive))
 
 
@@ -264,7 +267,9 @@ def people_table(release_name: str) -> exp.Table:
 def people_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     """The base counts of the kept classes through the row map: one row per (original QI tuple, sensitive values,
     unit) with the released QI values, ``ec_id``, the unit and its rows ``__w`` — what the checks count people in
-    (:func:`counts_people_from_base`)."""
+    (:func:`counts_people_from_base`); a plan with QI tuples (Mondrian) reads them through its kept tuples."""
+    if not isinstance(ci.plan, LevelPlan):
+        return exp.select(exp.Star()).from_(base_general(ci, names, kept=True))
     quasi = list(ci.policy.quasi)
     others = [c for c in base_counts.keys(ci.policy) if c not in quasi]
     combos = row_map_table(names.release)

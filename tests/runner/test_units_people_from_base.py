@@ -157,9 +157,10 @@ def test_class_rows_apart_counts_classes_and_rows():
 @settings(max_examples=12, deadline=None)
 @given(persons)
 def test_mondrian_people_from_the_base_counts(people):
-    """Mondrian with a unit counts people per combination from the base counts resolve made (one row per person
-    and combination) instead of the source's rows: the same release as without base counts — rows and order,
-    classes, people — and the base counts are gone afterwards."""
+    """Mondrian with a unit counts people from the base counts resolve made (one row per person and combination):
+    its plan, its classes and its checks (``<release>__people``), and writes its table from groups with no unit per
+    row — the same release as without base counts (the unit on every row until the checks have read it): rows and
+    order, classes, people, plan; and the base counts are gone afterwards."""
     from anon_sql.engines import DuckDBEngine
 
     rows = [(pid, age, sex, dx, note) for pid, (age, sex, visits) in enumerate(people) for dx, note in visits]
@@ -182,6 +183,7 @@ def test_mondrian_people_from_the_base_counts(people):
     if isinstance(new, str) or isinstance(old, str):
         assert new == old
         return
+    assert "__people" in _statements(new) and "__people" not in _statements(old)   # no unit in the new table
     assert (con.execute("SELECT * FROM m_new ORDER BY rowid").fetchall()
             == con.execute("SELECT * FROM m_old ORDER BY rowid").fetchall())
     pd.testing.assert_frame_equal(new.classes.reset_index(drop=True), old.classes.reset_index(drop=True))
