@@ -185,6 +185,13 @@ def assignment_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if assignment_reads_base(ci):
         # every column is a key of the base counts: its rows are the source grouped by all its columns, counted
         grouped = exp.select(*[col(c) for c in cols], alias(col(WEIGHT), n)).from_(ci.base.copy())
+    elif people_from_base(ci) and not ci.sdc_prepared:
+        # a person's rows per QI tuple summed from the base counts (one row per person, combination and
+        # sensitive values), not counted over the source's rows (issue 24.6)
+        keys = [col(UNIT), *[col(c) for c in cols[1:]]]
+        total = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
+        grouped = (exp.select(alias(col(UNIT), cols[0]), *[col(c) for c in cols[1:]], alias(total, n))
+                   .from_(ci.base.copy()).group_by(*keys))
     else:
         grouped = exp.select(*[col(c) for c in cols], alias(exp.Count(this=exp.Star()), n)).from_(
             ci.relation.copy()).group_by(*[col(c) for c in cols])

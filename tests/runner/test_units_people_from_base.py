@@ -188,4 +188,6 @@ def test_mondrian_people_from_the_base_counts(people):
             == con.execute("SELECT * FROM m_old ORDER BY rowid").fetchall())
     pd.testing.assert_frame_equal(new.classes.reset_index(drop=True), old.classes.reset_index(drop=True))
     assert new.info["people"] == old.info["people"] and new.plan == old.plan
+    assignment = 'SELECT * FROM anon_work."{}__assignment" ORDER BY ALL'   # row key → class, from the base counts
+    assert con.execute(assignment.format("m_new")).fetchall() == con.execute(assignment.format("m_old")).fetchall()
     assert not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '%__base'").fetchall()[0][0]
