@@ -7,6 +7,7 @@ same run, with the load average, rows, commit and date.
     python -m bench --only memory release --out /tmp/benchmarks.md
     python -m bench --full --max-rows 1000000   # leave the 10M / 100M runs out (a loaded machine)
     python -m bench --full --only units         # privacy units at 1M and 10M rows (opt-in: not in --quick)
+    python -m bench --full --only dp            # DP GROUP BY at 1M and 10M rows (opt-in: not in --quick)
 
 ARX runs only when ../shared/tools/arx/arx-bench and Java are present (never a CI dependency). Spark (bench_spark.py)
 and the peers (bench_mondrian.py's anonypy) are not part of the profiles: run those scripts by hand.
@@ -85,6 +86,9 @@ PROFILES: dict[str, dict[str, list[Run]]] = {
         # privacy units (issue 24.6): opt-in, full profile only (`--full --only units`; the 10M run takes minutes)
         "units": [Run(["bench_units.py", "--rows", "1000000", "--repeat", "3"], 1_000_000),
                   Run(["bench_units.py", "--rows", "10000000", "--repeat", "3"], 10_000_000)],
+        # DP aggregates (issue 25.7): opt-in, full profile only (`--full --only dp`; the 10M run takes minutes)
+        "dp": [Run(["bench_dp.py", "--rows", "1000000", "--repeat", "5"], 1_000_000),
+               Run(["bench_dp.py", "--rows", "10000000", "--repeat", "3"], 10_000_000)],
     },
 }
 TITLES = {
@@ -97,6 +101,7 @@ TITLES = {
     "scale": "Scale curve (issue 17.6): against one bare GROUP BY",
     "large": "Large tables, fewer passes (issue 29.2): median of N beside one bare GROUP BY",
     "units": "Privacy units (issue 24.6): ~10 rows per person, medians of rounds beside their floor",
+    "dp": "DP aggregates (issue 25.7): a DP GROUP BY beside the same query without DP, medians",
 }
 
 

@@ -63,6 +63,9 @@ TARGETS: list[Target] = [
            command="bench_units.py --rows 10000000 --cases level"),
     Target("Issue 24.6: Mondrian over 1M people of ~10 rows", "<= 1.5x Mondrian over 1M one-row people", "units",
            "mondrian release, 1 unit", 1.5, rows=10_000_000, command="bench_units.py --rows 10000000 --cases mondrian"),
+    Target("Issue 25.7: DP GROUP BY (COUNT + bounded SUM, 50 groups, 1M units), m = 1, 10M rows",
+           "<= 3x the same query without DP", "dp", "dp, max_groups_contributed = 1", 3.0, rows=10_000_000,
+           command="bench_dp.py --rows 10000000 --repeat 3"),
     Target("Spark, first level release of a session, 10M", "<= 2.5x bare Spark GROUP BY", "spark", "levels release",
            2.5, rows=10_000_000, command="bench_spark.py --rows 10000000"),
 ]

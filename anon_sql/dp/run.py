@@ -19,9 +19,9 @@ from anon_sql.dp.query import Aggregate, BudgetStatement, DPQuery, is_dp_stateme
 from anon_sql.errors import AnonSQLError, PolicyError, PrivacyRequirementError
 
 __all__ = ["is_dp_statement", "run_dp_statement", "dp_query", "build_sql", "build_quantile_sql", "plan_budget",
-           "quantile_score_vectors"]
+           "quantile_score_vectors", "bounded_statistics"]
 
-_UNIT, _ROWS, _UNITS = "__dp_unit", "__dp_rows", "__dp_units"
+_UNIT, _ROWS, _UNITS, _EXPECTED = "__dp_unit", "__dp_rows", "__dp_units", "__dp_expected_pairs"
 _HASH, _PICK_UNIT, _PICK_HASH = "__dp_h", "__dp_pick_unit", "__dp_pick_h"
 
 
@@ -132,8 +132,50 @@ def _cut(base: exp.Select, m: int) -> exp.Select:
             .from_(_subquery(base.copy(), "__dp_rows_cut")).group_by(_col(_UNIT)))
 
 
-def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
+def _counted_pairs(base: exp.Select, pair: exp.Select, groups: int, m: int) -> exp.Select:
+    """The kept rows summed per (unit, group), with no per-unit collision check: the cut's passes are materialized
+    CTEs (`__dp_cut1` … `__dp_cut<m>`, pass k = the units with ≥ k distinct hashes), and every pair row carries
+    `__dp_expected_pairs` = Σ_k |pass k| = Σ_units min(m, distinct hashes). Without a 64-bit collision inside a unit
+    the kept pairs number exactly that; with one they number more, and `bounded_statistics` then reruns the checked
+    plan. Cheaper than the check (string min/max per bucket): bench/bench_dp.py."""
+    ctes, previous = [], None
+    for k in range(1, m + 1):
+        rows = _subquery(base.copy(), "__dp_rows_cut")
+        step = exp.select(exp.alias_(exp.column(_UNIT, "__dp_rows_cut", quoted=True), _PICK_UNIT, quoted=True),
+                          exp.alias_(exp.Min(this=exp.column(_HASH, "__dp_rows_cut", quoted=True)), _PICK_HASH,
+                                     quoted=True)).from_(rows)
+        if previous is not None:
+            step = step.join(exp.Table(this=exp.to_identifier(previous, quoted=True),
+                                       alias=exp.TableAlias(this=exp.to_identifier("__dp_cut", quoted=True))),
+                             on=exp.and_(exp.EQ(this=exp.column(_UNIT, "__dp_rows_cut", quoted=True),
+                                                expression=exp.column(_PICK_UNIT, "__dp_cut", quoted=True)),
+                                         exp.GT(this=exp.column(_HASH, "__dp_rows_cut", quoted=True),
+                                                expression=exp.column(_PICK_HASH, "__dp_cut", quoted=True))))
+        previous = f"__dp_cut{k}"
+        ctes.append((previous, step.group_by(exp.column(_UNIT, "__dp_rows_cut", quoted=True))))
+    rows = exp.select("*").from_(_subquery(base, "__dp_rows_in"))
+    if m == 1:
+        rows = rows.join(_table(previous), join_type="semi", on=exp.and_(
+            exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)), exp.EQ(this=_col(_HASH), expression=_col(_PICK_HASH))))
+    else:   # units with fewer than m groups are not in the last pass: a LEFT JOIN keeps all their rows
+        rows = rows.join(_table(previous), on=exp.EQ(this=_col(_UNIT), expression=_col(_PICK_UNIT)),
+                         join_type="left").where(exp.or_(exp.Is(this=_col(_PICK_HASH), expression=exp.Null()),
+                                                         exp.LTE(this=_col(_HASH), expression=_col(_PICK_HASH))))
+    expected = None
+    for name, _ in ctes:
+        size = exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(_table(name)))
+        expected = size if expected is None else exp.Add(this=expected, expression=size)
+    keys = [_col(_UNIT)] + [_col(_group(i)) for i in range(groups)]
+    pair = pair.select(exp.alias_(expected, _EXPECTED, quoted=True)).from_(_subquery(rows, "__dp_kept"))
+    pair = pair.group_by(*keys)
+    for name, step in ctes:
+        pair = pair.with_(exp.to_identifier(name, quoted=True), as_=step, materialized=True)
+    return pair
+
+
+def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int, counted: bool = False) -> exp.Select:
     """One row per unit and kept group: the unit's row count and per-aggregate totals there, before clamping.
+    `counted` (GROUP BY, max_groups_contributed ≤ 3): `_counted_pairs`'s plan, whose collision check is a count.
 
     Each unit keeps at most max_groups_contributed groups, those with the smallest hash(unit, group, salt): `_cut`
     finds per unit the m-th smallest distinct hash, a join keeps the unit's rows at (m = 1) or below (m > 1) it, and
@@ -148,8 +190,11 @@ def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
     if q.where is not None:
         condition = exp.and_(exp.paren(q.where.copy()), condition)
     base = base.where(condition)
+    counted = counted and bool(q.group_by) and q.max_groups_contributed <= _ITERATED_CUT
     pair = exp.select(_col(_UNIT))
-    if q.group_by:
+    if counted:   # the groups are keys of the pairs
+        pair = pair.select(*[_col(_group(i)) for i in range(len(q.group_by))])
+    elif q.group_by:
         # min, not any_value: the HAVING below computes min(group) anyway (one string aggregate fewer per unit)
         pair = pair.select(*[exp.alias_(exp.Min(this=_col(_group(i))), _group(i), quoted=True)
                              for i in range(len(q.group_by))])
@@ -181,6 +226,8 @@ def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
                              + [exp.convert(salt)])
     base = base.select(exp.alias_(row_hash, _HASH, quoted=True))
     m = q.max_groups_contributed
+    if counted:
+        return _counted_pairs(base, pair, len(q.group_by), m)
     pick = _cut(base, m)
     rows = exp.select("*").from_(_subquery(base, "__dp_rows_in"))
     if m == 1:
@@ -203,11 +250,15 @@ def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
     return pair.from_(_subquery(rows, "__dp_kept")).group_by(*keys).having(exp.and_(*one_group))
 
 
-def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
+def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int, counted: bool = False) -> exp.Select:
     """Row-level work as one query: the bounded (unit, group) rows of `_bounded`, their totals clamped, then one
-    row per group with every statistic but the quantiles (`build_quantile_sql`)."""
+    row per group with every statistic but the quantiles (`build_quantile_sql`). `counted` (GROUP BY, m ≤ 3): the
+    plan whose collision check is a count, with one more column `__dp_expected_pairs` (`bounded_statistics`)."""
+    counted = counted and bool(q.group_by) and q.max_groups_contributed <= _ITERATED_CUT
     final = exp.select(*[_col(_group(i)) for i in range(len(q.group_by))],
                        exp.alias_(exp.Count(this=exp.Star()), _UNITS, quoted=True))
+    if counted:
+        final = final.select(exp.alias_(exp.Max(this=_col(_EXPECTED)), _EXPECTED, quoted=True))
     for name, kind, a in _statistics(q):
         i = q.aggregates.index(a)
         if kind == "units":
@@ -228,19 +279,41 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int) -> exp.Select:
         else:
             stat = exp.Count(this=_col(f"__dp_p{i}"))
         final = final.select(exp.alias_(stat, name, quoted=True))
-    final = final.from_(_subquery(_bounded(q, table, unit, salt), "__dp_pairs"))
+    final = final.from_(_subquery(_bounded(q, table, unit, salt, counted), "__dp_pairs"))
     if q.group_by:
         final = final.group_by(*[_col(_group(i)) for i in range(len(q.group_by))])
     return final
 
 
-def build_quantile_sql(q: DPQuery, a: Aggregate, table: exp.Table, unit: str, salt: int) -> exp.Select:
+def _statistics_frame(con: duckdb.DuckDBPyConnection, q: DPQuery, table: exp.Table, unit: str,
+                      salt: int) -> tuple[pd.DataFrame, bool]:
+    """bounded_statistics' frame, and whether the counted plan answered (its pair count showed no collision)."""
+    frame = con.execute(build_sql(q, table, unit, salt, counted=True).sql(dialect="duckdb")).df()
+    if _EXPECTED not in frame.columns:
+        return frame, False
+    expected = frame.pop(_EXPECTED)
+    if len(frame) and int(frame[_UNITS].sum()) != int(expected.iloc[0]):
+        return con.execute(build_sql(q, table, unit, salt).sql(dialect="duckdb")).df(), False
+    return frame, True
+
+
+def bounded_statistics(con: duckdb.DuckDBPyConnection, q: DPQuery, table: exp.Table, unit: str,
+                       salt: int) -> pd.DataFrame:
+    """build_sql's per-group statistics before noise, by the counted plan where it applies: if its kept pairs are
+    not the count its cut passes imply (a 64-bit hash collision inside a unit), the checked plan answers instead,
+    so no unit ever reaches more than max_groups_contributed groups."""
+    return _statistics_frame(con, q, table, unit, salt)[0]
+
+
+def build_quantile_sql(q: DPQuery, a: Aggregate, table: exp.Table, unit: str, salt: int,
+                       counted: bool = False) -> exp.Select:
     """Per group, how many bounded values of PERCENTILE_CONT `a` fall on each code 2·k + (x = candidate k): the
-    counts below and at every candidate follow. Same bounding (same salt) as build_sql."""
+    counts below and at every candidate follow. Same bounding (same salt) as build_sql. `counted`: the counted
+    plan, whose pairs are the checked plan's when build_sql's count showed no collision (`_statistics_frame`)."""
     i = q.aggregates.index(a)
     groups = [_col(_group(j)) for j in range(len(q.group_by))]
     codes = exp.select(*groups, exp.alias_(exp.Unnest(expressions=[_col(f"__dp_q{i}")]), "__dp_code", quoted=True)
-                       ).from_(_subquery(_bounded(q, table, unit, salt), "__dp_pairs"))
+                       ).from_(_subquery(_bounded(q, table, unit, salt, counted), "__dp_pairs"))
     return (exp.select(*[g.copy() for g in groups], _col("__dp_code"), exp.alias_(exp.Count(this=exp.Star()), "__dp_n", quoted=True))
             .from_(_subquery(codes, "__dp_codes")).group_by(*[g.copy() for g in groups], _col("__dp_code")))
 
@@ -401,11 +474,11 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
         _check_against_budget(q, budget)
         ledger.check_affordable(budget, epsilon, delta)
         salt = secrets.randbits(62)
-        sql = build_sql(q, table, budget.privacy_unit, salt).sql(dialect="duckdb")
         try:
-            frame = con.execute(sql).df()
-            codes = {stat: con.execute(build_quantile_sql(q, a, table, budget.privacy_unit, salt).sql(dialect="duckdb"))
-                     .df() for stat, kind, a in _statistics(q) if kind == "quantile"}
+            frame, counted = _statistics_frame(con, q, table, budget.privacy_unit, salt)
+            codes = {stat: con.execute(build_quantile_sql(q, a, table, budget.privacy_unit, salt, counted)
+                                       .sql(dialect="duckdb")).df()
+                     for stat, kind, a in _statistics(q) if kind == "quantile"}
         except (duckdb.BinderException, duckdb.ConversionException, duckdb.ParserException,
                 duckdb.CatalogException) as error:
             raise PolicyError(f"the DP query does not fit {name}: {str(error).splitlines()[0]}") from None
