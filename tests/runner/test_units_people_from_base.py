@@ -50,7 +50,7 @@ persons = st.lists(st.tuples(st.integers(20, 39), st.sampled_from(["F", "M"]),
                    min_size=2, max_size=24)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(persons)
 def test_people_per_class_match_pandas(people):
     """k = 2 and distinct 2-diversity counted in people (docs/units.md), suppression allowed: the kept classes,
@@ -85,7 +85,7 @@ def test_people_per_class_match_pandas(people):
     assert "__unit" not in out.columns
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(persons)
 def test_same_release_as_the_unit_on_every_row(people):
     """The release with people counted in the base counts equals the one whose table carries each row's unit until
@@ -154,7 +154,7 @@ def test_class_rows_apart_counts_classes_and_rows():
     assert verify.class_rows_apart(con, names, sqlglot.exp.to_table("p")) == (0, 0)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(persons)
 def test_mondrian_people_from_the_base_counts(people):
     """Mondrian with a unit counts people from the base counts resolve made (one row per person and combination):
