@@ -162,7 +162,7 @@ def release(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, *, to: 
         if not options.get("dry_run"):
             # the release's check program compiled and cached now (a few hundredths of a second, in this process
             # that has the compiler loaded), so the first `anon-sql check` / anon_sql.check of it starts at once too
-            prepare_check(con, rel.name)
+            prepare_check(con, rel.name, rel.recorded)
     if to is not None:
         rel.info["shared"] = write(con, rel.name, to)
     return rel

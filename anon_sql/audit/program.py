@@ -62,7 +62,8 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
     rows = [*summary_rows(program["summary_columns"], summary), *table_rows,
             *catalog_rows(row, released, columns, program["expected_columns"], program["max_suppression"], classes,
                           noise)]
-    rows = [{**r, "basis": basis if r["check"] in ("reconciliation", "max_suppression") else TABLE} for r in rows]
+    rows = [{**r, "basis": basis if r["check"] in ("reconciliation", "max_suppression") else r.get("basis") or TABLE}
+            for r in rows]
     if program.get("policy_mismatch"):   # the recorded released policy is not the declared one's (issue 28.8)
         rows.append({"check": "policy", "classes": classes, "failing_classes": 0, "failing_records": 0,
                      "worst_value": None, "passed": False, "basis": TABLE, "message": program["policy_mismatch"]})

@@ -94,14 +94,19 @@ def _recorded_related_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[di
     return related_rows(con, name, Policy.from_dict(policy)) if policy.get("related") else []
 
 
-def prepare_check(con: duckdb.DuckDBPyConnection, name: str) -> None:
+def prepare_check(con: duckdb.DuckDBPyConnection, name: str, recorded: dict[str, Any] | None = None) -> None:
     """Compile the check program of recorded release ``name`` and cache it, when it can be cached (after
     ``anon-sql release`` and ``anon_sql.runner.run``: the first check of the release starts at once too). Nothing at
-    all with ``ANON_SQL_CACHE=off``: there is nowhere to keep it."""
+    all with ``ANON_SQL_CACHE=off``: there is nowhere to keep it. ``recorded``: what the release just wrote to the
+    catalog (``Release.recorded``: the row's policy, plan and digests, the table's columns), so that nothing is read
+    back (issue 29.1); None: read from the catalog."""
     if check_program.cache_dir() is None:
         return
-    row = require_recorded(con, name)
-    described = table_columns(con, name)
+    if recorded is not None and recorded.get("columns"):
+        row, described = recorded, [tuple(c) for c in recorded["columns"]]
+    else:
+        row = require_recorded(con, name)
+        described = table_columns(con, name)
     if described and check_program.load_program(check_program.program_digest(name, row, described)) is not None:
         return   # compiled before from the same policy, plan, columns, files and code: the very same program
     _recorded_program(con, name, row, table_checks=False, only_cacheable=True)
@@ -496,7 +501,7 @@ def layout_misfit(declared: Policy, model: PrivacyModel, layout: dict[str, Any],
     that many clusters, ties fewer), the sensitive group holding at least α attributes where the method enforces it
     (an explicit ``sensitive_column_size`` in "alpha" mode, always in "pam" mode). A finer grouping (more groups),
     a group left out or an attribute added fails; a different grouping of the same size cannot be told without
-    recomputing the method's correlations (docs/testing.md)."""
+    recomputing the method's correlations: :func:`derived_groups` does that when the source is readable."""
     from ..methods import method_class
 
     groups = layout.get("columns")
@@ -564,18 +569,86 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
             return {**unverifiable, "message": f"the recorded column groups {layout.get('columns')!r} {wrong}"}
     relation = readable_relation(con, src) if isinstance(src, str) else None
     if relation is None:
+        if layout.get("kind") is None:
+            return {**unverifiable, "basis": f"{check_program.TABLE} (column groups not re-derived: the source "
+                                             f"{src!r} is not readable here)"}
         return unverifiable
     cols = [r[0] for r in describe(con, relation)]
-    # the row key orders by every source column, as at release time; identifiers are not needed for the check
+    basis = None
+    if layout.get("kind") is None and declared is not None:   # slicing: the grouping the method forms from the source
+        derived, why = derived_groups(con, declared, relation, cols)
+        if derived is not None and _grouping(derived) != _grouping(layout.get("columns")):
+            return {**unverifiable, "message": (
+                f"the recorded column groups {layout.get('columns')!r} are not the groups {derived!r} that method "
+                f"{declared.method!r} forms from the source {src!r} as it is now (the plan was edited, or the source "
+                "changed since the release: the reconciliation row's source digest says which)")}
+        basis = (f"{check_program.TABLE} (column groups re-derived from the source)" if derived is not None else
+                 f"{check_program.TABLE} (column groups not re-derived: {why})")
+    ci = CompileInput(_without_identifiers(policy), relation, cols, AssignmentPlan(pd.DataFrame(), pd.DataFrame()),
+                      {}, [])
+    source = exp.Subquery(this=source_view(ci, names), alias=exp.TableAlias(this=ident("__s")))
+    assignment = names.assignment if relation_exists(con, names.assignment) else None
+    row = model.table_check(con, names.table, source, None, layout, policy.count_column, assignment)
+    return {**row, "basis": basis} if basis and row is not None else row
+
+
+def _without_identifiers(policy: Policy) -> Policy:
+    """``policy`` with every identifier dropped: the check reads the source's rows without them (no pseudonym key
+    needed); the row key still orders by every source column, as at release time."""
     d = policy.to_dict()
     for spec_ in d["attributes"].values():
         if spec_["role"] == "identifier":
             spec_["action"] = "drop"
-    ci = CompileInput(Policy.from_dict(d), relation, cols, AssignmentPlan(pd.DataFrame(), pd.DataFrame()), {}, [])
-    source = exp.Subquery(this=source_view(ci, names), alias=exp.TableAlias(this=ident("__s")))
-    assignment = names.assignment if relation_exists(con, names.assignment) else None
-    return model.table_check(con, names.table, source, None, layout, policy.count_column, assignment)
+    return Policy.from_dict(d)
+
+
+def _grouping(groups: Any) -> set[frozenset]:
+    """A column grouping as a set of sets (the order of groups and of the attributes inside one says nothing)."""
+    return {frozenset(g) for g in groups} if isinstance(groups, list) else set()
+
+
+_DERIVE_VIEW = "__anon_check_slicing_source"
+
+
+def derived_groups(con: duckdb.DuckDBPyConnection, declared: Policy, relation: exp.Expression, columns: list[str]
+                   ) -> tuple[list[list[str]] | None, str]:
+    """The column groups slicing forms from ``relation`` (the release's source, read now) under the ``declared``
+    policy: the planner's own first steps (``column_groups`` of the method), over the ``__source`` view the release
+    read, built as a temporary view of this connection and dropped after (the database file is not written; a
+    read-only connection works). (None, why) when they cannot be formed (an SDC-perturbed source, or a source the
+    method now refuses)."""
+    from ..compiler.views import source_view
+    from ..methods import AssignmentPlan, MethodContext, method_class
+    from ..runner.sdc import mask_specs, perturb_specs
+    import pandas as pd
+
+    if perturb_specs(declared) or mask_specs(declared):
+        return None, "the release sliced a perturbed copy of the source, which is not kept"
+    try:
+        method = method_class(declared.method)(**declared.method_params)
+    except Exception as err:   # noqa: BLE001 - parameters the release accepted; refused now: nothing to compare with
+        return None, f"method {declared.method!r} refuses its recorded parameters now ({err})"
+    if not hasattr(method, "column_groups"):
+        return None, f"method {declared.method!r} forms no column groups"
+    policy = _without_identifiers(declared)
+    ci = CompileInput(policy, relation.copy(), columns, AssignmentPlan(pd.DataFrame(), pd.DataFrame()), {}, [])
+    view = exp.Table(this=ident(_DERIVE_VIEW), db=ident("main"), catalog=ident("temp"))
+    create = exp.Create(this=view.copy(), kind="VIEW", replace=True,
+                        expression=source_view(ci, ReleaseNames(policy.name)),
+                        properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+    try:
+        con.execute(render(create))
+        ctx = MethodContext(con, policy, view, {}, build_models(policy), 0)
+        return method.column_groups(ctx), ""
+    except (duckdb.Error, PolicyError, PrivacyRequirementError, SourceError) as err:
+        return None, f"the source cannot be sliced as at the release now ({err})"
+    finally:
+        try:
+            con.execute(render(exp.Drop(tables=[view], kind="VIEW", exists=True)))
+        except duckdb.Error:   # a transaction the caller holds, aborted by the error above: its rollback drops it
+            pass
 
 
 __all__ = ["require_recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table",
-           "noise_flag_of", "recorded_levels", "recorded_policies", "layout_misfit", "recorded_digest_columns"]
+           "noise_flag_of", "recorded_levels", "recorded_policies", "layout_misfit", "recorded_digest_columns",
+           "derived_groups"]

@@ -53,36 +53,49 @@ def _plan_tables(release: str) -> list[str]:
     return [working(release, p).name for p in PLAN_PARTS]
 
 
-def seen(con: Any, release: str) -> dict[tuple[str | None, str], Seen]:
+def seen(con: Any, release: str, comments: dict[tuple[str | None, str], str | None] | None = None
+         ) -> dict[tuple[str | None, str], Seen]:
     """The tables release ``release`` may own as they are now: (schema — None for the release's table in the
-    current schema, ``anon_work`` for a plan table —, name) → comment and shape; absent tables left out."""
+    current schema, ``anon_work`` for a plan table —, name) → comment and shape; absent tables left out.
+    ``comments``: those tables' comments when the caller has just read them (the name claim's scan)."""
     args = {"n": release, "w": WORK_SCHEMA, "wn": _plan_tables(release)}
-    comments = {(WORK_SCHEMA if w else None, name): comment
-                for w, name, comment in con.execute(_COMMENTS, args).fetchall()}
+    if comments is None:
+        comments = {(WORK_SCHEMA if w else None, name): comment
+                    for w, name, comment in con.execute(_COMMENTS, args).fetchall()}
     if not comments:
         return {}
     columns = {(WORK_SCHEMA if w else None, name): cols for w, name, cols in con.execute(_COLUMNS, args).fetchall()}
     return {key: Seen(comment, fingerprint(columns.get(key) or [])) for key, comment in comments.items()}
 
 
-def owned(con: Any, release: str) -> dict[tuple[str | None, str], dict[str, Any]]:
+def candidates(release: str) -> tuple[str, list[str]]:
+    """The names of the tables release ``release`` may own: its table's (current schema) and its plan tables'
+    (``anon_work``), matched exactly."""
+    return release, _plan_tables(release)
+
+
+def owned(con: Any, release: str, has_table: bool | None = None) -> dict[tuple[str | None, str], dict[str, Any]]:
     """The ``anon.owned_objects`` rows of ``release``, by (schema, name); empty when none is recorded (a catalog
-    from before issue 28)."""
-    if not con.execute(_HAS_OWNED).fetchall()[0][0]:
+    from before issue 28). ``has_table``: whether ``anon.owned_objects`` exists, when the caller knows."""
+    if has_table is None:
+        has_table = bool(con.execute(_HAS_OWNED).fetchall()[0][0])
+    if not has_table:
         return {}
     cur = con.execute("SELECT * FROM anon.owned_objects WHERE release = ?", [release])
     names = [d[0] for d in cur.description]
     return {(r["schema_name"], r["object"]): r for r in (dict(zip(names, row)) for row in cur.fetchall())}
 
 
-def mismatches(con: Any, release: str) -> dict[tuple[str | None, str], str]:
+def mismatches(con: Any, release: str, comments: dict[tuple[str | None, str], str | None] | None = None,
+               has_owned: bool | None = None) -> dict[tuple[str | None, str], str]:
     """Each table named like one release ``release`` wrote that is not the one it wrote, with why: (schema, name)
-    → reason. Tables that do not exist, and releases recorded before identities (the name decides), give none."""
-    recorded = owned(con, release)
+    → reason. Tables that do not exist, and releases recorded before identities (the name decides), give none.
+    ``comments`` / ``has_owned``: what the caller's catalog scan already read (:func:`seen`, :func:`owned`)."""
+    recorded = owned(con, release, has_owned)
     if not recorded:
         return {}
     out = {}
-    for key, now in seen(con, release).items():
+    for key, now in seen(con, release, comments).items():
         row = recorded.get(key)
         if row is None:
             continue
@@ -94,19 +107,33 @@ def mismatches(con: Any, release: str) -> dict[tuple[str | None, str], str]:
     return out
 
 
-def mark(con: Any, release: str) -> None:
+def shapes(con: Any, release: str) -> dict[tuple[str | None, str], list[tuple[str, str]]]:
+    """The columns (name, type, in order) of each table release ``release`` may own that exists now, by (schema,
+    name): one scan of the columns (a table has at least one), without the comments :func:`seen` reads too."""
+    args = {"n": release, "w": WORK_SCHEMA, "wn": _plan_tables(release)}
+    return {(WORK_SCHEMA if w else None, name): [tuple(c) for c in cols or []]
+            for w, name, cols in con.execute(_COLUMNS, args).fetchall()}
+
+
+def mark(con: Any, release: str) -> list[tuple[str, str]]:
     """Mark the tables release ``release`` keeps and record their identity (inside the release's transaction):
-    the released table of the current schema and the plan tables of ``anon_work`` that exist."""
-    con.execute(render(exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"), expression=lit(release)))))
+    the released table of the current schema and the plan tables of ``anon_work`` that exist. One read of their
+    columns, then one script: the old identity rows out, a new marker on each table, its row in
+    ``anon.owned_objects`` (issue 29.1: two calls, not five). Returns the released table's columns as read."""
+    script = [exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"), expression=lit(release)))]
     rows = []
-    for (schema, name), now in seen(con, release).items():
+    tables = shapes(con, release)
+    for (schema, name), columns in sorted(tables.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
         marker = f"{MARKER} {uuid.uuid4().hex}"
         table = exp.Table(this=ident(name), db=ident(schema) if schema else None)
-        con.execute(render(exp.Comment(this=table, kind="TABLE", expression=lit(marker))))
-        rows.append([release, schema, name, marker, now.fingerprint])   # a comment leaves the columns as they are
-    if rows:
-        con.execute("INSERT INTO anon.owned_objects (release, schema_name, object, marker, fingerprint) VALUES "
-                    + ", ".join(["(?, ?, ?, ?, ?)"] * len(rows)), [v for row in rows for v in row])
+        script.append(exp.Comment(this=table, kind="TABLE", expression=lit(marker)))
+        rows.append(exp.Tuple(expressions=[lit(release), lit(schema), lit(name), lit(marker),
+                                           lit(fingerprint(columns))]))
+    if rows:   # a comment leaves the columns as they are: the shape read above is the marked table's
+        script.append(exp.insert(exp.Values(expressions=rows), OWNED.copy(),
+                                 columns=["release", "schema_name", "object", "marker", "fingerprint"]))
+    con.execute(";\n".join(render(stmt) for stmt in script))
+    return tables.get((None, release), [])
 
 
 def forget_identity(con: Any, release: str) -> None:
@@ -116,4 +143,5 @@ def forget_identity(con: Any, release: str) -> None:
                                                                    expression=lit(release)))))
 
 
-__all__ = ["MARKER", "PLAN_PARTS", "Seen", "fingerprint", "seen", "owned", "mismatches", "mark", "forget_identity"]
+__all__ = ["MARKER", "PLAN_PARTS", "Seen", "fingerprint", "seen", "candidates", "shapes", "owned", "mismatches",
+           "mark", "forget_identity"]

@@ -30,6 +30,20 @@ _OBJECTS_HERE_AND = (
     "list_contains($n, lower(view_name))) OR (schema_name = $w AND list_contains($wn, lower(view_name))))")
 
 
+# the name claim's one scan: the objects above with each table's comment (its identity marker), and whether the
+# catalog's identity table exists (one row of kind 'owned'); the claim reads nothing else of the catalog functions
+_CLAIM_SCAN = (
+    "SELECT table_name, 'table', schema_name = current_schema(), schema_name = $w, comment, "
+    "schema_name = 'anon' AND table_name = 'owned_objects' FROM duckdb_tables() "
+    "WHERE database_name = current_database() AND ((schema_name = current_schema() AND list_contains($n, "
+    "lower(table_name))) OR (schema_name = $w AND list_contains($wn, lower(table_name))) OR (schema_name = 'anon' "
+    "AND table_name = 'owned_objects')) "
+    "UNION ALL SELECT view_name, 'view', schema_name = current_schema(), schema_name = $w, NULL, FALSE "
+    "FROM duckdb_views() "
+    "WHERE NOT internal AND database_name = current_database() AND ((schema_name = current_schema() AND "
+    "list_contains($n, lower(view_name))) OR (schema_name = $w AND list_contains($wn, lower(view_name))))")
+
+
 def existing_here_and(con: duckdb.DuckDBPyConnection, names: list[str], schema: str | None,
                       schema_names: list[str]
                       ) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
@@ -50,6 +64,23 @@ def existing(con: duckdb.DuckDBPyConnection, names: list[str], schema: str | Non
     return existing_here_and(con, [], schema, names)[1]
 
 
+def _claim_scan(con: duckdb.DuckDBPyConnection, name: str, work_names: list[str]
+                ) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]],
+                           dict[tuple[str | None, str], str | None], bool]:
+    """One catalog scan for the name claim: :func:`existing_here_and` of ``name`` and its working names, the
+    comments of the tables the release may own (:func:`anon_sql.catalog.identity.seen`'s, matched exactly), and
+    whether ``anon.owned_objects`` exists."""
+    lower, lower_there = [name.lower()], [n.lower() for n in work_names]
+    rows = con.execute(_CLAIM_SCAN, {"n": lower, "w": WORK_SCHEMA, "wn": lower_there}).fetchall()
+    has_owned = any(r[5] for r in rows)
+    here = {t.lower(): (t, kind) for t, kind, h, _, _, o in rows if h and not o and t.lower() in lower}
+    there = {t.lower(): (t, kind) for t, kind, _, w, _, o in rows if w and not o and t.lower() in lower_there}
+    mine, plans = identity.candidates(name)
+    comments = {(WORK_SCHEMA if w else None, t): comment for t, kind, h, w, comment, _ in rows
+                if kind == "table" and ((h and t == mine) or (w and t in plans))}
+    return here, there, comments, has_owned
+
+
 def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bool = False,
                        dry_run: bool = False) -> bool:
     """May a release named ``name`` be created here? True when it replaces an earlier release of that name.
@@ -58,10 +89,12 @@ def claim_release_name(con: duckdb.DuckDBPyConnection, name: str, *, replace: bo
     only by case, belongs to an object anon_sql did not create (a user table or view: never replaced, whatever
     ``replace`` says), or is an earlier release and neither ``replace`` nor ``dry_run`` was given."""
     work_names = [working(name, p).name for p in WORKING]
-    found, work = existing_here_and(con, [name], WORK_SCHEMA, work_names)
+    found, work, comments, has_owned = _claim_scan(con, name, work_names)
     ours = catalog.recorded_release(con, name) is not None
-    # the identity of what this release wrote, read once for both questions below (four catalog scans, not eight)
-    mismatched = identity.mismatches(con, name) if ours and (name.lower() in found or work) else {}
+    # the identity of what this release wrote, read once for both questions below, from the claim's scan and at
+    # most two more reads (the identity rows, the tables' columns)
+    mismatched = (identity.mismatches(con, name, comments=comments, has_owned=has_owned)
+                  if ours and (name.lower() in found or work) else {})
     if name.lower() in found:
         stored, kind = found[name.lower()]
         if stored != name:

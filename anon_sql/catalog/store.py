@@ -45,8 +45,33 @@ def install(con: duckdb.DuckDBPyConnection, inside: bool = False) -> None:
 
 
 def upgrade(con: duckdb.DuckDBPyConnection) -> None:
-    """Run the idempotent catalog DDL again: adds the tables introduced after this database's catalog was made."""
+    """Run the idempotent catalog DDL again: adds the tables introduced after this database's catalog was made.
+    Skipped when every table and column the DDL defines is there (one catalog probe instead of a 20-statement
+    script, issue 29.1): the DDL only adds what is missing, so it would change nothing."""
+    expected = _catalog_columns()
+    have = con.execute(_HAS_COLUMNS, {"e": list(expected)}).fetchall()[0][0]
+    if have == len(expected):
+        return
     con.execute(_sql_file("catalog.sql"))
+
+
+# how many of the catalog DDL's ``table.column`` names the database's anon schema has
+_HAS_COLUMNS = ("SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = "
+                "'anon' AND list_contains($e, table_name || '.' || column_name)")
+
+
+@lru_cache(maxsize=1)
+def _catalog_columns() -> tuple[str, ...]:
+    """Every ``table.column`` the catalog DDL defines, read from a throwaway in-memory database that ran it (once
+    per process)."""
+    scratch = duckdb.connect()
+    try:
+        scratch.execute(_sql_file("catalog.sql"))
+        return tuple(r[0] for r in scratch.execute(
+            "SELECT DISTINCT table_name || '.' || column_name FROM duckdb_columns() WHERE schema_name = 'anon'"
+        ).fetchall())
+    finally:
+        scratch.close()
 
 
 @contextlib.contextmanager
@@ -147,16 +172,28 @@ def taxonomy_users(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
     those need it), sorted."""
     rows = con.execute("SELECT release, taxonomy_digests FROM anon.releases "
                        "WHERE status = 'released' AND taxonomy_digests IS NOT NULL").fetchall()
-    users = set()
-    for release, recorded in rows:
-        try:
-            digests = json.loads(recorded)
-        except ValueError:
-            continue
-        if isinstance(digests, dict) and any(isinstance(d, dict) and d.get("taxonomy") == name
-                                             for d in digests.values()):
-            users.add(release)
+    users = {release for release, recorded in rows
+             if any(d.get("taxonomy") == name
+                    for d in (recorded_taxonomy_digests(recorded, partial=True) or {}).values())}
     return sorted(users)
+
+
+def recorded_taxonomy_digests(recorded: Any, partial: bool = False) -> dict | None:
+    """Recorded taxonomy digests (``anon.releases.taxonomy_digests``: JSON text, or a dict) as a dict of QI → digest;
+    None when absent or unreadable (an edited catalog: then nothing is known about what the values meant), or when a
+    value is not a digest — unless ``partial``, which keeps the digests that are (who uses a taxonomy)."""
+    if isinstance(recorded, dict):
+        value = recorded
+    else:
+        try:
+            value = json.loads(recorded) if recorded else None
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    if partial:
+        return {k: v for k, v in value.items() if isinstance(v, dict)}
+    return value if all(isinstance(v, dict) for v in value.values()) else None
 
 
 def drop_taxonomy(con: duckdb.DuckDBPyConnection, name: str, force: bool = False) -> None:
@@ -289,26 +326,39 @@ METRIC_DIRECTIONS = {"k": "higher", "records_at_risk": "lower", "prosecutor_risk
                      "discernibility": "lower", "avg_class_size": "lower", "classes": "higher"}
 
 
+def _replaced_rows(release: str, policy: str) -> list[tuple[str, str, str]]:
+    """(table, key column, value) of each catalog row a release of this name replaces."""
+    return [("equivalence_classes", "release", release), ("metrics", "release", release),
+            ("releases", "release", release), ("search_trace", "release", release), ("policies", "name", policy)]
+
+
 def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
-                   trace: list[dict[str, Any]] | None = None, ec_stats: pd.DataFrame | None = None) -> None:
+                   trace: list[dict[str, Any]] | None = None, ec_stats: pd.DataFrame | None = None
+                   ) -> dict[str, Any]:
     """``rel``: an :class:`anon_sql.runner.result.Release` (not imported: the result sits above the catalog). Rows in anon.releases / anon.policies / anon.equivalence_classes / anon.metrics / anon.search_trace for a
     verified release (inside the release's transaction; a release of the same name is replaced); ``trace``: a
-    search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields)."""
+    search's steps, ``ec_stats``: a method's per-class statistics (the plan's typed fields). Returns what the check
+    program is compiled from, as written: the row's ``plan``, ``policy_json``, ``declared_policy`` and
+    ``source_digest``, and the released table's ``columns`` (so the release compiles it without reading them back).
+    """
     policy = rel.policy
+    recorded = {"plan": json.dumps(rel.plan, default=str), "policy_json": policy.to_json(),
+                "declared_policy": (getattr(rel, "declared", None) or policy).to_json(),
+                "source_digest": _info_json(rel, "source_digest")}
     upgrade(con)    # a catalog from before a column or table this release writes: added inside the transaction
-    con.execute("DELETE FROM anon.equivalence_classes WHERE release = ?", [rel.name])
-    con.execute("DELETE FROM anon.metrics WHERE release = ?", [rel.name])
-    con.execute("DELETE FROM anon.releases WHERE release = ?", [rel.name])
+    # the rows of an earlier release of this name go in one script (one call, not five: issue 29.1)
+    con.execute(";\n".join(render(exp.delete(exp.Table(this=ident(table), db=ident(SCHEMA)),
+                                              where=exp.EQ(this=col(key), expression=lit(value))))
+                            for table, key, value in _replaced_rows(rel.name, policy.name)))
     con.execute(
         "INSERT INTO anon.releases (release, policy, method, source, records_in, records_out, suppressed, noise, "
         "k_achieved, classes, status, message, plan, policy_json, generated_sql, taxonomy_digests, declared_policy, "
         "source_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?, ?, ?)",
         [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
-         rel.noise, int(rel.metrics["k"]), len(rel.classes), json.dumps(rel.plan, default=str), policy.to_json(),
-         ";\n".join(rel.sql) + ";", _digests_json(rel), (getattr(rel, "declared", None) or policy).to_json(),
-         _source_digest_json(rel)],
+         rel.noise, int(rel.metrics["k"]), len(rel.classes), recorded["plan"], recorded["policy_json"],
+         ";\n".join(rel.sql) + ";", _info_json(rel, "taxonomy_digests"), recorded["declared_policy"],
+         recorded["source_digest"]],
     )
-    con.execute("DELETE FROM anon.policies WHERE name = ?", [policy.name])
     con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
                 [policy.name, policy.to_toml(), policy.to_json()])
     stats_cols = [c for c in rel.classes.columns if c.endswith("_value") or c.startswith("__distinct__")]
@@ -329,7 +379,6 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
     if rows:   # one statement (executemany runs one per row)
         con.execute("INSERT INTO anon.metrics VALUES " + ", ".join(["(?, ?, ?, ?)"] * len(rows)),
                     [v for row in rows for v in row])
-    con.execute("DELETE FROM anon.search_trace WHERE release = ?", [rel.name])
     if trace:
         import pyarrow as pa
 
@@ -343,19 +392,15 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
         con.execute("INSERT INTO anon.search_trace SELECT release, step, node, event, violations, distinct_rows, "
                     "feasible, score FROM __anon_trace_frame")
         con.unregister("__anon_trace_frame")
-    identity.mark(con, rel.name)
+    recorded["columns"] = identity.mark(con, rel.name)
+    return recorded
 
 
-def _source_digest_json(rel: Any) -> str | None:
-    """The source's digest the release computed (rows, content hash: runner/digests.py), as JSON; None without."""
-    digest = rel.info.get("source_digest")
-    return None if digest is None else json.dumps(digest, sort_keys=True)
-
-
-def _digests_json(rel: Any) -> str | None:
-    """The release's taxonomy digests as JSON (None when the engine did not compute them)."""
-    digests = rel.info.get("taxonomy_digests")
-    return None if digests is None else json.dumps(digests, sort_keys=True)
+def _info_json(rel: Any, key: str) -> str | None:
+    """A digest the release computed, ``rel.info[key]``, as JSON: ``taxonomy_digests`` (what each taxonomy level
+    meant) or ``source_digest`` (rows, content hash: runner/digests.py); None when the engine did not compute it."""
+    value = rel.info.get(key)
+    return None if value is None else json.dumps(value, sort_keys=True)
 
 
 def _scannable(frame: pd.DataFrame) -> Any:
@@ -436,5 +481,6 @@ def _merge_ec_stats(con: duckdb.DuckDBPyConnection, release: str, frame: pd.Data
 
 
 __all__ = ["install", "ensure_installed", "register_functions", "store_taxonomy", "require_taxonomy_owned",
-           "drop_taxonomy", "taxonomy_users", "load_taxonomy", "taxonomy_names", "releases", "recorded_release",
-           "released_names", "store_vulnerability", "load_vulnerability", "record_release", "record_failure", "lit"]
+           "drop_taxonomy", "taxonomy_users", "recorded_taxonomy_digests", "load_taxonomy", "taxonomy_names",
+           "releases", "recorded_release", "released_names", "store_vulnerability", "load_vulnerability",
+           "record_release", "record_failure", "lit"]

@@ -74,7 +74,7 @@ def shown_and_recorded(con: duckdb.DuckDBPyConnection | None = None) -> Callable
         if con is not None and result.kind in ("create", "refresh") and result.value is not None:
             from ..audit.recheck import prepare_check
 
-            prepare_check(con, result.value.name)
+            prepare_check(con, result.value.name, getattr(result.value, "recorded", None))
         results.append({"kind": result.kind, "message": result.message, "rows": result.frame})
         set_result(results)
     return show
@@ -175,12 +175,15 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
     show = shown_and_recorded(con)
 
     lines: list[str] = []
+    seen, start = 0, 1     # input lines read; the line the statement being gathered starts on (SH2)
     while True:
         try:
             line = input(("anon> " if not lines else "  ...> ") if interactive else "")
+            seen += 1
         except EOFError:
             line = None
         except UnicodeDecodeError as err:    # the terminal or the pipe gave bytes that are not UTF-8
+            seen += 1
             click.echo(f"error: the input is not UTF-8 text ({err.reason} at byte 0x{err.object[err.start]:02x}); "
                        "give UTF-8 text", err=True)
             if not interactive:
@@ -206,19 +209,21 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
             continue
         if line is not None:
             try:
-                readable(line)       # undecodable bytes arrive as lone surrogates (surrogateescape)
+                readable(line, seen)  # undecodable bytes arrive as lone surrogates (surrogateescape)
             except SourceError as err:
                 click.echo(f"error: {err}", err=True)
                 if not interactive:
                     return err.exit_code
                 lines = []
                 continue
+            if not lines:
+                start = seen
             lines.append(line)
             if not is_complete("\n".join(lines)):
                 continue
         text, lines = "\n".join(lines), []
         try:
-            session.run_script(text, on_result=show)
+            session.run_script(text, on_result=show, first_line=start)
             if line is None:
                 return _finished(session)
         except AnonSQLError as err:

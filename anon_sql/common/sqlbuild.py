@@ -172,3 +172,14 @@ def prerendered(key: Hashable, build: Callable[[], exp.Expression], dialect: str
 def parse(sql: str, dialect: str = "duckdb") -> exp.Expression:
     """Parse one SQL statement (used for shipped .sql files and round-trip tests)."""
     return sqlglot.parse_one(sql, read=dialect)
+
+
+def create_from_frame(con: Any, frame: Any, scratch: str, create: Callable[[exp.Table], Any]) -> Any:
+    """Register a pandas ``frame`` on ``con`` under the scratch view name ``scratch`` for one statement, run
+    ``create(view)`` (a CREATE … AS SELECT * FROM the view, the caller's way), unregister it, and return what
+    ``create`` returned: the one way numpy results reach a table, on the engines and in the SDC modules alike."""
+    con.register(scratch, frame)
+    try:
+        return create(exp.Table(this=ident(scratch)))
+    finally:
+        con.unregister(scratch)

@@ -17,10 +17,10 @@ from sqlglot import exp
 
 from anon_sql.catalog import owned_rows
 from anon_sql.common.wording import counted
-from anon_sql.errors import PolicyError, PrivacyRequirementError, SourceError
+from anon_sql.errors import PolicyError, PrivacyRequirementError, ResourceError, SourceError
 
 __all__ = ["Budget", "ensure_ledger", "create_budget", "show_budgets", "drop_budget", "active_budget",
-           "resolve_table", "record_spend", "remaining", "require_budget_owned"]
+           "resolve_table", "record_spend", "remaining", "require_budget_owned", "raise_conflict"]
 
 # Constant DDL (no user text in it); values always go through parameters or sqlglot literals.
 _DDL = (
@@ -110,10 +110,21 @@ def _in_transaction(con: duckdb.DuckDBPyConnection, work):
     try:
         out = work()
         con.commit()
-    except BaseException:
+    except BaseException as err:
         con.rollback()
+        raise_conflict(err)
         raise
     return out
+
+
+def raise_conflict(err: BaseException) -> None:
+    """:class:`ResourceError` (exit 4) when ``err`` is DuckDB's write-write conflict: another connection changed the
+    same budget row in the same moment, and DuckDB let only one of them commit (hostile round 4, D23). Called after
+    the rollback; other errors are left to the caller."""
+    if isinstance(err, duckdb.TransactionException) and "conflict" in str(err).lower():
+        raise ResourceError("another connection changed this privacy budget at the same moment (DuckDB: "
+                            f"{str(err).splitlines()[0]}); nothing was charged and no answer was given: run it "
+                            "again") from None
 
 
 def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tuple[exp.Table, str]:

@@ -19,7 +19,7 @@ dp.enable_features("contrib")
 __all__ = ["Noised", "Selected", "noisy_counts", "noisy_sums", "select_partitions", "count_accuracy",
            "sum_accuracy", "count_measurement", "sum_measurement", "threshold_measurement", "quantile_candidates",
            "quantile_score_transformation", "quantile_fraction", "quantile_scores", "noisy_quantiles",
-           "QUANTILE_CANDIDATES"]
+           "QUANTILE_CANDIDATES", "selection_threshold"]
 
 QUANTILE_CANDIDATES = 1001   # candidates spread evenly over a PERCENTILE_CONT's bounds: a resolution of 0.1 %
 
@@ -123,17 +123,23 @@ def select_partitions(unit_counts: dict[str, int], max_groups: int, epsilon: flo
 
     One unit changes at most max_groups keys, each by 1 (L0 = max_groups, L1 = max_groups, L∞ = 1). The scale is
     max_groups/ε; the threshold is the smallest one whose OpenDP map gives a δ ≤ the δ asked."""
+    d_in, scale, threshold = selection_threshold(max_groups, epsilon, delta)
+    measurement = threshold_measurement(scale, threshold)
+    spent_epsilon, spent_delta = measurement.map(d_in)
+    kept = measurement({str(k): int(v) for k, v in unit_counts.items()})
+    return Selected(dict(kept), scale, threshold, spent_epsilon, spent_delta)
+
+
+def selection_threshold(max_groups: int, epsilon: float, delta: float) -> tuple[tuple[int, int, int], float, int]:
+    """(distance in, noise scale, threshold) of :func:`select_partitions`: a function of the query's options alone
+    (no data), so a query whose threshold no group can reach is refused before it is charged."""
     d_in = (int(max_groups), int(max_groups), 1)
     scale = max_groups / epsilon
     for _ in range(64):
         if threshold_measurement(scale, 2 ** 62).map(d_in)[0] <= epsilon:
             break
         scale = math.nextafter(scale * (1 + 1e-12), math.inf)
-    threshold = _smallest_threshold(scale, d_in, delta)
-    measurement = threshold_measurement(scale, threshold)
-    spent_epsilon, spent_delta = measurement.map(d_in)
-    kept = measurement({str(k): int(v) for k, v in unit_counts.items()})
-    return Selected(dict(kept), scale, threshold, spent_epsilon, spent_delta)
+    return d_in, scale, _smallest_threshold(scale, d_in, delta)
 
 
 def count_accuracy(scale: float, alpha: float) -> float:

@@ -394,6 +394,9 @@ def _build(text: str, tree: exp.Expression, options: dict) -> DPQuery:
     if len(set(names)) != len(names):
         raise PolicyError("GROUP BY lists a column twice")
     outputs: list[tuple] = []
+    if any(isinstance(sub, exp.Window) for item in tree.expressions for sub in item.walk()):
+        # before any item's own refusal: the window is the cause (hostile round 4, D03)
+        raise PolicyError("window functions (OVER …) are not supported in a DP query; " + SUPPORTED)
     for item in tree.expressions:
         alias = item.alias if isinstance(item, exp.Alias) else None
         node = item.this if isinstance(item, exp.Alias) else item
@@ -405,9 +408,6 @@ def _build(text: str, tree: exp.Expression, options: dict) -> DPQuery:
         elif isinstance(node, exp.Anonymous) and node.name.upper().startswith(_PREFIX):
             outputs.append(("aggregate", _aggregate(node, alias)))
         else:
-            for sub in node.walk():
-                if isinstance(sub, exp.Window):
-                    raise PolicyError("window functions (OVER …) are not supported in a DP query; " + SUPPORTED)
             shown = node.sql(dialect="duckdb").replace(_PREFIX, "")  # the user's spelling, not the parser's marker
             raise PolicyError(f"{shown} is not supported in a DP SELECT list (only GROUP BY "
                               "columns and DP aggregates, each on its own); " + SUPPORTED)

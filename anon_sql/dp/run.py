@@ -351,6 +351,15 @@ def _check_against_budget(q: DPQuery, budget: ledger.Budget) -> None:
                               "(it pays for partition selection), e.g. delta = 1e-7")
     elif q.delta is not None and not (0 <= q.delta < 1 / budget.units):
         raise PolicyError(f"option delta = {q.delta!r}: must be in (0, 1/units) = (0, {1 / budget.units:.3g})")
+    if q.group_by:
+        epsilon = dict(plan_budget(q)[2])["selection"]
+        threshold = mechanisms.selection_threshold(q.max_groups_contributed, epsilon, q.delta)[2]
+        if threshold > budget.units:   # hostile round 4, D19: the answer could only ever be empty
+            raise PolicyError(
+                f"option max_groups_contributed = {q.max_groups_contributed} (with ε = {epsilon:g} for choosing "
+                f"groups) sets the threshold a group's noisy count of people must pass at {threshold}, more than the "
+                f"{budget.units} units of {budget.table_name}: no group could be released; give the number of groups "
+                "one person may be in, or a larger epsilon (nothing was charged)")
     for a in q.aggregates:
         if a.kind == "count_distinct" and a.argument.name.lower() != budget.privacy_unit.lower():
             raise PolicyError(f"COUNT(DISTINCT {a.argument.name}) is not supported: only COUNT(DISTINCT "
@@ -488,8 +497,9 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
                                f"charge of ({epsilon}, {delta}); nothing was released")
         ledger.record_spend(con, budget, q.text, epsilon, delta, len(answer))
         con.commit()
-    except BaseException:
+    except BaseException as err:
         con.rollback()
+        ledger.raise_conflict(err)
         raise
     return answer
 

@@ -14,6 +14,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..common.columns import EC_ID
+from ..common.sqlbuild import create_from_frame
 from ..compiler.views import CompiledRelease, ReleaseNames
 from ..methods import AssignmentPlan, Method, MethodContext, Plan
 from ..policy.model import Policy
@@ -137,14 +138,9 @@ class Engine(ABC):
     def put_frame(self, frame: pd.DataFrame, name: str) -> exp.Table:
         """A pandas frame (what numpy computed from whole columns) as a table ``name`` of the release, remembered so
         that a refused release drops it."""
-        view = f"{name}__frame"
-        self.con.register(view, frame)
-        try:
-            table = exp.Table(this=exp.to_identifier(name, quoted=True))
-            self.create(exp.Create(this=table, kind="TABLE", replace=True,
-                                   expression=exp.select("*").from_(exp.Table(this=exp.to_identifier(view, quoted=True)))))
-        finally:
-            self.con.unregister(view)
+        table = exp.Table(this=exp.to_identifier(name, quoted=True))
+        create_from_frame(self.con, frame, f"{name}__frame", lambda view: self.create(
+            exp.Create(this=table.copy(), kind="TABLE", replace=True, expression=exp.select("*").from_(view))))
         return table
 
     @abstractmethod
@@ -206,8 +202,10 @@ class Engine(ABC):
         """Bracket one stage of the release (Spark counts the jobs it launches)."""
         yield
 
-    def record(self, rel: Any, plan: Plan, source_label: str) -> None:
-        """Write the verified release's catalog rows (engines without a catalog: nothing)."""
+    def record(self, rel: Any, plan: Plan, source_label: str) -> dict[str, Any] | None:
+        """Write the verified release's catalog rows (engines without a catalog: nothing); return what the check
+        program is compiled from, as written (:func:`anon_sql.catalog.store.record_release`), or None."""
+        return None
 
     def record_failure(self, policy: Policy, source_label: str, records: int, message: str) -> None:
         """Log a refused release in the catalog (engines without a catalog: nothing)."""

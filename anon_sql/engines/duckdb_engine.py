@@ -123,8 +123,8 @@ class DuckDBEngine(Engine):
         if self._install:                 # the catalog this release installed is gone with it
             forget_installed(self._con)
 
-    def record(self, rel: Any, plan: Any, source_label: str) -> None:
-        catalog.record_release(self._con, rel, source_label, trace=getattr(plan, "trace", None),
+    def record(self, rel: Any, plan: Any, source_label: str) -> dict[str, Any]:
+        return catalog.record_release(self._con, rel, source_label, trace=getattr(plan, "trace", None),
                                ec_stats=getattr(plan, "ec_stats", None))
 
     def record_failure(self, policy: Policy, source_label: str, records: int, message: str) -> None:

@@ -14,10 +14,10 @@ import numpy as np
 
 from ..errors import PolicyError
 from . import register_method
-from .base import AssignmentPlan, MethodContext
+from .base import MethodContext
 from .fixed_interval import INTERVAL_PARAMETERS, fixed_intervals, interval_params, decimal_places
-from .local_values import encode_numeric, format_numbers, load_source
-from .slicing import Slicing, slice_plan, slicing_requirements
+from .local_values import QIColumn, SourceData, encode_numeric, format_numbers, load_source
+from .slicing import Slicing, slicing_requirements
 
 
 @register_method
@@ -32,7 +32,8 @@ class AttributeFocused(Slicing):
         super().__init__(**params)
         self.intervals, self.strategy, self.theta = interval_params(params)
 
-    def plan(self, ctx: MethodContext) -> AssignmentPlan:
+    def prepared(self, ctx: MethodContext) -> tuple[SourceData, list[QIColumn], dict[str, Any]]:
+        """The source with every numeric QI recoded to its fixed intervals (Algorithm 1), as slicing reads it."""
         _, k = slicing_requirements(ctx.policy, ctx.models)
         data = load_source(ctx)
         if not any(c.numeric for c in data.columns):
@@ -54,7 +55,7 @@ class AttributeFocused(Slicing):
             override[c.name] = (text, rel)
             published[c.name] = [{"high": iv["high"], "text": str(t)} for iv, t in zip(tables[c.name], labels)]
         info = {"intervals": tables, "merges": merges, "strategy": self.strategy, "intervals_requested": n_int}
-        return slice_plan(ctx, data, columns, override=override, intervals=published, info=info, **self.options())
+        return data, columns, {"override": override, "intervals": published, "info": info}
 
 
 __all__ = ["AttributeFocused"]

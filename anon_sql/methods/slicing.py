@@ -11,7 +11,7 @@ The release's own check is the model's SQL over the materialized table (models/s
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -360,17 +360,30 @@ def repair_invalid(con, condition: exp.Expression, typed: dict[str, np.ndarray],
 
 
 # -- the method -----------------------------------------------------------------------------------------------------
-def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn], *, c: int, alpha: int, mode: str,
-               bins: int, rules: Sequence[str] = (), repair: bool = False, strict_alpha: bool = True,
-               override: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
-               intervals: dict[str, list[dict]] | None = None, info: dict[str, Any] | None = None) -> AssignmentPlan:
-    """Algorithms 2–4 over ``columns`` (the QIs as partitioned and matched: original values, or fixed-interval
-    values with ``override`` = attribute → (released text, released number) per row): column formation, Mondrian
-    buckets under |B| >= k and the model's guide, exact kernel check, seeded permutation, validity rules."""
+@dataclass
+class _Formed:
+    """What the column formation leaves for the rest of :func:`slice_plan`: the records kept (the suppression of
+    over-represented sensitive values), their data, and the column groups."""
+
+    data: SourceData
+    columns: list[QIColumn]
+    override: dict[str, tuple[np.ndarray, np.ndarray]]
+    codes: dict[str, np.ndarray]
+    keep: np.ndarray
+    suppressed: dict[str, int]
+    phi: np.ndarray
+    groups: list[list[str]]
+    skipped: list[str]
+    notes: list[str]
+
+
+def _formed(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn], *, c: int, alpha: int, mode: str,
+            bins: int, strict_alpha: bool, override: dict[str, tuple[np.ndarray, np.ndarray]]) -> _Formed:
+    """The suppression of over-represented sensitive values (within the budget) and the column formation over the
+    records kept: the first steps of :func:`slice_plan`, which ``check`` re-runs (:func:`slicing_groups`)."""
     policy = ctx.policy
-    model, k = slicing_requirements(policy, ctx.models)
+    model, _ = slicing_requirements(policy, ctx.models)
     sa, l = model.attribute, model.l
-    override = override or {}
     attrs = [*policy.quasi, sa]
     n, w = data.n, data.weights
     bound = 1.0 / l + 1e-12
@@ -435,6 +448,36 @@ def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn]
                 f"{policy.method}: sensitive_column_size = {alpha} asks for {alpha - 1} QIs next to {sa!r}, but only "
                 f"{len(members) - 1} keep even the whole table as one bucket l-diverse (skipped: {skipped}); no "
                 f"release was created: set method_params.sensitive_column_size = {len(members)} or lower l")
+    return _Formed(data, list(columns), override, codes, keep, suppressed, phi, groups, skipped, notes)
+
+
+def slicing_groups(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn], *, c: int, alpha: int,
+                   mode: str, bins: int, strict_alpha: bool = True,
+                   override: dict[str, tuple[np.ndarray, np.ndarray]] | None = None, **_: Any) -> list[list[str]]:
+    """The column groups :func:`slice_plan` forms from this source (the same code, stopped before the buckets):
+    what ``check`` compares a recorded layout with (issue 28.8: the grouping depends on the data, not the policy)."""
+    return _formed(ctx, data, columns, c=c, alpha=alpha, mode=mode, bins=bins, strict_alpha=strict_alpha,
+                   override=override or {}).groups
+
+
+def slice_plan(ctx: MethodContext, data: SourceData, columns: Sequence[QIColumn], *, c: int, alpha: int, mode: str,
+               bins: int, rules: Sequence[str] = (), repair: bool = False, strict_alpha: bool = True,
+               override: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+               intervals: dict[str, list[dict]] | None = None, info: dict[str, Any] | None = None) -> AssignmentPlan:
+    """Algorithms 2–4 over ``columns`` (the QIs as partitioned and matched: original values, or fixed-interval
+    values with ``override`` = attribute → (released text, released number) per row): column formation, Mondrian
+    buckets under |B| >= k and the model's guide, exact kernel check, seeded permutation, validity rules."""
+    policy = ctx.policy
+    model, k = slicing_requirements(policy, ctx.models)
+    sa, l = model.attribute, model.l
+    attrs = [*policy.quasi, sa]
+    bound = 1.0 / l + 1e-12
+    labels = data.sensitive_values[sa]
+    f = _formed(ctx, data, columns, c=c, alpha=alpha, mode=mode, bins=bins, strict_alpha=strict_alpha,
+                override=override or {})
+    data, columns, override, codes, keep, suppressed = f.data, f.columns, f.override, f.codes, f.keep, f.suppressed
+    phi, groups, skipped, notes = f.phi, f.groups, f.skipped, f.notes
+    n, w = data.n, data.weights
     xattrs = [a for a in groups[-1] if a != sa]
     skey = group_codes(codes, xattrs, n)
     root = max_conditional_share(skey, codes[sa], w)
@@ -543,12 +586,23 @@ class Slicing(Method):
                 "rules": self.rules, "repair": self.repair, "strict_alpha": self.strict_alpha}
 
     def plan(self, ctx: MethodContext) -> AssignmentPlan:
+        data, columns, extra = self.prepared(ctx)
+        return slice_plan(ctx, data, columns, **extra, **self.options())
+
+    def prepared(self, ctx: MethodContext) -> tuple[SourceData, list[QIColumn], dict[str, Any]]:
+        """The source as :func:`slice_plan` reads it: its data, the QI columns it slices and any further keyword
+        arguments (a subclass recodes columns first)."""
         slicing_requirements(ctx.policy, ctx.models)
         data = load_source(ctx)
-        return slice_plan(ctx, data, data.columns, **self.options())
+        return data, data.columns, {}
+
+    def column_groups(self, ctx: MethodContext) -> list[list[str]]:
+        """The column groups a release of ``ctx``'s source forms: the plan's first steps, nothing released."""
+        data, columns, extra = self.prepared(ctx)
+        return slicing_groups(ctx, data, columns, **extra, **self.options())
 
 
 __all__ = ["MODES", "Slicing", "correlation_matrix", "flag_rows", "form_columns", "group_codes",
            "max_conditional_share", "pam", "parse_rules", "permute_within_buckets", "phi2", "repair_invalid",
-           "sensitive_column", "share_suppression", "drop_from_cells", "subset_column", "slice_plan",
+           "sensitive_column", "share_suppression", "slicing_groups", "drop_from_cells", "subset_column", "slice_plan",
            "slicing_requirements"]

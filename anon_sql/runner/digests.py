@@ -17,6 +17,7 @@ import hashlib
 import json
 from typing import Any
 
+from ..catalog.store import recorded_taxonomy_digests
 from ..data.taxonomy import Taxonomy, needs_values
 from ..policy.model import Policy
 
@@ -40,22 +41,10 @@ def taxonomy_digests(policy: Policy, taxonomies: dict[str, Taxonomy], types: dic
     return out
 
 
-def parsed(recorded: Any) -> dict | None:
-    """Recorded digests (JSON text or a dict) as a dict; None when absent or unreadable (an edited catalog: then
-    nothing is known about what the values meant)."""
-    if isinstance(recorded, dict):
-        return recorded
-    try:
-        value = json.loads(recorded) if recorded else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()) else None
-
-
 def changed(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
     """The quasi-identifiers whose taxonomy digest differs between ``before`` (JSON text or dict, None when not
     recorded) and ``after``, each as ``"qi (taxonomy t)"``; every QI of ``after`` when nothing was recorded."""
-    old = parsed(before)
+    old = recorded_taxonomy_digests(before)
     if old is None:
         return [f"{qi} (taxonomy {d['taxonomy']!r}: no digest recorded)" for qi, d in sorted(after.items())]
     out = []
@@ -78,7 +67,7 @@ def _comparable(a: dict | None, b: dict | None) -> tuple[dict | None, dict | Non
 def retyped(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
     """The quasi-identifiers whose source column's type differs between ``before`` and ``after`` (both recorded),
     each as ``"qi (OLD → NEW)"``."""
-    old = parsed(before) or {}
+    old = recorded_taxonomy_digests(before) or {}
     return [f"{qi} ({old[qi]['type']} → {after[qi]['type']})" for qi in sorted(set(old) & set(after))
             if "type" in old[qi] and "type" in after[qi] and old[qi]["type"] != after[qi]["type"]]
 
@@ -104,12 +93,16 @@ def source_digest_query(relation: Any, columns: list[str], count_column: str | N
 DIGEST_MAX_RECORDS = 1_000_000
 
 
-def source_digest(con: Any, policy: Policy, records: int | None = None) -> dict[str, Any] | None:
+def source_digest(con: Any, policy: Policy, records: int | None = None, resolved: Any = None
+                  ) -> dict[str, Any] | None:
     """The digest of a release's source that ``check`` compares with (issue 28.8's ``records_in``): records, rows,
     content hash, the columns hashed and DuckDB's version (its ``hash`` may differ across versions), read from the
     source the policy names as ``check`` reads it. None where ``records_in`` counts something else (people of a
     privacy unit, related tables) or the policy names no table or file that is there (nothing to recount later);
-    over :data:`DIGEST_MAX_RECORDS` (``records``: the count the release made) the count alone."""
+    over :data:`DIGEST_MAX_RECORDS` (``records``: the count the release made) the count alone. ``resolved``: the
+    release's :class:`~anon_sql.data.source.Source` as registered (before any sample or perturbation); when it was
+    resolved from the policy's own ``source`` string (its label is that string) its relation and columns are what
+    this reading gives (the same function resolved them), and are not read again (issue 29.1)."""
     import duckdb
 
     from ..common.sqlbuild import render
@@ -120,10 +113,13 @@ def source_digest(con: Any, policy: Policy, records: int | None = None) -> dict[
     if records is not None and records > DIGEST_MAX_RECORDS:
         return {"records": int(records), "skipped": f"the source has more than {DIGEST_MAX_RECORDS:,} records"}
     try:   # a basis for check, never a reason to refuse a release: a source it cannot digest records none
-        relation = readable_relation(con, policy.source)
-        if relation is None:
-            return None
-        columns = [r[0] for r in describe(con, relation)]
+        if resolved is not None and resolved.label == policy.source:
+            relation, columns = resolved.relation, list(resolved.columns)
+        else:
+            relation = readable_relation(con, policy.source)
+            if relation is None:
+                return None
+            columns = [r[0] for r in describe(con, relation)]
         records, rows, total = con.execute(render(source_digest_query(relation, columns, policy.count_column))
                                            ).fetchall()[0]
     except duckdb.Error:
@@ -132,5 +128,5 @@ def source_digest(con: Any, policy: Policy, records: int | None = None) -> dict[
             "duckdb": duckdb.__version__}
 
 
-__all__ = ["DIGEST_MAX_RECORDS", "taxonomy_digests", "parsed", "changed", "retyped", "source_digest",
+__all__ = ["DIGEST_MAX_RECORDS", "taxonomy_digests", "changed", "retyped", "source_digest",
            "source_digest_query"]

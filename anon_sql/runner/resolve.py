@@ -52,6 +52,7 @@ class Resolved:
     unit_rows: int | None = None              # rows of the unit table when the source is its join with a related
                                               # table's sensitive values (runner/related.py), else None
     base_rows: Any = None                     # the base counts as fetched for the coverage check (Arrow), or None
+    registered: Source | None = None          # the source as registered, before any sample, perturbation or join
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
@@ -130,7 +131,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     sdc.refuse_elsewhere(engine.name, policy)   # before the engine registers anything
     if policy.related and not engine.releases_related:
         raise PolicyError(related.related_elsewhere(policy, engine.name))
-    src = engine.register_source(source if source is not None else policy.source, policy.name + "__input")
+    src = registered = engine.register_source(source if source is not None else policy.source,
+                                              policy.name + "__input")
     declared = set(policy.attributes)   # identifiers the policy names (not those default_role makes)
     policy = effective_policy(policy, src)
     if policy.count_column:   # whole numbers >= 0 on every row, or a SourceError naming the offending rows
@@ -182,7 +184,7 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         sdc.discard_prepared(engine.con, prepared)
         raise
     resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared, units=unit_count, related=tables,
-                        varying=varying, unit_rows=unit_rows)
+                        varying=varying, unit_rows=unit_rows, registered=registered)
     try:
         if from_base:
             resolved.units, resolved.varying = units.profile_units(engine.con, policy, src, method, table)

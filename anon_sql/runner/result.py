@@ -32,6 +32,9 @@ class Release:
     # the policy as the user declared it (resolved), before the method's release turned any QI insensitive
     # (runner/plan.py): what `check` derives the released policy from (None: the same as ``policy``)
     declared: Policy | None = None
+    # what the catalog recorded for `check` (its row's policy, plan and digests, the table's columns), as written
+    # inside the release's transaction: the check program is compiled from it without reading it back (issue 29.1)
+    recorded: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def table(self) -> str:

@@ -68,7 +68,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                    "inline_masks": engine.inline_masks}
         policy = r.policy
         # what check recounts records_in against: the source as it is now, before anything is perturbed
-        digest = source_digest(engine.con, r.policy, r.records) if engine.name == "duckdb" and not dry_run else None
+        digest = (source_digest(engine.con, r.policy, r.records, resolved=r.registered)
+                  if engine.name == "duckdb" and not dry_run else None)
         engine.begin()
         try:
             if r.sdc is not None:   # the perturbed source, kept as a working table __source reads
@@ -149,7 +150,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 return rel
             tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source),
                  rows=compiled.counted_rows if compiled.written else None, people=compiled.people)
-            engine.record(rel, plan, r.source.label)
+            rel.recorded = engine.record(rel, plan, r.source.label)
             if before_commit is not None:
                 before_commit(rel)
             engine.commit()

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 import sqlglot
 from sqlglot import exp
 
-from ..common.sqlbuild import col, func, ident, lit, render, table as table_ref
+from ..common.sqlbuild import col, create_from_frame, func, ident, lit, render, table as table_ref
 
 DIALECT = "duckdb"
 call = func   # a (schema-qualified) function or macro call
@@ -68,9 +68,5 @@ def execute_tree(con, tree: exp.Expression):
 def store_frame(con, name: str | exp.Table, frame) -> None:
     """Write a pandas frame to the temporary table ``name`` (the frame is registered under a scratch view name
     for the one statement, then unregistered)."""
-    view = f"__anon_sdc_frame_{abs(hash(str(name))) % 10**9}"
-    con.register(view, frame)
-    try:
-        execute_tree(con, fill("CREATE OR REPLACE TEMP TABLE __t AS SELECT * FROM __v", tables={"__t": name, "__v": view}))
-    finally:
-        con.unregister(view)
+    create_from_frame(con, frame, f"__anon_sdc_frame_{abs(hash(str(name))) % 10**9}", lambda view: execute_tree(
+        con, fill("CREATE OR REPLACE TEMP TABLE __t AS SELECT * FROM __v", tables={"__t": name, "__v": view})))

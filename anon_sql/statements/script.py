@@ -26,7 +26,7 @@ anonymized-view statements run in their own transactions, and a transaction the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import duckdb
@@ -312,8 +312,9 @@ def _run_sql(con: duckdb.DuckDBPyConnection, stmt: Statement) -> Result:
 _DUCKDB_POSITION = re.compile(r"\nLINE (\d+): (.*)\n( *)\^")
 
 
-def _where(stmt: Statement, message: str, script: str) -> str:
-    """Add the script's line and column to a DuckDB error that marks a position in the statement."""
+def _where(stmt: Statement, message: str, script: str, shift: int = 0) -> str:
+    """Add the script's line and column to a DuckDB error that marks a position in the statement (``shift``: the
+    input lines before ``script``, in a shell session)."""
     m = _DUCKDB_POSITION.search(message)
     if not m or m.group(2).startswith("..."):
         return message
@@ -323,7 +324,7 @@ def _where(stmt: Statement, message: str, script: str) -> str:
         return message
     offset = stmt.offset + sum(len(x) + 1 for x in lines[: line_in - 1]) + caret
     line, column = _line_col(script, offset)
-    return f"{message}\n(at line {line}, column {column} of the script)"
+    return f"{message}\n(at line {line + shift}, column {column} of the script)"
 
 
 class Session:
@@ -332,6 +333,9 @@ class Session:
     def __init__(self, con: duckdb.DuckDBPyConnection):
         self.con = con
         self.in_transaction, self.opened = False, None
+        # a shell session runs its input piece by piece: statements and lines are numbered over the whole input
+        # (hostile round 4, SH2), not from 1 in every piece
+        self.statements, self.shift = 0, 0
 
     def run(self, stmt: Statement, script: str) -> Result:
         """Run one statement; on failure raise :class:`StatementError` (the database as before the statement)."""
@@ -359,7 +363,8 @@ class Session:
         except _Syntax as err:
             token = err.token or stmt.tokens[0]
             line, column = _line_col(script, token.offset)
-            raise StatementError(f"{err} (at {token.text!r}, line {line}, column {column})", number=stmt.number,
+            raise StatementError(f"{err} (at {token.text!r}, line {line + self.shift}, column {column})",
+                                 number=stmt.number,
                                  line=stmt.line, column=stmt.column, exit_code=2) from None
         except AnonSQLError as err:
             self._abort()
@@ -370,16 +375,21 @@ class Session:
             rolled = self._abort()
             code = (1 if isinstance(err, (duckdb.InternalException, duckdb.FatalException))
                     else 4 if is_environment(err) else 2)
-            message = _where(stmt, str(err), script) + (
+            message = _where(stmt, str(err), script, self.shift) + (
                 "\n(the transaction the script opened was rolled back)" if rolled else "")
             raise StatementError(message, number=stmt.number, line=stmt.line, column=stmt.column,
                                  exit_code=code) from err
 
-    def run_script(self, sql: str, on_result: Callable[[Result], None] | None = None) -> list[Result]:
-        """Run every statement of ``sql`` in order (see :func:`execute`)."""
-        readable(sql)
+    def run_script(self, sql: str, on_result: Callable[[Result], None] | None = None, first_line: int = 1
+                   ) -> list[Result]:
+        """Run every statement of ``sql`` in order (see :func:`execute`); ``first_line``: the input line ``sql``
+        starts on (the shell's pieces), its statements numbered after those this session ran before."""
+        readable(sql, first_line)
+        self.shift = first_line - 1
         results = []
         for stmt in split(sql):
+            self.statements += 1
+            stmt = replace(stmt, number=self.statements, line=stmt.line + self.shift)
             result = self.run(stmt, sql)
             if on_result is not None:
                 on_result(result)
@@ -427,13 +437,15 @@ def execute(con: duckdb.DuckDBPyConnection, sql: str,
     return results
 
 
-def readable(sql: str) -> None:
+def readable(sql: str, first_line: int = 1) -> None:
     """Refuse text that is not valid Unicode (a lone surrogate, as undecodable bytes become through
-    ``surrogateescape``): :class:`SourceError` naming where, exit 2."""
+    ``surrogateescape``): :class:`SourceError` naming where (``first_line``: the input line ``sql`` starts on),
+    exit 2."""
     try:
         sql.encode("utf-8")
     except UnicodeEncodeError as err:
         line, column = _line_col(sql, err.start)
+        line += first_line - 1
         raise SourceError(f"the script is not valid text: character {ascii(sql[err.start])} at line {line}, column "
                           f"{column} is not Unicode (undecodable bytes?); give UTF-8 text") from None
 

@@ -108,6 +108,70 @@ def test_a_slicing_layout_finer_or_with_fewer_qis_than_declared_fails(db, groups
     assert "slicing_l_diversity: the recorded column groups" in result.output
 
 
+def test_a_slicing_layout_grouping_the_attributes_differently_fails(db):
+    """The release groups (sex, age, zipcode | diagnosis); the forged layout (age, zipcode, diagnosis | sex) has the
+    same group sizes, fits the declared policy (two columns, the sensitive one of at least one attribute) and its
+    l-diversity holds over the table, so the old check passed it. The grouping is re-derived from the source with
+    the planner's own steps, and the row fails naming both groupings."""
+    forge_plan(db, "sl", lambda plan: plan["slicing_check"].update(columns=[["age", "zipcode", "diagnosis"],
+                                                                            ["sex"]]))
+    result = check(db, "sl")
+    assert result.exit_code == 3
+    assert "slicing_l_diversity" in failing(db, "sl")
+    assert "[['age', 'zipcode', 'diagnosis'], ['sex']]" in result.output
+    assert "[['sex', 'age', 'zipcode'], ['diagnosis']]" in result.output
+
+
+def test_the_slicing_grouping_is_re_derived_only_while_the_source_is_there(db):
+    """An unedited release: its grouping is the one re-derived from the source (the basis says so), and the check
+    wrote nothing to the file. With the source gone the row cannot be verified, and its basis says that the
+    grouping was not re-derived."""
+    c = duckdb.connect(db, read_only=True)
+    frame = anon_sql.check(c, "sl").set_index("check")
+    c.close()
+    assert frame.loc["slicing_l_diversity", "passed"]
+    assert frame.loc["slicing_l_diversity", "basis"] == "table (column groups re-derived from the source)"
+    edit(db, "DROP TABLE t2")
+    c = duckdb.connect(db, read_only=True)
+    frame = anon_sql.check(c, "sl").set_index("check")
+    c.close()
+    assert not frame.loc["slicing_l_diversity", "passed"]
+    assert "column groups not re-derived" in frame.loc["slicing_l_diversity", "basis"]
+
+
+def test_derived_groups_are_the_release_plans_groups_for_other_parameters(tmp_path):
+    """The check's re-derivation is the planner's grouping for other parameters too (PAM mode, three columns, one
+    column, α = 2, attribute_focused's fixed intervals; 400 random rows with a correlated pair): the recorded
+    groups and the re-derived ones are the same sets, and no working view is left."""
+    import numpy as np
+    from sqlglot import exp
+    from anon_sql.audit.recheck import derived_groups
+    from anon_sql.data.source import describe
+
+    rng = np.random.default_rng(5)
+    age = rng.choice([25, 35, 45, 55, 65], 400)
+    frame = pd.DataFrame({"sex": rng.choice(["F", "M"], 400), "age": age,
+                          "zipcode": np.where(age > 45, "130", "148") + rng.choice(["01", "02", "03"], 400),
+                          "diagnosis": rng.choice(["flu", "cold", "gastritis", "ulcer", "bronchitis"], 400)})
+    c = duckdb.connect(str(tmp_path / "p.duckdb"))
+    c.execute("CREATE TABLE r AS SELECT * FROM frame")
+    table = exp.Table(this=exp.to_identifier("r", quoted=True))
+    columns = [r[0] for r in describe(c, table)]
+    for i, params in enumerate([{"columns": 3, "sensitive_column": "pam"}, {"columns": 1},
+                                {"columns": 2, "sensitive_column_size": 2}, {"columns": 3}]):
+        for method in ("slicing", "attribute_focused"):
+            policy = {**SLICING, "name": f"p{i}{method[0]}", "source": "r", "method": method,
+                      "method_params": params}
+            anon_sql.release(c, policy)
+            recorded = json.loads(c.execute("SELECT plan FROM anon.releases WHERE release = ?",
+                                            [policy["name"]]).fetchall()[0][0])["slicing_check"]["columns"]
+            derived, why = derived_groups(c, Policy.from_dict(policy), table, columns)
+            assert derived is not None, why
+            assert {frozenset(g) for g in derived} == {frozenset(g) for g in recorded}, (policy, derived, recorded)
+    assert not c.execute("SELECT * FROM duckdb_views() WHERE database_name = 'temp'").fetchall()
+    c.close()
+
+
 def test_a_released_policy_edited_away_from_the_declared_one_fails_the_policy_check(db):
     """The recorded released policy edited so that a QI of the declared one is no longer in it (Mondrian: `age`
     made insensitive, which would drop it from every class check): the `policy` row fails, naming it."""

@@ -168,3 +168,23 @@ def test_a_dotted_or_qualified_source_through_check_metrics_and_assess(tmp_path,
     assert assessed is not None
     c.close()
     assert basis(path) == "source"
+
+
+def test_the_digest_reads_the_source_not_the_sample_a_safepub_release_plans_on():
+    """The release reuses the source it resolved for the digest (issue 29.1): the source as registered, never the
+    seeded sample SafePub releases from — the same digest a fresh reading of the policy's source gives."""
+    from anon_sql.cli.demo import load_demo_data
+
+    c = duckdb.connect()
+    anon_sql.install(c)
+    load_demo_data(c, "adult_sample")
+    levels = {"age": 3, "sex": 0, "race": 0, "marital-status": 1, "education": 2}
+    attrs = {q: {"role": "quasi", "taxonomy": f"adult_{q}"} for q in levels}
+    attrs["patient_id"] = {"role": "identifier"}
+    p = {"name": "dp", "source": "adult_sample", "method": "levels", "seed": 8675309, "default_role": "insensitive",
+         "attributes": attrs, "privacy": {"differential_privacy": {"epsilon": 2.0, "delta": 1e-5}},
+         "method_params": {"levels": levels}}
+    rel = anon_sql.release(c, p)
+    rows = c.execute("SELECT count(*) FROM adult_sample").fetchall()[0][0]
+    assert rel.info["source_digest"] == source_digest(c, Policy.from_dict(p))
+    assert rel.info["source_digest"]["rows"] == rows

@@ -71,7 +71,7 @@ def test_shell_with_piped_input_runs_statements_across_lines(db):
     assert f"\n{n:>4}\n" in r.output or f" {n}\n" in r.output
     assert "REFRESH ANONYMIZED VIEW" in r.output      # .help
     r = _run(["shell", "--db", db], input="SELECT 1;\nDROP ANONYMIZED VIEW missing;\nSELECT 2;\n")
-    assert r.exit_code == 2 and "statement 1" in r.output
+    assert r.exit_code == 2 and "statement 2 (line 2" in r.output   # numbered over the input (round 4, SH2)
 
 
 def _read_until(fd: int, marker: bytes, seen: bytearray, limit: float = 120.0) -> None:
