@@ -52,7 +52,7 @@ class AssignmentPlan:
     """
 
     assignment: pd.DataFrame | None           # None with ``tuple_classes``: the compiled release writes it
-    class_values: pd.DataFrame
+    class_values: pd.DataFrame                # or a Spark DataFrame (a Spark planner's per-row values)
     noise: pd.DataFrame | None = None
     info: dict[str, Any] = field(default_factory=dict)
     noise_flag: str | None = None             # the boolean column that marks noise records in the release
@@ -81,7 +81,10 @@ class AssignmentPlan:
         return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": "assignment", "classes": int(self.class_values["ec_id"].nunique()), **self.details()}
+        values = self.class_values   # pandas, or a Spark DataFrame a Spark planner left in Spark (counted there)
+        classes = (values.select("ec_id").distinct().count() if hasattr(values, "toPandas")
+                   else values["ec_id"].nunique())
+        return {"kind": "assignment", "classes": int(classes), **self.details()}
 
 
 Plan = LevelPlan | AssignmentPlan

@@ -73,10 +73,16 @@ class LocalSuppression(Method):
         for q in quasi:
             values[q] = values[q].astype("string")
         assignment = pd.DataFrame({ROW_ID: values[ROW_ID], "ec_id": 1})
-        info = {"suppressed_cells": done.suppressed, "suppressed_cells_total": int(sum(done.suppressed.values())),
-                "rounds": done.rounds, "suppression_order": done.order, "wildcard": WILDCARD}
-        return AssignmentPlan(assignment, values, None, info, released_quasi=[], row_values=True,
-                              table_check={"kind": "wildcard", "quasi": quasi, "k": k})
+        return suppression_plan(assignment, values, done, quasi, k)
 
 
-__all__ = ["LocalSuppression"]
+def suppression_plan(assignment: Any, values: Any, done: Any, quasi: list[str], k: int) -> AssignmentPlan:
+    """The plan of a local-suppression release (on any engine): every row in class 1, its released QI cells
+    (``*`` where suppressed) per row, what was suppressed, and the wildcard check of the release."""
+    info = {"suppressed_cells": done.suppressed, "suppressed_cells_total": int(sum(done.suppressed.values())),
+            "rounds": done.rounds, "suppression_order": done.order, "wildcard": WILDCARD}
+    return AssignmentPlan(assignment, values, None, info, released_quasi=[], row_values=True,
+                          table_check={"kind": "wildcard", "quasi": quasi, "k": k})
+
+
+__all__ = ["LocalSuppression", "suppression_plan", "wildcard_model"]

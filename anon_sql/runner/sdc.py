@@ -28,9 +28,8 @@ from ..sdc.utility import perturbation_utility
 ROW_ID = "__anon_sdc_id"
 #: what runs row by row in SQL (the rest reads whole columns: numpy, or SQL windows and joins)
 ROWWISE_KINDS = ("top_code", "bottom_code", "noise")
-SPARK_ALTERNATIVES = ("every perturb kind and mask runs on Spark (docs/sdc.md, \"Engines\"); local suppression "
-                      "runs on DuckDB: on Spark use suppression of whole records (privacy.suppression) with a "
-                      "level method or mondrian")
+SPARK_ALTERNATIVES = ("every perturb kind, the anon.* masks, shuffle, fake and local suppression run on Spark "
+                      "(docs/sdc.md, \"Engines\")")
 #: utility of the perturbation stored with the release's metrics (lower is better: 0 = kept exactly)
 UTILITY_METRICS = {"il1s": "perturbation_il1s", "means": "perturbation_means", "variances": "perturbation_variances",
                    "covariances": "perturbation_covariances", "correlations": "perturbation_correlations"}
@@ -84,16 +83,15 @@ def rowwise(spec: dict[str, Any]) -> bool:
 
 
 def refuse_elsewhere(engine_name: str, policy: Policy) -> None:
-    """Local suppression needs DuckDB (its search writes DuckDB temp tables and its release is checked by the
-    wildcard SQL over them): refuse it on another engine, naming what runs there. Every ``perturb`` kind and
-    ``mask`` runs on Spark too (:mod:`anon_sql.runner.sdc_engine`, :data:`INLINE_MASKS`)."""
+    """Refuse the SDC keys an engine other than DuckDB cannot run, naming what runs there. On Spark every
+    ``perturb`` kind and known ``mask`` runs (:mod:`anon_sql.runner.sdc_engine`, :data:`INLINE_MASKS`), and local
+    suppression too (:mod:`anon_sql.engines.spark.local_suppression`)."""
     if engine_name == "duckdb":
         return
     used = uses_sdc(policy)
     if engine_name == "spark":
         used = [f"mask ({c})" for c, m in mask_specs(policy).items()
                 if m.get("function") not in INLINE_MASKS + TABLE_MASKS]
-        used += ["method = \"local_suppression\""] if policy.method == "local_suppression" else []
     if used:
         raise PolicyError(f"{', '.join(used)}: not available on {engine_name}; release this policy on DuckDB, or "
                           f"drop these keys (on {engine_name}: {SPARK_ALTERNATIVES})")

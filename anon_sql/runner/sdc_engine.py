@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from ..common.columns import is_numeric
 from ..common.sqlbuild import ident
 from ..data.source import Source
 from ..policy.model import Policy
@@ -22,6 +23,7 @@ from ..sdc.masking import TABLE_MASKS, fake_frame, fake_join, fake_sources_query
 from ..sdc.perturb import (ROW, column_arrays, columns_query, reads_complete, swap_sql, validate_groups,
                            validate_perturbation, whole_column_kind, whole_column_values)
 from ..sdc.portable import coded, hash_normal, keyed_digest
+from ..sdc.utility import fetched_row, shaped_utility, utility_sql
 from .sdc import ROW_ID, Prepared, mask_seed, mask_specs, number_rows, perturb_specs, rowwise
 
 
@@ -149,6 +151,10 @@ def prepare_on_engine(engine: Any, policy: Policy, src: Source) -> tuple[Prepare
                     expression=exp.column(ROW_ID, table=alias[t.name], quoted=True))
         query = query.join(exp.alias_(t.copy(), alias[t.name], table=True), on=on, join_type="left")
     current = _create(engine, names("pert"), query)
+    numeric = [c for c, s in checked.items() if s["kind"] != "pram" and is_numeric(src.types.get(c, ""))]
+    if numeric:   # the same one-row query as on DuckDB, aggregated by the engine: only the row comes back
+        row = fetched_row(engine.fetch(utility_sql(numbered, current, numeric, row_id=ROW_ID)))
+        prepared.utility = shaped_utility(row, numeric, with_il1s=True)
 
     keyed = [ROW_ID, *src.columns]
     for i, (column, spec) in enumerate(table_masks.items()):

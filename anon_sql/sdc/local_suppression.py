@@ -141,6 +141,24 @@ def validate_local_suppression(quasi: Sequence[str], k: int, importance: Mapping
                               "(higher = more important, suppressed later)")
 
 
+def decide_suppression(codes: np.ndarray, counts: np.ndarray, quasi: Sequence[str], k: int,
+                       importance: Mapping[str, float] | None, output: str = "") -> tuple[np.ndarray, LocalSuppression]:
+    """The driver's half of local suppression, on any engine: the distinct combinations' codes (in code order, so
+    ties break alike everywhere) and counts → which of their cells to blank (combinations × QIs) and what was
+    done. Raises when the source has fewer than k records."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.sum() < k:
+        raise PrivacyRequirementError(f"local suppression cannot reach k = {k}: the source has only "
+                                      f"{int(counts.sum())} records; lower k")
+    weights = (np.array([float((importance or {}).get(q, 0.0)) for q in quasi]) if importance is not None
+               else default_importance(codes))
+    new, rounds = suppress_codes(codes, counts, k, weights)
+    flags = (new == SUPPRESSED) & (codes != SUPPRESSED)
+    return flags, LocalSuppression(output=output, k=int(k), rounds=rounds,
+                                   suppressed={q: int(counts[flags[:, j]].sum()) for j, q in enumerate(quasi)},
+                                   order=[quasi[j] for j in np.argsort(weights, kind="stable")])
+
+
 def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int, *,
                       importance: Mapping[str, float] | None = None, output: str | None = None,
                       temporary: bool = False) -> LocalSuppression:
@@ -171,18 +189,9 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
             *[exp.column(c, quoted=True) for c in code_names]).order_by(
             *[exp.column(c, quoted=True) for c in code_names])   # in code order: the heuristic's ties follow it
         data = con.execute(render(patterns_q)).fetchnumpy()
-        counts = np.asarray(data["__n"], dtype=np.int64)
-        if counts.sum() < k:
-            raise PrivacyRequirementError(f"local suppression cannot reach k = {k}: the source has only "
-                                          f"{int(counts.sum())} records; lower k")
         codes = np.column_stack([np.asarray(data[c], dtype=np.int64) for c in code_names])
-        weights = (np.array([float((importance or {}).get(q, 0.0)) for q in quasi]) if importance is not None
-                   else default_importance(codes))
-        new, rounds = suppress_codes(codes, counts, k, weights)
-        flags = (new == SUPPRESSED) & (codes != SUPPRESSED)
-        result = LocalSuppression(output=output, k=int(k), rounds=rounds,
-                                  suppressed={q: int(counts[flags[:, j]].sum()) for j, q in enumerate(quasi)},
-                                  order=[quasi[j] for j in np.argsort(weights, kind="stable")])
+        flags, result = decide_suppression(codes, np.asarray(data["__n"], dtype=np.int64), quasi, k, importance,
+                                           output)
         frame = pd.DataFrame({**{c: codes[:, j] for j, c in enumerate(code_names)},
                               **{f"__anon_blank_{j}": flags[:, j] for j in range(len(quasi))}})
         frame = frame[flags.any(axis=1)]

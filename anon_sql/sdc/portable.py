@@ -49,17 +49,16 @@ def inline_mask(x: exp.Expression, spec: Mapping[str, Any], seed: int | None = N
     function = spec["function"]
     if function == "partial":
         ks, ke = max(int(spec["keep_start"]), 0), max(int(spec["keep_end"]), 0)
-        return fill("""substr(CAST(__x AS VARCHAR), 1, CASE WHEN length(CAST(__x AS VARCHAR)) < __s THEN 0 ELSE __ks END)
-                       || __pad
-                       || substr(CAST(__x AS VARCHAR), -(CASE WHEN length(CAST(__x AS VARCHAR)) < __s THEN 0 ELSE __ke END),
-                                 CASE WHEN length(CAST(__x AS VARCHAR)) < __s THEN 0 ELSE __ke END)""",
+        return fill("""CASE WHEN length(CAST(__x AS VARCHAR)) >= __s
+                            THEN concat(substr(CAST(__x AS VARCHAR), 1, __ks), __pad,
+                                        substr(CAST(__x AS VARCHAR), -__ke, __ke))
+                            WHEN __x IS NULL THEN NULL ELSE __pad END""",
                     values={"__x": x, "__s": ks + ke, "__ks": ks, "__ke": ke, "__pad": str(spec["pad"])})
     if function == "partial_email":
-        return fill("""CASE WHEN NOT contains(CAST(__x AS VARCHAR), '@') THEN '******'
-                       ELSE substr(CAST(__x AS VARCHAR), 1, least(strpos(CAST(__x AS VARCHAR), '@') - 1, 1))
-                            || '******@******'
-                            || CASE WHEN contains(split_part(CAST(__x AS VARCHAR), '.', -1), '@') THEN ''
-                                    ELSE '.' || split_part(CAST(__x AS VARCHAR), '.', -1) END END""",
+        return fill("""CASE WHEN strpos(CAST(__x AS VARCHAR), '@') = 0 THEN '******'
+                            WHEN __x IS NULL THEN NULL
+                            ELSE concat(substr(CAST(__x AS VARCHAR), 1, least(strpos(CAST(__x AS VARCHAR), '@') - 1, 1)),
+                                        '******@******', regexp_extract(CAST(__x AS VARCHAR), '[.][^.@]*$', 0)) END""",
                     values={"__x": x})
     if function == "redact":
         replacement = spec.get("replacement")

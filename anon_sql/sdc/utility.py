@@ -78,13 +78,24 @@ def utility_sql(original: str | exp.Table, perturbed: str | exp.Table, columns: 
 
 def perturbation_utility(con, original: str | exp.Table, perturbed: str | exp.Table, columns: Sequence[str],
                          row_id: str | None = None) -> dict[str, Any]:
-    """Run utility_sql and shape it: per column mean / variance before, after and relative change; per pair the
-    covariance and correlation before and after (correlation as an absolute difference); the mean relative changes
-    (``means``, ``variances``, ``covariances``, ``correlations``: 0 = perfectly kept) and IL1s when row_id is given."""
+    """Run utility_sql on a DuckDB connection and shape it (:func:`shaped_utility`)."""
     result = con.execute(render(utility_sql(original, perturbed, columns, row_id)))
     names = [d[0] for d in result.description]
-    row = result.fetchall()[0]
-    v = dict(zip(names, row))
+    return shaped_utility(dict(zip(names, result.fetchall()[0])), columns, with_il1s=row_id is not None)
+
+
+def fetched_row(frame: Any) -> dict[str, Any]:
+    """The one row of :func:`utility_sql` fetched by an engine as a DataFrame: floats, and None where pandas put NaN
+    for SQL NULL (an undefined variance or correlation), as DuckDB's fetch gives them."""
+    row = frame.iloc[0].to_dict()
+    return {k: None if v is None or v != v else float(v) for k, v in row.items()}
+
+
+def shaped_utility(v: dict[str, Any], columns: Sequence[str], with_il1s: bool) -> dict[str, Any]:
+    """The one row of :func:`utility_sql` (computed by any engine) as: per column mean / variance before, after and
+    relative change; per pair the covariance and correlation before and after (correlation as an absolute
+    difference); the mean relative changes (``means``, ``variances``, ``covariances``, ``correlations``: 0 =
+    perfectly kept) and IL1s when the query had a row id."""
     per_column = {}
     for i, c in enumerate(columns):
         per_column[c] = {
@@ -115,7 +126,7 @@ def perturbation_utility(con, original: str | exp.Table, perturbed: str | exp.Ta
         "covariances": mean_of([p["covariance_change"] for p in pairs.values()]),
         "correlations": mean_of([p["correlation_change"] for p in pairs.values()]),
     }
-    if row_id is not None:
+    if with_il1s:
         terms = [v[f"il1_{i}"] for i in range(len(columns))]
         terms = [t for t in terms if t is not None and not math.isnan(t)]
         out["il1s"] = float(np.mean(terms)) if terms else 0.0

@@ -254,8 +254,10 @@ def test_other_engines_refuse_sdc_naming_what_works():
         refuse_elsewhere("sqlite", p)
     refuse_elsewhere("duckdb", p)
     refuse_elsewhere("spark", p)          # every perturb kind and mask runs on Spark (tests/sdc/test_sdc_spark.py)
-    with pytest.raises(PolicyError, match=r"local_suppression.*not available on spark.*DuckDB"):
-        refuse_elsewhere("spark", anon_sql.Policy.from_dict({**p.to_dict(), "method": "local_suppression"}))
+    suppression = anon_sql.Policy.from_dict({**p.to_dict(), "method": "local_suppression"})
+    refuse_elsewhere("spark", suppression)   # and local suppression (the heuristic on the driver)
+    with pytest.raises(PolicyError, match=r"local_suppression.*not available on sqlite.*DuckDB"):
+        refuse_elsewhere("sqlite", suppression)
     # a script compiled for another engine (or without the runner) cannot perturb nor call the macros
     from anon_sql.compiler.masks import column_mask
 

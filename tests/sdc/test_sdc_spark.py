@@ -1,7 +1,8 @@
 """SDC on Spark (issue 26): the row-local masks and perturbations give the DuckDB release on Spark — the masks and
 coding equal value for value (the macros' bodies run inline, recomputed here in Python too), noise by its
 distributional contract (Spark draws a seeded normal per row from sha256, DuckDB from numpy) — and what needs DuckDB
-is refused, naming it."""
+is refused, naming it. Local suppression runs on Spark too (the heuristic on the driver over the counted
+combinations)."""
 from __future__ import annotations
 
 import hashlib
@@ -53,8 +54,8 @@ POLICY = {
 
 
 @pytest.fixture(scope="module")
-def engines():
-    session = aspark.local_session(cores=2, shuffle_partitions=2)
+def engines(spark_session):
+    session = spark_session
     frame = _frame()
     session.createDataFrame(frame).createOrReplaceTempView("people")
     con = duckdb.connect()
@@ -103,6 +104,36 @@ def test_masks_and_coding_on_spark_equal_the_duckdb_release(engines):
     want = np.where(src["income"] > 2200, 2500, src["income"])
     assert sorted(s["income"].astype(float)) == sorted(want.astype(float))
     assert rel.plan["sdc"]["perturbed"]["income"]["coded"] == int((src["income"] > 2200).sum())
+
+
+HOSTILE = [None, "", "a", "@", "@@", "a@b", "a@b.c", "a.b@c", "a@b@c.d", "a@b.c@d", "..@..", "a@.", "a@b.",
+           "é@ü.中", "x@y.z\n", "x@y.\nz", "x@y\n.z", "a@b.c\r\n", "q@w.e\u0301", "q.\u0301@w", "𝄞@𝄞.𝄞𝄞", "no at.all",
+           "jo@mail.example.org", "ab", "abcd", "abcdef"]
+
+
+def test_inline_partial_masks_on_spark_equal_the_oracles_on_hostile_text(engines):
+    """The Spark spellings of partial / partial_email (concat, regexp_extract with Java's regex) on several '@',
+    no '.', line breaks (Java's '$' differs from RE2's before a final line break), combining marks, astral
+    characters, NULL: the Python oracles' values, as on DuckDB."""
+    con, spark = engines
+    spark.createDataFrame(pd.DataFrame({"i": range(len(HOSTILE)), "v": HOSTILE})).createOrReplaceTempView("hostile")
+    masks = {"p": {"function": "partial", "keep_start": 2, "pad": "XX", "keep_end": 1},
+             "e": {"function": "partial_email"}}
+    query = exp_select(masks)
+    s = spark.sql(render(query, "spark")).toPandas().sort_values("i")
+    con.register("hostile", pd.DataFrame({"i": range(len(HOSTILE)), "v": HOSTILE}))
+    d = con.execute(render(query)).df().sort_values("i")
+    con.unregister("hostile")
+    spark.catalog.dropTempView("hostile")
+    assert values(s["p"]) == [partial_oracle(v, 2, "XX", 1) for v in HOSTILE] == values(d["p"])
+    assert values(s["e"]) == [partial_email_oracle(v) for v in HOSTILE] == values(d["e"])
+
+
+def exp_select(masks):
+    from sqlglot import exp
+
+    items = [exp_col("i")] + [exp.alias_(inline_mask(exp_col("v"), spec), name) for name, spec in masks.items()]
+    return exp.select(*items).from_("hostile")
 
 
 def test_noise_on_spark_keeps_the_distributional_contract(engines):
@@ -259,6 +290,38 @@ def test_whole_column_kinds_on_spark_keep_their_contracts(whole):
     assert set(out["colour"].dropna()) <= set(src["colour"].dropna())
 
 
+UTILITY = ("perturbation_il1s", "perturbation_means", "perturbation_variances", "perturbation_covariances",
+           "perturbation_correlations")
+
+
+def test_spark_release_records_the_duckdb_utility_metrics(whole):
+    """IL1s and the moments kept, aggregated by Spark: DuckDB's values (every numeric kind in WHOLE is drawn the same
+    on both engines), and IL1s and the mean changes recomputed with pandas from the source and the release."""
+    duck, rel, _, s, frame = whole
+    assert set(UTILITY) <= set(duck.metrics) and set(UTILITY) <= set(rel.metrics)
+    for name in UTILITY:
+        assert rel.metrics[name] == pytest.approx(duck.metrics[name], rel=1e-9, abs=1e-12), name
+    assert rel.info["metric_directions"]["perturbation_il1s"] == "lower"
+    util_d, util_s = duck.plan["sdc"]["utility"], rel.plan["sdc"]["utility"]
+    assert util_s["columns"].keys() == util_d["columns"].keys()
+    for column, stats in util_d["columns"].items():
+        for key, value in stats.items():
+            assert util_s["columns"][column][key] == pytest.approx(value, rel=1e-9, abs=1e-12), (column, key)
+    assert rel.records_out == rel.records_in      # nothing suppressed: the release aligns with the source by id
+    out = s.sort_values("id").reset_index(drop=True)
+    src = frame.sort_values("id").reset_index(drop=True)
+    numeric = list(util_s["columns"])
+    assert set(numeric) == {"income", "x1", "x2", "w", "spend", "n1", "n2"}
+    terms, changes = [], []
+    for c in numeric:
+        x, y = src[c].astype(float), out[c].astype(float)
+        ok = x.notna() & y.notna()
+        terms.append((x[ok] - y[ok]).abs().sum() / (np.sqrt(2) * x[ok].std(ddof=1)) / ok.sum())
+        changes.append(abs(y.mean() - x.mean()) / abs(x.mean()))
+    assert rel.metrics["perturbation_il1s"] == pytest.approx(np.mean(terms), rel=1e-9)
+    assert rel.metrics["perturbation_means"] == pytest.approx(np.mean(changes), rel=1e-9)
+
+
 def _dnoise_oracle(value, seed: int, seconds: float, date: bool):
     """anon.dnoise's seeded draw recomputed in Python: u from sha256(seed ‖ chr(31) ‖ text), the offset in µs
     rounded half to even; a DATE moves by whole days (floor)."""
@@ -282,13 +345,67 @@ def test_dnoise_on_spark_is_the_macro_recomputed(whole):
     assert shift.max() <= pd.Timedelta(hours=6) and shift.min() >= pd.Timedelta(0)
 
 
-def test_local_suppression_is_refused_on_spark_naming_what_works(engines):
+def _suppression_frame(n=400) -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"id": np.arange(n), "age": rng.integers(20, 70, n), "sex": rng.choice(["m", "f"], n),
+                          "zip": rng.choice(list("abcdefg"), n), "x": rng.normal(size=n)})
+    frame.loc[::37, "zip"] = None     # source NULLs: suppressed already, they match any value
+    return frame
+
+
+SUPPRESSION = {"name": "sdc_spark_ls", "source": "ls_src", "method": "local_suppression",
+               "default_role": "insensitive", "privacy": {"k": 3},
+               "attributes": {"id": {"role": "insensitive"}, "age": {"role": "quasi"}, "sex": {"role": "quasi"},
+                              "zip": {"role": "quasi"}},
+               "method_params": {"importance": {"sex": 2, "zip": 1}}}
+
+
+def _wildcard_matches(frame: pd.DataFrame, quasi: list[str]) -> np.ndarray:
+    """Brute force: for each released row, the rows it matches when '*' matches anything."""
+    cells = frame[quasi].astype(str).to_numpy()
+    star = cells == "*"
+    same = (cells[:, None, :] == cells[None, :, :]) | star[:, None, :] | star[None, :, :]
+    return same.all(axis=2).sum(axis=1)
+
+
+def test_local_suppression_on_spark_suppresses_the_duckdb_cells(engines):
+    """The combinations are counted in Spark and the heuristic runs on the driver: the same cells as on DuckDB,
+    whatever the rows' order in Spark (two orders, CI time), and k-anonymous under the wildcard rule by brute
+    force."""
+    con, spark = engines
+    frame = _suppression_frame()
+    con.register("ls_frame", frame)
+    con.execute("CREATE OR REPLACE TABLE ls_src AS SELECT * FROM ls_frame")
+    con.unregister("ls_frame")
+    duck = anon_sql.release(con, SUPPRESSION, replace=True)
+    d = con.execute('SELECT * FROM "sdc_spark_ls" ORDER BY id').df()
+    for order in (frame.iloc[::-1], frame.sample(frac=1.0, random_state=5)):   # neither is DuckDB's order
+        spark.createDataFrame(order.reset_index(drop=True)).createOrReplaceTempView("ls_src")
+        rel = aspark.release(spark, SUPPRESSION, replace=True)
+        s = spark.table("sdc_spark_ls").toPandas().sort_values("id").reset_index(drop=True)
+        assert rel.passed and duck.passed
+        for key in ("suppressed_cells", "suppressed_cells_total", "suppression_order", "rounds"):
+            assert rel.info[key] == duck.info[key], key
+        assert rel.info["suppressed_cells_total"] > 0
+        assert (rel.records_in, rel.records_out) == (400, 400)
+        pd.testing.assert_frame_equal(d[["id", "age", "sex", "zip"]].astype(str),
+                                      s[["id", "age", "sex", "zip"]].astype(str))
+        assert _wildcard_matches(s, ["age", "sex", "zip"]).min() >= 3
+        assert (s["zip"] == "*").sum() >= frame["zip"].isna().sum()
+    spark.catalog.dropTempView("ls_src")
+
+
+def test_local_suppression_on_spark_refuses_other_models_leaving_the_session_unchanged(engines):
     _, spark = engines
-    policy = {**POLICY, "name": "sdc_spark_refused", "method": "local_suppression"}
+    spark.createDataFrame(_suppression_frame(50)).createOrReplaceTempView("ls_bad")
     before = {t.name for t in spark.catalog.listTables()}
-    with pytest.raises(PolicyError, match="not available on spark.*runs on DuckDB.*privacy.suppression"):
+    policy = {**SUPPRESSION, "name": "sdc_spark_ls_bad", "source": "ls_bad",
+              "attributes": {**SUPPRESSION["attributes"], "x": {"role": "sensitive"}},
+              "privacy": {"k": 3, "l_diversity": {"l": 2}}}
+    with pytest.raises(PolicyError, match="verifies k-anonymity only"):
         aspark.release(spark, policy, replace=True)
     assert {t.name for t in spark.catalog.listTables()} == before
+    spark.catalog.dropTempView("ls_bad")
 
 
 def exp_col(name):

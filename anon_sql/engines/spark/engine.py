@@ -243,7 +243,7 @@ class SparkEngine(Engine):
         return exp.Table(this=ident(name))
 
     def write_plan(self, names: Any, plan: Any, quasi: list[str]) -> None:
-        """The plan's assignment (a Spark DataFrame or pandas), class values and noise records as cached views,
+        """The plan's assignment and class values (Spark DataFrames or pandas), and noise records as cached views,
         typed as on DuckDB: keys BIGINT, released quasi-identifier values text, other columns their source type."""
         from pyspark.sql import types as T
 
@@ -254,7 +254,9 @@ class SparkEngine(Engine):
         if isinstance(assignment, pd.DataFrame):
             assignment = self._frame(assignment, types, source)
         self.register_frame(assignment, names.assignment.name)
-        self.register_frame(self._frame(plan.class_values, types, source), names.ec_values.name)
+        values = plan.class_values   # a Spark DataFrame when a Spark planner left the per-row values in Spark
+        self.register_frame(self._frame(values, types, source) if isinstance(values, pd.DataFrame) else values,
+                            names.ec_values.name)
         if plan.noise is not None:
             self.register_frame(self._frame(plan.noise, types, source), names.noise.name)
 

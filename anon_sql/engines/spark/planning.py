@@ -1,10 +1,11 @@
 """How a method plans on Spark, by what it reads (``Method.reads``), never by its name: the policy alone → planned
 as on DuckDB; the base table (lattice searches) → aggregated in Spark and searched on the driver in an in-memory
-DuckDB; the source's rows → a Spark planner registered for the method's class (Mondrian), else the rows of the
-``__source`` view collected to the driver and planned by the method's own (DuckDB) planner over an in-memory DuckDB
-copy — the same plan as on DuckDB, bounded by driver memory (:data:`DRIVER_ROWS_LIMIT`). A method that plans with the
-population of k-map / δ-presence reads it on the driver as its distinct quasi-identifier combinations with their
-records, aggregated in Spark (never its rows; at most :data:`DRIVER_ROWS_LIMIT` combinations)."""
+DuckDB; the source's rows → a Spark planner registered for the method's class (Mondrian, local suppression), else
+the rows of the ``__source`` view collected to the driver and planned by the method's own (DuckDB) planner over an
+in-memory DuckDB copy — the same plan as on DuckDB, bounded by driver memory (:data:`DRIVER_ROWS_LIMIT`). A method
+that plans with the population of k-map / δ-presence reads it on the driver as its distinct quasi-identifier
+combinations with their records, aggregated in Spark (never its rows; at most :data:`DRIVER_ROWS_LIMIT`
+combinations)."""
 from __future__ import annotations
 
 import copy
@@ -18,6 +19,7 @@ from ...data import base_counts
 from ...errors import PolicyError
 from ...methods import AssignmentPlan, Method, MethodContext, Plan
 from ...methods.local_values import assign_rows
+from ...methods.local_suppression import LocalSuppression
 from ...methods.mondrian import Mondrian
 from ...models import population_models
 from ...models.population import WEIGHT as POP_WEIGHT
@@ -25,6 +27,7 @@ from ...policy.model import Policy
 from ...common.columns import UNIT
 from ...common.sqlbuild import alias, col, ident, record_count, render
 from . import mondrian
+from .local_suppression import plan_local_suppression
 from .session import SparkSQL
 
 BASE_WEIGHT = "__anon_n"
@@ -34,7 +37,8 @@ DRIVER_POPULATION = "__anon_population"   # the population's combinations in the
 DRIVER_ROWS_LIMIT = 5_000_000
 
 # method class → its Spark planner (methods that read the source's rows)
-PLANNERS: dict[type[Method], Callable[..., Plan]] = {Mondrian: mondrian.plan_mondrian}
+PLANNERS: dict[type[Method], Callable[..., Plan]] = {Mondrian: mondrian.plan_mondrian,
+                                                     LocalSuppression: plan_local_suppression}
 
 
 def plan_spark_release(engine: Any, method: Method, ctx: MethodContext) -> Plan:
