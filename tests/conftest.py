@@ -40,6 +40,32 @@ def check_cache(tmp_path_factory):
         os.environ["ANON_SQL_CACHE"] = before
 
 
+# One local SparkSession per test process (each xdist worker), shared by every Spark test module, with its settings in
+# one place (each module used to ask for its own with getOrCreate, the last call's settings winning). Settings for
+# tests on small data: one shuffle partition (a job over a few thousand rows is all task overhead), no UI, the JVM's
+# quick JIT only (-XX:TieredStopAtLevel=1: a test JVM lives minutes, and C2's compiling cost more CPU than it saved);
+# 4 GB of driver memory for the opt-in 1M-row runs (Mondrian there ran out of Spark's default 1 GB). docs/testing.md
+# has the measurements. ANON_SQL_TEST_SPARK_CONF (JSON, a test-only hook) adds or overrides settings, to measure another choice.
+SPARK_TEST_CONF = {"spark.driver.memory": "4g", "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+SPARK_TEST_SHUFFLE_PARTITIONS = 1
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """The test process's one local SparkSession (skips without pyspark); stopped at the end of the session."""
+    import json
+    import os
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]'); the Spark tests "
+                                          "need it and Java 17+")
+    from anon_sql import spark as aspark
+
+    conf = {**SPARK_TEST_CONF, **json.loads(os.environ.get("ANON_SQL_TEST_SPARK_CONF") or "{}")}
+    session = aspark.local_session(cores=2, shuffle_partitions=SPARK_TEST_SHUFFLE_PARTITIONS, conf=conf)
+    yield session
+    session.stop()
+
+
 def working(release: str, part: str) -> str:
     """A release's working object as SQL (``"anon_work"."<release>__<part>"``), named by the product's one helper."""
     from anon_sql.compiler.views import working as working_table

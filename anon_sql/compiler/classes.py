@@ -12,7 +12,7 @@ from ..models.population import WEIGHT as POP_WEIGHT
 from . import population as population_match
 from ..common.columns import EC_ID, SIZE, UNIT
 from ..common.sqlbuild import alias, and_all, col, ident, lit, null_safe_eq
-from .general import generalized_items, is_enum, level_base
+from .general import base_general, generalized_items, is_enum, level_base, people_from_base
 from .names import (KEEP, WEIGHT, CompileInput, ReleaseNames, cast_varchar, class_level_quasi, released_columns,
                     unit_columns, weight_of)
 from .signature import signature_keys, with_signatures
@@ -204,16 +204,18 @@ def classes_view(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     """Classes of the generalized (pre-suppression) table with an ``ec_id`` and the suppression decision."""
     if isinstance(ci.plan, LevelPlan):
         return classes_select(ci, exp.Subquery(this=level_base(ci, names), alias=exp.TableAlias(this=ident("gb"))))
+    if people_from_base(ci):   # people per class from the base counts, not from every row of __general
+        return classes_select(ci, base_general(ci, names), weight=col(WEIGHT))
     return classes_select(ci, names.general.copy())
 
 
-def classes_select(ci: CompileInput, relation: exp.Expression) -> exp.Select:
+def classes_select(ci: CompileInput, relation: exp.Expression, weight: exp.Expression | None = None) -> exp.Select:
     """Per-class statistics of ``relation`` (level plans: the aggregated base with weights ``__w``; assignment
-    plans: the generalized rows), plus ``ec_id`` and the keep flag."""
+    plans: the generalized rows, or ``weight``-ed rows of the base counts), plus ``ec_id`` and the keep flag."""
     if isinstance(ci.plan, AssignmentPlan):
         # the QIs released from the class values are constant per class: carried as keys (same classes), so the
         # requirement windows (PARTITION BY a QI subset) can see them; a QI left unchanged cannot be a key
-        keys, null_safe, weight = [EC_ID, *class_level_quasi(ci)], True, None
+        keys, null_safe = [EC_ID, *class_level_quasi(ci)], True
         missing = sorted({q for m in ci.models for q in m.grouped_quasi} - set(keys))
         if missing:
             raise PolicyError(f"privacy.requirements name {missing}, which method {ci.policy.method!r} does not "

@@ -96,6 +96,31 @@ def tuple_base(ci: CompileInput) -> bool:
     return uses_tuple_map(ci) and ci.base is not None and not ci.policy.privacy_unit
 
 
+def people_from_base(ci: CompileInput) -> bool:
+    """A plan with QI tuples and a privacy unit whose base counts resolve made (one row per person and
+    combination, ``ci.base``): its classes view counts people there, through the tuple map, not over every row
+    of the general view (issue 24.6)."""
+    return (uses_tuple_map(ci) and ci.base is not None and bool(ci.policy.privacy_unit)
+            and not ci.policy.count_column)
+
+
+def base_general(ci: CompileInput, names: ReleaseNames, kept: bool = False) -> exp.Subquery:
+    """The general view's columns over the base counts (:func:`people_from_base`): per (combination, unit) the
+    released QI values, the sensitive values, the unit, its rows ``__w`` and ``ec_id`` (``kept``: of the kept
+    classes only)."""
+    plan, quasi = ci.plan, list(ci.policy.quasi)
+    items = [col(c, "v") if c in plan.class_values.columns and c in quasi else col(c, "b")
+             for c in base_counts.keys(ci.policy)] + [col(UNIT, "b"), col(WEIGHT, "b"), col(EC_ID, "a")]
+    base = ci.base.copy()
+    base.set("alias", exp.TableAlias(this=ident("b")))
+    assigned, on = tuple_join(ci, names, "b", "a", kept=kept)
+    query = (exp.select(*items).from_(base).join(assigned, on=on)
+             .join(exp.Table(this=names.ec_values.this.copy(), db=names.ec_values.args.get("db"),
+                             alias=exp.TableAlias(this=ident("v"))),
+                   on=exp.EQ(this=col(EC_ID, "a"), expression=col(EC_ID, "v"))))
+    return exp.Subquery(this=query, alias=exp.TableAlias(this=ident("gb")))
+
+
 def assignment_reads_base(ci: CompileInput) -> bool:
     """``__assignment`` is written from the base counts (:func:`tuple_base`) when their keys are every column of
     the source and each counts rows (no count column): then the base rows are the source grouped by all its
@@ -160,6 +185,13 @@ def assignment_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if assignment_reads_base(ci):
         # every column is a key of the base counts: its rows are the source grouped by all its columns, counted
         grouped = exp.select(*[col(c) for c in cols], alias(col(WEIGHT), n)).from_(ci.base.copy())
+    elif people_from_base(ci) and not ci.sdc_prepared:
+        # a person's rows per QI tuple summed from the base counts (one row per person, combination and
+        # sensitive values), not counted over the source's rows (issue 24.6)
+        keys = [col(UNIT), *[col(c) for c in cols[1:]]]
+        total = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
+        grouped = (exp.select(alias(col(UNIT), cols[0]), *[col(c) for c in cols[1:]], alias(total, n))
+                   .from_(ci.base.copy()).group_by(*keys))
     else:
         grouped = exp.select(*[col(c) for c in cols], alias(exp.Count(this=exp.Star()), n)).from_(
             ci.relation.copy()).group_by(*[col(c) for c in cols])

@@ -155,6 +155,9 @@ class CompiledRelease:
     dialect: str
     counted_rows: exp.Table | None = None   # where the released rows are kept, when not in the table itself
     written: bool = False   # the table is also written from ``counted_rows`` (DuckDB): suppression deletes from both
+    # DuckDB with a privacy unit: the session table of the kept classes' people (base counts through the row map)
+    # that the checks read; the table then never holds the unit (compiler/release.py: counts_people_from_base)
+    people: exp.Table | None = None
     _texts: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)   # renderings, unread
 
     def unread(self, kinds: tuple[str, ...]) -> frozenset[int]:

@@ -12,8 +12,8 @@ from ..common.columns import EC_ID, UNIT
 from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq
 from .classes import classes_select, signed
 from .signature import SIGNATURE, signatures_query
-from .general import (base_table, level_base, level_combos, tuple_base, tuple_join, uses_base_table,
-                      uses_tuple_map)
+from .general import (base_general, base_table, level_base, level_combos, people_from_base, tuple_base,
+                      tuple_join, uses_base_table, uses_tuple_map)
 from .names import (KEEP, WEIGHT, CompileInput, ReleaseNames, cast_varchar, noise_flag, released_columns,
                     unit_columns)
 
@@ -105,6 +105,9 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if isinstance(ci.plan, LevelPlan):
         if uses_row_map(ci) and _groups_rows(ci):
             return _grouped_joined_release(ci, names, data_cols, row_map_table(names.release))
+        if counts_people_from_base(ci):   # no unit in the table: the checks count people in the base counts
+            return _class_grouped_release(ci, names, [c for c in data_cols if c != UNIT],
+                                          row_map_table(names.release))
         if uses_row_map(ci) and _groups_unit_rows(ci):
             return _unit_grouped_release(ci, names, data_cols, row_map_table(names.release))
         if uses_row_map(ci):
@@ -124,6 +127,8 @@ def release_table_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     if uses_tuple_map(ci):   # the source joined to the kept tuples and the class values (no second general read)
         items = [col(c, "v") if c in ci.plan.class_values.columns and c in ci.policy.quasi else col(c, "g")
                  for c in data_cols] + [col(EC_ID, "a")]
+        if counts_people_from_base(ci):   # no unit in the table: the checks count people in the base counts
+            return _expanded_tuple_release(ci, names, [c for c in data_cols if c != UNIT])
         kept, on = tuple_join(ci, names, "g", "a", kept=True)
         query = (exp.select(*items)
                  .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
@@ -240,6 +245,44 @@ def _groups_rows(ci: CompileInput) -> bool:
     return ci.target.session_tables and not ci.policy.count_column and not ci.policy.privacy_unit
 
 
+def counts_people_from_base(ci: CompileInput) -> bool:
+    """A DuckDB release with a privacy unit — a level plan that re-reads the source, or a plan with QI tuples and
+    base counts (Mondrian) — with no count column, related tables, or metrics that read a sensitive value's people
+    from the table: its rows are written from groups with no unit per row and its checks count people in a session
+    table of the base counts (one row per person and combination) through the same map that writes the rows
+    (:func:`people_query`), tied to the table by a per-class reconciliation of rows (issue 24.6: writing the unit on
+    every row and re-reading it was two thirds of a 10M-row level release)."""
+    policy = ci.policy
+    return (bool(policy.privacy_unit)
+            and ((isinstance(ci.plan, LevelPlan) and uses_row_map(ci)) or people_from_base(ci))
+            and ci.target.hash_order and not policy.count_column and not policy.related and not policy.related_sensitive
+            and not ((policy.metrics or {}).get("compute") and policy.sensitive))
+
+
+def people_table(release_name: str) -> exp.Table:
+    """The session-temporary table of a release's people per class (:func:`people_query`), which its checks read."""
+    return exp.Table(this=ident(release_name + "__people"), db=ident("main"), catalog=ident("temp"))
+
+
+def people_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """The base counts of the kept classes through the row map: one row per (original QI tuple, sensitive values,
+    unit) with the released QI values, ``ec_id``, the unit and its rows ``__w`` — what the checks count people in
+    (:func:`counts_people_from_base`); a plan with QI tuples (Mondrian) reads them through its kept tuples."""
+    if not isinstance(ci.plan, LevelPlan):
+        return exp.select(exp.Star()).from_(base_general(ci, names, kept=True))
+    quasi = list(ci.policy.quasi)
+    others = [c for c in base_counts.keys(ci.policy) if c not in quasi]
+    combos = row_map_table(names.release)
+    combos.set("alias", exp.TableAlias(this=ident("k")))
+    base = base_counts.temp_table(names.release)
+    base.set("alias", exp.TableAlias(this=ident("b")))
+    return (exp.select(*[col(q, "k") for q in quasi], *[col(c, "b") for c in others], col(UNIT, "b"),
+                       col(WEIGHT, "b"), col(EC_ID, "k"))
+            .from_(base)
+            .join(combos, on=exp.EQ(this=tuple_hash(ci, [col(q, "b") for q in quasi]), expression=col(ROW_KEY, "k")))
+            .where(col(KEEP, "k")))
+
+
 def _groups_unit_rows(ci: CompileInput) -> bool:
     """A DuckDB level plan with a privacy unit that re-reads the source (no count column): its rows are sorted as
     groups of released values, each with the list of its rows' units (:func:`_unit_grouped_release`)."""
@@ -276,6 +319,34 @@ def _unit_grouped_release(ci: CompileInput, names: ReleaseNames, data_cols: list
                .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
     items = [alias(exp.Unnest(expressions=[col("__units")]), UNIT) if c == UNIT else col(c) for c in data_cols]
     return exp.select(*items, col(EC_ID)).from_(exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("x"))))
+
+
+def _class_grouped_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
+                           row_map: exp.Table) -> exp.Select:
+    """The release of :func:`_joined_release` written from groups of released values: the source rows of the kept
+    tuples joined to the row map, grouped by (``ec_id``, released values) with their counts, the groups sorted in
+    the release order of :func:`_ordered_rows` (``ec_id``, then the seeded hash of the other released values) and
+    each written ``__w`` times. Rows of a group are identical once released, so this is the multiset and the order
+    the sorted rows give. Grouping after the join keys the aggregation on the released values, whose groups are at
+    most those of the original tuples (a diagnosis per visit made a group of almost every row when grouped by the
+    original tuple: issue 24.6)."""
+    quasi = list(ci.policy.quasi)
+    others = [c for c in data_cols if c not in quasi]
+    combos = row_map.copy()
+    combos.set("alias", exp.TableAlias(this=ident("k")))
+    keys = [col(c, "k") if c in quasi else col(c, "g") for c in data_cols] + [col(EC_ID, "k")]
+    order = [col(EC_ID)]
+    if others:
+        order.append(exp.Anonymous(this="hash", expressions=[*[col(c) for c in others], lit(ci.policy.seed)]))
+    grouped = (exp.select(*[k.copy() for k in keys], alias(exp.Count(this=exp.Star()), WEIGHT))
+               .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                                alias=exp.TableAlias(this=ident("g"))))
+               .join(combos, on=exp.EQ(this=tuple_hash(ci, [col(q, "g") for q in quasi]),
+                                       expression=col(ROW_KEY, "k")))
+               .where(col(KEEP, "k"))
+               .group_by(*keys)
+               .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    return _each_record(grouped, data_cols)
 
 
 def _grouped_joined_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],

@@ -20,8 +20,9 @@ from .general import (assignment_query, assignment_reads_base, base_table, gener
 from .names import (BASE_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEEP, SCHEMA_STATEMENT, SOURCE_STATEMENT,
                     WEIGHT, CompiledRelease, CompileInput, ReleaseNames, class_level_quasi, create_view,
                     drop_unit_statement, noise_flag, released_columns, unit_columns)
-from .release import (ROW_KEY, counted_rows_table, data_columns, grouped_release, release_reads_base,
-                      release_table_query, repeated_rows, row_map_query, row_map_table, uses_row_map)
+from .release import (ROW_KEY, counted_rows_table, counts_people_from_base, data_columns, grouped_release,
+                      people_query, people_table, release_reads_base, release_table_query, repeated_rows,
+                      row_map_query, row_map_table, uses_row_map)
 from .source import source_statement, source_view, work_schema_statement
 
 __all__ = ["BASE_STATEMENT", "COUNTED_ROWS", "DROPPED_VIEWS", "EC_ID", "KEEP", "KEPT_WORKING", "ROW_KEY",
@@ -151,6 +152,17 @@ def release_step(ci: CompileInput, names: ReleaseNames) -> Statements:
         return [("release rows", exp.Create(this=names.rows, kind="TABLE", expression=grouped[0])),
                 ("release table", create_view(names.table, repeated_rows(names.rows, grouped[1]), ci.dialect)),
                 ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True), ci.dialect))]
+    if grouped is not None and counts_people_from_base(ci):
+        # DuckDB with a privacy unit: the rows with their counts as below, no unit per row; the checks count people
+        # in the base counts of the kept classes (a session table through the same row map), and verify reconciles
+        # each class's rows in the table with that table's (issue 24.6)
+        rows, people = counted_rows_table(names.release), people_table(names.release)
+        return [("release rows", _temporary(rows.copy(), grouped[0])),
+                ("release people", _temporary(people.copy(), people_query(ci, names))),
+                ("release table", exp.Create(this=names.table, kind="TABLE",
+                                             expression=repeated_rows(rows, grouped[1]))),
+                ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True, rows=people),
+                                            ci.dialect))]
     if grouped is not None:
         # DuckDB: the rows with their counts in a session table, the released table written once from them, and
         # the checks over the counts (one row per group, not a second pass over every released row: issue 29)
@@ -192,7 +204,9 @@ def drop_base_step(ci: CompileInput, names: ReleaseNames) -> Statements:
 
 def drop_unit_step(ci: CompileInput, names: ReleaseNames) -> Statements:
     """Last: the runner runs it once the checks (which count people) have passed."""
-    return [(DROP_UNIT_STATEMENT, drop_unit_statement(names))] if unit_columns(ci.policy) else []
+    if not unit_columns(ci.policy) or counts_people_from_base(ci):   # the table never held the unit
+        return []
+    return [(DROP_UNIT_STATEMENT, drop_unit_statement(names))]
 
 
 #: a release's statements, in execution order: each step adds what its job needs (none when it does not apply)
@@ -208,4 +222,6 @@ def _compile(ci: CompileInput, names: ReleaseNames) -> CompiledRelease:
         cols.append(ci.policy.count_column)
     counted = any(what == "release rows" for what, _ in stmts)
     rows = (names.rows if ci.counted_rows else counted_rows_table(names.release)) if counted else None
-    return CompiledRelease(names, stmts, cols, ci.dialect, rows, written=counted and not ci.counted_rows)
+    people = people_table(names.release) if any(what == "release people" for what, _ in stmts) else None
+    return CompiledRelease(names, stmts, cols, ci.dialect, rows, written=counted and not ci.counted_rows,
+                           people=people)

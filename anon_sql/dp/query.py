@@ -17,7 +17,7 @@ from sqlglot.tokens import TokenType
 from anon_sql.errors import PolicyError
 
 __all__ = ["Aggregate", "DPQuery", "BudgetStatement", "is_dp_statement", "parse_statement", "parse_dp_select",
-           "OPTIONS", "SUPPORTED"]
+           "OPTIONS", "SUPPORTED", "VOLATILE"]
 
 SUPPORTED = ("supported: SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = …, delta = …, max_groups_contributed "
              "= …) <group columns>, COUNT(*), COUNT(col), COUNT(DISTINCT <privacy unit>), SUM(col, "
@@ -29,6 +29,11 @@ _AGGREGATES = {"COUNT", "SUM", "AVG", "PERCENTILE_CONT"}
 _PREFIX = "ANON_DP_"
 _BOUNDS = "contribution_bounds_per_group"
 _ROW_BOUNDS = "contribution_bounds_per_row"   # BigQuery's name for PERCENTILE_CONT's clamp bounds
+# DuckDB's VOLATILE functions (duckdb_functions().stability): the bounding plan reads the rows once per pass, so a
+# row kept by one read and dropped by another would let a unit reach more groups than max_groups_contributed
+VOLATILE = {"random", "setseed", "uuid", "uuidv4", "uuidv7", "gen_random_uuid", "nextval", "currval", "setval",
+            "current_query", "current_query_id", "current_transaction_id", "current_connection_id", "error",
+            "sleep_ms", "stats", "vector_type", "write_log"}
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,10 @@ def _refuse_inside(node: exp.Expression, where: str) -> None:
             raise PolicyError(f"subqueries are not supported in a DP query ({where}); " + SUPPORTED)
         if isinstance(sub, exp.AggFunc) or (isinstance(sub, exp.Anonymous) and sub.name.upper().startswith(_PREFIX)):
             raise PolicyError(f"aggregates are not supported in {where} of a DP query; " + SUPPORTED)
+        if isinstance(sub, (exp.Rand, exp.Uuid)) or (isinstance(sub, exp.Anonymous) and sub.name.lower() in VOLATILE):
+            raise PolicyError(f"{sub.sql(dialect='duckdb')} in {where}: a DP query takes no random or volatile "
+                              "function (each unit's rows are read more than once; a row one read keeps and another "
+                              "drops would break max_groups_contributed); filter by the table's own values")
 
 
 def _bounds(argument: exp.Expression, kind: str, option: str = _BOUNDS) -> tuple[float, float]:
@@ -378,6 +387,9 @@ def _build(text: str, tree: exp.Expression, options: dict) -> DPQuery:
                           "(no subqueries, joins, table functions); " + SUPPORTED)
     if isinstance(table.args.get("alias"), exp.TableAlias) and table.args["alias"].columns:
         raise PolicyError("column aliases on the table are not supported in a DP query")
+    if tree.args.get("sample") or table.args.get("sample"):
+        raise PolicyError(f"FROM {table.name} USING SAMPLE / TABLESAMPLE: a DP query reads the whole table (a sample "
+                          "was ignored before); filter with WHERE on the table's own values")
     where = tree.args.get("where")
     if where is not None:
         _refuse_inside(where.this, "WHERE")

@@ -463,12 +463,32 @@ def _noise(q: DPQuery, frame: pd.DataFrame, shares: dict[str, float],
     return out, spent_epsilon, spent_delta
 
 
+def _refuse_volatile_calls(con: duckdb.DuckDBPyConnection, q: DPQuery) -> None:
+    """Refuse a function of the connection that may answer differently on each read (VOLATILE, with side effects, or a
+    macro, whose body is not checked): the bounding plan reads a unit's rows once per pass, so such a WHERE or
+    argument could let a unit reach more groups than max_groups_contributed (hostile round 6, D50)."""
+    nodes = ([q.where] if q.where is not None else []) + [a.argument for a in q.aggregates if a.argument is not None]
+    names = sorted({sub.name.lower() for node in nodes for sub in node.find_all(exp.Anonymous)})
+    if not names:
+        return
+    rows = con.execute("SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE lower(function_name) IN "
+                       "(SELECT unnest(?)) AND (stability IS DISTINCT FROM 'CONSISTENT' AND stability IS DISTINCT "
+                       "FROM 'CONSISTENT_WITHIN_QUERY' OR has_side_effects OR function_type LIKE '%macro%')",
+                       [names]).fetchall()
+    if rows:
+        raise PolicyError(f"{rows[0][0]}(…) in a DP query: a macro, a function with side effects or one that may "
+                          "answer differently on each read (VOLATILE) is not taken (each unit's rows are read more "
+                          "than once, and a row one read keeps and another drops would break "
+                          "max_groups_contributed); write the expression out over the table's own values")
+
+
 def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFrame:
     """Answer one `SELECT WITH DIFFERENTIAL_PRIVACY ...` and charge its table's budget; the answer is recorded in
     anon.privacy_ledger in the same transaction. Not reproducible: OpenDP's noise takes no seed."""
     q = text if isinstance(text, DPQuery) else parse_dp_select(text)
     ledger.ensure_ledger(con)
     table, name = ledger.resolve_table(con, q.table)
+    _refuse_volatile_calls(con, q)
     epsilon, delta, parts = plan_budget(q)
     try:
         con.begin()

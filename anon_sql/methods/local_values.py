@@ -336,8 +336,10 @@ def load_combinations(ctx: MethodContext) -> tuple[SourceData, pa.Table]:
             raise PolicyError(f"method {policy.method!r} with privacy_unit counts people per sensitive value of one "
                               f"attribute; the policy has {policy.sensitive}: use method 'levels' (its checks "
                               "count people per attribute) or one sensitive attribute")
-        query = people_counts(table_ref(ctx.source_view), keys, [f"s{i}" for i in range(len(policy.sensitive))],
-                              "w")
+        # the base counts resolve made hold one row per (QIs, sensitive values, unit): the same people, a tenth of
+        # the rows when a person has ten (issue 24.6)
+        people_of = ctx.base.copy() if ctx.base is not None and not per_row else table_ref(ctx.source_view)
+        query = people_counts(people_of, keys, [f"s{i}" for i in range(len(policy.sensitive))], "w")
     if per_row:
         query = query.order_by(col("r"))
     table = ctx.con.sql(render(query)).to_arrow_table()

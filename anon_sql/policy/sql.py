@@ -134,6 +134,16 @@ def parse_policy_sql(sql: str) -> dict[str, Any]:
     if not isinstance(src.this, exp.Identifier):   # a table function: FROM read_csv('x.csv') has no name
         raise PolicyError(f"FROM {src.sql('duckdb')}: a SQL policy's source is a table, a view, or a quoted .csv/.parquet "
                           "path, not a table function; write e.g. FROM 'data.csv'")
+    clauses = sorted(k for k, v in select.args.items() if v and k not in ("expressions", "from_", "from", "kind"))
+    clauses += sorted(k for k, v in src.args.items() if v and k in ("joins", "sample", "pivots", "laterals"))
+    if clauses:   # a WHERE, JOIN, LIMIT, ... was dropped silently before (hostile round 6, S38: rows it excluded released)
+        raise PolicyError(f"a SQL policy's SELECT takes role functions FROM one source, nothing else (found: "
+                          f"{', '.join(c.upper() for c in clauses)}); to filter or join, create a view first "
+                          "(CREATE VIEW v AS SELECT ... WHERE ...) and release FROM v")
+    if src.catalog:   # the database part was dropped before: FROM o.main.t released the current database's main.t (S43)
+        raise PolicyError(f"FROM {src.sql('duckdb')}: a SQL policy's source is a table or view of the current "
+                          f"database (table or schema.table); for another database's table create a view first "
+                          f"(CREATE VIEW v AS SELECT * FROM {src.sql('duckdb')}) and release FROM v")
     out["source"] = src.name if not src.db else f"{src.db}.{src.name}"
     attributes: dict[str, Any] = {}
     for item in select.expressions:

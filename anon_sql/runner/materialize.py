@@ -34,7 +34,8 @@ def create_source_view(engine: Engine, ci: CompileInput, names: ReleaseNames) ->
     engine.create(source_statement(ci, names), cache=isinstance(ci.plan, AssignmentPlan))
 
 
-def tidy(engine: Engine, names: ReleaseNames, session_bound: bool, rows: exp.Table | None = None) -> None:
+def tidy(engine: Engine, names: ReleaseNames, session_bound: bool, rows: exp.Table | None = None,
+         people: exp.Table | None = None) -> None:
     """Before the commit, drop the working views nothing reads after the release: ``__general``, ``__classes``
     and ``__checks`` (``check`` recompiles every model over the released table). What stays lives in the working
     schema: the ``__source`` view (metrics compare with it) and the plan's tables (``__assignment``,
@@ -43,9 +44,11 @@ def tidy(engine: Engine, names: ReleaseNames, session_bound: bool, rows: exp.Tab
     persisted breaks once the session ends. A replaced release made before the ``anon_work`` schema leaves its
     working objects beside its table: they go too (:func:`anon_sql.catalog.ownership.legacy_working`). (Spark's working
     objects are temporary views of the session.) ``rows``: the session table the released table was written from
-    (DuckDB), dropped after the checks view that reads it."""
-    if rows is not None:
-        engine.drop(rows)
+    (DuckDB), dropped after the checks view that reads it; ``people``: the session table the checks counted people
+    in, likewise."""
+    for table in (rows, people):
+        if table is not None:
+            engine.drop(table)
     if not names.work:
         return
     for view in names.views():

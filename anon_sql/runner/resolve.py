@@ -146,7 +146,9 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     method = get_method(policy.method, policy.method_params)
     # a level release on DuckDB with nothing that rewrites the source first reads the unit's profile from its base
     # counts (one pass over the rows fewer); the checks and their messages are the same
-    from_base = (base and method.plan_kind == "levels" and engine.name == "duckdb" and bool(policy.privacy_unit)
+    on_combinations = method.plans_combinations and engine.combination_base   # Mondrian on DuckDB
+    from_base = (base and (method.plan_kind == "levels" or on_combinations) and engine.name == "duckdb"
+                 and bool(policy.privacy_unit)
                  and not policy.related and not policy.related_sensitive and not policy.count_column
                  and not sdc.perturb_specs(policy) and not sdc.mask_specs(policy))
     unit_count, varying = units.resolve_units(engine.con, policy, src, method, declared, defer=from_base)
@@ -170,8 +172,9 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     counts = None
     table = None
     try:
-        if base and (method.plan_kind == "levels" or (method.plans_combinations and engine.combination_base
-                                                       and not policy.privacy_unit)):
+        # with a unit too (issue 24.6): the unit's profile, the coverage counts and Mondrian's people per
+        # combination then read the base rows (one per person and combination), not the source's rows three times
+        if base and (method.plan_kind == "levels" or (on_combinations and (not policy.privacy_unit or from_base))):
             table = engine.base_table(policy.name)
             counts = engine.base_counts(policy, src.relation, table)
             if counts is not None and hasattr(counts, "share"):   # a search codes the rows: read them whole once

@@ -96,7 +96,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                            units=r.units, fetch_checks=engine.fetch_checks)
                 if (v.failures and policy.privacy.max_suppression > 0
                         and suppression.settle(engine, names, compiled.counted_rows,
-                                              written=compiled.written)):
+                                              written=compiled.written, people=compiled.people)):
                     # suppressed to a fixed point (whole-table checks move with it): verify the release as it stands
                     v = verify_release(engine.con, policy, compiled, r.records, plan, r.models, create=engine.create,
                                units=r.units, fetch_checks=engine.fetch_checks)
@@ -143,13 +143,13 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             if r.unit_rows is not None:   # the related sensitive values live in <release>_<name>: one row a person
                 rel.records_out = related.one_row_per_unit(engine, policy, names.table)
                 rel.records_in, rel.suppressed = r.unit_rows, r.unit_rows - rel.records_out
-            if r.units is not None:   # verified and measured counting people: the unit's values leave the release
-                engine.drop_unit(names)
+            if r.units is not None and compiled.people is None:   # verified and measured counting people: the
+                engine.drop_unit(names)                                 # unit's values leave the release
             if dry_run:
                 engine.rollback()
                 return rel
             tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source),
-                 rows=compiled.counted_rows if compiled.written else None)
+                 rows=compiled.counted_rows if compiled.written else None, people=compiled.people)
             rel.recorded = engine.record(rel, plan, r.source.label)
             if before_commit is not None:
                 before_commit(rel)
@@ -178,7 +178,8 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
         if r.base is not None:   # the release's last statement dropped the temp base counts: make them again
             engine.base_counts(policy, r.source.relation, r.base)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
-        suppression.settle(engine, compiled.names, compiled.counted_rows, written=compiled.written)
+        suppression.settle(engine, compiled.names, compiled.counted_rows, written=compiled.written,
+                           people=compiled.people)
         v = verify_release(engine.con, trial_policy, compiled, r.records, plan, r.models, units=r.units)
     if any(f["check"] != "max_suppression" for f in v.failures):
         return None

@@ -21,18 +21,23 @@ ALL_OK = "__all_ok"
 
 
 def settle(engine, names: ReleaseNames, table: exp.Table | None = None, max_rounds: int = 1000,
-           written: bool = False) -> int:
+           written: bool = False, people: exp.Table | None = None) -> int:
     """Delete the classes of the materialized release that fail a check over the release, until none fails
     (through ``engine.delete_classes``: a DELETE on DuckDB, the view's remaining rows re-registered on Spark) from
     ``table``, where the released rows are kept (default the released table); ``written``: the released table was
     written from ``table`` (rows with their counts, which the checks read), so its rows of those classes go first.
-    Returns the number of rounds that deleted something (0: the release already passed)."""
+    ``people``: the session table the checks count people in (the table then holds no unit): its rows of those
+    classes go last, since the failing classes are read from it. Returns the number of rounds that deleted
+    something (0: the release already passed)."""
     failing = (exp.select(col(EC_ID)).distinct().from_(names.checks.copy())
                .where(exp.Not(this=exp.Coalesce(this=col(ALL_OK), expressions=[exp.false()]))))
     for rounds in range(max_rounds):
         if written and table is not None:
             engine.delete_classes(names.table, failing)
-        if not engine.delete_classes(table if table is not None else names.table, failing):
+        deleted = engine.delete_classes(table if table is not None else names.table, failing)
+        if people is not None:
+            deleted = engine.delete_classes(people, failing)
+        if not deleted:
             return rounds
     return max_rounds
 

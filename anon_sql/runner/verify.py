@@ -12,7 +12,7 @@ from sqlglot import exp
 from ..compiler import checks_summary
 from . import suppression
 from ..common.columns import UNIT
-from ..compiler.views import EC_ID, SIZE, CompiledRelease, ReleaseNames
+from ..compiler.views import EC_ID, SIZE, WEIGHT, CompiledRelease, ReleaseNames
 from ..methods import AssignmentPlan, Plan
 from ..metrics import sizes
 from ..models import PrivacyModel, largest_is_worst
@@ -59,7 +59,7 @@ def verify_release(con: Any, policy: Policy, compiled: CompiledRelease, records:
         noise = (int(len(released_noise)) if policy.count_column not in released_noise
                  else int(released_noise[policy.count_column].sum()))
     suppressed = records - (released - noise)
-    people = released_people(con, names, units)
+    people = released_people(con, names, units, compiled.people)
     summary = check_summary(checks, largest_is_worst(models))
     layout = plan.table_check if isinstance(plan, AssignmentPlan) else None
     # whole-table requirements (slicing's l-diversity): SQL over the release, per model
@@ -75,9 +75,13 @@ def verify_release(con: Any, policy: Policy, compiled: CompiledRelease, records:
     if gone > budget + 1e-9:
         failures.append({"check": "max_suppression", "failing_records": gone,
                          **({"people": True} if people is not None else {})})
-    summary.append({"check": "reconciliation", "classes": len(checks), "failing_classes": 0,
-                    "failing_records": 0, "worst_value": float(records - released + noise - suppressed),
-                    "passed": records == released - noise + suppressed})
+    # people counted outside the table (compiled.people): each class's rows in the table are those counted there
+    apart, apart_rows = class_rows_apart(con, names, compiled.people) if compiled.people is not None else (0, 0)
+    if apart:
+        failures.append({"check": "reconciliation", "failing_classes": apart, "failing_records": apart_rows})
+    summary.append({"check": "reconciliation", "classes": len(checks), "failing_classes": apart,
+                    "failing_records": apart_rows, "worst_value": float(records - released + noise - suppressed),
+                    "passed": records == released - noise + suppressed and not apart})
     summary.append({"check": "max_suppression", "classes": len(checks), "failing_classes": 0,
                     "failing_records": max(0, int(gone - budget)), "worst_value": float(gone),
                     "passed": gone <= budget + 1e-9})
@@ -91,14 +95,38 @@ def verify_release(con: Any, policy: Policy, compiled: CompiledRelease, records:
     return Verification(pd.DataFrame(summary), classes, failures, released, suppressed, noise, metrics, people)
 
 
-def released_people(con: Any, names: ReleaseNames, units: int | None) -> dict[str, int] | None:
+def released_people(con: Any, names: ReleaseNames, units: int | None, people: exp.Table | None = None
+                    ) -> dict[str, int] | None:
     """People in, released and suppressed (None without a privacy unit): the released table's distinct units,
-    read before its unit column is dropped."""
+    read before its unit column is dropped, or those of ``people``, where the checks count them (then the table
+    never holds the unit, and :func:`class_rows_apart` ties its rows to that table)."""
     if units is None:
         return None
-    q = exp.select(exp.Count(this=exp.Distinct(expressions=[col(UNIT)]))).from_(names.table.copy())
+    q = exp.select(exp.Count(this=exp.Distinct(expressions=[col(UNIT)]))).from_(
+        (people if people is not None else names.table).copy())
     out = int(con.execute(render(q)).fetchall()[0][0] or 0)
     return {"in": int(units), "released": out, "suppressed": int(units) - out}
+
+
+def class_rows_apart(con: Any, names: ReleaseNames, people: exp.Table) -> tuple[int, int]:
+    """The classes whose rows in the released table differ from the rows of their people in ``people`` (the base
+    counts the checks read), and the rows by which they differ: (0, 0) when the table holds exactly the rows of
+    the people counted, class by class (one GROUP BY ``ec_id`` over the table)."""
+    table = (exp.select(col(EC_ID), exp.alias_(exp.Count(this=exp.Star()), "__n", quoted=True))
+             .from_(names.table.copy()).group_by(col(EC_ID)))
+    counted = (exp.select(col(EC_ID), exp.alias_(exp.Sum(this=col(WEIGHT)), "__n", quoted=True))
+               .from_(people.copy()).group_by(col(EC_ID)))
+    diff = exp.Abs(this=exp.Sub(this=exp.Coalesce(this=col("__n", "t"), expressions=[exp.Literal.number(0)]),
+                                expression=exp.Coalesce(this=col("__n", "p"), expressions=[exp.Literal.number(0)])))
+    q = (exp.select(exp.Count(this=exp.Star()), exp.Sum(this=col("__d")))
+         .from_(exp.select(exp.alias_(diff, "__d", quoted=True))
+                .from_(exp.Subquery(this=table, alias=exp.TableAlias(this=ident("t"))))
+                .join(exp.Subquery(this=counted, alias=exp.TableAlias(this=ident("p"))),
+                      on=exp.EQ(this=col(EC_ID, "t"), expression=col(EC_ID, "p")), join_type="full")
+                .subquery("x"))
+         .where(exp.GT(this=col("__d"), expression=exp.Literal.number(0))))
+    apart, rows = con.execute(render(q)).fetchall()[0]
+    return int(apart or 0), int(rows or 0)
 
 
 def check_summary(checks: pd.DataFrame, largest: Collection[str] = ()) -> list[dict[str, Any]]:

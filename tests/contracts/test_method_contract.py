@@ -328,12 +328,10 @@ def test_population_models(con, method):
 
 
 @pytest.fixture(scope="module")
-def spark(con):
-    """A local Spark session with the same Adult sample as the temporary view ``adult``."""
-    pytest.importorskip("pyspark")
-    from anon_sql import spark as aspark
-
-    session = aspark.local_session(cores=2, shuffle_partitions=2)
+def spark(con, spark_session):
+    """The test process's one Spark session (tests/conftest.py), with the same Adult sample as the temporary view
+    ``adult``."""
+    session = spark_session
     session.createDataFrame(con.execute("SELECT * FROM adult").df()).createOrReplaceTempView("adult")
     yield session
     session.catalog.dropTempView("adult")

@@ -18,7 +18,7 @@ import anon_sql  # noqa: E402
 from anon_sql import spark as aspark  # noqa: E402
 from anon_sql.errors import PrivacyRequirementError, ReleaseExistsError  # noqa: E402
 from anon_sql.udfs import kernels  # noqa: E402
-from conftest import adult_policy, data_path  # noqa: E402
+from conftest import SPARK_TEST_SHUFFLE_PARTITIONS, adult_policy, data_path  # noqa: E402
 
 pytestmark = [pytest.mark.spark]
 
@@ -27,12 +27,10 @@ LEVELS = {"age": 4, "education": 2, "marital-status": 1, "race": 1, "native-coun
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-@pytest.fixture(scope="session")
-def spark():
-    # 4g: Mondrian on the 1M resample ran out of Spark's default 1g (UNABLE_TO_ACQUIRE_MEMORY)
-    session = aspark.local_session(cores=2, shuffle_partitions=2, conf={"spark.driver.memory": "4g"})
-    yield session
-    session.stop()
+@pytest.fixture(scope="module")
+def spark(spark_session):
+    """The test process's one SparkSession (tests/conftest.py: 4 GB of driver memory for the 1M-row runs)."""
+    return spark_session
 
 
 @pytest.fixture(scope="module")
@@ -91,16 +89,38 @@ def _assert_same(con, spark, a, b, name: str) -> None:
 
 
 # -- consistency with DuckDB on Adult -----------------------------------------------------------------------------
-def test_levels_release_is_the_duckdb_release(engines):
+@pytest.fixture(scope="module")
+def levels_release(engines):
+    """One levels release of Adult (k, distinct l, t-closeness, suppression) on each engine, read by the two tests
+    below; the checks Spark computes on the driver are recorded (a spy on ``checks_on_driver``)."""
+    from anon_sql.engines.spark import driver_checks
+
     con, spark = engines
+    seen = []
+    real = driver_checks.checks_on_driver
+
+    def spy(session, compiled):
+        out = real(session, compiled)
+        seen.append(None if out is None else out.copy())
+        return out
+
     pol = _policy("levels", LEVELS, max_suppression=0.05, l_diversity={"kind": "distinct", "l": 2},
                   t_closeness=0.5)
+    pol["name"] = "adult_levels"     # a name no other test releases: the tables stay as this release left them
     duck = anon_sql.release(con, pol, replace=True)
-    rel = aspark.release(spark, pol, replace=True)
-    _assert_same(con, spark, duck, rel, "adult_rel")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(driver_checks, "checks_on_driver", spy)
+        rel = aspark.release(spark, pol, replace=True)
+    return duck, rel, seen
+
+
+def test_levels_release_is_the_duckdb_release(engines, levels_release):
+    con, spark = engines
+    duck, rel, _ = levels_release
+    _assert_same(con, spark, duck, rel, "adult_levels")
     assert rel.suppressed > 0 and rel.passed
     # the release is a temporary view of the session, and its checks view re-verifies it
-    assert spark.catalog.tableExists("adult_rel") and spark.catalog.tableExists("adult_rel__checks")
+    assert spark.catalog.tableExists("adult_levels") and spark.catalog.tableExists("adult_levels__checks")
     assert any("CACHE TABLE" in s for s in rel.sql)
 
 
@@ -207,25 +227,11 @@ def test_a_committed_release_frees_the_caches_only_it_needed(engines):
         spark.catalog.dropTempView("user_cached")
 
 
-def test_checks_of_counted_rows_are_computed_on_the_driver(engines, monkeypatch):
+def test_checks_of_counted_rows_are_computed_on_the_driver(engines, levels_release):
     """Issue 29.4: verify reads the checks of a counted-rows release from the driver (the counted rows fetched once,
     the same view evaluated by DuckDB), not from Spark's view; the oracle is Spark's own evaluation of that view."""
-    from anon_sql.engines.spark import driver_checks
-
     con, spark = engines
-    seen = []
-    real = driver_checks.checks_on_driver
-
-    def spy(session, compiled):
-        out = real(session, compiled)
-        seen.append(None if out is None else out.copy())
-        return out
-
-    monkeypatch.setattr(driver_checks, "checks_on_driver", spy)
-    pol = _policy("levels", LEVELS, max_suppression=0.05, l_diversity={"kind": "distinct", "l": 2},
-                  t_closeness=0.5)
-    pol["name"] = "adult_driver_checks"
-    rel = aspark.release(spark, pol, replace=True)
+    _, rel, seen = levels_release
     assert seen and all(frame is not None for frame in seen)
     driver = seen[-1].sort_values("ec_id", ignore_index=True)
     view = spark.table(rel.name + "__checks").toPandas().sort_values("ec_id", ignore_index=True)
@@ -310,7 +316,15 @@ def test_spark_never_replaces_what_it_did_not_create(spark):
     spark.catalog.dropTempView("own_src")
 
 
-def test_cli_release_on_spark_writes_the_duckdb_rows(engines, adult_parquet, tmp_path):
+@pytest.fixture
+def restore_test_settings(spark):
+    """The CLI starts its session with the product's settings (``local_session()``: 4 shuffle partitions), applied to
+    the running one; the later tests get the test settings back."""
+    yield
+    spark.conf.set("spark.sql.shuffle.partitions", str(SPARK_TEST_SHUFFLE_PARTITIONS))
+
+
+def test_cli_release_on_spark_writes_the_duckdb_rows(engines, adult_parquet, tmp_path, restore_test_settings):
     from click.testing import CliRunner
 
     from anon_sql.cli.main import main

@@ -14,6 +14,7 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e 
 
 import anon_sql  # noqa: E402
 from anon_sql import spark as aspark  # noqa: E402
+from units_fixtures import visits_policy  # noqa: E402 (spec 08's policy, shared with tests/runner/test_units.py)
 
 pytestmark = [pytest.mark.spark]
 
@@ -24,8 +25,9 @@ SLOW = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def spark():
-    return aspark.local_session(cores=2, shuffle_partitions=2)
+def spark(spark_session):
+    """The test process's one SparkSession (tests/conftest.py)."""
+    return spark_session
 
 
 @pytest.fixture
@@ -50,19 +52,6 @@ def visits_frame() -> pd.DataFrame:
     rows = [(i, 30 + i % 5, "F" if i % 2 == 0 else "M", f"d{(i * 7 + v) % 4}") for i in range(1, 200) for v in range(3)]
     rows += [(0, 97, "F", f"d{v % 4}") for v in range(6)]
     return pd.DataFrame(rows, columns=["patient_id", "age", "sex", "diagnosis"])
-
-
-def visits_policy(method: str = "levels", **changes) -> dict:
-    policy = {"name": "vis", "source": "visits", "privacy_unit": "patient_id", "method": method,
-              "attributes": {"patient_id": {"role": "identifier", "action": "pseudonymize"},
-                             "age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [5, 10, 100]}},
-                             "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
-                             "diagnosis": {"role": "insensitive"}},
-              "privacy": {"k": 5, "max_suppression": 0.05}}
-    if method == "levels":
-        policy["method_params"] = {"levels": {"age": 0, "sex": 0}}
-    policy.update(changes)
-    return policy
 
 
 def canonical(frame: pd.DataFrame) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import anon_sql
-from units_fixtures import KEY, con, tables  # noqa: F401 (con: a fixture)
+from units_fixtures import KEY, con, tables, visits_policy  # noqa: F401 (con: a fixture)
 from anon_sql.models import ClassStats, DistinctLDiversity, SensitiveCounts
 
 LEVEL_METHODS = ["levels", "iab", "exhaustive", "greedy", "optimal", "mondrian"]
@@ -24,18 +24,6 @@ def visits(con: duckdb.DuckDBPyConnection) -> None:
                'd' || ((i * 7 + v) % 4) AS diagnosis
         FROM range(1, 200) t(i), range(3) s(v)
         UNION ALL SELECT 0, 97, 'F', 'd' || (v % 4) FROM range(6) s(v)""")
-
-
-def visits_policy(method: str = "levels", **changes) -> dict:
-    policy = {"name": "vis", "source": "visits", "privacy_unit": "patient_id", "method": method,
-              "attributes": {"patient_id": {"role": "identifier", "action": "pseudonymize"},
-                             "age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [5, 10, 100]}},
-                             "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
-                             "diagnosis": {"role": "insensitive"}},
-              "privacy": {"k": 5, "max_suppression": 0.05}}
-    policy.update(changes)
-    return policy
-
 
 
 def people_per_class(con, release: str) -> pd.Series:

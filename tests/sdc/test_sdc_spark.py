@@ -54,8 +54,8 @@ POLICY = {
 
 
 @pytest.fixture(scope="module")
-def engines():
-    session = aspark.local_session(cores=2, shuffle_partitions=2)
+def engines(spark_session):
+    session = spark_session
     frame = _frame()
     session.createDataFrame(frame).createOrReplaceTempView("people")
     con = duckdb.connect()
