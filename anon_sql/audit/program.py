@@ -50,7 +50,7 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
     """The check rows of ``program`` over its table (``columns``: the table's columns; ``row``: the recorded counts
     ``records_in``, ``suppressed``, ``noise``, ``classes``): the models per check, then ``table_rows`` (whole-table
     checks run by the caller), then the catalog checks."""
-    summary = con.execute(program["summary"]).fetchone()          # its first column: the number of classes
+    summary = con.execute(program["summary"]).fetchall()[0]      # its first column: the number of classes
     classes = int(summary[0])
     released = int(con.execute(program["records"]).fetchall()[0][0] or 0)
     # the noise records: counted in the table through the policy's flag; the recorded number only for θ without a

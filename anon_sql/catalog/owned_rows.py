@@ -51,7 +51,7 @@ _ADD_MARKER = {TAXONOMIES: "ALTER TABLE anon.taxonomies ADD COLUMN IF NOT EXISTS
 
 
 def _fingerprint(con: Any, where: str, key: str) -> str | None:
-    row = con.execute(_DEFINES[where], [key]).fetchone()
+    row = next(iter(con.execute(_DEFINES[where], [key]).fetchall()), None)
     if row is None:
         return None
     return hashlib.sha256(json.dumps(list(row), default=str).encode("utf-8")).hexdigest()
@@ -89,7 +89,7 @@ def forget_row(con: Any, where: str, key: str) -> None:
 def foreign(con: Any, where: str, key: str) -> str | None:
     """Why object ``key`` of ``where`` is not the one anon_sql wrote (None when it is, or when it does not exist).
     Needs :func:`ready` to have run in this transaction."""
-    row = con.execute(_MARKER[where], [key]).fetchone()
+    row = next(iter(con.execute(_MARKER[where], [key]).fetchall()), None)
     if row is None:
         return None
     marker, recorded_marker, recorded_fingerprint = row

@@ -53,7 +53,7 @@ def recorded_release(con: Any, name: str) -> dict | None:
         return None
     cur = con.execute("SELECT * FROM anon.releases WHERE release = ? AND status = 'released' "
                       "ORDER BY created_at DESC LIMIT 1", [name])
-    row = cur.fetchone()
+    row = next(iter(cur.fetchall()), None)   # fetchall: a fetchone leaves the result open (DuckDB 2)
     if row is None:
         return None
     return dict(zip([d[0] for d in cur.description], row))

@@ -241,7 +241,7 @@ def resolve_source(con: duckdb.DuckDBPyConnection, source: Any, label: str | Non
             first = source.split(".")[0]
             attached = bool(con.execute(   # a name qualified with an ATTACHed database (hostile round 5, S27)
                 "SELECT count(*) FROM duckdb_databases() WHERE database_name = ? AND NOT internal "
-                "AND database_name <> current_database()", [first]).fetchone()[0])
+                "AND database_name <> current_database()", [first]).fetchall()[0][0])
             raise SourceError(
                 f"source {source!r} is not a table or view of the database (found: {tables[:20]}); "
                 + (f"{first!r} is an attached database, and a release reads its source from the current one: "

@@ -76,7 +76,7 @@ _PRESENT = ("SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = 
 def ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
     """Create the schema, sequence and both tables if missing (idempotent). One catalog read when they exist: each
     DP query calls this, and three CREATE … IF NOT EXISTS statements cost more than a small query's answer."""
-    if con.execute(_PRESENT).fetchone()[0] == 3:
+    if con.execute(_PRESENT).fetchall()[0][0] == 3:
         return
     for statement in _DDL:
         con.execute(statement)
@@ -180,8 +180,8 @@ def active_budget(con: duckdb.DuckDBPyConnection, table_name: str, *, ensure: bo
     if ensure:
         ensure_ledger(con)
     row = con.execute(f"SELECT {_BUDGET_COLUMNS} FROM anon.privacy_budgets "  # constant column list only
-                      "WHERE table_name = ? AND dropped_at IS NULL", [table_name]).fetchone()
-    return None if row is None else _row_to_budget(row)
+                      "WHERE table_name = ? AND dropped_at IS NULL", [table_name]).fetchall()
+    return _row_to_budget(row[0]) if row else None
 
 
 def create_budget(con: duckdb.DuckDBPyConnection, table: str, *, epsilon: float, delta: float,
@@ -200,7 +200,7 @@ def create_budget(con: duckdb.DuckDBPyConnection, table: str, *, epsilon: float,
                           f"(columns: {', '.join(columns.values())})")
     unit = columns[privacy_unit.lower()]
     count = exp.select(exp.Count(this=exp.Distinct(expressions=[exp.column(unit, quoted=True)]))).from_(node)
-    units = con.execute(count.sql(dialect="duckdb")).fetchone()[0]
+    units = con.execute(count.sql(dialect="duckdb")).fetchall()[0][0]
     if units == 0:
         raise PolicyError(f"{name} has no rows with a {unit}: a budget needs at least one unit")
     if not (0 < delta < 1 / units):

@@ -482,6 +482,23 @@ def _refuse_volatile_calls(con: duckdb.DuckDBPyConnection, q: DPQuery) -> None:
                           "max_groups_contributed); write the expression out over the table's own values")
 
 
+def _stable_rows(con: duckdb.DuckDBPyConnection, table: exp.Table) -> tuple[exp.Table, exp.Table | None]:
+    """The relation every pass of the plan reads: the table itself, or for a view one TEMP copy of its rows (and
+    that copy, to drop). The plan reads its relation once per pass; a view that samples or calls random() would
+    give each pass other rows, and a unit could then reach more groups than max_groups_contributed (hostile
+    round 7, D05). The copy sits in the query's transaction: a rollback takes it away too."""
+    kind = con.execute("SELECT table_type FROM information_schema.tables WHERE table_catalog = current_database() "
+                       "AND table_schema = ? AND table_name = ?", [table.db, table.name]).fetchall()
+    if not kind or kind[0][0] == "BASE TABLE":
+        return table, None
+    scratch = exp.to_identifier(f"__anon_dp_rows_{secrets.token_hex(8)}", quoted=True)
+    con.execute(exp.Create(this=exp.Table(this=scratch), kind="TABLE", properties=exp.Properties(
+        expressions=[exp.TemporaryProperty()]), expression=exp.select("*").from_(table.copy()))
+        .sql(dialect="duckdb"))
+    rows = exp.Table(this=scratch.copy(), alias=exp.TableAlias(this=exp.to_identifier(table.name, quoted=True)))
+    return rows, exp.Table(this=scratch.copy())
+
+
 def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFrame:
     """Answer one `SELECT WITH DIFFERENTIAL_PRIVACY ...` and charge its table's budget; the answer is recorded in
     anon.privacy_ledger in the same transaction. Not reproducible: OpenDP's noise takes no seed."""
@@ -504,10 +521,13 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
         ledger.check_affordable(budget, epsilon, delta)
         salt = secrets.randbits(62)
         try:
-            frame, counted = _statistics_frame(con, q, table, budget.privacy_unit, salt)
-            codes = {stat: con.execute(build_quantile_sql(q, a, table, budget.privacy_unit, salt, counted)
+            rows, scratch = _stable_rows(con, table)
+            frame, counted = _statistics_frame(con, q, rows, budget.privacy_unit, salt)
+            codes = {stat: con.execute(build_quantile_sql(q, a, rows, budget.privacy_unit, salt, counted)
                                        .sql(dialect="duckdb")).df()
                      for stat, kind, a in _statistics(q) if kind == "quantile"}
+            if scratch is not None:
+                con.execute(exp.Drop(tables=[scratch], kind="TABLE", exists=True).sql(dialect="duckdb"))
         except (duckdb.BinderException, duckdb.ConversionException, duckdb.ParserException,
                 duckdb.CatalogException) as error:
             raise PolicyError(f"the DP query does not fit {name}: {str(error).splitlines()[0]}") from None

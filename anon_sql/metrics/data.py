@@ -313,7 +313,7 @@ class ReleaseData:
                 items += [alias(exp.Cast(this=exp.Min(this=col(q)), to=double), f"lo{i}"),
                           alias(exp.Cast(this=exp.Max(this=col(q)), to=double.copy()), f"hi{i}")]
         row = dict(zip([a.alias for a in items], self.con.execute(render(
-            exp.select(*items).from_(self.source.relation.copy(), copy=False))).fetchone()))
+            exp.select(*items).from_(self.source.relation.copy(), copy=False))).fetchall()[0]))
         return {q: (bool(row[f"null{i}"]), row.get(f"lo{i}"), row.get(f"hi{i}")) for i, q in enumerate(self.quasi)}
 
     @cached_property

@@ -237,7 +237,7 @@ def detect(con: duckdb.DuckDBPyConnection, source: str | exp.Table, sample: int 
     sampled.set("sample", exp.TableSample(method=exp.var("RESERVOIR"), size=exp.Literal.number(sample),
                                           seed=exp.Literal.number(int(seed))))
     query = exp.select(*selects).from_(exp.Subquery(this=sampled, alias=exp.TableAlias(this=ident("s"))))
-    values = con.execute(render(query)).fetchone()
+    values = con.execute(render(query)).fetchall()[0]
     measured: dict[str, dict[str, float]] = {c: {} for c in types}
     for (c, what), v in zip(slots, values):
         measured[c][what] = v

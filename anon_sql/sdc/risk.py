@@ -49,7 +49,7 @@ def _check_weights(con, source, weights: str, types: dict[str, str]) -> None:
     w = col(weights)
     bad = exp.select(exp.func("count_if", exp.Is(this=w, expression=exp.null())),
                      exp.func("count_if", exp.LT(this=w.copy(), expression=lit(1)))).from_(table_or_subquery(source))
-    nulls, small = con.execute(render(bad)).fetchone()
+    nulls, small = con.execute(render(bad)).fetchall()[0]
     if nulls or small:
         raise PolicyError(f"weights column {weights!r} has {nulls} NULL and {small} below 1 in "
                           f"{table_label(source)}: a sampling weight is how many people a record stands for (>= 1); "
@@ -116,7 +116,7 @@ def household_risk(con: duckdb.DuckDBPyConnection, source: str | exp.Table, keys
         raise PolicyError(f"household column {household!r} is also a key variable: a household id is not something "
                           "an intruder matches on; leave it out of keys")
     nulls = con.execute(render(exp.select(exp.func("count_if", exp.Is(this=col(household), expression=exp.null())))
-                               .from_(table_or_subquery(source)))).fetchone()[0]
+                               .from_(table_or_subquery(source)))).fetchall()[0][0]
     if nulls:
         raise PolicyError(f"household column {household!r} is NULL in {nulls} rows of {table_label(source)}: give "
                           "every record its household id (a person living alone is a household of one)")

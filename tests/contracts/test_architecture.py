@@ -191,3 +191,15 @@ def test_the_compiler_has_no_dialect_branch():
                 if {"dialect", "engine"} & set(names):
                     offenders.append(f"compiler/{path.name}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_no_result_is_left_open_by_fetchone():
+    """DuckDB 2 keeps a result open after ``fetchone()`` until a fetch returns nothing, and the connection then
+    refuses ``register`` and other work ("connection has an unfinished result"): a check that had read one row
+    (data/source.py's attached-database probe) broke the caller's next ``register``. Fetch whole results instead."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "fetchone":
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders
