@@ -37,8 +37,8 @@ from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
 from ..sql import macro_statements
 
-FORMAT = 5     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
-# 5: the declared policy and the source digest
+FORMAT = 6     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
+# 5: the declared policy and the source digest; 6: the policy row of a release without one, the models' requirement
 # what a check row's figures rest on (its ``basis``): the policy and the released table, or, for the two checks that
 # read ``records_in`` (reconciliation, max_suppression), the source recounted or the catalog's number taken as it is
 TABLE, SOURCE, UNVERIFIED = "table", "source", "catalog (unverified)"
@@ -67,9 +67,35 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
     if program.get("policy_mismatch"):   # the recorded released policy is not the declared one's (issue 28.8)
         rows.append({"check": "policy", "classes": classes, "failing_classes": 0, "failing_records": 0,
                      "worst_value": None, "passed": False, "basis": TABLE, "message": program["policy_mismatch"]})
+    elif program.get("policy_unverified"):   # a release from before declared policies were kept (round 5, C12)
+        rows.append({"check": "policy", "classes": classes, "failing_classes": 0, "failing_records": 0,
+                     "worst_value": None, "passed": True,
+                     "basis": f"{UNVERIFIED}: no declared policy recorded: the released policy could not be derived "
+                              "(a release made before anon_sql kept it); the models are checked as recorded"})
     if program.get("people"):
         rows = [_people_classes(r, int(row["classes"] or 0)) if r["check"] == "classes" else r for r in rows]
-    return rows
+    required = {**_catalog_required(program, row, classes), **(program.get("required") or {})}
+    return [_with_required(r, required.get(r["check"])) for r in rows]
+
+
+def _catalog_required(program: dict[str, Any], row: dict[str, Any], classes: int) -> dict[str, str]:
+    """What the catalog checks and the policy row require, in words."""
+    return {"reconciliation": "records in = released + suppressed (+ noise)",
+            "max_suppression": f"suppressed <= {program['max_suppression']:g} of records in",
+            "classes": f"as recorded: {int(row['classes'] or 0)}", "columns": "the columns the policy releases",
+            "policy": "recorded policy = the declared policy's derivation"}
+
+
+def _with_required(r: dict[str, Any], required: str | None) -> dict[str, Any]:
+    """Check row ``r`` with its ``required`` column after ``worst_value`` (hostile round 5, C02 / C06); checks
+    whose requirement the program does not know (a whole-table check, a related table) say ``-``."""
+    out: dict[str, Any] = {}
+    for key, value in r.items():
+        if key != "required":
+            out[key] = value
+        if key == "worst_value":
+            out["required"] = required or r.get("required") or "-"
+    return out
 
 
 def _people_classes(r: dict[str, Any], recorded: int) -> dict[str, Any]:

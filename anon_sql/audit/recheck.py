@@ -27,7 +27,7 @@ from ..common.columns import EC_ID, UNIT
 from ..compiler.views import CompileInput, ReleaseNames, class_stats_query, released_columns
 from ..errors import PolicyError, PrivacyRequirementError, SourceError, TaxonomyError
 from ..methods import LevelPlan, declared_release_policy
-from ..models import PrivacyModel, build_models, largest_is_worst, population_models
+from ..models import PrivacyModel, build_models, largest_is_worst, population_models, requirement_texts
 from ..policy.model import Policy
 from ..data.source import describe, file_relation, is_path, readable_relation, relation_exists, table_relation
 from ..data.taxonomy import TOP
@@ -124,7 +124,9 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
     names = ReleaseNames(name)
     reads = _Reads(con)
     models = build_models(declared or policy, reads)
-    cacheable = not (reads.used or population_models(models) or any(m.whole_table for m in models))
+    # a release without its declared policy: whether that is a release from before it was kept reads other rows
+    cacheable = not (reads.used or population_models(models) or any(m.whole_table for m in models)
+                     or not row.get("declared_policy"))
     if only_cacheable and not cacheable:
         return None
     level_plan, taxonomies = LevelPlan({}), {}
@@ -134,7 +136,8 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
     columns = [c for c, _ in described]
     program = _program(con, names.table, policy, plan, models, level_plan, taxonomies, columns)
     program["source_records"] = _source_records(con, policy, row.get("source_digest"))
-    program["policy_mismatch"] = mismatch
+    program["policy_mismatch"] = mismatch or _declared_missing(con, name, row, forged=_records_declared(con, row))
+    program["policy_unverified"] = not mismatch and not row.get("declared_policy")
     layout = plan.get("slicing_check")
     table_rows = [_table_check(con, policy, names, m, layout, columns, declared)
                   for m in models if m.whole_table and table_checks]
@@ -166,6 +169,31 @@ def recorded_policies(name: str, recorded: str, declared: str | None) -> tuple[P
                                 f"releases with method {user.method!r} (they differ in {', '.join(differ)}): the "
                                 "catalog was edited")
     return derived, user, None
+
+
+def _records_declared(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> bool:
+    """Was release ``row`` made by code that records the declared policy, so that its NULL ``declared_policy`` is an
+    edit (hostile round 5, C12)? Yes when the row's ``source_digest`` is recorded (written by the same code), or an
+    earlier (or simultaneous) release of this catalog recorded a declared policy. A catalog from before the column
+    (the key absent: never upgraded) or whose releases all predate it: no."""
+    if "declared_policy" not in row or row.get("declared_policy"):
+        return False
+    if row.get("source_digest"):
+        return True
+    found = con.execute("SELECT count(*) FROM anon.releases WHERE declared_policy IS NOT NULL AND created_at <= ?",
+                        [row.get("created_at")]).fetchall()[0][0]
+    return bool(found)
+
+
+def _declared_missing(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, Any], forged: bool) -> str | None:
+    """The failing ``policy`` row's message of a release whose declared policy was removed (``forged``), else None
+    (a release made before declared policies were kept: :func:`anon_sql.audit.program.run_program` marks its
+    ``policy`` row unverified)."""
+    if not forged:
+        return None
+    return (f"no declared policy recorded for release {name!r}: the released policy could not be derived, and this "
+            "catalog records declared policies (the release's source digest, or an earlier release's declared "
+            "policy, is there): anon.releases.declared_policy was removed; release it again")
 
 
 class _Reads:
@@ -215,7 +243,10 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         else:
             models = [m for m in models if not m.needs_population]
         program = _program(private, table, policy, plan, models, level_plan, taxonomies, columns)
+        # a shared file written since declared policies were kept has the column; NULL there is an old release
+        # exported since (or an edit the file cannot tell apart): the basis says the policy is not verified
         program["policy_mismatch"] = mismatch
+        program["policy_unverified"] = not mismatch and not row.get("declared_policy")
         # whole-table checks need data a shared file never holds, and population checks a population that this
         # database does not hold: not recomputable counts as failed
         unverifiable = [m.name for m in models if m.whole_table]
@@ -253,6 +284,8 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     check in one SQL aggregate (:mod:`anon_sql.compiler.checks_summary`), the released records, and what the catalog checks compare
     with — the columns the policy releases and the suppression budget."""
     people = bool(policy.privacy_unit)     # before _people: a table without its unit is checked by rows
+    counted = ("people" if policy.privacy_unit and policy.privacy_unit in columns
+               else "records (count column)" if policy.count_column else "rows")
     relation, policy = _people(table, policy, columns)
     joined = [c for c in policy.related_sensitive if c not in columns]   # read from <release>_<name>
     ci = CompileInput(policy, relation.copy(), [*columns, *joined], level_plan, taxonomies, models)
@@ -272,18 +305,20 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
             "noise": noise, "noise_recorded": policy.method == "theta" and noise is None,
             "expected_columns": expected, "max_suppression": policy.privacy.max_suppression,
-            "people": people}
+            "people": people,
+            # what each check requires, and what its classes count (C02 / C06: a reader sees k = 2, or rows)
+            "required": {name: f"{text}, {counted}" for name, text in requirement_texts(models).items()}}
 
 
 def _source_records(con, policy: Policy, digest: str | None = None) -> str | None:
     """The query recounting the records of the release's source, as the release counted them (the count column's
     sum, else rows), with the rows and content hash of the ``digest`` recorded at release over the columns it
-    hashed (:func:`anon_sql.runner.digests.source_digest_query`); None where ``records_in`` counts something else
-    (people of a privacy unit, related tables). Run when the check runs
+    hashed (:func:`anon_sql.runner.digests.source_digest_query`); None with related tables (``records_in`` spans
+    them); a release with a privacy unit counts rows, as its digest does (hostile round 5, C07). Run when the check runs
     (:func:`anon_sql.audit.program.run_program`): a source that is gone leaves ``records_in`` unverified."""
     from ..runner.digests import source_digest_query
 
-    if policy.privacy_unit or policy.related or not isinstance(policy.source, str):
+    if policy.related or not isinstance(policy.source, str):   # a unit's release counts rows too (C07)
         return None
     src = policy.source
     relation = readable_relation(con, src)
@@ -352,6 +387,9 @@ def _with_related_values(table: exp.Table, policy: Policy) -> exp.Select:
                   on=exp.EQ(this=unit, expression=exp.Column(this=ident(key), table=r))))
 
 
+_RELATED_REQUIRED = "every row keyed to a released person (or no key)"
+
+
 def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, table: exp.Table | None = None
                  ) -> list[dict[str, Any]]:
     """One check row per related table of release ``name`` (docs/units.md): the table exists; its key is the
@@ -367,7 +405,8 @@ def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, tabl
             columns = [r[0] for r in describe(con, target)]
         except (duckdb.Error, SourceError):
             out.append({"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0,
-                        "worst_value": None, "passed": False, "basis": check_program.TABLE})
+                        "worst_value": None, "required": _RELATED_REQUIRED, "passed": False,
+                        "basis": check_program.TABLE})
             continue
         key = spec["key"]
         pseudonymized = (policy.attributes.get(unit) is not None
@@ -382,7 +421,8 @@ def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, tabl
             bad = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(target.copy()).where(
                 exp.or_(orphan, missing)))).fetchall()[0][0]) if key in columns else -1
         out.append({"check": check, "classes": 0, "failing_classes": 0, "failing_records": max(bad, 0),
-                    "worst_value": None, "passed": bad == 0, "basis": check_program.TABLE})
+                    "worst_value": None, "required": _RELATED_REQUIRED, "passed": bad == 0,
+                    "basis": check_program.TABLE})
     return out
 
 

@@ -20,6 +20,9 @@ from ..common.sqlbuild import col, ident, lit, render
 
 _PREV_ROWS = "__anon_previous_rows"
 _PREV_CLASSES = "__anon_previous_classes"
+_PREV_TRACE = "__anon_previous_trace"
+_TRACE = exp.Table(this=ident("search_trace"), db=ident("anon"))
+_TRACE_COLUMNS = ("release", "step", "node", "event", "violations", "distinct_rows", "feasible", "score")
 _VERSIONS = exp.Table(this=ident("release_versions"), db=ident("anon"))
 _CLASSES = exp.Table(this=ident("equivalence_classes"), db=ident("anon"))
 
@@ -51,7 +54,12 @@ def snapshot(con: duckdb.DuckDBPyConnection, name: str) -> Snapshot:
     row = recorded(con, name)
     rows_q = exp.select("*").from_(exp.Table(this=ident(name)))
     classes_q = exp.select(col("qi_values"), col("size")).from_(_CLASSES.copy()).where(_where_release(name))
-    for table, q in ((_PREV_ROWS, rows_q), (_PREV_CLASSES, classes_q)):
+    # the search trace the version being replaced has not numbered yet (a release made before versions, or before
+    # anon.search_trace.version): :func:`record` gives it back that version's number (hostile round 5, R11)
+    trace_q = exp.select(*[col(c) for c in _TRACE_COLUMNS]).from_(_TRACE.copy()).where(
+        exp.and_(_where_release(name), *([exp.Is(this=col("version"), expression=exp.Null())]
+                                         if _trace_has_versions(con) else [])))
+    for table, q in ((_PREV_ROWS, rows_q), (_PREV_CLASSES, classes_q), (_PREV_TRACE, trace_q)):
         con.execute(render(exp.Create(this=_temp(table), kind="TABLE", replace=True, expression=q,
                                       properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
     last = latest(con, name) or {}
@@ -59,9 +67,30 @@ def snapshot(con: duckdb.DuckDBPyConnection, name: str) -> Snapshot:
                     last.get("taxonomy_digests") or (None if row is None else row.get("taxonomy_digests")))
 
 
+def _trace_has_versions(con: duckdb.DuckDBPyConnection) -> bool:
+    """Does anon.search_trace have its ``version`` column? (A catalog from before it gains it at the next write.)"""
+    return bool(con.execute("SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() AND "
+                            "schema_name = 'anon' AND table_name = 'search_trace' AND column_name = 'version'"
+                            ).fetchall()[0][0])
+
+
+def _number_trace(con: duckdb.DuckDBPyConnection, name: str, version: int, previous: Snapshot | None,
+                  last: int | None) -> None:
+    """Give the new release's search trace (its rows not numbered yet) ``version``, and the snapshot's unnumbered
+    rows of the version it replaced back under that version's number ``last``: a refresh never loses the search
+    an earlier version recorded (KEEP PLAN searches nothing; hostile round 5, R11)."""
+    con.execute(render(exp.update(_TRACE.copy(), {"version": lit(version)}, where=exp.and_(
+        _where_release(name), exp.Is(this=col("version"), expression=exp.Null())))))
+    if previous is None or last is None:
+        return
+    restored = exp.select(*[col(c) for c in _TRACE_COLUMNS], exp.alias_(lit(last), "version")).from_(
+        _temp(_PREV_TRACE))
+    con.execute(render(exp.insert(restored, _TRACE.copy(), columns=[*_TRACE_COLUMNS, "version"])))
+
+
 def discard_snapshots(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the temp snapshot tables (whatever happened to the new version)."""
-    for table in (_PREV_ROWS, _PREV_CLASSES):
+    for table in (_PREV_ROWS, _PREV_CLASSES, _PREV_TRACE):
         con.execute(render(exp.Drop(tables=[_temp(table)], kind="TABLE", exists=True)))
 
 
@@ -179,6 +208,7 @@ def record(con: duckdb.DuckDBPyConnection, rel, action: str, declared_json: str,
         values.update(rows_added=rows, rows_removed=0, classes_added=len(rel.classes), classes_removed=0,
                       classes_resized=0)
     _insert(con, values)
+    _number_trace(con, rel.name, values["version"], previous, None if last is None else int(last["version"]))
     return values
 
 

@@ -4,7 +4,7 @@ module declares its ``[privacy]`` key (type, range, docs) and how a setting beco
 (models/registry.py), which the policy schema reads. The contract is models/base.py."""
 from __future__ import annotations
 
-from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck, find, largest_is_worst
+from .base import ClassColumns, ClassStats, PrivacyModel, SensitiveCounts, SQLCheck, find, largest_is_worst, requirement_texts
 from .registry import REGISTRY, ModelKey, build_models, make_model, model_class, model_classes, model_keys
 from .distribution import AlphaKAnonymity, BetaLikeness, DeltaDisclosure
 from .hierarchical import HierarchicalTCloseness, resolve_taxonomy
@@ -30,5 +30,5 @@ __all__ = ["build_models", "find", "group_rules", "PrivacyModel", "ClassStats", 
            "ThetaCapacity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity", "TCloseness",
            "SimpsonDiversity", "ThetaSensitivity", "PSensitivity", "AlphaKAnonymity", "BetaLikeness", "DeltaDisclosure",
            "HierarchicalTCloseness", "KMap", "DeltaPresence", "Population", "PopulationModel", "population_models",
-           "largest_is_worst", "REGISTRY", "ModelKey", "model_keys", "model_classes",
+           "largest_is_worst", "requirement_texts", "REGISTRY", "ModelKey", "model_keys", "model_classes",
            "model_class", "make_model", "equal_distance", "SafePub", "WildcardKAnonymity"]

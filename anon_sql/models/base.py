@@ -184,6 +184,13 @@ def largest_is_worst(models: Sequence[PrivacyModel]) -> frozenset[str]:
                      if chk.worst == WORST_LARGEST)
 
 
+def requirement_texts(models: Sequence[PrivacyModel]) -> dict[str, str]:
+    """Check name → what it requires (``SQLCheck.requirement``, e.g. ``k >= 5``) for the per-class checks of
+    ``models``: what ``check`` shows beside each worst value (hostile round 5, C02 / C06)."""
+    cols = ClassColumns(lambda c: exp.column(c))
+    return {chk.name: chk.requirement for m in models if not m.whole_table for chk in m.sql_checks(cols)}
+
+
 def macro(name: str, *args: exp.Expression) -> exp.Expression:
     """A call of one of the package's kernels (``anon.<name>`` on DuckDB; each dialect spells it: KernelCall)."""
     return kernel_call(name, *args)

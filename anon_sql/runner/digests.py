@@ -73,10 +73,12 @@ def retyped(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
 
 
 
-def source_digest_query(relation: Any, columns: list[str], count_column: str | None) -> Any:
-    """``SELECT records, rows, content hash FROM relation``: the records as a release counts them (the count
-    column's sum, else rows), the rows, and the sum of every row's hash over ``columns`` (order-independent: the
-    same rows in any order give the same sum; a HUGEINT sum cannot overflow). One scan, in the engine."""
+def source_digest_query(relation: Any, columns: list[str], count_column: str | None, unit: str | None = None
+                        ) -> Any:
+    """``SELECT records, rows, content hash [, people] FROM relation``: the records as a release counts them (the
+    count column's sum, else rows), the rows, and the sum of every row's hash over ``columns`` (order-independent:
+    the same rows in any order give the same sum; a HUGEINT sum cannot overflow); with a privacy ``unit``, the
+    distinct people too. One scan, in the engine."""
     from sqlglot import exp
 
     from ..common.sqlbuild import record_count
@@ -85,7 +87,8 @@ def source_digest_query(relation: Any, columns: list[str], count_column: str | N
                       to=exp.DataType.build("HUGEINT"))
     total = exp.Cast(this=exp.func("COALESCE", exp.Sum(this=hashed), exp.Literal.number(0)),
                      to=exp.DataType.build("VARCHAR"))
-    return exp.select(record_count(count_column), exp.Count(this=exp.Star()), total).from_(relation.copy())
+    people = [exp.Count(this=exp.Distinct(expressions=[exp.column(unit, quoted=True)]))] if unit else []
+    return exp.select(record_count(count_column), exp.Count(this=exp.Star()), total, *people).from_(relation.copy())
 
 
 # above this many records the release records no content hash (a hash of every row costs about a quarter of one
@@ -97,8 +100,10 @@ def source_digest(con: Any, policy: Policy, records: int | None = None, resolved
                   ) -> dict[str, Any] | None:
     """The digest of a release's source that ``check`` compares with (issue 28.8's ``records_in``): records, rows,
     content hash, the columns hashed and DuckDB's version (its ``hash`` may differ across versions), read from the
-    source the policy names as ``check`` reads it. None where ``records_in`` counts something else (people of a
-    privacy unit, related tables) or the policy names no table or file that is there (nothing to recount later);
+    source the policy names as ``check`` reads it. A release with a ``privacy_unit`` counts ``records_in`` in rows
+    (people are reported beside): its digest's records are rows (``"records": "rows"``) and it records the distinct
+    people too (hostile round 5, C07 / C09). None with related tables (``records_in`` spans them) or where the
+    policy names no table or file that is there (nothing to recount later);
     over :data:`DIGEST_MAX_RECORDS` (``records``: the count the release made) the count alone. ``resolved``: the
     release's :class:`~anon_sql.data.source.Source` as registered (before any sample or perturbation); when it was
     resolved from the policy's own ``source`` string (its label is that string) its relation and columns are what
@@ -108,7 +113,7 @@ def source_digest(con: Any, policy: Policy, records: int | None = None, resolved
     from ..common.sqlbuild import render
     from ..data.source import describe, readable_relation
 
-    if policy.privacy_unit or policy.related or not isinstance(policy.source, str):
+    if policy.related or not isinstance(policy.source, str):
         return None
     if records is not None and records > DIGEST_MAX_RECORDS:
         return {"records": int(records), "skipped": f"the source has more than {DIGEST_MAX_RECORDS:,} records"}
@@ -120,12 +125,16 @@ def source_digest(con: Any, policy: Policy, records: int | None = None, resolved
             if relation is None:
                 return None
             columns = [r[0] for r in describe(con, relation)]
-        records, rows, total = con.execute(render(source_digest_query(relation, columns, policy.count_column))
-                                           ).fetchall()[0]
+        unit = policy.privacy_unit if policy.privacy_unit in columns else None
+        found = con.execute(render(source_digest_query(relation, columns, policy.count_column, unit))).fetchall()[0]
     except duckdb.Error:
         return None
-    return {"records": int(records or 0), "rows": int(rows), "hash": str(total), "columns": columns,
-            "duckdb": duckdb.__version__}
+    records, rows, total = found[:3]
+    digest = {"records": int(records or 0), "rows": int(rows), "hash": str(total), "columns": columns,
+              "duckdb": duckdb.__version__}
+    if unit:   # records_in counts rows; the people are recorded beside (the hash covers the unit's column)
+        digest.update(counted="rows", people=int(found[3]))
+    return digest
 
 
 __all__ = ["DIGEST_MAX_RECORDS", "taxonomy_digests", "changed", "retyped", "source_digest",

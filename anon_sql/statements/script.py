@@ -128,7 +128,7 @@ class Command:
     keep_plan: bool = False
     if_exists: bool = False
     target: str | None = None
-    quoted: bool = False      # the name was written "quoted" (matched exactly, not case-insensitively)
+    quoted: bool = False      # the name was written "quoted" (matched case-insensitively all the same, as DuckDB does)
     qualifier: tuple[str, ...] = ()   # what the name was qualified with (schema, or database and schema)
 
 
@@ -215,7 +215,7 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
     from ..policy.model import Policy
 
     _current_schema(con, cmd)
-    if cmd.name is not None and not cmd.quoted:
+    if cmd.name is not None:   # quoted or not: DuckDB matches a quoted name case-insensitively too (round 5, R19)
         cmd.name = views.canonical_name(con, cmd.name)
     if cmd.kind == "create":
         rel = views.create_anonymized_view(con, Policy.from_sql(stmt.text), replace=cmd.replace)

@@ -40,8 +40,9 @@ def require(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any]:
 
 
 def canonical_name(con: duckdb.DuckDBPyConnection, name: str) -> str:
-    """An unquoted name as DuckDB resolves it: the recorded release whose name matches case-insensitively, when the
-    exact name is not recorded and exactly one matches (else ``name`` unchanged)."""
+    """A name as DuckDB resolves it, quoted or not (DuckDB matches both case-insensitively): the recorded release
+    whose name matches case-insensitively, when the exact name is not recorded and exactly one matches (else
+    ``name`` unchanged)."""
     if versions.recorded(con, name) is not None or not catalog.is_installed(con):
         return name
     q = (exp.select(col("release")).distinct().from_(exp.Table(this=ident("releases"), db=ident("anon")))

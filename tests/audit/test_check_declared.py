@@ -187,9 +187,13 @@ def test_a_released_policy_edited_away_from_the_declared_one_fails_the_policy_ch
 
 
 def test_a_release_without_its_declared_policy_fails_closed_where_it_needs_it(db):
-    """A catalog row without the declared policy (as a release made before it was kept, or a forger's NULL): the
-    checks that need it (the wildcard QIs, slicing's groups) fail, saying why; Mondrian's checks need nothing of it."""
+    """A catalog row without the declared policy (as a release made before it was kept: its source digest, kept
+    since the same version, is NULL too): the checks that need it (the wildcard QIs, slicing's groups) fail, saying
+    why; Mondrian's checks need nothing of it (its ``policy`` row says unverified). Hostile round 5, C12: the
+    declared policy alone removed (the digest recorded) is an edit, and Mondrian fails a ``policy`` row too."""
     edit(db, "UPDATE anon.releases SET declared_policy = NULL")
+    assert check(db, "mo").exit_code == 3 and failing(db, "mo") == {"policy"}
+    edit(db, "UPDATE anon.releases SET source_digest = NULL")
     assert check(db, "mo").exit_code == 0
     for name, model in (("ls", "k_wildcard"), ("sl", "slicing_l_diversity")):
         result = check(db, name)

@@ -243,6 +243,9 @@ def test_unquoted_names_match_case_insensitively_like_duckdb(db):
     execute(db, view_sql("Adult_K5"))
     [res] = execute(db, "CHECK ANONYMIZED VIEW adult_k5")
     assert res.frame["passed"].all()
-    assert "no anonymized view" in _error(db, 'CHECK ANONYMIZED VIEW "adult_k5"')
+    # quoted too, as DuckDB resolves `SELECT * FROM "adult_k5"` to table Adult_K5 (hostile round 5, R19: before,
+    # a quoted name in another case was "no anonymized view")
+    [res] = execute(db, 'CHECK ANONYMIZED VIEW "adult_k5"')
+    assert res.frame["passed"].all()
     execute(db, "DROP ANONYMIZED VIEW ADULT_K5")
     assert db.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'Adult_K5'").fetchall()[0][0] == 0
