@@ -26,3 +26,17 @@ def test_a_sampling_view_keeps_each_person_in_at_most_m_groups(view):
         assert answer["n"].sum() <= 600 + 6, answer
     assert not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '__anon_dp_rows%'"
                            ).fetchall()[0][0]
+
+
+def test_a_dp_query_reads_a_view_once():
+    """The mechanism D05 needs: every pass of the plan reads the same rows. A view that counts its reads (a sequence
+    drawn per row in its filter) is read exactly once per query, however many passes the plan makes (m = 3: four on the old code)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE visits AS SELECT range % 300 AS pid, (range // 300) % 6 AS grp FROM range(1800)")
+    con.execute("CREATE SEQUENCE reads")
+    con.execute("CREATE VIEW vs AS SELECT * FROM visits WHERE nextval('reads') > 0")
+    anon_sql.execute(con, "CREATE PRIVACY BUDGET ON vs WITH (epsilon = 1000, delta = 1e-4, privacy_unit = 'pid')")
+    before = con.execute("SELECT nextval('reads')").fetchall()[0][0]
+    dp_query(con, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-5, max_groups_contributed = 3) "
+                  "grp, COUNT(*) AS n FROM vs GROUP BY grp")
+    assert con.execute("SELECT nextval('reads')").fetchall()[0][0] - before - 1 == 1800
