@@ -15,6 +15,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import duckdb
 
@@ -23,28 +24,7 @@ from anon_sql.sdc.masking import install_masking
 REFERENCE = "SELECT sum(length(upper(card))) FROM cards"
 MAIL_REFERENCE = "SELECT sum(length(upper(mail))) FROM cards"
 # the macros before this rewrite (session 10's: three length() over CASE counts, split_part on '.' for the top level)
-FORMER = """
-CREATE OR REPLACE MACRO former_partial(txt, keep_start, pad, keep_end) AS
-    substr(CAST(txt AS VARCHAR), 1,
-           CASE WHEN keep_start IS NULL OR keep_end IS NULL THEN NULL
-                WHEN length(CAST(txt AS VARCHAR)) < greatest(keep_start, 0) + greatest(keep_end, 0) THEN 0
-                ELSE greatest(keep_start, 0) END)
-    || CAST(pad AS VARCHAR)
-    || substr(CAST(txt AS VARCHAR),
-              -CASE WHEN keep_start IS NULL OR keep_end IS NULL THEN NULL
-                    WHEN length(CAST(txt AS VARCHAR)) < greatest(keep_start, 0) + greatest(keep_end, 0) THEN 0
-                    ELSE greatest(keep_end, 0) END,
-              CASE WHEN keep_start IS NULL OR keep_end IS NULL THEN NULL
-                   WHEN length(CAST(txt AS VARCHAR)) < greatest(keep_start, 0) + greatest(keep_end, 0) THEN 0
-                   ELSE greatest(keep_end, 0) END);
-CREATE OR REPLACE MACRO former_partial_email(email) AS
-    CASE
-        WHEN NOT contains(CAST(email AS VARCHAR), '@') THEN '******'
-        ELSE left(CAST(email AS VARCHAR), least(strpos(CAST(email AS VARCHAR), '@') - 1, 1)) || '******@******'
-             || CASE WHEN contains(split_part(CAST(email AS VARCHAR), '.', -1), '@') THEN ''
-                     ELSE '.' || split_part(CAST(email AS VARCHAR), '.', -1) END
-    END;
-"""
+FORMER = (Path(__file__).resolve().parent / "former_masking.sql").read_text(encoding="utf-8")
 # name -> (query, reference): partial_email is compared with upper() over the email column it reads
 CASES = {
     "anon.partial(card, 2, 'XXXX', 2)": ("SELECT sum(length(anon.partial(card, 2, 'XXXX', 2))) FROM cards", REFERENCE),

@@ -4,6 +4,7 @@ rewritten for speed (substr / contains / strpos instead of CASE and split_part):
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -92,29 +93,8 @@ def test_a_column_of_values_equals_the_oracle_row_by_row(con):
 
 
 # Session 10's bodies (before the rewrite for speed: three CASE counts, split_part on '.'), kept here as the values
-# the new bodies must reproduce exactly.
-FORMER = """
-CREATE OR REPLACE MACRO former_partial(txt, keep_start, pad, keep_end) AS
-    substr(CAST(txt AS VARCHAR), 1,
-           CASE WHEN keep_start IS NULL OR keep_end IS NULL THEN NULL
-                WHEN length(CAST(txt AS VARCHAR)) < greatest(keep_start, 0) + greatest(keep_end, 0) THEN 0
-                ELSE greatest(keep_start, 0) END)
-    || CAST(pad AS VARCHAR)
-    || substr(CAST(txt AS VARCHAR),
-              -CASE WHEN keep_start IS NULL OR keep_end IS NULL THEN NULL
-                    WHEN length(CAST(txt AS VARCHAR)) < greatest(keep_start, 0) + greatest(keep_end, 0) THEN 0
-                    ELSE greatest(keep_end, 0) END,
-              CASE WHEN keep_start IS NULL OR keep_end IS NULL THEN NULL
-                   WHEN length(CAST(txt AS VARCHAR)) < greatest(keep_start, 0) + greatest(keep_end, 0) THEN 0
-                   ELSE greatest(keep_end, 0) END);
-CREATE OR REPLACE MACRO former_partial_email(email) AS
-    CASE
-        WHEN NOT contains(CAST(email AS VARCHAR), '@') THEN '******'
-        ELSE left(CAST(email AS VARCHAR), least(strpos(CAST(email AS VARCHAR), '@') - 1, 1)) || '******@******'
-             || CASE WHEN contains(split_part(CAST(email AS VARCHAR), '.', -1), '@') THEN ''
-                     ELSE '.' || split_part(CAST(email AS VARCHAR), '.', -1) END
-    END;
-"""
+# the new bodies must reproduce exactly (bench/former_masking.sql, which bench/bench_sdc_masking.py also times).
+FORMER = (Path(__file__).resolve().parents[2] / "bench" / "former_masking.sql").read_text(encoding="utf-8")
 # short strings, several '@' or '.', none of them, empty parts, line breaks (RE2's and Java's '$'), combining marks
 hostile_mail = st.text(alphabet=st.sampled_from(list("a.@\n\r\u0301é中𝄞 ")), max_size=12)
 
