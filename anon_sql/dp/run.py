@@ -362,10 +362,38 @@ def _check_against_budget(q: DPQuery, budget: ledger.Budget) -> None:
                 f"groups) sets the threshold a group's noisy count of people must pass at {threshold}, more than the "
                 f"{budget.units} units of {budget.table_name}: no group could be released; give the number of groups "
                 "one person may be in, or a larger epsilon (nothing was charged)")
+    _check_noise_fits(q, budget)
     for a in q.aggregates:
         if a.kind == "count_distinct" and a.argument.name.lower() != budget.privacy_unit.lower():
             raise PolicyError(f"COUNT(DISTINCT {a.argument.name}) is not supported: only COUNT(DISTINCT "
                               f"{budget.privacy_unit}) (the privacy unit, counting people) is")
+
+
+def _check_noise_fits(q: DPQuery, budget: ledger.Budget) -> None:
+    """Refuse, before any noise, a statistic whose noise scale is not finite or whose noisy answer could leave its
+    type: a count's 64-bit integer (ε = 1e-300 saturated at INT64's minimum: hostile round 6, D56) or a sum's double
+    (±inf), with a group's statistic at most the table's units times one unit's per-group bound."""
+    shares = dict(plan_budget(q)[2])
+    groups = q.max_groups_contributed if q.group_by else 1
+    for name, kind, a in _statistics(q):
+        if name not in shares or kind == "quantile":   # quantiles choose a candidate: always inside the bounds
+            continue
+        sensitivity, share = _sensitivity(q, kind, a), shares[name]
+        if not math.isfinite(sensitivity / share):
+            raise mechanisms.infinite_scale_error(sensitivity, share)
+        family = "count" if kind in ("count", "units", "avg_count") else "sum"
+        least = mechanisms.smallest_epsilon(family, sensitivity, budget.units * sensitivity / groups)
+        if share >= least:
+            continue
+        what = f"{a.kind.upper()} {a.alias}"
+        if math.isinf(least):
+            raise PolicyError(f"contribution bounds {a.bounds} of {what}: over the {budget.units} units of "
+                              f"{budget.table_name} its answer could exceed a double's range whatever epsilon; "
+                              "narrow the bounds (nothing was charged)")
+        answer = "64-bit integer" if family == "count" else "double"
+        raise PolicyError(f"option epsilon = {q.epsilon!r} is too small for {what}: noise of scale "
+                          f"{sensitivity / share:.3g} would overflow its {answer} answer; the smallest epsilon for this query is {least * q.epsilon / share:.3g} "
+                          "(nothing was charged)")
 
 
 def _key(values) -> str:
