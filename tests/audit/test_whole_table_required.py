@@ -5,29 +5,13 @@ from __future__ import annotations
 
 import json
 
-import duckdb
 import pytest
 from click.testing import CliRunner
 
-import anon_sql
 from anon_sql.cli.main import main
 from anon_sql.models import build_models, requirement_texts
 from anon_sql.policy.model import Policy
-from conftest import data_path
-from test_check_declared import LOCAL, SLICING, grid
-
-
-@pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("required") / "w.duckdb")
-    c = duckdb.connect(path)
-    c.execute("CREATE TABLE t2 AS SELECT * FROM read_csv(?)", [str(data_path("examples", "seed001_table2.csv"))])
-    frame = grid()
-    c.execute("CREATE TABLE grid AS SELECT * FROM frame")
-    anon_sql.release(c, SLICING)
-    anon_sql.release(c, LOCAL)
-    c.close()
-    return path
+from test_check_declared import SLICING, released  # noqa: F401  (released: the slicing and local-suppression releases)
 
 
 def _checks(db: str, name: str) -> dict[str, dict]:
