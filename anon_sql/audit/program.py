@@ -37,8 +37,9 @@ from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
 from ..sql import macro_statements
 
-FORMAT = 6     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
-# 5: the declared policy and the source digest; 6: the policy row of a release without one, the models' requirement
+FORMAT = 7     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
+# 5: the declared policy and the source digest; 6: the policy row of a release without one, the models' requirement;
+# 7: the values checks (the form of pseudonymized and masked columns, hostile round 8, M1)
 # what a check row's figures rest on (its ``basis``): the policy and the released table, or, for the two checks that
 # read ``records_in`` (reconciliation, max_suppression), the source recounted or the catalog's number taken as it is
 TABLE, SOURCE, UNVERIFIED = "table", "source", "catalog (unverified)"
@@ -64,6 +65,9 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
                           noise)]
     rows = [{**r, "basis": basis if r["check"] in ("reconciliation", "max_suppression") else r.get("basis") or TABLE}
             for r in rows]
+    values = program.get("values")
+    if values:   # the form of each pseudonymized and masked column (hostile round 8, M1)
+        rows += _value_rows(list(con.execute(values["query"]).fetchall()[0]), values["checks"])
     if program.get("policy_mismatch"):   # the recorded released policy is not the declared one's (issue 28.8)
         rows.append({"check": "policy", "classes": classes, "failing_classes": 0, "failing_records": 0,
                      "worst_value": None, "passed": False, "basis": TABLE, "message": program["policy_mismatch"]})
@@ -76,6 +80,21 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
         rows = [_people_classes(r, int(row["classes"] or 0)) if r["check"] == "classes" else r for r in rows]
     required = {**_catalog_required(program, row, classes), **(program.get("required") or {})}
     return [_with_required(r, required.get(r["check"])) for r in rows]
+
+
+def _value_rows(counts: list[Any], checks: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The check rows of a values program part (``checks``: each one's ``check`` and ``required``; :mod:`anon_sql.audit.values`) from the counts
+    its query gave."""
+    rows = []
+    for n, spec in zip(counts, checks):
+        n = int(n or 0)
+        row = {"check": spec["check"], "classes": 0, "failing_classes": 0, "failing_records": n, "worst_value": None,
+               "required": spec["required"], "passed": n == 0, "basis": TABLE}
+        if n:
+            row["message"] = (f"{n} non-NULL value(s) are not of the released form ({spec['required']}): the column "
+                              "was edited since the release (raw values put back?); release it again")
+        rows.append(row)
+    return rows
 
 
 def _catalog_required(program: dict[str, Any], row: dict[str, Any], classes: int) -> dict[str, str]:

@@ -32,6 +32,7 @@ from ..policy.model import Policy
 from ..data.source import describe, file_relation, is_path, readable_relation, relation_exists, table_relation
 from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
+from .values import shared_policy_text, value_checks, value_query
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -219,6 +220,9 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
                           "with a shared release; check the file that `--to` / `export` wrote")
     row = dict(zip(fields, records[0]))
     row["release"] = name
+    for field in ("policy", "declared_policy"):   # a hash mask's salt is left out of a shared file (E10b)
+        if field in row:
+            row[field] = shared_policy_text(row[field])
     try:
         Policy.from_dict(json.loads(row["policy"]))
     except (ValueError, TypeError) as err:
@@ -322,7 +326,12 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     expected += [c for c in (flag, EC_ID, policy.count_column) if c]
     noise = (render(exp.select(record_count(policy.count_column)).from_(table.copy()).where(
         exp.column(flag, quoted=True).is_(exp.true()))) if flag and flag in columns else None)
+    # the form of each pseudonymized and masked column (hostile round 8, M1: raw values put back passed)
+    forms = value_checks({c: a.to_dict() for c, a in policy.attributes.items()}, columns)
+    values = ({"query": value_query(table, forms), "checks": [{"check": f[0], "required": f[2]} for f in forms]}
+              if forms else None)
     return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted, largest_is_worst(models))),
+            "values": values,
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
             "noise": noise, "noise_recorded": policy.method == "theta" and noise is None,

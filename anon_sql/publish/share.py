@@ -103,14 +103,14 @@ def _classes_query(release_name: str) -> exp.Select:
 
 
 def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
-    """The one metadata row: counts, policy (identifier options such as key files, θ's noise column and a SafePub
-    release's seed left out),
+    """The one metadata row: counts, policy (:func:`shareable_policy`: the secrets left out),
     plan (scalars only: per-class arrays, interval bounds and noise marks left out), checks and metrics as JSON."""
     from .. import __version__
 
-    policy = shareable_policy(row["policy_json"])
+    shapes = json.loads(row.get("related_tables") or "{}")
+    policy = shareable_policy(row["policy_json"], shapes)
     # the policy as declared (issue 28.8: `check` derives the released one from it), left out the same way
-    declared = shareable_policy(row.get("declared_policy") or row["policy_json"])
+    declared = shareable_policy(row.get("declared_policy") or row["policy_json"], shapes)
     plan = {k: v for k, v in json.loads(row["plan"] or "{}").items()
             if k != "noise_flag" and (v is None or isinstance(v, (bool, int, float, str)))}
     metrics = con.execute("SELECT metric, value, direction FROM anon.metrics WHERE release = ? ORDER BY metric",
@@ -131,20 +131,40 @@ def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
     }])
 
 
-def shareable_policy(text: str) -> dict[str, Any]:
-    """A recorded policy (JSON) as a shared file may hold it: identifier options such as key files, a hash mask's
-    salt, θ's noise column and a SafePub release's seed left out."""
+def shareable_policy(text: str, related: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A recorded policy (JSON) as a shared file may hold it: the secrets left out — an identifier's key file, a
+    hash mask's salt and the ``seed`` (hostile round 8, M2: with it anyone inverts the seeded ``noise`` / ``dnoise``
+    masks) — and θ's noise column; every mask's function and other parameters kept (E10b / P06b: ``check`` verifies
+    the masked columns' form from them). ``related``: each related table's released columns (name, type), written
+    as explicit ``[related.<name>.attributes]`` (M5: ``check`` derives the related columns from the policy)."""
     policy = json.loads(text)
     for spec in policy.get("attributes", {}).values():
-        if spec.get("role") == "identifier":
-            for key in [k for k in spec if k not in ("role", "action")]:
-                spec.pop(key)
+        spec.pop("key_file", None)                            # a path of the data owner's
         if isinstance(spec.get("mask"), dict):
             spec["mask"].pop("salt", None)                    # a hash mask's salt is a secret of the data owner
     policy.get("method_params", {}).pop("noise_flag", None)   # the column the file does not have
-    if (policy.get("privacy") or {}).get("differential_privacy"):
-        policy.pop("seed", None)   # SafePub: the seed decides the sample, whose secrecy the (ε,δ) guarantee rests on
+    policy.pop("seed", None)   # a secret like a salt: it decides every seeded mask, shuffle, fake, PRAM and sample
+    for name, spec in (policy.get("related") or {}).items():
+        shape = (related or {}).get(name)
+        if isinstance(shape, dict) and isinstance(shape.get("columns"), list):
+            spec["attributes"] = explicit_related_attributes(policy, spec, [c[0] for c in shape["columns"]])
     return policy
+
+
+def explicit_related_attributes(policy: dict[str, Any], spec: dict[str, Any], released: list[str]
+                                ) -> dict[str, Any]:
+    """A related table's ``attributes`` listing every ``released`` column with its role (the key as the unit's
+    identifier, the rest as listed or by ``default_role``) and keeping the listed columns that were not released
+    (dropped identifiers), so that ``default_role`` covers no released column."""
+    listed = dict(spec.get("attributes") or {})
+    unit = (policy.get("attributes") or {}).get(policy.get("privacy_unit") or "", {})
+    out = {}
+    for c in released:
+        if c == spec.get("key"):
+            out[c] = {"role": "identifier", "action": unit.get("action", "drop")}
+        else:
+            out[c] = listed.get(c) or {"role": spec.get("default_role") or "insensitive"}
+    return {**{c: a for c, a in listed.items() if c not in out}, **out}
 
 
 def _plain(value: Any) -> Any:

@@ -1,0 +1,115 @@
+"""The ``values`` checks of a release (hostile round 8, M1): the *form* of what each pseudonymized identifier and
+each deterministically masked column holds, so that a released table whose pseudonyms or masked values were set back
+to the raw ones fails ``check`` (and ``export``, which re-runs it).
+
+A pseudonym is 64 lowercase hex characters (HMAC-SHA256, :mod:`anon_sql.data.pseudonym`), as is a ``hash`` mask
+(sha256); ``partial`` is ``keep_start`` characters + ``pad`` + ``keep_end`` characters, or ``pad`` alone for a short
+text; ``partial_email`` the first character + ``******@******`` + an optional ``.tld``, or ``******``; ``redact`` its
+replacement (anon_sql/sdc/masking.sql). NULL stays NULL. One SQL aggregate per table counts the rows that break each
+column's form; the random masks (noise, dnoise, shuffle, fake) have no form to verify.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlglot import exp
+
+from ..common.sqlbuild import lit, render
+
+PSEUDONYM = "64 lowercase hex characters (HMAC-SHA256 pseudonyms) or NULL"
+_HEX64 = "^[0-9a-f]{64}$"
+# a salt a shared file does not hold (publish/share.py leaves it out): check never computes a mask, so its place in
+# the policy is only there to let the policy be read
+WITHHELD_SALT = "(withheld: the data owner's secret)"
+
+
+def value_form(spec: dict[str, Any]) -> tuple[str, Any] | None:
+    """(what the column must hold, in words; a function of the column expression giving the predicate of a row that
+    breaks it) for an attribute table ``spec`` (its dict form), or None when its values have no form to verify."""
+    if spec.get("role") == "identifier" and spec.get("action") == "pseudonymize":
+        return PSEUDONYM, lambda x: _not_matching(x, _HEX64)
+    mask = spec.get("mask") if spec.get("role") in ("identifier", "insensitive") else None
+    function = mask.get("function") if isinstance(mask, dict) else None
+    if function == "hash":
+        return "64 lowercase hex characters (sha256 of the salted value) or NULL", lambda x: _not_matching(x, _HEX64)
+    if function == "partial_email":
+        return ("the first character, '******@******' and the top-level domain, or '******', or NULL",
+                lambda x: exp.and_(exp.NEQ(this=_text(x), expression=lit("******")),
+                                   _not_matching(x, r"(?s)^.?[*]{6}@[*]{6}([.][^.@]*)?$")))
+    if function == "redact":
+        replacement = str(mask.get("replacement", "[REDACTED]"))
+        return f"{replacement!r} or NULL", lambda x: exp.NEQ(this=_text(x), expression=lit(replacement))
+    if function == "partial" and _partial_params(mask):
+        start, pad, end = _partial_params(mask)
+
+        def broken(x: exp.Expression) -> exp.Expression:
+            long_ok = exp.and_(
+                exp.EQ(this=exp.Length(this=_text(x)), expression=lit(start + len(pad) + end)),
+                exp.EQ(this=exp.Substring(this=_text(x), start=lit(start + 1), length=lit(len(pad))),
+                       expression=lit(pad)))
+            return exp.Not(this=exp.Paren(this=exp.or_(exp.EQ(this=_text(x), expression=lit(pad)),
+                                                      exp.Paren(this=long_ok))))
+        return (f"{start} characters + {pad!r} + {end} characters, or {pad!r} alone, or NULL", broken)
+    return None
+
+
+def _partial_params(mask: dict[str, Any]) -> tuple[int, str, int] | None:
+    start, pad, end = mask.get("keep_start"), mask.get("pad"), mask.get("keep_end")
+    ok = (isinstance(start, int) and isinstance(end, int) and isinstance(pad, str) and start >= 0 and end >= 0
+          and not isinstance(start, bool) and not isinstance(end, bool))
+    return (start, pad, end) if ok else None
+
+
+def _text(x: exp.Expression) -> exp.Expression:
+    return exp.Cast(this=x.copy(), to=exp.DataType.build("VARCHAR"))
+
+
+def _not_matching(x: exp.Expression, pattern: str) -> exp.Expression:
+    return exp.Not(this=exp.RegexpLike(this=_text(x), expression=lit(pattern)))
+
+
+def value_checks(attributes: dict[str, dict[str, Any]], columns: list[str], prefix: str = "values"
+                 ) -> list[tuple[str, str, str, Any]]:
+    """(check name, column, required, predicate builder) of each column of ``columns`` whose attribute table (in
+    ``attributes``: column → its dict form) gives its values a form."""
+    out = []
+    for c in columns:
+        form = value_form(attributes.get(c) or {})
+        if form is not None:
+            out.append((f"{prefix} {c}", c, form[0], form[1]))
+    return out
+
+
+def value_query(table: exp.Table, checks: list[tuple[str, str, str, Any]]) -> str:
+    """One aggregate over ``table`` counting, per check, the non-NULL rows that break its column's form."""
+    counts = []
+    for _, column, _, broken in checks:
+        x = exp.column(column, quoted=True)
+        bad = exp.and_(exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())), exp.Paren(this=broken(x)))
+        counts.append(exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=bad)))
+    return render(exp.select(*counts).from_(table.copy()))
+
+
+def shared_policy_text(text: str | None) -> str | None:
+    """A shared file's policy (JSON) readable by policy validation: each ``hash`` mask's salt, which export leaves
+    out (a secret of the data owner), stood in by :data:`WITHHELD_SALT` (E10b: the file then failed its own check).
+    Only ``check`` of a shared file reads it so; it never computes a mask."""
+    if not text:
+        return text
+    try:
+        policy = json.loads(text)
+    except ValueError:
+        return text
+    tables = [policy.get("attributes") or {}]
+    tables += [(spec or {}).get("attributes") or {} for spec in (policy.get("related") or {}).values()
+               if isinstance(spec, dict)]
+    for attributes in tables:
+        for spec in attributes.values() if isinstance(attributes, dict) else ():
+            mask = spec.get("mask") if isinstance(spec, dict) else None
+            if isinstance(mask, dict) and mask.get("function") == "hash" and "salt" not in mask:
+                mask["salt"] = WITHHELD_SALT
+    return json.dumps(policy, sort_keys=True)
+
+
+__all__ = ["PSEUDONYM", "WITHHELD_SALT", "shared_policy_text", "value_checks", "value_form", "value_query"]
