@@ -32,6 +32,8 @@ from ..policy.model import Policy
 from ..data.source import describe, file_relation, is_path, readable_relation, relation_exists, table_relation
 from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
+from .contents import file_contents_row
+from .related_checks import related_rows, related_table
 from .values import shared_policy_text, value_checks, value_query
 
 if TYPE_CHECKING:
@@ -260,29 +262,10 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         return [*check_program.run_program(private, program, row, columns, [
             {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
              "passed": False} for check in unverifiable]),
-            *related_rows(private, name, policy, table, recorded=row.get("related_tables")),
-            _file_contents_row(con, name, policy, [m.population.name for m in population])]
+            *related_rows(private, name, policy, table, recorded=row.get("related_tables"), shared=True),
+            file_contents_row(con, name, policy, [m.population.name for m in population])]
     finally:
         private.close()
-
-
-def _file_contents_row(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, populations: list[str]
-                       ) -> dict[str, Any]:
-    """The ``file contents`` check of a shared file: it holds the release's set and nothing else (hostile round 7,
-    C03: a table added to a shared file — raw data beside the release — passed ``check``, which vouches for the
-    file), but the ``populations`` its k-map / δ-presence models name, which a reader may put beside it to re-verify
-    them (docs/sharing.md). Fails naming the other tables and views."""
-    mine = {n.lower() for n in (name, f"{name}__classes", metadata_table(name).name, *populations,
-                                *(f"{name}_{r}" for r in policy.related))}
-    found = con.execute("SELECT schema_name || '.' || table_name, table_name, schema_name FROM duckdb_tables() "
-                        "WHERE database_name = current_database() UNION ALL SELECT schema_name || '.' || view_name, "
-                        "view_name, schema_name FROM duckdb_views() WHERE NOT internal AND database_name = "
-                        "current_database()").fetchall()
-    other = sorted(q for q, t, schema in found if not (schema == "main" and t.lower() in mine))
-    return {"check": "file contents", "classes": 0, "failing_classes": 0, "failing_records": len(other),
-            "worst_value": None, "required": "the release's tables only", "passed": not other,
-            "basis": check_program.TABLE,
-            **({"message": "not part of the release: " + ", ".join(other)} if other else {})}
 
 
 def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str,
@@ -395,11 +378,6 @@ def _people(table: exp.Table, policy: Policy, columns: list[str]) -> tuple[exp.E
     return table, Policy.from_dict(d)
 
 
-def related_table(table: exp.Table, name: str) -> exp.Table:
-    """The released related table ``<release>_<name>`` beside ``table`` (same database and schema)."""
-    return exp.Table(this=ident(f"{table.name}_{name}"), db=table.args.get("db"), catalog=table.args.get("catalog"))
-
-
 def _with_related_values(table: exp.Table, policy: Policy) -> exp.Select:
     """The released unit table joined, through the unit's pseudonym, with the sensitive values its related table
     released: what the sensitive-attribute models read per person (docs/units.md)."""
@@ -416,87 +394,6 @@ def _with_related_values(table: exp.Table, policy: Policy) -> exp.Select:
                              alias=exp.TableAlias(this=t)))
             .join(exp.Subquery(this=values, alias=exp.TableAlias(this=r)), join_type="left",
                   on=exp.EQ(this=unit, expression=exp.Column(this=ident(key), table=r))))
-
-
-_RELATED_REQUIRED = "every row keyed to a released person (or no key)"
-
-
-def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, table: exp.Table | None = None,
-                 recorded: str | None = None) -> list[dict[str, Any]]:
-    """Three check rows per related table of release ``name`` (docs/units.md):
-
-    * ``related <name>``: the table exists; its key is the unit's pseudonym of a released person on every row (no
-      row of a suppressed person, pseudonyms consistent with the unit table), or absent when the unit was dropped;
-    * ``related <name> columns``: its columns and their types are those released (hostile round 7, C08: a column
-      added afterwards, such as the raw unit key joined back, fails);
-    * ``related <name> rows``: it holds the rows released (C05).
-
-    ``recorded``: the release's ``related_tables`` (JSON, catalog or shared metadata), what the last two compare
-    with; a release without it (made before it was kept) fails them. ``failing_records``: the rows that break it."""
-    table = table if table is not None else exp.Table(this=ident(name))
-    unit = policy.privacy_unit
-    try:
-        released = json.loads(recorded) if recorded else {}
-    except ValueError:
-        released = {}
-    out = []
-    for rel, spec in policy.related.items():
-        target = related_table(table, rel)
-        check = f"related {rel}"
-        try:
-            described = describe(con, target)
-        except (duckdb.Error, SourceError):
-            out += [_related_row(f"{check}{part}", 0, False, required) for part, required in
-                    (("", _RELATED_REQUIRED), *_RELATED_RECORDED)]
-            continue
-        columns = [r[0] for r in described]
-        key = spec["key"]
-        pseudonymized = (policy.attributes.get(unit) is not None
-                         and policy.attributes[unit].action == "pseudonymize")
-        if not pseudonymized:   # the key leaves with the unit: no column may link a row to a person
-            bad = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(target.copy())))
-                      .fetchall()[0][0]) if key in columns else 0
-        else:
-            people = exp.select(exp.column(unit, quoted=True)).from_(table.copy())
-            orphan = exp.Not(this=exp.In(this=exp.column(key, quoted=True), query=exp.Subquery(this=people)))
-            missing = exp.Is(this=exp.column(key, quoted=True), expression=exp.Null())
-            bad = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(target.copy()).where(
-                exp.or_(orphan, missing)))).fetchall()[0][0]) if key in columns else -1
-        out.append(_related_row(check, max(bad, 0), bad == 0, _RELATED_REQUIRED))
-        out += _related_recorded_rows(con, check, target, described, released.get(rel))
-    return out
-
-
-_RELATED_RECORDED = ((" columns", "the columns (names, types) released"), (" rows", "the rows released"))
-
-
-def _related_row(check: str, failing: int, passed: bool, required: str, message: str | None = None
-                 ) -> dict[str, Any]:
-    row = {"check": check, "classes": 0, "failing_classes": 0, "failing_records": failing, "worst_value": None,
-           "required": required, "passed": passed, "basis": check_program.TABLE}
-    return {**row, "message": message} if message else row
-
-
-def _related_recorded_rows(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table, described: list[tuple],
-                           recorded: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The ``columns`` and ``rows`` rows of one related table against what its release recorded."""
-    (columns_check, columns_required), (rows_check, rows_required) = _RELATED_RECORDED
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("columns"), list):
-        why = ("what was released is not recorded (a release made before anon_sql kept it, or an edited catalog / "
-               "metadata row): release it again")
-        return [_related_row(check + columns_check, 0, False, columns_required, why),
-                _related_row(check + rows_check, 0, False, rows_required, why)]
-    now = {(str(c[0]), str(c[1])) for c in described}
-    then = {(str(c[0]), str(c[1])) for c in recorded["columns"] if isinstance(c, list) and len(c) == 2}
-    odd = sorted(now ^ then)
-    rows = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(target.copy()))).fetchall()[0][0])
-    expected = recorded.get("released")
-    gap = abs(rows - expected) if isinstance(expected, int) else rows
-    return [
-        _related_row(check + columns_check, 0, not odd, columns_required,
-                     ("added, removed or retyped: " + ", ".join(f"{c} {t}" for c, t in odd)) if odd else None),
-        _related_row(check + rows_check, gap, isinstance(expected, int) and gap == 0, rows_required,
-                     None if gap == 0 else f"{rows} rows, {expected} released")]
 
 
 def _population_quasi(policy: Policy, plan: dict[str, Any]) -> list[str]:
