@@ -313,7 +313,10 @@ def test_a_shared_file_checks_with_the_package_macros_whatever_it_holds(shared_f
     path = tmp_path / "rt.duckdb"
     shutil.copy(shared_files / "rt.duckdb", path)
     edit(str(path), "CREATE MACRO main.pow(a, b) AS -1e9")
-    assert CliRunner().invoke(main, ["check", "rt", "--db", str(path)]).exit_code == 0
+    res = CliRunner().invoke(main, ["check", "rt", "--db", str(path)])
+    # the models pass (their SQL does not call the file's macro); since hostile round 8 (N09) the macro itself is
+    # something export never writes, so `file contents` fails naming it, and nothing else does
+    assert res.exit_code == 3 and "FAILED: ['file contents']" in res.output and "macro main.pow" in res.output
     edit(str(path), THETA_BROKEN)
     res = CliRunner().invoke(main, ["check", "rt", "--db", str(path)])
     assert res.exit_code == 3 and "theta__disease" in res.output, res.output
