@@ -83,8 +83,8 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
 
 
 def _value_rows(counts: list[Any], checks: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """The check rows of a values program part (``checks``: each one's ``check`` and ``required``; :mod:`anon_sql.audit.values`) from the counts
-    its query gave."""
+    """The ``values`` check rows (:mod:`anon_sql.audit.values`) from the counts its query gave (``checks``: each
+    one's ``check`` and ``required``)."""
     rows = []
     for n, spec in zip(counts, checks):
         n = int(n or 0)
