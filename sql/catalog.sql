@@ -134,6 +134,8 @@ ALTER TABLE anon.release_versions ADD COLUMN IF NOT EXISTS taxonomy_digests VARC
 -- (JSON: rows, an order-independent content hash, the columns hashed, DuckDB's version)
 ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS declared_policy VARCHAR;
 ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS source_digest VARCHAR;
+-- each related table as released (docs/units.md): its columns with their types and its rows, which check compares
+ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS related_tables VARCHAR;
 
 -- the version of the anonymized view whose search a trace row belongs to (anon.release_versions; hostile round 5,
 -- R11: a refresh kept no earlier search): NULL until a version row numbers it; a new release of the name replaces

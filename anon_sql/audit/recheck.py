@@ -91,7 +91,8 @@ def _recorded_related_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[di
     """:func:`related_rows` of recorded release ``name`` (none without related tables)."""
     row = catalog.recorded_release(con, name) or {}
     policy = json.loads(row.get("policy_json") or "{}")
-    return related_rows(con, name, Policy.from_dict(policy)) if policy.get("related") else []
+    return (related_rows(con, name, Policy.from_dict(policy), recorded=row.get("related_tables"))
+            if policy.get("related") else [])
 
 
 def prepare_check(con: duckdb.DuckDBPyConnection, name: str, recorded: dict[str, Any] | None = None) -> None:
@@ -254,9 +255,30 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
             unverifiable += [m.name for m in population]
         return [*check_program.run_program(private, program, row, columns, [
             {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
-             "passed": False} for check in unverifiable]), *related_rows(private, name, policy, table)]
+             "passed": False} for check in unverifiable]),
+            *related_rows(private, name, policy, table, recorded=row.get("related_tables")),
+            _file_contents_row(con, name, policy, [m.population.name for m in population])]
     finally:
         private.close()
+
+
+def _file_contents_row(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, populations: list[str]
+                       ) -> dict[str, Any]:
+    """The ``file contents`` check of a shared file: it holds the release's set and nothing else (hostile round 7,
+    C03: a table added to a shared file — raw data beside the release — passed ``check``, which vouches for the
+    file), but the ``populations`` its k-map / δ-presence models name, which a reader may put beside it to re-verify
+    them (docs/sharing.md). Fails naming the other tables and views."""
+    mine = {n.lower() for n in (name, f"{name}__classes", metadata_table(name).name, *populations,
+                                *(f"{name}_{r}" for r in policy.related))}
+    found = con.execute("SELECT schema_name || '.' || table_name, table_name, schema_name FROM duckdb_tables() "
+                        "WHERE database_name = current_database() UNION ALL SELECT schema_name || '.' || view_name, "
+                        "view_name, schema_name FROM duckdb_views() WHERE NOT internal AND database_name = "
+                        "current_database()").fetchall()
+    other = sorted(q for q, t, schema in found if not (schema == "main" and t.lower() in mine))
+    return {"check": "file contents", "classes": 0, "failing_classes": 0, "failing_records": len(other),
+            "worst_value": None, "required": "the release's tables only", "passed": not other,
+            "basis": check_program.TABLE,
+            **({"message": "not part of the release: " + ", ".join(other)} if other else {})}
 
 
 def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str,
@@ -390,24 +412,35 @@ def _with_related_values(table: exp.Table, policy: Policy) -> exp.Select:
 _RELATED_REQUIRED = "every row keyed to a released person (or no key)"
 
 
-def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, table: exp.Table | None = None
-                 ) -> list[dict[str, Any]]:
-    """One check row per related table of release ``name`` (docs/units.md): the table exists; its key is the
-    unit's pseudonym of a released person on every row (no row of a suppressed person, pseudonyms consistent with
-    the unit table), or absent when the unit was dropped. ``failing_records``: the rows that break it."""
+def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, table: exp.Table | None = None,
+                 recorded: str | None = None) -> list[dict[str, Any]]:
+    """Three check rows per related table of release ``name`` (docs/units.md):
+
+    * ``related <name>``: the table exists; its key is the unit's pseudonym of a released person on every row (no
+      row of a suppressed person, pseudonyms consistent with the unit table), or absent when the unit was dropped;
+    * ``related <name> columns``: its columns and their types are those released (hostile round 7, C08: a column
+      added afterwards, such as the raw unit key joined back, fails);
+    * ``related <name> rows``: it holds the rows released (C05).
+
+    ``recorded``: the release's ``related_tables`` (JSON, catalog or shared metadata), what the last two compare
+    with; a release without it (made before it was kept) fails them. ``failing_records``: the rows that break it."""
     table = table if table is not None else exp.Table(this=ident(name))
     unit = policy.privacy_unit
+    try:
+        released = json.loads(recorded) if recorded else {}
+    except ValueError:
+        released = {}
     out = []
     for rel, spec in policy.related.items():
         target = related_table(table, rel)
         check = f"related {rel}"
         try:
-            columns = [r[0] for r in describe(con, target)]
+            described = describe(con, target)
         except (duckdb.Error, SourceError):
-            out.append({"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0,
-                        "worst_value": None, "required": _RELATED_REQUIRED, "passed": False,
-                        "basis": check_program.TABLE})
+            out += [_related_row(f"{check}{part}", 0, False, required) for part, required in
+                    (("", _RELATED_REQUIRED), *_RELATED_RECORDED)]
             continue
+        columns = [r[0] for r in described]
         key = spec["key"]
         pseudonymized = (policy.attributes.get(unit) is not None
                          and policy.attributes[unit].action == "pseudonymize")
@@ -420,10 +453,41 @@ def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, tabl
             missing = exp.Is(this=exp.column(key, quoted=True), expression=exp.Null())
             bad = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(target.copy()).where(
                 exp.or_(orphan, missing)))).fetchall()[0][0]) if key in columns else -1
-        out.append({"check": check, "classes": 0, "failing_classes": 0, "failing_records": max(bad, 0),
-                    "worst_value": None, "required": _RELATED_REQUIRED, "passed": bad == 0,
-                    "basis": check_program.TABLE})
+        out.append(_related_row(check, max(bad, 0), bad == 0, _RELATED_REQUIRED))
+        out += _related_recorded_rows(con, check, target, described, released.get(rel))
     return out
+
+
+_RELATED_RECORDED = ((" columns", "the columns (names, types) released"), (" rows", "the rows released"))
+
+
+def _related_row(check: str, failing: int, passed: bool, required: str, message: str | None = None
+                 ) -> dict[str, Any]:
+    row = {"check": check, "classes": 0, "failing_classes": 0, "failing_records": failing, "worst_value": None,
+           "required": required, "passed": passed, "basis": check_program.TABLE}
+    return {**row, "message": message} if message else row
+
+
+def _related_recorded_rows(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table, described: list[tuple],
+                           recorded: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The ``columns`` and ``rows`` rows of one related table against what its release recorded."""
+    (columns_check, columns_required), (rows_check, rows_required) = _RELATED_RECORDED
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("columns"), list):
+        why = ("what was released is not recorded (a release made before anon_sql kept it, or an edited catalog / "
+               "metadata row): release it again")
+        return [_related_row(check + columns_check, 0, False, columns_required, why),
+                _related_row(check + rows_check, 0, False, rows_required, why)]
+    now = {(str(c[0]), str(c[1])) for c in described}
+    then = {(str(c[0]), str(c[1])) for c in recorded["columns"] if isinstance(c, list) and len(c) == 2}
+    odd = sorted(now ^ then)
+    rows = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(target.copy()))).fetchall()[0][0])
+    expected = recorded.get("released")
+    gap = abs(rows - expected) if isinstance(expected, int) else rows
+    return [
+        _related_row(check + columns_check, 0, not odd, columns_required,
+                     ("added, removed or retyped: " + ", ".join(f"{c} {t}" for c, t in odd)) if odd else None),
+        _related_row(check + rows_check, gap, isinstance(expected, int) and gap == 0, rows_required,
+                     None if gap == 0 else f"{rows} rows, {expected} released")]
 
 
 def _population_quasi(policy: Policy, plan: dict[str, Any]) -> list[str]:

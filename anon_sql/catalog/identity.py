@@ -1,7 +1,8 @@
 """Which tables anon_sql wrote, by identity rather than by name (issue 28.1).
 
 A name proves nothing: a user may drop a release's table and create one of their own under its name. So when a
-release is recorded, each table it keeps (the released table, its plan tables in ``anon_work``) gets a marker — a
+release is recorded, each table it keeps (the released table and its related tables ``<release>_<name>``, its plan
+tables in ``anon_work``) gets a marker — a
 ``COMMENT ON TABLE`` with a random token — and ``anon.owned_objects`` keeps the token with a fingerprint of the
 table's columns and types. A table is anon_sql's to replace or drop only when its comment is that marker and its
 columns are those fingerprinted: a table created afresh has no such comment (``CREATE TABLE AS`` does not copy
@@ -14,7 +15,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from sqlglot import exp
 
@@ -27,8 +28,8 @@ PLAN_PARTS = ("assignment", "ec_values", "noise", "risk")   # the working tables
 
 # the comment of the release's table ($n in the current schema) and of its plan tables ($wn in schema $w), then their
 # columns in order: two scans of the catalog functions for all of them (a join of the two costs twice as much)
-_WHERE = ("database_name = current_database() AND ((schema_name = current_schema() AND table_name = $n) "
-          "OR (schema_name = $w AND list_contains($wn, table_name)))")
+_WHERE = ("database_name = current_database() AND ((schema_name = current_schema() "
+          "AND list_contains($n, table_name)) OR (schema_name = $w AND list_contains($wn, table_name)))")
 _COMMENTS = f"SELECT schema_name = $w, table_name, comment FROM duckdb_tables() WHERE {_WHERE}"
 _COLUMNS = (f"SELECT schema_name = $w, table_name, list([column_name, data_type] ORDER BY column_index) "
             f"FROM duckdb_columns() WHERE {_WHERE} GROUP BY ALL")
@@ -53,12 +54,17 @@ def _plan_tables(release: str) -> list[str]:
     return [working(release, p).name for p in PLAN_PARTS]
 
 
-def seen(con: Any, release: str, comments: dict[tuple[str | None, str], str | None] | None = None
-         ) -> dict[tuple[str | None, str], Seen]:
-    """The tables release ``release`` may own as they are now: (schema — None for the release's table in the
-    current schema, ``anon_work`` for a plan table —, name) → comment and shape; absent tables left out.
-    ``comments``: those tables' comments when the caller has just read them (the name claim's scan)."""
-    args = {"n": release, "w": WORK_SCHEMA, "wn": _plan_tables(release)}
+def _args(release: str, related: Sequence[str]) -> dict[str, Any]:
+    return {"n": [release, *related], "w": WORK_SCHEMA, "wn": _plan_tables(release)}
+
+
+def seen(con: Any, release: str, comments: dict[tuple[str | None, str], str | None] | None = None,
+         related: Sequence[str] = ()) -> dict[tuple[str | None, str], Seen]:
+    """The tables release ``release`` may own as they are now: (schema — None for the release's table and its
+    ``related`` tables (their names) in the current schema, ``anon_work`` for a plan table —, name) → comment and
+    shape; absent tables left out. ``comments``: those tables' comments when the caller has just read them (the
+    name claim's scan)."""
+    args = _args(release, related)
     if comments is None:
         comments = {(WORK_SCHEMA if w else None, name): comment
                     for w, name, comment in con.execute(_COMMENTS, args).fetchall()}
@@ -87,15 +93,16 @@ def owned(con: Any, release: str, has_table: bool | None = None) -> dict[tuple[s
 
 
 def mismatches(con: Any, release: str, comments: dict[tuple[str | None, str], str | None] | None = None,
-               has_owned: bool | None = None) -> dict[tuple[str | None, str], str]:
+               has_owned: bool | None = None, related: Sequence[str] = ()) -> dict[tuple[str | None, str], str]:
     """Each table named like one release ``release`` wrote that is not the one it wrote, with why: (schema, name)
     → reason. Tables that do not exist, and releases recorded before identities (the name decides), give none.
-    ``comments`` / ``has_owned``: what the caller's catalog scan already read (:func:`seen`, :func:`owned`)."""
+    ``comments`` / ``has_owned``: what the caller's catalog scan already read (:func:`seen`, :func:`owned`);
+    ``related``: the names of the release's related tables, checked too."""
     recorded = owned(con, release, has_owned)
     if not recorded:
         return {}
     out = {}
-    for key, now in seen(con, release, comments).items():
+    for key, now in seen(con, release, comments, related).items():
         row = recorded.get(key)
         if row is None:
             continue
@@ -107,22 +114,24 @@ def mismatches(con: Any, release: str, comments: dict[tuple[str | None, str], st
     return out
 
 
-def shapes(con: Any, release: str) -> dict[tuple[str | None, str], list[tuple[str, str]]]:
-    """The columns (name, type, in order) of each table release ``release`` may own that exists now, by (schema,
-    name): one scan of the columns (a table has at least one), without the comments :func:`seen` reads too."""
-    args = {"n": release, "w": WORK_SCHEMA, "wn": _plan_tables(release)}
+def shapes(con: Any, release: str, related: Sequence[str] = ()) -> dict[tuple[str | None, str], list[tuple[str, str]]]:
+    """The columns (name, type, in order) of each table release ``release`` (and its ``related`` tables) may own
+    that exists now, by (schema, name): one scan of the columns (a table has at least one), without the comments
+    :func:`seen` reads too."""
+    args = _args(release, related)
     return {(WORK_SCHEMA if w else None, name): [tuple(c) for c in cols or []]
             for w, name, cols in con.execute(_COLUMNS, args).fetchall()}
 
 
-def mark(con: Any, release: str) -> list[tuple[str, str]]:
+def mark(con: Any, release: str, related: Sequence[str] = ()) -> list[tuple[str, str]]:
     """Mark the tables release ``release`` keeps and record their identity (inside the release's transaction):
-    the released table of the current schema and the plan tables of ``anon_work`` that exist. One read of their
+    the released table and its ``related`` tables (their names) of the current schema and the plan tables of
+    ``anon_work`` that exist. One read of their
     columns, then one script: the old identity rows out, a new marker on each table, its row in
     ``anon.owned_objects`` (issue 29.1: two calls, not five). Returns the released table's columns as read."""
     script = [exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"), expression=lit(release)))]
     rows = []
-    tables = shapes(con, release)
+    tables = shapes(con, release, related)
     for (schema, name), columns in sorted(tables.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
         marker = f"{MARKER} {uuid.uuid4().hex}"
         table = exp.Table(this=ident(name), db=ident(schema) if schema else None)

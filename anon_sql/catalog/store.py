@@ -355,11 +355,11 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
     con.execute(
         "INSERT INTO anon.releases (release, policy, method, source, records_in, records_out, suppressed, noise, "
         "k_achieved, classes, status, message, plan, policy_json, generated_sql, taxonomy_digests, declared_policy, "
-        "source_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?, ?, ?)",
+        "source_digest, related_tables) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?, ?, ?, ?)",
         [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
          rel.noise, int(rel.metrics["k"]), len(rel.classes), recorded["plan"], recorded["policy_json"],
          ";\n".join(rel.sql) + ";", _info_json(rel, "taxonomy_digests"), recorded["declared_policy"],
-         recorded["source_digest"]],
+         recorded["source_digest"], _info_json(rel, "related_tables")],
     )
     con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
                 [policy.name, policy.to_toml(), policy.to_json()])
@@ -395,7 +395,8 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
                     "feasible, score) SELECT release, step, node, event, violations, distinct_rows, feasible, score "
                     "FROM __anon_trace_frame")
         con.unregister("__anon_trace_frame")
-    recorded["columns"] = identity.mark(con, rel.name)
+    # the related tables <release>_<name> are marked too (hostile round 7, X07: a fixed comment could be forged)
+    recorded["columns"] = identity.mark(con, rel.name, [f"{rel.name}_{n}" for n in policy.related])
     return recorded
 
 

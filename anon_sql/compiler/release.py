@@ -305,62 +305,51 @@ def _groups_unit_rows(ci: CompileInput) -> bool:
         and bool(ci.policy.privacy_unit)
 
 
-def _unit_grouped_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
-                          row_map: exp.Table) -> exp.Select:
-    """The release of :func:`_joined_release` with a privacy unit, sorted by groups instead of rows: the source
-    rows of the kept tuples joined to the row map, grouped by (``ec_id``, released values) with the list of their
-    units, the groups sorted in the release order of :func:`_ordered_rows` (``ec_id``, then the seeded hash of the
-    other released values) and each group's units unnested, one row each (UNNEST keeps that order). The rows and
-    their units are those of the sorted rows, and the order the same up to ties between rows whose released values
-    are equal, which differ only in the unit the release drops (issue 24.6: the released table with every row
-    sorted was over half of a 10M-row release with a unit)."""
+def _released_groups(ci: CompileInput, names: ReleaseNames, released: list[str], row_map: exp.Table,
+                     aggregate: exp.Expression) -> exp.Select:
+    """The source rows of the kept tuples joined to the row map, grouped by (released values, ``ec_id``) with one
+    ``aggregate`` per group, the groups sorted in the release order of :func:`_ordered_rows` (``ec_id``, then the
+    seeded hash of the other released values). Grouping after the join keys the aggregation on the released
+    values, whose groups are at most those of the original tuples (a diagnosis per visit made a group of almost
+    every row when grouped by the original tuple: issue 24.6)."""
     quasi = list(ci.policy.quasi)
-    released = [c for c in data_cols if c != UNIT]
     others = [c for c in released if c not in quasi]
     combos = row_map.copy()
     combos.set("alias", exp.TableAlias(this=ident("k")))
-    keys = [col(EC_ID, "k")] + [col(c, "k") if c in quasi else col(c, "g") for c in released]
-    units = exp.Anonymous(this="list", expressions=[col(UNIT, "g")])
+    keys = [col(c, "k") if c in quasi else col(c, "g") for c in released] + [col(EC_ID, "k")]
     order = [col(EC_ID)]
     if others:
         order.append(exp.Anonymous(this="hash", expressions=[*[col(c) for c in others], lit(ci.policy.seed)]))
-    grouped = (exp.select(*[k.copy() for k in keys], alias(units, "__units"))
-               .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
-                                alias=exp.TableAlias(this=ident("g"))))
-               .join(combos, on=exp.EQ(this=tuple_hash(ci, [col(q, "g") for q in quasi]),
-                                       expression=col(ROW_KEY, "k")))
-               .where(col(KEEP, "k"))
-               .group_by(*keys)
-               .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    return (exp.select(*[k.copy() for k in keys], aggregate)
+            .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
+                             alias=exp.TableAlias(this=ident("g"))))
+            .join(combos, on=exp.EQ(this=tuple_hash(ci, [col(q, "g") for q in quasi]),
+                                    expression=col(ROW_KEY, "k")))
+            .where(col(KEEP, "k"))
+            .group_by(*keys)
+            .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+
+
+def _unit_grouped_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
+                          row_map: exp.Table) -> exp.Select:
+    """The release of :func:`_joined_release` with a privacy unit, sorted by groups instead of rows: the groups of
+    :func:`_released_groups` with the list of their units, each group's units unnested, one row each (UNNEST keeps
+    that order). The rows and their units are those of the sorted rows, and the order the same up to ties between
+    rows whose released values are equal, which differ only in the unit the release drops (issue 24.6: the
+    released table with every row sorted was over half of a 10M-row release with a unit)."""
+    released = [c for c in data_cols if c != UNIT]
+    units = alias(exp.Anonymous(this="list", expressions=[col(UNIT, "g")]), "__units")
+    grouped = _released_groups(ci, names, released, row_map, units)
     items = [alias(exp.Unnest(expressions=[col("__units")]), UNIT) if c == UNIT else col(c) for c in data_cols]
     return exp.select(*items, col(EC_ID)).from_(exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("x"))))
 
 
 def _class_grouped_release(ci: CompileInput, names: ReleaseNames, data_cols: list[str],
                            row_map: exp.Table) -> exp.Select:
-    """The release of :func:`_joined_release` written from groups of released values: the source rows of the kept
-    tuples joined to the row map, grouped by (``ec_id``, released values) with their counts, the groups sorted in
-    the release order of :func:`_ordered_rows` (``ec_id``, then the seeded hash of the other released values) and
+    """The release of :func:`_joined_release` written from the groups of :func:`_released_groups` with their counts,
     each written ``__w`` times. Rows of a group are identical once released, so this is the multiset and the order
-    the sorted rows give. Grouping after the join keys the aggregation on the released values, whose groups are at
-    most those of the original tuples (a diagnosis per visit made a group of almost every row when grouped by the
-    original tuple: issue 24.6)."""
-    quasi = list(ci.policy.quasi)
-    others = [c for c in data_cols if c not in quasi]
-    combos = row_map.copy()
-    combos.set("alias", exp.TableAlias(this=ident("k")))
-    keys = [col(c, "k") if c in quasi else col(c, "g") for c in data_cols] + [col(EC_ID, "k")]
-    order = [col(EC_ID)]
-    if others:
-        order.append(exp.Anonymous(this="hash", expressions=[*[col(c) for c in others], lit(ci.policy.seed)]))
-    grouped = (exp.select(*[k.copy() for k in keys], alias(exp.Count(this=exp.Star()), WEIGHT))
-               .from_(exp.Table(this=names.source.this.copy(), db=names.source.args.get("db"),
-                                alias=exp.TableAlias(this=ident("g"))))
-               .join(combos, on=exp.EQ(this=tuple_hash(ci, [col(q, "g") for q in quasi]),
-                                       expression=col(ROW_KEY, "k")))
-               .where(col(KEEP, "k"))
-               .group_by(*keys)
-               .order_by(*[exp.Ordered(this=c, nulls_first=True) for c in order]))
+    the sorted rows give."""
+    grouped = _released_groups(ci, names, data_cols, row_map, alias(exp.Count(this=exp.Star()), WEIGHT))
     return _each_record(grouped, data_cols)
 
 

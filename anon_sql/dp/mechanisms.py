@@ -8,6 +8,7 @@ noise is drawn anywhere else. OpenDP's samplers take no seed: DP answers are not
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import opendp.prelude as dp
@@ -19,9 +20,11 @@ dp.enable_features("contrib")
 __all__ = ["Noised", "Selected", "noisy_counts", "noisy_sums", "select_partitions", "count_accuracy",
            "sum_accuracy", "count_measurement", "sum_measurement", "threshold_measurement", "quantile_candidates",
            "quantile_score_transformation", "quantile_fraction", "quantile_scores", "noisy_quantiles",
-           "QUANTILE_CANDIDATES", "selection_threshold"]
+           "QUANTILE_CANDIDATES", "selection_threshold", "smallest_epsilon", "infinite_scale_error"]
 
 QUANTILE_CANDIDATES = 1001   # candidates spread evenly over a PERCENTILE_CONT's bounds: a resolution of 0.1 %
+_TAIL = 1e-9   # noise past its (1 − _TAIL) half-width counts as impossible when fitting an answer into its type
+_LIMITS = {"count": 2.0 ** 63, "sum": sys.float_info.max}   # a count's 64-bit integer, a sum's double
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,28 @@ def threshold_measurement(scale: float, threshold: int):
                                        threshold=threshold)
 
 
+def infinite_scale_error(sensitivity: float, epsilon: float) -> PolicyError:
+    """The refusal of an ε and sensitivity whose noise scale sensitivity/ε is not a finite number."""
+    return PolicyError(f"epsilon = {epsilon!r} is too small for sensitivity {sensitivity}: the noise scale would be "
+                       "infinite; ask for a larger epsilon or narrower contribution bounds")
+
+
+def smallest_epsilon(family: str, sensitivity: float, largest: float) -> float:
+    """The smallest ε at which Laplace noise of scale sensitivity/ε on a statistic of at most ``largest`` in size
+    stays inside the answer's type (``family`` "count": a 64-bit integer, where OpenDP's discrete noise saturates,
+    hostile round 6 D56; "sum": a double, where it reaches ±inf) but for a tail of probability 1e-9:
+    sensitivity·ln(1e9) / (type's limit − largest). Infinite when ``largest`` alone fills the type."""
+    room = _LIMITS[family] - abs(float(largest))
+    if not (math.isfinite(room) and room > 0):
+        return math.inf
+    return float(sensitivity) * math.log(1 / _TAIL) / room
+
+
 def _calibrate(make, d_in, epsilon: float) -> tuple[object, float, float]:
     """The measurement with the smallest scale ≥ d_in/ε whose OpenDP privacy map stays ≤ ε."""
     scale = float(d_in) / epsilon
     if not math.isfinite(scale):   # a subnormal ε (or huge bounds): no finite noise scale exists
-        raise PolicyError(f"epsilon = {epsilon!r} is too small for sensitivity {d_in}: the noise scale would be "
-                          "infinite; ask for a larger epsilon or narrower contribution bounds")
+        raise infinite_scale_error(d_in, epsilon)
     for _ in range(64):
         measurement = make(scale)
         spent = measurement.map(d_in)

@@ -103,27 +103,38 @@ def _quantile_code(i: int, a: Aggregate) -> exp.Expression:
 _ITERATED_CUT = 3   # m ≤ this: the cut by m successive minimums (bench/bench_dp.py: 15× vs 18× plain's CPU at m = 3)
 
 
+def _counted_plan(q: DPQuery) -> bool:
+    """Whether the counted plan (`_counted_pairs`) may answer `q`: GROUP BY and max_groups_contributed ≤
+    _ITERATED_CUT, where the cut is m passes of successive minimums."""
+    return bool(q.group_by) and q.max_groups_contributed <= _ITERATED_CUT
+
+
+def _cut_pass(base: exp.Select, previous: exp.Expression | None) -> exp.Select:
+    """One pass of the cut: per unit, the smallest hash of its rows above the previous pass's (`previous`, a
+    relation aliased `__dp_cut`; None for the first pass), as (__dp_pick_unit, __dp_pick_h)."""
+    rows = _subquery(base.copy(), "__dp_rows_cut")
+    select = exp.select(exp.alias_(exp.column(_UNIT, "__dp_rows_cut", quoted=True), _PICK_UNIT, quoted=True),
+                        exp.alias_(exp.Min(this=exp.column(_HASH, "__dp_rows_cut", quoted=True)), _PICK_HASH,
+                                   quoted=True)).from_(rows)
+    if previous is not None:
+        select = select.join(previous, on=exp.and_(
+            exp.EQ(this=exp.column(_UNIT, "__dp_rows_cut", quoted=True),
+                   expression=exp.column(_PICK_UNIT, "__dp_cut", quoted=True)),
+            exp.GT(this=exp.column(_HASH, "__dp_rows_cut", quoted=True),
+                   expression=exp.column(_PICK_HASH, "__dp_cut", quoted=True))))
+    return select.group_by(exp.column(_UNIT, "__dp_rows_cut", quoted=True))
+
+
 def _cut(base: exp.Select, m: int) -> exp.Select:
     """Per unit, the m-th smallest distinct hash of its groups (__dp_pick_unit, __dp_pick_h).
 
-    m = 1: min(h). 1 < m ≤ _ITERATED_CUT: m successive minimums, each over the rows above the last one (a unit with
-    fewer than m groups drops out: no cut). Larger m: the m-th of the sorted distinct hashes (NULL: no cut)."""
-    def step(cut: exp.Select | None) -> exp.Select:
-        rows = _subquery(base.copy(), "__dp_rows_cut")
-        select = exp.select(exp.alias_(exp.column(_UNIT, "__dp_rows_cut", quoted=True), _PICK_UNIT, quoted=True),
-                            exp.alias_(exp.Min(this=exp.column(_HASH, "__dp_rows_cut", quoted=True)), _PICK_HASH,
-                                       quoted=True)).from_(rows)
-        if cut is not None:
-            select = select.join(_subquery(cut, "__dp_cut"), on=exp.and_(
-                exp.EQ(this=exp.column(_UNIT, "__dp_rows_cut", quoted=True),
-                       expression=exp.column(_PICK_UNIT, "__dp_cut", quoted=True)),
-                exp.GT(this=exp.column(_HASH, "__dp_rows_cut", quoted=True),
-                       expression=exp.column(_PICK_HASH, "__dp_cut", quoted=True))))
-        return select.group_by(exp.column(_UNIT, "__dp_rows_cut", quoted=True))
+    m = 1: min(h). 1 < m ≤ _ITERATED_CUT: m successive minimums (`_cut_pass`), each over the rows above the last
+    one (a unit with fewer than m groups drops out: no cut). Larger m: the m-th of the sorted distinct hashes (NULL:
+    no cut)."""
     if m <= _ITERATED_CUT:
         cut = None
         for _ in range(m):
-            cut = step(cut)
+            cut = _cut_pass(base, None if cut is None else _subquery(cut, "__dp_cut"))
         return cut
     # a sorted list of distinct hashes measured faster than min(DISTINCT h, m) at 10M rows (bench/bench_dp.py)
     nth = exp.Anonymous(this="list_extract", expressions=[exp.Anonymous(this="list_sort", expressions=[
@@ -133,26 +144,17 @@ def _cut(base: exp.Select, m: int) -> exp.Select:
 
 
 def _counted_pairs(base: exp.Select, pair: exp.Select, groups: int, m: int) -> exp.Select:
-    """The kept rows summed per (unit, group), with no per-unit collision check: the cut's passes are materialized
-    CTEs (`__dp_cut1` … `__dp_cut<m>`, pass k = the units with ≥ k distinct hashes), and every pair row carries
-    `__dp_expected_pairs` = Σ_k |pass k| = Σ_units min(m, distinct hashes). Without a 64-bit collision inside a unit
+    """The kept rows summed per (unit, group), with no per-unit collision check: the cut's passes (`_cut_pass`) are
+    materialized CTEs (`__dp_cut1` … `__dp_cut<m>`, pass k = the units with ≥ k distinct hashes), and every pair
+    row carries `__dp_expected_pairs` = Σ_k |pass k| = Σ_units min(m, distinct hashes). Without a 64-bit collision inside a unit
     the kept pairs number exactly that; with one they number more, and `bounded_statistics` then reruns the checked
     plan. Cheaper than the check (string min/max per bucket): bench/bench_dp.py."""
     ctes, previous = [], None
     for k in range(1, m + 1):
-        rows = _subquery(base.copy(), "__dp_rows_cut")
-        step = exp.select(exp.alias_(exp.column(_UNIT, "__dp_rows_cut", quoted=True), _PICK_UNIT, quoted=True),
-                          exp.alias_(exp.Min(this=exp.column(_HASH, "__dp_rows_cut", quoted=True)), _PICK_HASH,
-                                     quoted=True)).from_(rows)
-        if previous is not None:
-            step = step.join(exp.Table(this=exp.to_identifier(previous, quoted=True),
-                                       alias=exp.TableAlias(this=exp.to_identifier("__dp_cut", quoted=True))),
-                             on=exp.and_(exp.EQ(this=exp.column(_UNIT, "__dp_rows_cut", quoted=True),
-                                                expression=exp.column(_PICK_UNIT, "__dp_cut", quoted=True)),
-                                         exp.GT(this=exp.column(_HASH, "__dp_rows_cut", quoted=True),
-                                                expression=exp.column(_PICK_HASH, "__dp_cut", quoted=True))))
+        last = None if previous is None else exp.Table(this=exp.to_identifier(previous, quoted=True), alias=exp.TableAlias(
+            this=exp.to_identifier("__dp_cut", quoted=True)))
         previous = f"__dp_cut{k}"
-        ctes.append((previous, step.group_by(exp.column(_UNIT, "__dp_rows_cut", quoted=True))))
+        ctes.append((previous, _cut_pass(base, last)))
     rows = exp.select("*").from_(_subquery(base, "__dp_rows_in"))
     if m == 1:
         rows = rows.join(_table(previous), join_type="semi", on=exp.and_(
@@ -190,7 +192,7 @@ def _bounded(q: DPQuery, table: exp.Table, unit: str, salt: int, counted: bool =
     if q.where is not None:
         condition = exp.and_(exp.paren(q.where.copy()), condition)
     base = base.where(condition)
-    counted = counted and bool(q.group_by) and q.max_groups_contributed <= _ITERATED_CUT
+    counted = counted and _counted_plan(q)
     pair = exp.select(_col(_UNIT))
     if counted:   # the groups are keys of the pairs
         pair = pair.select(*[_col(_group(i)) for i in range(len(q.group_by))])
@@ -254,7 +256,7 @@ def build_sql(q: DPQuery, table: exp.Table, unit: str, salt: int, counted: bool 
     """Row-level work as one query: the bounded (unit, group) rows of `_bounded`, their totals clamped, then one
     row per group with every statistic but the quantiles (`build_quantile_sql`). `counted` (GROUP BY, m ≤ 3): the
     plan whose collision check is a count, with one more column `__dp_expected_pairs` (`bounded_statistics`)."""
-    counted = counted and bool(q.group_by) and q.max_groups_contributed <= _ITERATED_CUT
+    counted = counted and _counted_plan(q)
     final = exp.select(*[_col(_group(i)) for i in range(len(q.group_by))],
                        exp.alias_(exp.Count(this=exp.Star()), _UNITS, quoted=True))
     if counted:
@@ -360,10 +362,38 @@ def _check_against_budget(q: DPQuery, budget: ledger.Budget) -> None:
                 f"groups) sets the threshold a group's noisy count of people must pass at {threshold}, more than the "
                 f"{budget.units} units of {budget.table_name}: no group could be released; give the number of groups "
                 "one person may be in, or a larger epsilon (nothing was charged)")
+    _check_noise_fits(q, budget)
     for a in q.aggregates:
         if a.kind == "count_distinct" and a.argument.name.lower() != budget.privacy_unit.lower():
             raise PolicyError(f"COUNT(DISTINCT {a.argument.name}) is not supported: only COUNT(DISTINCT "
                               f"{budget.privacy_unit}) (the privacy unit, counting people) is")
+
+
+def _check_noise_fits(q: DPQuery, budget: ledger.Budget) -> None:
+    """Refuse, before any noise, a statistic whose noise scale is not finite or whose noisy answer could leave its
+    type: a count's 64-bit integer (ε = 1e-300 saturated at INT64's minimum: hostile round 6, D56) or a sum's double
+    (±inf), with a group's statistic at most the table's units times one unit's per-group bound."""
+    shares = dict(plan_budget(q)[2])
+    groups = q.max_groups_contributed if q.group_by else 1
+    for name, kind, a in _statistics(q):
+        if name not in shares or kind == "quantile":   # quantiles choose a candidate: always inside the bounds
+            continue
+        sensitivity, share = _sensitivity(q, kind, a), shares[name]
+        if not math.isfinite(sensitivity / share):
+            raise mechanisms.infinite_scale_error(sensitivity, share)
+        family = "count" if kind in ("count", "units", "avg_count") else "sum"
+        least = mechanisms.smallest_epsilon(family, sensitivity, budget.units * sensitivity / groups)
+        if share >= least:
+            continue
+        what = f"{a.kind.upper()} {a.alias}"
+        if math.isinf(least):
+            raise PolicyError(f"contribution bounds {a.bounds} of {what}: over the {budget.units} units of "
+                              f"{budget.table_name} its answer could exceed a double's range whatever epsilon; "
+                              "narrow the bounds (nothing was charged)")
+        answer = "64-bit integer" if family == "count" else "double"
+        raise PolicyError(f"option epsilon = {q.epsilon!r} is too small for {what}: noise of scale "
+                          f"{sensitivity / share:.3g} would overflow its {answer} answer; the smallest epsilon for this query is {least * q.epsilon / share:.3g} "
+                          "(nothing was charged)")
 
 
 def _key(values) -> str:

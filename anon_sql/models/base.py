@@ -167,6 +167,11 @@ class PrivacyModel:
         ``source``: the rows as released from; ``risk``: a table to write per-row risks to (None: write nothing), with the engine's ``create`` when given."""
         return None
 
+    def table_requirement(self) -> str | None:
+        """What :meth:`table_check` requires, in words (the ``required`` that ``check`` shows beside its worst
+        value); None for a model with no whole-table check."""
+        return None
+
     def describe(self) -> str:
         return self.name
 
@@ -185,10 +190,13 @@ def largest_is_worst(models: Sequence[PrivacyModel]) -> frozenset[str]:
 
 
 def requirement_texts(models: Sequence[PrivacyModel]) -> dict[str, str]:
-    """Check name → what it requires (``SQLCheck.requirement``, e.g. ``k >= 5``) for the per-class checks of
-    ``models``: what ``check`` shows beside each worst value (hostile round 5, C02 / C06)."""
+    """Check name → what it requires for the checks of ``models``: ``SQLCheck.requirement`` (e.g. ``k >= 5``) per
+    class, :meth:`PrivacyModel.table_requirement` for a whole-table check: what ``check`` shows beside each worst
+    value (hostile round 5, C02 / C06; a whole-table model showed ``-`` before mends 12)."""
     cols = ClassColumns(lambda c: exp.column(c))
-    return {chk.name: chk.requirement for m in models if not m.whole_table for chk in m.sql_checks(cols)}
+    texts = {chk.name: chk.requirement for m in models if not m.whole_table for chk in m.sql_checks(cols)}
+    texts.update({m.name: m.table_requirement() for m in models if m.whole_table and m.table_requirement()})
+    return texts
 
 
 def macro(name: str, *args: exp.Expression) -> exp.Expression:

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from ..common.sqlbuild import col, lit
 from .base import ClassColumns, ClassStats, PrivacyModel, SQLCheck, WORST_LARGEST, macro
-from .slicing_sql import verify_slicing
+from .slicing_sql import slicing_requirement_text, verify_slicing
 
 PAIR = "__slicing_pair"   # the ClassStats key of the guide's (C_c − {S} value, sensitive value) codes
 
@@ -112,6 +112,9 @@ class SlicingLDiversity(PrivacyModel):
                      assignment, create=create)
         row.pop("requirement", None)
         return row
+
+    def table_requirement(self) -> str | None:
+        return slicing_requirement_text(self.l)
 
     def describe(self) -> str:
         return f"l-diverse slicing (l = {self.l:g}) on {self.attribute}"

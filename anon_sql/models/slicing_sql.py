@@ -149,7 +149,12 @@ def verify_slicing(con, release: exp.Table, source: exp.Table, risk: exp.Table |
     worst = float(worst) if worst is not None else 0.0
     return {"check": "slicing_l_diversity", "classes": int(buckets), "failing_classes": 0,
             "failing_records": int(failing or 0), "worst_value": worst, "passed": bool(rows) and not failing,
-            "requirement": f"max p(t, s) <= 1/{l:g}"}
+            "requirement": slicing_requirement_text(l)}
 
 
-__all__ = ["risk_query", "verify_slicing"]
+def slicing_requirement_text(l: float) -> str:
+    """The whole-table requirement of l-diverse slicing, in words (spec/02 §2.3, Definition 10)."""
+    return f"max p(t, s) <= 1/{float(l):g}"
+
+
+__all__ = ["risk_query", "verify_slicing", "slicing_requirement_text"]

@@ -59,5 +59,8 @@ class WildcardKAnonymity(PrivacyModel):
         return {"check": self.name, "classes": None, "failing_classes": int(combos), "failing_records": int(records),
                 "worst_value": float(worst) if worst is not None else None, "passed": int(combos) == 0}
 
+    def table_requirement(self) -> str | None:
+        return f"matching records >= {self.k} (* matches any value)"
+
     def describe(self) -> str:
         return f"k-anonymity with wildcards (k = {self.k}; a suppressed cell matches any value)"

@@ -175,6 +175,11 @@ class Policy:
             if not self.privacy_unit:
                 raise PolicyError(f"[related.{name}] needs privacy_unit: its rows belong to units of the unit table "
                                   "(privacy_unit = \"<the unit table's key column>\")")
+            if not name or name.startswith("_"):   # <release>__<x> is the product's own namespace (round 7, E03)
+                raise PolicyError(f"[related.{name}]: a related table's name may not be empty or start with '_' "
+                                  f"(it is released as <release>_<name>, and <release>__* are the names anon_sql "
+                                  "gives its own tables: __classes, __metadata, __units, ...): rename it, e.g. "
+                                  f"[related.{name.lstrip('_') or 'events'}]")
             for column, attr in (spec.get("attributes") or {}).items():
                 if attr.get("role") not in ("identifier", "insensitive", "sensitive"):
                     raise PolicyError(f"[related.{name}.attributes.{column}] role = {attr.get('role')!r}: a related "

@@ -124,6 +124,8 @@ def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
         "anon_sql_version": __version__, "policy": json.dumps(policy, sort_keys=True),
         "declared_policy": json.dumps(declared, sort_keys=True) if row.get("declared_policy") else None,
         "plan": json.dumps(plan, sort_keys=True, default=str),
+        # each related table's released columns and rows, which `check` of the shared file compares (round 7, C08)
+        "related_tables": row.get("related_tables"),
         "checks": json.dumps(checks.to_dict("records"), default=_plain),
         "metrics": json.dumps(metrics.to_dict("records"), default=_plain),
     }])

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from sqlglot import exp
 
+from ..catalog import identity
 from ..catalog.read import recorded_release
 from ..catalog.store import released_names
 from ..common.columns import UNIT
 from ..common.sqlbuild import alias, col, dtype, ident, lit, render
 from ..common.wording import counted
-from ..data.source import Source, resolve_source
+from ..data.source import Source, describe, resolve_source
 from ..errors import PolicyError, SourceError
 from ..policy.model import Policy
 
@@ -172,6 +173,13 @@ def one_row_per_unit(engine: Any, policy: Policy, release: exp.Table) -> int:
                .fetchall()[0][0])
 
 
+def released_shapes(con: Any, written: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
+    """What ``check`` compares each related table with, in this database and in a shared file (hostile round 7, C08
+    / C05): per related name, the columns (name, type) and rows of the table :func:`release_related` wrote."""
+    return {name: {"columns": [[str(c[0]), str(c[1])] for c in describe(con, exp.Table(this=ident(t["table"])))],
+                   "released": t["released"]} for name, t in written.items()}
+
+
 def count_rows(con: Any, src: Source) -> int:
     """The rows of a source."""
     return int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(src.relation.copy())))
@@ -193,30 +201,91 @@ def release_outputs(con: Any) -> set[str]:
 
 
 def related_marker(release: str, name: str) -> str:
-    """The comment a related table carries once this release wrote it: what ``replace`` may overwrite."""
+    """The comment a related table carries between its write and the release's identity marks (and for good in a
+    database released before related tables were marked: what ``replace`` accepts there)."""
     return f"anon_sql related table {name!r} of release {release!r}"
+
+
+def foreign_related(con: Any, release: str, names: Sequence[str]) -> dict[str, str]:
+    """The existing tables ``<release>_<name>`` (``names``: related names) that release ``release`` did not write,
+    with why: their comment and columns are not the identity ``anon.owned_objects`` recorded for them (hostile round
+    7, X07: a comment alone can be written by anyone); a table recorded before related tables had identities is
+    recognised by :func:`related_marker`. Tables that do not exist give none."""
+    targets = {f"{release}_{n}": n for n in names}
+    if not targets:
+        return {}
+    recorded = {k: v for k, v in identity.owned(con, release).items() if k[0] is None and k[1] in targets}
+    out = {}
+    for (_, table), now in identity.seen(con, release, related=list(targets)).items():
+        if table not in targets:
+            continue
+        row = recorded.get((None, table))
+        if row is None:   # recorded before related tables were marked: the fixed comment decides
+            if now.comment != related_marker(release, targets[table]):
+                out[table] = "it does not carry anon_sql's marker"
+        elif now.comment != row["marker"]:
+            out[table] = (f"it does not carry the marker anon_sql wrote on it (its comment is {now.comment!r}): it "
+                          "was dropped and created again, not by anon_sql")
+        elif now.fingerprint != row["fingerprint"]:
+            out[table] = "its columns or their types changed since anon_sql wrote it"
+    return out
 
 
 def check_targets(con: Any, policy: Policy, tables: list[RelatedTable], replace: bool, dry_run: bool = False) -> None:
     """Refuse to overwrite an existing table named like a related release: always without ``replace``, and with it
-    unless the table carries the marker this release wrote on it (a user's table of that name is never replaced)."""
+    unless it is the table this release wrote (:func:`foreign_related`: a user's table of that name is never
+    replaced)."""
     if dry_run:
         return
-    rows = con.execute("SELECT table_name, comment FROM duckdb_tables() WHERE database_name = current_database() "
-                       "AND schema_name = current_schema() UNION ALL SELECT view_name, '' FROM duckdb_views() "
+    rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                       "AND schema_name = current_schema() UNION ALL SELECT view_name FROM duckdb_views() "
                        "WHERE database_name = current_database() AND schema_name = current_schema()").fetchall()
-    existing = dict(rows)
-    for t in tables:
+    existing = {r[0] for r in rows}
+    present = [t for t in tables if t.target(policy.name).name in existing]
+    if present and not replace:
+        target = present[0].target(policy.name).name
+        raise PolicyError(f"table {target!r} already exists: release with replace=True "
+                          f"(--replace) to overwrite it, or rename [related.{present[0].name}]")
+    foreign = foreign_related(con, policy.name, [t.name for t in present])
+    for t in present:
         target = t.target(policy.name).name
-        if target not in existing:
-            continue
-        if not replace:
-            raise PolicyError(f"table {target!r} already exists: release with replace=True "
-                              f"(--replace) to overwrite it, or rename [related.{t.name}]")
-        if existing[target] != related_marker(policy.name, t.name):
+        if target in foreign or not _is_table(con, target):
+            why = foreign.get(target, "it is a view")
             raise PolicyError(f"{target!r} exists but is not the table release {policy.name!r} wrote for "
-                              f"[related.{t.name}] (it does not carry anon_sql's marker): anon_sql replaces only "
-                              f"what it created; rename or drop {target!r} yourself, or rename [related.{t.name}]")
+                              f"[related.{t.name}] ({why}): anon_sql replaces only what it created; rename or drop "
+                              f"{target!r} yourself, or rename [related.{t.name}]")
+
+
+def stale_related(con: Any, policy: Policy) -> list[exp.Table]:
+    """The related tables the recorded release of ``policy``'s name wrote that ``policy`` no longer names (hostile
+    round 7, X05: a replace with another related set left the old one behind, unowned): dropped in the replace's
+    transaction. :class:`PolicyError` when one of them is not the table that release wrote (never dropped)."""
+    row = recorded_release(con, policy.name) or {}
+    try:
+        before = json.loads(row.get("policy_json") or "{}").get("related") or {}
+    except ValueError:
+        before = {}
+    gone = [n for n in before if n not in policy.related]
+    if not gone:
+        return []
+    foreign = foreign_related(con, policy.name, gone)
+    if foreign:
+        table, why = next(iter(foreign.items()))
+        raise PolicyError(f"the earlier release {policy.name!r} wrote related table {table!r}, which this policy no "
+                          f"longer names, so replacing the release drops it; but {table!r} is not that table "
+                          f"({why}): anon_sql never drops what it did not create: rename or drop it yourself")
+    return [exp.Table(this=ident(f"{policy.name}_{n}")) for n in gone if _is_table(con, f"{policy.name}_{n}")]
+
+
+def drop_stale(engine: Any, tables: list[exp.Table]) -> None:
+    """Drop :func:`stale_related`'s tables (inside the replace's transaction)."""
+    for table in tables:
+        engine.execute(exp.Drop(tables=[table.copy()], kind="TABLE", exists=True))
+
+
+def _is_table(con: Any, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND "
+                            "schema_name = current_schema() AND table_name = ?", [name]).fetchall()[0][0])
 
 
 def release_related(engine: Any, policy: Policy, release: exp.Table, tables: list[RelatedTable],

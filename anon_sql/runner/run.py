@@ -61,6 +61,9 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
         exists = check_target(engine, r.policy, r.source, replace, dry_run)
         if r.related:
             related.check_targets(engine.con, r.policy, r.related, replace, dry_run=dry_run)
+        # the earlier release's related tables this policy no longer names go with the replace (round 7, X05)
+        stale = (related.stale_related(engine.con, r.policy)
+                 if exists and engine.name == "duckdb" and not dry_run else [])
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
@@ -113,12 +116,14 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 if r.related:   # the rows of the released people, before the unit's values leave the release
                     tables_out = related.release_related(engine, policy, names.table, r.related, udf,
                                                           replace or dry_run)
+                related.drop_stale(engine, stale)
             rel = Release(policy.name, policy, engine.script(compiled), plan_dict(plan), v.classes, v.checks,
                           v.metrics, r.records, v.records_out, v.suppressed, v.noise, materialized=not dry_run,
                           info={"seconds": time.perf_counter() - t0, **plan.details(),
                                 "taxonomy_digests": taxonomy_digests(r.policy, r.taxonomies, r.source.types),
                                 **({"people": v.units} if v.units is not None else {}),
-                                **({"related": tables_out} if r.related else {}),
+                                **({"related": tables_out, "related_tables": related.released_shapes(
+                                    engine.con, tables_out)} if r.related else {}),
                                 **({"source_digest": digest} if digest is not None else {})},
                           declared=r.policy)
             if r.sampling is not None:   # SafePub: ε, δ, β, k and the sample's size go to anon.metrics ("info")

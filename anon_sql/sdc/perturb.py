@@ -352,16 +352,25 @@ def whole_column_values(spec: Mapping[str, Any], unit: str, columns: list[str], 
     if kind == "noise":
         complete = ~np.isnan(X).any(axis=1)
         scale = float(spec["scale"])
-        if spec["correlated"]:
-            sigma = np.atleast_2d(np.cov(X[complete], rowvar=False)) if complete.sum() > 1 else \
-                np.zeros((len(columns), len(columns)))
-            noise = rng.multivariate_normal(np.zeros(len(columns)), scale**2 * sigma, size=X.shape[0],
-                                            method="eigh")
-        else:
-            sd = np.array([np.nanstd(X[:, j], ddof=1) if (~np.isnan(X[:, j])).sum() > 1 else 0.0
-                           for j in range(X.shape[1])])
-            noise = rng.standard_normal(X.shape) * (scale * sd)
-        values = X + noise  # NULL (NaN) stays NULL
+        with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused below, by count
+            if spec["correlated"]:
+                sigma = np.atleast_2d(np.cov(X[complete], rowvar=False)) if complete.sum() > 1 else \
+                    np.zeros((len(columns), len(columns)))
+                cov = np.float64(scale) ** 2 * sigma
+                noise = (rng.multivariate_normal(np.zeros(len(columns)), cov, size=X.shape[0], method="eigh")
+                         if np.isfinite(cov).all() else np.full(X.shape, np.inf))
+            else:
+                sd = np.array([np.nanstd(X[:, j], ddof=1) if (~np.isnan(X[:, j])).sum() > 1 else 0.0
+                               for j in range(X.shape[1])])
+                noise = rng.standard_normal(X.shape) * (scale * sd)
+            values = X + noise  # NULL (NaN) stays NULL
+        overflow = np.isfinite(X) & ~np.isfinite(values)
+        if overflow.any():   # hostile round 6, P02: scale = 1e308 made every value ±inf, and it was released
+            where = (f"attributes.{columns[0]}.perturb" if len(columns) == 1
+                     else f"the perturbation group {unit!r} of {columns}")
+            raise PolicyError(f"{where}.scale = {scale!r}: the noise overflows a double in {int(overflow.sum())} of "
+                              f"{int(np.isfinite(X).sum())} values (±inf); give a scale that keeps them finite "
+                              "(a share of the column's sd, such as scale = 0.1)")
         frame = pd.DataFrame({ROW: rows, **{c: values[:, i] for i, c in enumerate(columns)}})
         return frame, {"scale": scale, "correlated": spec["correlated"]}
     if kind == "swap":

@@ -212,18 +212,16 @@ def drop_anonymized_view(con: duckdb.DuckDBPyConnection, name: str, if_exists: b
 
 
 def _require_related_marker(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, Any]) -> None:
-    """Refuse (nothing dropped) when a table named like one of the release's related tables exists but does not
-    carry the marker the release wrote on it (a user's table of that name is never dropped)."""
-    from ..runner.related import related_marker
+    """Refuse (nothing dropped) when a table named like one of the release's related tables exists but is not the
+    one the release wrote (:func:`anon_sql.runner.related.foreign_related`: a user's table is never dropped)."""
+    from ..runner.related import foreign_related
 
-    for rel in json.loads(row.get("policy_json") or "{}").get("related") or {}:
-        found = con.execute("SELECT comment FROM duckdb_tables() WHERE database_name = current_database() AND "
-                            "schema_name = current_schema() AND table_name = ?", [f"{name}_{rel}"]).fetchall()
-        if found and found[0][0] != related_marker(name, rel):
-            raise ReleaseExistsError(
-                f"table {f'{name}_{rel}'!r} is not the related table anon_sql released for {name!r} (it does not carry "
-                "anon_sql's marker); anon_sql never drops a table it did not write, so nothing was changed: rename "
-                "or drop that table yourself")
+    foreign = foreign_related(con, name, list(json.loads(row.get("policy_json") or "{}").get("related") or {}))
+    if foreign:
+        table, why = next(iter(foreign.items()))
+        raise ReleaseExistsError(
+            f"table {table!r} is not the related table anon_sql released for {name!r} ({why}); anon_sql never "
+            "drops a table it did not write, so nothing was changed: rename or drop that table yourself")
 
 
 def _is(con: duckdb.DuckDBPyConnection, ref: exp.Table, kind: str) -> bool:
