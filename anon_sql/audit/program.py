@@ -187,6 +187,18 @@ def catalog_rows(row: dict[str, Any], released: int, columns: Sequence[str], exp
     ]
 
 
+def rederives_pseudonyms(con: Any, name: str) -> bool:
+    """Does ``check`` of recorded release ``name`` re-derive pseudonyms from the source (its policy pseudonymizes an
+    identifier, and ``$ANON_SQL_KEY`` or a ``key_file`` is set)? Then it runs more than the cached program."""
+    row = recorded_release(con, name) or {}
+    try:
+        attributes = json.loads(row.get("policy_json") or "{}").get("attributes") or {}
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return any(isinstance(a, dict) and a.get("action") == "pseudonymize"
+               and (os.environ.get("ANON_SQL_KEY") or a.get("key_file")) for a in attributes.values())
+
+
 def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
     """The check rows of recorded release ``name`` from its cached program, or None when there is none (not a
     recorded release, table missing, not compiled before on this machine, or the cache is off): then
@@ -379,5 +391,6 @@ def _write(path: Path, value: Any) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
-__all__ = ["FORMAT", "SOURCE", "TABLE", "UNVERIFIED", "cache_dir", "cached_rows", "catalog_rows", "code_version", "expected_macros", "guard_macros",
-           "program_digest", "load_program", "records_basis", "run_program", "store"]
+__all__ = ["FORMAT", "SOURCE", "TABLE", "UNVERIFIED", "cache_dir", "cached_rows", "catalog_rows", "code_version",
+           "expected_macros", "guard_macros", "program_digest", "load_program", "records_basis",
+           "rederives_pseudonyms", "run_program", "store"]

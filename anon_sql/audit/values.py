@@ -91,6 +91,47 @@ def value_query(table: exp.Table, checks: list[tuple[str, str, str, Any]]) -> st
     return render(exp.select(*counts).from_(table.copy()))
 
 
+def source_pseudonym_rows(con: Any, table: exp.Table, policy: Any) -> list[dict[str, Any]]:
+    """Working database only: ``pseudonyms <column>`` rows, one per pseudonymized identifier, failing on each
+    released pseudonym that is not the keyed pseudonym of a value of the source's column (a value of the form that
+    is no pseudonym, e.g. the unkeyed sha256 of the raw Id). Needs the key (``$ANON_SQL_KEY`` or the identifier's
+    ``key_file``) and the source: without either, no row (the ``values`` rows still check the form)."""
+    from ..data.pseudonym import FUNCTION, load_key, register_duckdb_pseudonym
+    from ..data.source import describe, readable_relation
+    from ..errors import PolicyError, SourceError
+
+    ids = [c for c, a in policy.attributes.items() if a.role == "identifier" and a.action == "pseudonymize"]
+    relation = readable_relation(con, policy.source) if ids and isinstance(policy.source, str) else None
+    if relation is None:
+        return []
+    try:
+        key = load_key(policy.attributes[ids[0]].options.get("key_file"))
+        present = {r[0] for r in describe(con, table)} & {r[0] for r in describe(con, relation)}
+    except (PolicyError, SourceError):
+        return []
+    columns = [c for c in ids if c in present]
+    if not columns:
+        return []
+    register_duckdb_pseudonym(con, key)
+    rows = []
+    for c in columns:
+        x = exp.column(c, quoted=True)
+        derived = (exp.select(exp.Anonymous(this=FUNCTION, expressions=[_text(x)])).from_(relation.copy())
+                   .where(exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))))
+        query = exp.select(exp.Count(this=exp.Star())).from_(table.copy()).where(exp.and_(
+            exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
+            exp.Not(this=exp.In(this=_text(x), query=exp.Subquery(this=derived)))))
+        n = int(con.execute(render(query)).fetchall()[0][0])
+        row = {"check": f"pseudonyms {c}", "classes": 0, "failing_classes": 0, "failing_records": n,
+               "worst_value": None, "required": f"the keyed pseudonym of a value of the source's {c}",
+               "passed": n == 0, "basis": "source"}
+        if n:
+            row["message"] = (f"{n} value(s) of {c!r} are no keyed pseudonym of a value of the source {policy.source!r}"
+                              " (replaced since the release, the key changed, or the source lost those values)")
+        rows.append(row)
+    return rows
+
+
 def shared_policy_text(text: str | None) -> str | None:
     """A shared file's policy (JSON) readable by policy validation: each ``hash`` mask's salt, which export leaves
     out (a secret of the data owner), stood in by :data:`WITHHELD_SALT` (E10b: the file then failed its own check).
@@ -112,4 +153,4 @@ def shared_policy_text(text: str | None) -> str | None:
     return json.dumps(policy, sort_keys=True)
 
 
-__all__ = ["PSEUDONYM", "WITHHELD_SALT", "shared_policy_text", "value_checks", "value_form", "value_query"]
+__all__ = ["PSEUDONYM", "WITHHELD_SALT", "shared_policy_text", "source_pseudonym_rows", "value_checks", "value_form", "value_query"]

@@ -127,6 +127,30 @@ def test_m1_the_values_check_runs_from_the_cached_program_too(db):
         assert res.exit_code == 3 and "values cid" in res.output, res.output
 
 
+def test_m1_pseudonyms_of_the_right_form_but_unkeyed_fail_where_the_key_and_source_are(db, tmp_path, monkeypatch):
+    """sha256 of the raw Id has a pseudonym's form; with the key and the source at hand, check re-derives the
+    pseudonyms (an independent recomputation: HMAC-SHA256 in Python below) and fails it."""
+    import hashlib
+    import hmac
+
+    with duckdb.connect(db) as c:
+        released = {r[0] for r in c.execute("SELECT cid FROM cm").fetchall()}
+        raw = [str(r[0]) for r in c.execute("SELECT cid FROM custs").fetchall()]
+    assert released == {hmac.new(KEY.encode(), v.encode(), hashlib.sha256).hexdigest() for v in raw}
+    for _ in range(2):                       # compiled, then from the cached program (the CLI's fast path)
+        res = check(db, "cm")
+        assert res.exit_code == 0 and "pseudonyms cid" in res.output, res.output
+    with duckdb.connect(db) as c:
+        c.execute("UPDATE cm SET cid = sha256(cid) WHERE age = 20")
+    res = check(db, "cm")
+    assert res.exit_code == 3 and "FAILED: ['pseudonyms cid']" in res.output, res.output
+    out = tmp_path / "cm.duckdb"
+    assert export(db, "cm", out).exit_code == 3 and not out.exists()
+    monkeypatch.delenv("ANON_SQL_KEY")       # no key here: the form alone, which sha256 keeps
+    res = check(db, "cm")
+    assert res.exit_code == 0 and "pseudonyms cid" not in res.output, res.output
+
+
 @pytest.mark.parametrize("edit, named", [
     ("CREATE MACRO reid(p) AS p || '!'", "macro main.reid"),                                       # N09
     ("CREATE MACRO raw_rows() AS TABLE SELECT 1 AS cid, 20 AS age", "table_macro main.raw_rows"),  # N09b
