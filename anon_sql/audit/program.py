@@ -28,21 +28,20 @@ import json
 import os
 import tempfile
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..catalog.macro_trust import macro_problems, package_macros
 from ..catalog.read import recorded_release, table_columns
 from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
-from ..sql import macro_statements
 
 FORMAT = 6     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
 # 5: the declared policy and the source digest; 6: the policy row of a release without one, the models' requirement
 # what a check row's figures rest on (its ``basis``): the policy and the released table, or, for the two checks that
 # read ``records_in`` (reconciliation, max_suppression), the source recounted or the catalog's number taken as it is
 TABLE, SOURCE, UNVERIFIED = "table", "source", "catalog (unverified)"
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]   # the whole anon_sql package (the compiler included), not audit/
 
 
 def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns: Sequence[str],
@@ -186,36 +185,13 @@ def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
     return run_program(con, program, row, [c for c, _ in described])
 
 
-# the file's anon macros, as DuckDB shows them (its normalized definition text), in the current database
-_ANON_MACROS = ("SELECT function_name, function_type, parameters, macro_definition FROM duckdb_functions() "
-                "WHERE database_name = current_database() AND schema_name = 'anon' "
-                "AND function_type IN ('macro', 'table_macro') ORDER BY ALL")
-# the file's other macros that shadow a built-in function (the SQL and the anon macros call built-ins unqualified)
-_SHADOWING = ("SELECT DISTINCT schema_name || '.' || function_name FROM duckdb_functions() "
-              "WHERE database_name = current_database() AND NOT internal AND schema_name <> 'anon' "
-              "AND function_name IN (SELECT function_name FROM duckdb_functions() WHERE database_name = 'system') "
-              "ORDER BY 1")
-
-
 def guard_macros(con: Any) -> None:
     """Refuse (:class:`PrivacyRequirementError`, exit 3) to run a check over a database whose ``anon`` macros are
     not exactly this package's, or that holds a macro shadowing a built-in function: either could make a failing
     check pass. Reads only."""
-    found = _by_name(con.execute(_ANON_MACROS).fetchall())
-    expected = expected_macros()
-    differ = sorted(n for n in set(found) | set(expected) if found.get(n) != expected.get(n))
-    shadowing = [r[0] for r in con.execute(_SHADOWING).fetchall()]
-    if not differ and not shadowing:
+    what = macro_problems(con, expected_macros())
+    if not what:
         return
-    what = []
-    if differ:
-        missing = [n for n in differ if n not in found]
-        added = [n for n in differ if n not in expected]
-        changed = [n for n in differ if n in found and n in expected]
-        what += [f"{label} {', '.join('anon.' + n for n in names)}" for label, names in
-                 (("missing", missing), ("not this package's", added), ("redefined", changed)) if names]
-    if shadowing:
-        what.append(f"shadowing a built-in function {', '.join(shadowing)}")
     raise PrivacyRequirementError(
         "the check cannot be trusted: this database's SQL macros are not the ones anon_sql installs ("
         + "; ".join(what) + "), and they could make a failing check pass. If you changed them on purpose, drop the "
@@ -224,9 +200,8 @@ def guard_macros(con: Any) -> None:
 
 
 def expected_macros() -> dict[str, list]:
-    """This package's ``anon`` macros as :data:`_ANON_MACROS` reads them, from sql/macros.sql and the masking macros
-    (anon_sql/sdc/masking.sql) run in a throwaway
-    in-memory database; cached per code and DuckDB version (its text depends on both)."""
+    """This package's ``anon`` macros (:func:`anon_sql.catalog.macro_trust.package_macros`), cached per code and
+    DuckDB version beside the programs (its text depends on both), so a cached check starts at once."""
     import duckdb
 
     digest = hashlib.sha256(f"{code_version()}:{duckdb.__version__}".encode()).hexdigest()
@@ -237,28 +212,10 @@ def expected_macros() -> dict[str, list]:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             pass
-    scratch = duckdb.connect()
-    try:
-        scratch.execute("CREATE SCHEMA anon")
-        for stmt in macro_statements():
-            scratch.execute(stmt)
-        # the masking macros anon_sql.install adds (docs/sdc.md), read as the file itself: a cached check loads no
-        # sqlglot (anon_sql.sdc.masking would)
-        scratch.execute(resources.files("anon_sql.sdc").joinpath("masking.sql").read_text(encoding="utf-8"))
-        expected = _by_name(scratch.execute(_ANON_MACROS).fetchall())
-    finally:
-        scratch.close()
+    expected = package_macros()
     if path is not None:
         _write(path, expected)
     return expected
-
-
-def _by_name(rows: Sequence[Sequence[Any]]) -> dict[str, list]:
-    """Macro rows by name (a macro may have overloads), as JSON-comparable lists."""
-    found: dict[str, list] = {}
-    for name, *rest in rows:
-        found.setdefault(name, []).append(json.loads(json.dumps(rest, default=str)))
-    return found
 
 
 def program_digest(name: str, row: dict[str, Any], described: Sequence[tuple[str, str]]) -> str:

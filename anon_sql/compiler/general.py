@@ -189,9 +189,13 @@ def assignment_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
         # a person's rows per QI tuple summed from the base counts (one row per person, combination and
         # sensitive values), not counted over the source's rows (issue 24.6)
         keys = [col(UNIT), *[col(c) for c in cols[1:]]]
-        total = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
-        grouped = (exp.select(alias(col(UNIT), cols[0]), *[col(c) for c in cols[1:]], alias(total, n))
-                   .from_(ci.base.copy()).group_by(*keys))
+        # no sensitive keys: the base rows are already the distinct (unit, QI tuple), their rows as they are
+        once = base_counts.keys(ci.policy) == cols[1:]
+        total = exp.Cast(this=col(WEIGHT) if once else exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
+        grouped = exp.select(alias(col(UNIT), cols[0]), *[col(c) for c in cols[1:]], alias(total, n)).from_(
+            ci.base.copy())
+        if not once:
+            grouped = grouped.group_by(*keys)
     else:
         grouped = exp.select(*[col(c) for c in cols], alias(exp.Count(this=exp.Star()), n)).from_(
             ci.relation.copy()).group_by(*[col(c) for c in cols])

@@ -153,14 +153,13 @@ def release_step(ci: CompileInput, names: ReleaseNames) -> Statements:
                 ("release table", create_view(names.table, repeated_rows(names.rows, grouped[1]), ci.dialect)),
                 ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True), ci.dialect))]
     if grouped is not None and counts_people_from_base(ci):
-        # DuckDB with a privacy unit: the rows with their counts as below, no unit per row; the checks count people
-        # in the base counts of the kept classes (a session table through the same row map), and verify reconciles
-        # each class's rows in the table with that table's (issue 24.6)
-        rows, people = counted_rows_table(names.release), people_table(names.release)
-        return [("release rows", _temporary(rows.copy(), grouped[0])),
-                ("release people", _temporary(people.copy(), people_query(ci, names))),
-                ("release table", exp.Create(this=names.table, kind="TABLE",
-                                             expression=repeated_rows(rows, grouped[1]))),
+        # DuckDB with a privacy unit: the table written in one statement from its groups (no unit per row, no
+        # session table of the groups: nothing but the table reads them); the checks count people in the base
+        # counts of the kept classes (a session table through the same map), and verify reconciles each class's
+        # rows in the table with that table's; suppression deletes from the table and the people (issue 24.6)
+        people = people_table(names.release)
+        return [("release people", _temporary(people.copy(), people_query(ci, names))),
+                ("release table", exp.Create(this=names.table, kind="TABLE", expression=released)),
                 ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True, rows=people),
                                             ci.dialect))]
     if grouped is not None:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from anon_sql.catalog.macro_trust import refuse_untrusted_macros
 from anon_sql.dp import ledger, mechanisms
 from anon_sql.dp.query import Aggregate, BudgetStatement, DPQuery, is_dp_statement, parse_dp_select, parse_statement
 from anon_sql.errors import AnonSQLError, PolicyError, PrivacyRequirementError
@@ -533,6 +534,7 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
     """Answer one `SELECT WITH DIFFERENTIAL_PRIVACY ...` and charge its table's budget; the answer is recorded in
     anon.privacy_ledger in the same transaction. Not reproducible: OpenDP's noise takes no seed."""
     q = text if isinstance(text, DPQuery) else parse_dp_select(text)
+    refuse_untrusted_macros(con, "a DP query")   # before anything is charged (round 8, D29: a shadowed hash)
     ledger.ensure_ledger(con)
     table, name = ledger.resolve_table(con, q.table)
     _refuse_volatile_calls(con, q)

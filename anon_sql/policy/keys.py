@@ -524,6 +524,17 @@ def _mask_or_pseudonymize(d: Mapping[str, Any], where: str) -> None:
     if d.get("mask") is not None and d.get("action", "drop") != "drop":
         raise PolicyError(f"{where}: `mask` and action = {d.get('action')!r} both say how the identifier is "
                           "released; keep one (a masked identifier is released masked)")
+    function = (d.get("mask") or {}).get("function") if isinstance(d.get("mask"), Mapping) else None
+    if function in _KEEPS_VALUES:   # hostile round 8, M3: a shuffled identifier publishes every raw identifier
+        raise PolicyError(f"{where}.mask: function = {function!r} {_KEEPS_VALUES[function]}, and an identifier is "
+                          "never released as it is: drop or pseudonymize it (action = \"pseudonymize\"), or mask it "
+                          "with \"hash\", \"partial\", \"partial_email\", \"redact\" or \"fake\"")
+
+
+# masks that release an identifier's raw values (permuted) or values next to them
+_KEEPS_VALUES = {"shuffle": "releases every raw value (permuted among the rows)",
+                 "noise": "releases each value moved by at most its ratio (ratio = 0: the raw value)",
+                 "dnoise": "releases each value moved by at most its interval"}
 ATTRIBUTE = Tagged("role", {
     "identifier": section("[attributes.<column>] role = \"identifier\"", _ROLE,
                           key("action", choice(*IDENTIFIER_ACTIONS),

@@ -175,6 +175,10 @@ class Policy:
             if not self.privacy_unit:
                 raise PolicyError(f"[related.{name}] needs privacy_unit: its rows belong to units of the unit table "
                                   "(privacy_unit = \"<the unit table's key column>\")")
+            if any(bad in name for bad in ("/", "\\", "..", "\x00")):   # round 8, E08: a Parquet export's file part
+                raise PolicyError(f"[related.{name}]: a related table's name may not hold '/', '\\', '..' or NUL (it "
+                                  "names the table <release>_<name> and an exported file X.<name>.parquet): rename "
+                                  "it to letters, digits and '_'")
             if not name or name.startswith("_"):   # <release>__<x> is the product's own namespace (round 7, E03)
                 raise PolicyError(f"[related.{name}]: a related table's name may not be empty or start with '_' "
                                   f"(it is released as <release>_<name>, and <release>__* are the names anon_sql "
@@ -192,6 +196,10 @@ class Policy:
                     f"privacy_unit {self.privacy_unit!r} identifies a person, so it is never released as it is: "
                     f"declare [attributes.{self.privacy_unit}] role = \"identifier\" (action = \"drop\" or "
                     f"\"pseudonymize\"), not role = {unit.role!r}")
+            if unit is not None and unit.options.get("rows_are_people"):   # round 8, U26: a contradiction
+                raise PolicyError(f"[attributes.{self.privacy_unit}] rows_are_people = true says its rows are "
+                                  f"different people, but privacy_unit = {self.privacy_unit!r} says each value is "
+                                  "one person whose rows belong together: remove one of them")
             if self.count_column:
                 raise PolicyError(f"privacy_unit and count_column cannot be combined: a count column says each row "
                                   f"stands for several records, a unit says whose rows they are; remove one")

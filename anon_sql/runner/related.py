@@ -265,7 +265,8 @@ def stale_related(con: Any, policy: Policy) -> list[exp.Table]:
         before = json.loads(row.get("policy_json") or "{}").get("related") or {}
     except ValueError:
         before = {}
-    gone = [n for n in before if n not in policy.related]
+    now = {n.lower() for n in policy.related}   # DuckDB's names ignore case: `Conditions` is `conditions` (N15)
+    gone = [n for n in before if n.lower() not in now]
     if not gone:
         return []
     foreign = foreign_related(con, policy.name, gone)

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import duckdb
 
 from . import related, sdc, suppression
+from ..catalog.macro_trust import refuse_untrusted_macros
 from ..catalog.read import probed_once
 from ..common.rollback import rollback_keeping_cause
 from ..compiler.views import ReleaseNames, compile_release
@@ -43,6 +44,8 @@ def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = F
                before_commit: Callable[[Release], None] | None = None) -> Release:
     """A release on any engine: resolve, then :func:`run_resolved`."""
     t0 = time.perf_counter()
+    if engine.name == "duckdb":   # the compiled SQL calls anon.* macros and built-ins a macro may shadow (round 8, M4)
+        refuse_untrusted_macros(engine.con, "a release")
     with probed_once():    # the catalog is probed once per release, not once per stage that reads it
         with engine.stage("prepare"):
             resolved = resolve_release(engine, policy, source, base=True)

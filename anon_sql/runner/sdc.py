@@ -68,6 +68,25 @@ def mask_specs(policy: Policy) -> dict[str, dict[str, Any]]:
     return {a.name: dict(a.options["mask"]) for a in policy.attributes.values() if a.options.get("mask")}
 
 
+def refuse_whole_identifiers(con: Any, policy: Policy, src: Source) -> None:
+    """Refuse an identifier masked with ``partial`` that would release some of its values whole (hostile round 8,
+    P06c / M3): a value exactly ``keep_start + keep_end`` characters long keeps every character (the pad only sits
+    between them), and an identifier is never released as it is. PolicyError naming the column and the count."""
+    for column, spec in mask_specs(policy).items():
+        kept = int(spec.get("keep_start") or 0) + int(spec.get("keep_end") or 0)
+        if policy.attributes[column].role != "identifier" or spec.get("function") != "partial" or kept == 0:
+            continue
+        length = exp.Length(this=exp.Cast(this=exp.column(column, quoted=True), to=exp.DataType.build("VARCHAR")))
+        query = exp.select(exp.Count(this=exp.Star())).from_(src.relation.copy()).where(
+            exp.EQ(this=length, expression=exp.Literal.number(kept)))
+        whole = int(con.execute(render(query)).fetchall()[0][0])
+        if whole:
+            raise PolicyError(f"attributes.{column}.mask: partial keeps keep_start + keep_end = {kept} characters, "
+                              f"the whole of {whole} value(s) of identifier {column!r} (they are {kept} characters "
+                              "long), and an identifier is never released as it is: keep fewer characters (e.g. "
+                              "keep_start = 0, keep_end = 4), or use \"hash\" or \"redact\"")
+
+
 def uses_sdc(policy: Policy) -> list[str]:
     """What of the policy is statistical disclosure control (for messages): ``perturb(col)``, ``mask(col)``, the
     local-suppression method."""

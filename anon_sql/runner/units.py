@@ -87,14 +87,27 @@ def _differs(quasi: list[str]) -> list[exp.Expression]:
     return items
 
 
-def unit_profile(con: Any, unit: str, quasi: list[str], src: Source, base: exp.Table | None = None
-                 ) -> tuple[int, list[tuple[str, int]]]:
+def unit_profile(con: Any, unit: str, quasi: list[str], src: Source, base: exp.Table | None = None,
+                 distinct_tuples: bool = False) -> tuple[int, list[tuple[str, int]]]:
     """:func:`count_units` and :func:`varying_counts` in one pass (one GROUP BY the unit): the distinct units and
     the QIs varying inside a unit; refuses a missing unit column and NULL units first. ``base``: read the release's
     base-count table instead of the source (its rows are the distinct (QIs, sensitive values, unit) of the source
     with their rows in ``__w``, so a unit's QI values, NULL included, and its rows are the same there: one pass over
-    the rows fewer, issue 24.6)."""
+    the rows fewer, issue 24.6); ``distinct_tuples``: its keys are the QIs alone (one row per (QI tuple, unit))."""
     require_unit_column(unit, src)
+    if base is not None and distinct_tuples:
+        # the base rows are the distinct (QI tuple, unit): as many rows as people means one tuple per person, read
+        # by a distinct count of the unit instead of a GROUP BY with each QI's min and max (issue 24.6)
+        flagged = exp.select(col(UNIT), col(base_counts.WEIGHT),
+                             alias(exp.Is(this=col(UNIT), expression=exp.Null()), "__null")).from_(base.copy())
+        known = exp.Where(this=exp.Not(this=col("__null")))
+        n_units, n_tuples, n_nulls = _one_row(con, exp.select(
+            alias(exp.Count(this=exp.Distinct(expressions=[col(UNIT)])), "units"),
+            alias(exp.Filter(this=exp.Count(this=exp.Star()), expression=known), "tuples"),
+            alias(exp.Filter(this=exp.Sum(this=col(base_counts.WEIGHT)), expression=exp.Where(this=col("__null"))),
+                  "nulls")).from_(exp.Subquery(this=flagged, alias=exp.TableAlias(this=exp.to_identifier("b")))))
+        if not n_nulls and n_units == n_tuples:
+            return int(n_units or 0), []
     key, rows, relation = ((col(UNIT), exp.Sum(this=col(base_counts.WEIGHT)), base) if base is not None
                            else (col(unit), exp.Count(this=exp.Star()), src.relation))
     is_null = exp.Is(this=key, expression=exp.Null())
@@ -224,7 +237,8 @@ def profile_units(con: Any, policy: Policy, src: Source, method: Any, base: exp.
                   ) -> tuple[int, tuple[str, ...]]:
     """NULL units, QIs varying inside a unit and k against the number of units, from the source or from its
     ``base`` counts (:func:`unit_profile`); returns the units and the varying QIs."""
-    units, varying = unit_profile(con, policy.privacy_unit, list(policy.quasi), src, base)
+    units, varying = unit_profile(con, policy.privacy_unit, list(policy.quasi), src, base,
+                                  distinct_tuples=base_counts.keys(policy) == list(policy.quasi))
     check_varying(policy, method, varying)
     k = policy.privacy.k
     if k is not None and units and k > units:

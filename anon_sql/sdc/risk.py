@@ -47,11 +47,15 @@ def _check_weights(con, source, weights: str, types: dict[str, str]) -> None:
         raise PolicyError(f"weights column {weights!r} is {types[weights]}, not a number: give the sampling weights "
                           "(inverse inclusion probabilities, each >= 1)")
     w = col(weights)
+    # NaN and ±inf pass `>= 1` in DuckDB (NaN sorts above every number): counted as not finite (round 8, A2)
+    finite = exp.func("isfinite", exp.Cast(this=w.copy(), to=exp.DataType.build("DOUBLE")))
     bad = exp.select(exp.func("count_if", exp.Is(this=w, expression=exp.null())),
-                     exp.func("count_if", exp.LT(this=w.copy(), expression=lit(1)))).from_(table_or_subquery(source))
-    nulls, small = con.execute(render(bad)).fetchall()[0]
-    if nulls or small:
-        raise PolicyError(f"weights column {weights!r} has {nulls} NULL and {small} below 1 in "
+                     exp.func("count_if", exp.LT(this=w.copy(), expression=lit(1))),
+                     exp.func("count_if", exp.Not(this=finite))).from_(table_or_subquery(source))
+    nulls, small, infinite = con.execute(render(bad)).fetchall()[0]
+    if nulls or small or infinite:
+        raise PolicyError(f"weights column {weights!r} has {nulls} NULL, {infinite} NaN or infinite and {small} "
+                          f"below 1 in "
                           f"{table_label(source)}: a sampling weight is how many people a record stands for (>= 1); "
                           "fill or fix them first")
 

@@ -136,7 +136,7 @@ def test_methods_that_do_not_count_people_refuse_naming_those_that_do(con, metho
 
 def test_policy_round_trips_with_units():
     policy = anon_sql.Policy.from_dict(visits_policy(attributes={
-        "patient_id": {"role": "identifier", "rows_are_people": True},
+        "patient_id": {"role": "identifier"}, "name": {"role": "identifier", "rows_are_people": True},
         "age": {"role": "quasi", "taxonomy": "adult_age"}, "sex": {"role": "quasi"},
         "diagnosis": {"role": "sensitive"}}))
     assert policy.privacy_unit == "patient_id"

@@ -120,7 +120,10 @@ def test_every_perturbation_round_trips_toml_and_sql(spec):
 @pytest.mark.parametrize("spec", MASKS)
 def test_every_mask_round_trips_toml_and_sql(spec):
     p = anon_sql.Policy.from_dict({"name": "r", "source": "people", "attributes": {
-        "age": {"role": "quasi"}, "email": {"role": "identifier", "mask": spec},
+        "age": {"role": "quasi"},
+        # shuffle / noise / dnoise keep an identifier's values: refused there (round 8, M3), round-tripped on card
+        **({"email": {"role": "identifier", "mask": spec}} if spec["function"] not in ("shuffle", "noise", "dnoise")
+           else {}),
         "card": {"role": "insensitive", "mask": spec}}, "privacy": {"k": 2}})
     assert anon_sql.Policy.from_toml(p.to_toml()) == p
     assert anon_sql.Policy.from_sql(p.to_sql()) == p

@@ -66,8 +66,8 @@ def test_household_risk_is_one_minus_product(con):
 
 
 @pytest.mark.parametrize("sql, message", [
-    ("UPDATE s SET w = 0.5 WHERE id = 1", r"weights column 'w' has 0 NULL and 1 below 1"),
-    ("UPDATE s SET w = NULL WHERE id = 1", r"weights column 'w' has 1 NULL and 0 below 1"),
+    ("UPDATE s SET w = 0.5 WHERE id = 1", r"weights column 'w' has 0 NULL, 0 NaN or infinite and 1 below 1"),
+    ("UPDATE s SET w = NULL WHERE id = 1", r"weights column 'w' has 1 NULL, 0 NaN or infinite and 0 below 1"),
 ])
 def test_bad_weights_are_refused(con, sql, message):
     con.execute(sql)
