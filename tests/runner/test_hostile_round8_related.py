@@ -11,36 +11,11 @@ from __future__ import annotations
 import json
 
 import duckdb
-import pytest
 from click.testing import CliRunner
 
 import anon_sql
 from anon_sql.cli.main import main as cli
-from test_units_related import flu, plain_policy
-from units_fixtures import KEY
-
-
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    """A database file holding release ``synth`` of the flu tables with its related table ``synth_conditions``."""
-    monkeypatch.setenv("ANON_SQL_KEY", KEY)
-    path = str(tmp_path / "u.duckdb")
-    with duckdb.connect(path) as c:
-        anon_sql.install(c)
-        flu(c)
-        anon_sql.release(c, plain_policy(max_suppression=0.5))
-    return path
-
-
-def shared(db: str, tmp_path) -> str:
-    out = str(tmp_path / "s.duckdb")
-    res = CliRunner().invoke(cli, ["export", "synth", "--db", db, "--to", out])
-    assert res.exit_code == 0, res.output
-    return out
-
-
-def check(path: str):
-    return CliRunner().invoke(cli, ["check", "synth", "--db", path])
+from related_set_fixtures import check, db, shared  # noqa: F401 (db: a fixture)
 
 
 def checks_of(path: str):
