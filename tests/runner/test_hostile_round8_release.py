@@ -212,3 +212,11 @@ def test_m7_a_value_keyed_noise_mask_under_the_default_seed_is_refused(con, mask
         anon_sql.release(con, p)
     assert _objects(con) == before
     anon_sql.release(con, {**p, "seed": 4_611_686_018_427})
+
+
+def test_a_users_macro_named_like_an_anon_macro_in_main_is_no_shadow(con):
+    """The compiled SQL calls the package's macros qualified (`anon.partial`): a user's `main.partial` changes
+    nothing, so it does not stop a release."""
+    con.execute("CREATE MACRO main.partial(a) AS a")
+    anon_sql.release(con, _policy(mask={"function": "partial", "keep_start": 0, "pad": "XXXXX", "keep_end": 4}))
+    assert con.execute("SELECT count(*) FROM rel WHERE ssn LIKE 'XXXXX____'").fetchall() == [(200,)]
