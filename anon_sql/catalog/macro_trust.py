@@ -12,14 +12,19 @@ from importlib import resources
 from typing import Any, Sequence
 
 # the file's anon macros, as DuckDB shows them (its normalized definition text), in the current database
-ANON_MACROS = ("SELECT function_name, function_type, parameters, macro_definition FROM duckdb_functions() "
-               "WHERE database_name = current_database() AND schema_name = 'anon' "
+# (names lower-cased: DuckDB resolves them case-insensitively, so `anon.HASH` is `anon.hash`; hostile round 9, M6)
+ANON_MACROS = ("SELECT lower(function_name), function_type, parameters, macro_definition FROM duckdb_functions() "
+               "WHERE database_name = current_database() AND lower(schema_name) = 'anon' "
                "AND function_type IN ('macro', 'table_macro') ORDER BY ALL")
 # the file's other macros that shadow a built-in function (the SQL and the anon macros call built-ins unqualified)
-_SHADOWING = ("SELECT DISTINCT schema_name || '.' || function_name FROM duckdb_functions() "
-              "WHERE database_name = current_database() AND NOT internal AND schema_name <> 'anon' "
-              "AND function_name IN (SELECT function_name FROM duckdb_functions() WHERE database_name = 'system') "
-              "ORDER BY 1")
+# — in any case and in the TEMP catalog too, which DuckDB searches first (hostile round 9, M6: `SHA256`, a TEMP
+# `least`); a TEMP `anon` macro shadows the package's `anon.*` (a macro of `main` named like one does not: the SQL
+# calls them qualified)
+_SHADOWING = ("SELECT DISTINCT CASE WHEN database_name = 'temp' THEN 'temp.' ELSE '' END || schema_name || '.' || "
+              "function_name FROM duckdb_functions() WHERE database_name IN (current_database(), 'temp') AND NOT "
+              "internal AND ((lower(schema_name) <> 'anon' AND lower(function_name) IN (SELECT lower(function_name) "
+              "FROM duckdb_functions() WHERE database_name = 'system')) OR (database_name = 'temp' AND "
+              "lower(schema_name) = 'anon')) ORDER BY 1")
 
 
 def by_name(rows: Sequence[Sequence[Any]]) -> dict[str, list]:

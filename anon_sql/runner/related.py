@@ -208,26 +208,36 @@ def related_marker(release: str, name: str) -> str:
 
 def foreign_related(con: Any, release: str, names: Sequence[str]) -> dict[str, str]:
     """The existing tables ``<release>_<name>`` (``names``: related names) that release ``release`` did not write,
-    with why: their comment and columns are not the identity ``anon.owned_objects`` recorded for them (hostile round
-    7, X07: a comment alone can be written by anyone); a table recorded before related tables had identities is
-    recognised by :func:`related_marker`. Tables that do not exist give none."""
+    with why, by target name: their comment and columns are not the identity ``anon.owned_objects`` recorded for them
+    (hostile round 7, X07: a comment alone can be written by anyone); a table recorded before related tables had
+    identities is recognised by :func:`related_marker`. A table whose name differs from the target only in case is
+    the same name to DuckDB: it is this release's only when recorded as such under that spelling (a related name
+    whose case changed, round 8's N15), else the user's (round 9, M10). Tables that do not exist give none."""
     targets = {f"{release}_{n}": n for n in names}
     if not targets:
         return {}
-    recorded = {k: v for k, v in identity.owned(con, release).items() if k[0] is None and k[1] in targets}
+    stored = {**{t: t for t in targets}, **_case_variants(con, list(targets))}   # target → the name it exists under
+    as_stored = {v: k for k, v in stored.items()}
+    recorded = {k[1]: v for k, v in identity.owned(con, release).items() if k[0] is None and k[1] in as_stored}
     out = {}
-    for (_, table), now in identity.seen(con, release, related=list(targets)).items():
-        if table not in targets:
+    for (_, table), now in identity.seen(con, release, related=list(as_stored)).items():
+        target = as_stored.get(table)
+        if target is None:
             continue
-        row = recorded.get((None, table))
+        row = recorded.get(table)
         if row is None:   # recorded before related tables were marked: the fixed comment decides
-            if now.comment != related_marker(release, targets[table]):
-                out[table] = "it does not carry anon_sql's marker"
+            if table != target or now.comment != related_marker(release, targets[target]):
+                out[target] = ("it does not carry anon_sql's marker" if table == target else
+                               f"its name {table!r} differs only in case from {target!r}, which DuckDB treats as "
+                               "one name, and anon_sql did not write it")
         elif now.comment != row["marker"]:
-            out[table] = (f"it does not carry the marker anon_sql wrote on it (its comment is {now.comment!r}): it "
-                          "was dropped and created again, not by anon_sql")
+            out[target] = (f"it does not carry the marker anon_sql wrote on it (its comment is {now.comment!r}): it "
+                           "was dropped and created again, not by anon_sql")
         elif now.fingerprint != row["fingerprint"]:
-            out[table] = "its columns or their types changed since anon_sql wrote it"
+            out[target] = "its columns or their types changed since anon_sql wrote it"
+    for target, table in stored.items():   # a view of that name (identity.seen lists tables only)
+        if table != target and target not in out and not _is_table(con, table):
+            out[target] = f"{table!r} is a view whose name differs only in case from {target!r}"
     return out
 
 
@@ -240,8 +250,8 @@ def check_targets(con: Any, policy: Policy, tables: list[RelatedTable], replace:
     rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
                        "AND schema_name = current_schema() UNION ALL SELECT view_name FROM duckdb_views() "
                        "WHERE database_name = current_database() AND schema_name = current_schema()").fetchall()
-    existing = {r[0] for r in rows}
-    present = [t for t in tables if t.target(policy.name).name in existing]
+    existing = {r[0].lower() for r in rows}   # DuckDB's names ignore case (round 9, M10)
+    present = [t for t in tables if t.target(policy.name).name.lower() in existing]
     if present and not replace:
         target = present[0].target(policy.name).name
         raise PolicyError(f"table {target!r} already exists: release with replace=True "
@@ -249,7 +259,7 @@ def check_targets(con: Any, policy: Policy, tables: list[RelatedTable], replace:
     foreign = foreign_related(con, policy.name, [t.name for t in present])
     for t in present:
         target = t.target(policy.name).name
-        if target in foreign or not _is_table(con, target):
+        if target in foreign or not _is_table(con, target, any_case=True):
             why = foreign.get(target, "it is a view")
             raise PolicyError(f"{target!r} exists but is not the table release {policy.name!r} wrote for "
                               f"[related.{t.name}] ({why}): anon_sql replaces only what it created; rename or drop "
@@ -284,9 +294,24 @@ def drop_stale(engine: Any, tables: list[exp.Table]) -> None:
         engine.execute(exp.Drop(tables=[table.copy()], kind="TABLE", exists=True))
 
 
-def _is_table(con: Any, name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND "
-                            "schema_name = current_schema() AND table_name = ?", [name]).fetchall()[0][0])
+def _case_variants(con: Any, names: list[str]) -> dict[str, str]:
+    """Each of ``names`` that a table or view of the current schema carries in another case: name → as stored."""
+    rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND "
+                       "schema_name = current_schema() UNION ALL SELECT view_name FROM duckdb_views() WHERE "
+                       "database_name = current_database() AND schema_name = current_schema()").fetchall()
+    wanted = {n.lower(): n for n in names}
+    return {wanted[r[0].lower()]: r[0] for r in rows if r[0].lower() in wanted and r[0] != wanted[r[0].lower()]}
+
+
+def _is_table(con: Any, name: str, any_case: bool = False) -> bool:
+    query = _IS_TABLE_ANY_CASE if any_case else _IS_TABLE
+    return bool(con.execute(query, [name.lower() if any_case else name]).fetchall()[0][0])
+
+
+_IS_TABLE = ("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND "
+             "schema_name = current_schema() AND table_name = ?")
+_IS_TABLE_ANY_CASE = ("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND "
+                      "schema_name = current_schema() AND lower(table_name) = ?")
 
 
 def release_related(engine: Any, policy: Policy, release: exp.Table, tables: list[RelatedTable],

@@ -156,6 +156,7 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         engine.cleanup()   # what the engine registered for this release (Spark: a path source's view)
         raise PolicyError(units.signatures_elsewhere(policy, varying, engine.name))
     tables = related.resolve_related(engine.con, policy, src) if policy.related else []
+    sdc.refuse_public_seed(policy)
     if engine.name == "duckdb":
         sdc.refuse_whole_identifiers(engine.con, policy, src)
     unit_rows = None

@@ -87,6 +87,19 @@ def refuse_whole_identifiers(con: Any, policy: Policy, src: Source) -> None:
                               "keep_start = 0, keep_end = 4), or use \"hash\" or \"redact\"")
 
 
+def refuse_public_seed(policy: Policy) -> None:
+    """Refuse a ``noise`` / ``dnoise`` mask under the default seed 0 (hostile round 9, M7): their draw is keyed by
+    the value itself (``anon.noise(x, ratio, seed, x)``), so whoever knows the seed inverts every released value by
+    trying the candidates, and 0 is public. As SafePub does (runner/sampling.py)."""
+    seeded = [c for c, m in mask_specs(policy).items() if m.get("function") in ("noise", "dnoise")]
+    if seeded and int(policy.seed) == 0:
+        raise PolicyError(f"attributes.{seeded[0]}.mask: a {mask_specs(policy)[seeded[0]]['function']} mask is only as "
+                          "secret as the policy's seed (its draw is keyed by the value: with the seed, trying the "
+                          "candidates inverts every value), and seed = 0 is the default; set seed to a secret random "
+                          "integer (e.g. python -c \"import secrets; print(secrets.randbits(62))\") and keep the "
+                          "policy private")
+
+
 def uses_sdc(policy: Policy) -> list[str]:
     """What of the policy is statistical disclosure control (for messages): ``perturb(col)``, ``mask(col)``, the
     local-suppression method."""

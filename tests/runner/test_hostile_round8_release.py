@@ -147,3 +147,76 @@ def test_the_check_program_cache_keys_on_the_whole_package():
     from anon_sql.audit import program
 
     assert program._PACKAGE == Path(anon_sql.__file__).resolve().parent
+
+
+# -- hostile round 9 (docs/hostile-round-9.md): M6 (the macro test missed case variants and TEMP macros), M10 (a
+# user's table whose name differs only in case from a related table was replaced)
+@pytest.mark.parametrize("macro", ["CREATE MACRO SHA256(x) AS x", "CREATE TEMP MACRO sha256(x) AS x",
+                                   "CREATE OR REPLACE MACRO anon.HASH(txt, salt) AS txt",
+                                   "CREATE MACRO Sha256(x) AS system.main.sha256(substr(x, 7))"],
+                         ids=["upper", "temp", "anon-upper", "mixed"])
+def test_m6_macros_in_another_case_or_temp_stop_the_release(con, macro):
+    con.execute(macro)
+    before = _objects(con)
+    with pytest.raises(anon_sql.PolicyError, match="cannot run over this database's SQL macros"):
+        anon_sql.release(con, _policy(mask={"function": "hash", "salt": "pepper"}))
+    assert _objects(con) == before
+
+
+@pytest.mark.parametrize("macro", ["CREATE MACRO LEAST(a, b) AS a", "CREATE TEMP MACRO least(a, b) AS a",
+                                   "CREATE TEMP MACRO hash(a, b, c) AS 0::UBIGINT"])
+def test_m6_dp_refuses_case_and_temp_shadows_before_charging(con, macro):
+    anon_sql.execute(con, "CREATE PRIVACY BUDGET ON custs WITH (epsilon = 10, delta = 1e-5, privacy_unit = 'cid')")
+    con.execute(macro)
+    with pytest.raises(anon_sql.AnonSQLError, match="shadowing a built-in function"):
+        anon_sql.execute(con, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-7, "
+                              "max_groups_contributed = 1) sex, SUM(income, contribution_bounds_per_group => (0, 1)) "
+                              "AS s FROM custs GROUP BY sex")
+    assert con.execute("SELECT count(*) FROM anon.privacy_ledger").fetchall() == [(0,)]
+
+
+def test_m10_a_users_table_named_like_a_related_table_in_another_case_is_never_replaced(monkeypatch):
+    from test_units_related import flu, plain_policy
+
+    monkeypatch.setenv("ANON_SQL_KEY", KEY)
+    with duckdb.connect() as c:
+        anon_sql.install(c)
+        flu(c)
+        anon_sql.release(c, plain_policy(max_suppression=0.5))
+        c.execute("DROP TABLE synth_conditions")
+        c.execute('CREATE TABLE "SYNTH_CONDITIONS" AS SELECT \'mine\' AS note')
+        with pytest.raises(anon_sql.AnonSQLError, match="differs only in case"):
+            anon_sql.execute(c, "REFRESH ANONYMIZED VIEW synth")
+        with pytest.raises(anon_sql.AnonSQLError, match="differs only in case"):
+            anon_sql.release(c, plain_policy(max_suppression=0.5), replace=True)
+        assert c.execute('SELECT * FROM "SYNTH_CONDITIONS"').fetchall() == [("mine",)]
+        p = plain_policy(max_suppression=0.5)
+        p["related"]["X"] = dict(p["related"]["conditions"])
+        c.execute('CREATE TABLE "SYNTH_x" AS SELECT \'mine too\' AS note')
+        with pytest.raises(anon_sql.AnonSQLError):
+            anon_sql.release(c, p, replace=True)
+        assert c.execute('SELECT * FROM "SYNTH_x"').fetchall() == [("mine too",)]
+
+
+@pytest.mark.parametrize("mask", [{"function": "noise", "ratio": 0.5}, {"function": "dnoise", "interval": "30 days"}])
+def test_m7_a_value_keyed_noise_mask_under_the_default_seed_is_refused(con, mask):
+    """Round 9, P09: with seed 0 (the default, public) anon.noise(x, 0.5, 0, x) over the candidates inverted all 200
+    released incomes of a shared file that held no seed."""
+    con.execute("CREATE TABLE dated AS SELECT *, DATE '1970-01-01' + (cid * 97)::INTEGER AS born FROM custs")
+    p = _policy()
+    p["source"] = "dated"
+    p["attributes"]["born"] = {"role": "insensitive"}
+    p["attributes"]["income" if mask["function"] == "noise" else "born"] = {"role": "insensitive", "mask": mask}
+    before = _objects(con)
+    with pytest.raises(anon_sql.PolicyError, match="seed = 0 is the default; set seed to a secret random integer"):
+        anon_sql.release(con, p)
+    assert _objects(con) == before
+    anon_sql.release(con, {**p, "seed": 4_611_686_018_427})
+
+
+def test_a_users_macro_named_like_an_anon_macro_in_main_is_no_shadow(con):
+    """The compiled SQL calls the package's macros qualified (`anon.partial`): a user's `main.partial` changes
+    nothing, so it does not stop a release."""
+    con.execute("CREATE MACRO main.partial(a) AS a")
+    anon_sql.release(con, _policy(mask={"function": "partial", "keep_start": 0, "pad": "XXXXX", "keep_end": 4}))
+    assert con.execute("SELECT count(*) FROM rel WHERE ssn LIKE 'XXXXX____'").fetchall() == [(200,)]

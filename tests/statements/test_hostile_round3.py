@@ -94,7 +94,7 @@ def test_a_noise_mask_on_a_text_column_names_the_column(function, options):
     people(con)
     before = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
     with pytest.raises(anon_sql.StatementError, match=f"attributes.sex.mask: function = '{function}' needs a") as err:
-        anon_sql.execute(con, "CREATE ANONYMIZED VIEW m WITH (k = 3, default_role = 'insensitive') AS SELECT "
+        anon_sql.execute(con, "CREATE ANONYMIZED VIEW m WITH (k = 3, seed = 918273, default_role = 'insensitive') AS SELECT "
                               "quasi(age, taxonomy => {'kind': 'interval', 'widths': [10, 20]}), "
                               f"insensitive(sex, mask => {{'function': '{function}', {options}}}) FROM people")
     assert err.value.exit_code == 2
