@@ -185,6 +185,12 @@ class Policy:
                                   "gives its own tables: __classes, __metadata, __units, ...): rename it, e.g. "
                                   f"[related.{name.lstrip('_') or 'events'}]")
             for column, attr in (spec.get("attributes") or {}).items():
+                applied = [k for k in ("mask", "perturb") if attr.get(k) is not None]
+                if applied:   # round 9, M11: accepted, never applied, and the raw values released
+                    raise PolicyError(f"[related.{name}.attributes.{column}] {applied[0]}: a related table's columns "
+                                      "are released as they are (or dropped / pseudonymized as identifiers); masks "
+                                      "and perturbations apply to the unit table only: drop the column (role = "
+                                      "\"identifier\"), or mask it in a view over the related table")
                 if attr.get("role") not in ("identifier", "insensitive", "sensitive"):
                     raise PolicyError(f"[related.{name}.attributes.{column}] role = {attr.get('role')!r}: a related "
                                       "table's columns are identifier, insensitive or sensitive (a person holds the "

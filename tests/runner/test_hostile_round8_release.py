@@ -220,3 +220,18 @@ def test_a_users_macro_named_like_an_anon_macro_in_main_is_no_shadow(con):
     con.execute("CREATE MACRO main.partial(a) AS a")
     anon_sql.release(con, _policy(mask={"function": "partial", "keep_start": 0, "pad": "XXXXX", "keep_end": 4}))
     assert con.execute("SELECT count(*) FROM rel WHERE ssn LIKE 'XXXXX____'").fetchall() == [(200,)]
+
+
+@pytest.mark.parametrize("attr", [{"role": "insensitive", "mask": {"function": "partial", "keep_start": 0,
+                                                                    "pad": "X", "keep_end": 4}},
+                                  {"role": "insensitive", "perturb": {"kind": "noise", "scale": 0.5}},
+                                  {"role": "identifier", "mask": {"function": "redact"}}],
+                         ids=["mask", "perturb", "identifier-mask"])
+def test_m11_a_mask_or_perturbation_on_a_related_column_is_refused(attr):
+    """Round 9, M11: accepted, never applied; the related table released the raw values."""
+    p = {"name": "r", "source": "t", "privacy_unit": "id",
+         "attributes": {"id": {"role": "identifier"}, "age": {"role": "quasi", "taxonomy": {"kind": "top"}}},
+         "related": {"rx": {"source": "rx", "key": "id", "default_role": "insensitive",
+                            "attributes": {"doc_ssn": attr}}}, "privacy": {"k": 2}}
+    with pytest.raises(anon_sql.PolicyError, match=r"\[related.rx.attributes.doc_ssn\] (mask|perturb): a related"):
+        anon_sql.Policy.from_dict(p)
