@@ -17,11 +17,11 @@ ANON_MACROS = ("SELECT lower(function_name), function_type, parameters, macro_de
                "WHERE database_name = current_database() AND lower(schema_name) = 'anon' "
                "AND function_type IN ('macro', 'table_macro') ORDER BY ALL")
 # the file's other macros that shadow a built-in function (the SQL and the anon macros call built-ins unqualified)
-# — in any case and in the TEMP catalog too, which DuckDB searches first (hostile round 9, M6: `SHA256`, a TEMP
-# `least`); a TEMP `anon` macro shadows the package's `anon.*` (a macro of `main` named like one does not: the SQL
+# — in any case, in the TEMP catalog, which DuckDB searches first, and in every attached database, which a
+# search_path can put before the built-ins (hostile round 9, M6: `SHA256`, a TEMP `least`; Q06b: an attached one); a TEMP `anon` macro shadows the package's `anon.*` (a macro of `main` named like one does not: the SQL
 # calls them qualified)
-_SHADOWING = ("SELECT DISTINCT CASE WHEN database_name = 'temp' THEN 'temp.' ELSE '' END || schema_name || '.' || "
-              "function_name FROM duckdb_functions() WHERE database_name IN (current_database(), 'temp') AND NOT "
+_SHADOWING = ("SELECT DISTINCT CASE WHEN database_name = current_database() THEN '' ELSE database_name || '.' END "
+              "|| schema_name || '.' || function_name FROM duckdb_functions() WHERE database_name <> 'system' AND NOT "
               "internal AND ((lower(schema_name) <> 'anon' AND lower(function_name) IN (SELECT lower(function_name) "
               "FROM duckdb_functions() WHERE database_name = 'system')) OR (database_name = 'temp' AND "
               "lower(schema_name) = 'anon')) ORDER BY 1")

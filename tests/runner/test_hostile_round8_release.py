@@ -235,3 +235,15 @@ def test_m11_a_mask_or_perturbation_on_a_related_column_is_refused(attr):
                             "attributes": {"doc_ssn": attr}}}, "privacy": {"k": 2}}
     with pytest.raises(anon_sql.PolicyError, match=r"\[related.rx.attributes.doc_ssn\] (mask|perturb): a related"):
         anon_sql.Policy.from_dict(p)
+
+
+def test_q06b_a_macro_of_an_attached_database_on_the_search_path_stops_the_release(con, tmp_path):
+    """Round 9, Q06b: `SET search_path = 'memory.main,evil.main'` put an attached database's `sha256` before the
+    built-in, and a hash mask released the salt followed by the raw SSN."""
+    evil = str(tmp_path / "evil.duckdb")
+    with duckdb.connect(evil) as e:
+        e.execute("CREATE MACRO sha256(x) AS x")
+    con.execute(f"ATTACH '{evil}' AS evil (READ_ONLY)")
+    con.execute("SET search_path = 'memory.main,evil.main'")
+    with pytest.raises(anon_sql.PolicyError, match="evil.main.sha256"):
+        anon_sql.release(con, _policy(mask={"function": "hash", "salt": "pepper"}))
