@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from sqlglot import exp
 
 from ..catalog import identity
+from ..catalog.ownership import existing
 from ..catalog.read import recorded_release
 from ..catalog.store import released_names
 from ..common.columns import UNIT
@@ -216,7 +217,8 @@ def foreign_related(con: Any, release: str, names: Sequence[str]) -> dict[str, s
     targets = {f"{release}_{n}": n for n in names}
     if not targets:
         return {}
-    stored = {**{t: t for t in targets}, **_case_variants(con, list(targets))}   # target → the name it exists under
+    found = existing(con, list(targets))   # DuckDB's names ignore case: lower-cased name → (as stored, kind)
+    stored = {t: found.get(t.lower(), (t, "table"))[0] for t in targets}   # target → the name it exists under
     as_stored = {v: k for k, v in stored.items()}
     recorded = {k[1]: v for k, v in identity.owned(con, release).items() if k[0] is None and k[1] in as_stored}
     out = {}
@@ -236,7 +238,7 @@ def foreign_related(con: Any, release: str, names: Sequence[str]) -> dict[str, s
         elif now.fingerprint != row["fingerprint"]:
             out[target] = "its columns or their types changed since anon_sql wrote it"
     for target, table in stored.items():   # a view of that name (identity.seen lists tables only)
-        if table != target and target not in out and not _is_table(con, table):
+        if table != target and target not in out and found[target.lower()][1] == "view":
             out[target] = f"{table!r} is a view whose name differs only in case from {target!r}"
     return out
 
@@ -247,11 +249,8 @@ def check_targets(con: Any, policy: Policy, tables: list[RelatedTable], replace:
     replaced)."""
     if dry_run:
         return
-    rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-                       "AND schema_name = current_schema() UNION ALL SELECT view_name FROM duckdb_views() "
-                       "WHERE database_name = current_database() AND schema_name = current_schema()").fetchall()
-    existing = {r[0].lower() for r in rows}   # DuckDB's names ignore case (round 9, M10)
-    present = [t for t in tables if t.target(policy.name).name.lower() in existing]
+    found = existing(con, [t.target(policy.name).name for t in tables])   # in any case (round 9, M10)
+    present = [t for t in tables if t.target(policy.name).name.lower() in found]
     if present and not replace:
         target = present[0].target(policy.name).name
         raise PolicyError(f"table {target!r} already exists: release with replace=True "
@@ -259,7 +258,7 @@ def check_targets(con: Any, policy: Policy, tables: list[RelatedTable], replace:
     foreign = foreign_related(con, policy.name, [t.name for t in present])
     for t in present:
         target = t.target(policy.name).name
-        if target in foreign or not _is_table(con, target, any_case=True):
+        if target in foreign or found[target.lower()][1] != "table":
             why = foreign.get(target, "it is a view")
             raise PolicyError(f"{target!r} exists but is not the table release {policy.name!r} wrote for "
                               f"[related.{t.name}] ({why}): anon_sql replaces only what it created; rename or drop "
@@ -285,33 +284,15 @@ def stale_related(con: Any, policy: Policy) -> list[exp.Table]:
         raise PolicyError(f"the earlier release {policy.name!r} wrote related table {table!r}, which this policy no "
                           f"longer names, so replacing the release drops it; but {table!r} is not that table "
                           f"({why}): anon_sql never drops what it did not create: rename or drop it yourself")
-    return [exp.Table(this=ident(f"{policy.name}_{n}")) for n in gone if _is_table(con, f"{policy.name}_{n}")]
+    found = existing(con, [f"{policy.name}_{n}" for n in gone])
+    return [exp.Table(this=ident(f"{policy.name}_{n}")) for n in gone
+            if found.get(f"{policy.name}_{n}".lower(), ("", ""))[1] == "table"]
 
 
 def drop_stale(engine: Any, tables: list[exp.Table]) -> None:
     """Drop :func:`stale_related`'s tables (inside the replace's transaction)."""
     for table in tables:
         engine.execute(exp.Drop(tables=[table.copy()], kind="TABLE", exists=True))
-
-
-def _case_variants(con: Any, names: list[str]) -> dict[str, str]:
-    """Each of ``names`` that a table or view of the current schema carries in another case: name → as stored."""
-    rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND "
-                       "schema_name = current_schema() UNION ALL SELECT view_name FROM duckdb_views() WHERE "
-                       "database_name = current_database() AND schema_name = current_schema()").fetchall()
-    wanted = {n.lower(): n for n in names}
-    return {wanted[r[0].lower()]: r[0] for r in rows if r[0].lower() in wanted and r[0] != wanted[r[0].lower()]}
-
-
-def _is_table(con: Any, name: str, any_case: bool = False) -> bool:
-    query = _IS_TABLE_ANY_CASE if any_case else _IS_TABLE
-    return bool(con.execute(query, [name.lower() if any_case else name]).fetchall()[0][0])
-
-
-_IS_TABLE = ("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND "
-             "schema_name = current_schema() AND table_name = ?")
-_IS_TABLE_ANY_CASE = ("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND "
-                      "schema_name = current_schema() AND lower(table_name) = ?")
 
 
 def release_related(engine: Any, policy: Policy, release: exp.Table, tables: list[RelatedTable],
