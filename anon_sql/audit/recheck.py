@@ -34,7 +34,7 @@ from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 from .contents import file_contents_row
 from .related_checks import related_rows, related_table
-from ..runner.digests import released_values_query
+from ..runner.digests import digested_columns, released_values_query
 from .values import shared_policy_text, source_pseudonym_rows, value_checks, value_query
 
 if TYPE_CHECKING:
@@ -322,7 +322,7 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     values = ({"query": value_query(table, forms), "checks": [{"check": f[0], "required": f[2]} for f in forms]}
               if forms else None)
     # the digest of each QI's released values, compared with the release's (hostile round 9, M9)
-    digested = [c for c in dict.fromkeys(quasi if quasi is not None else policy.quasi) if c in columns]
+    digested = digested_columns(quasi if quasi is not None else policy.quasi, columns)
     return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted, largest_is_worst(models))),
             "values": values,
             "released_values": ({"query": render(released_values_query(table, digested)), "columns": digested}
