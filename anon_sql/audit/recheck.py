@@ -34,7 +34,7 @@ from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 from .contents import file_contents_row
 from .related_checks import related_rows, related_table
-from .values import shared_policy_text, source_pseudonym_rows, value_checks, value_query
+from .values import shared_policy_text, source_mask_rows, source_pseudonym_rows, value_checks, value_query
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,13 +92,15 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
 
 def _recorded_related_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
     """The rows of recorded release ``name`` that read more than its table, run every time: its pseudonyms
-    re-derived from the source when the key is here (:func:`source_pseudonym_rows`), and :func:`related_rows`."""
+    re-derived from the source when the key is here (:func:`source_pseudonym_rows`), its deterministic masks
+    re-derived from the source when it is here (:func:`source_mask_rows`), and :func:`related_rows`."""
     row = catalog.recorded_release(con, name) or {}
     policy = json.loads(row.get("policy_json") or "{}")
     if not policy:
         return []
     read = Policy.from_dict(policy)
     return [*source_pseudonym_rows(con, exp.Table(this=ident(name)), read),
+            *source_mask_rows(con, exp.Table(this=ident(name)), read),
             *(related_rows(con, name, read, recorded=row.get("related_tables")) if policy.get("related") else [])]
 
 
