@@ -266,8 +266,7 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         if population and not any(m.needs_population for m in models):
             unverifiable += [m.name for m in population]
         return [*check_program.run_program(private, program, row, columns, [
-            {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
-             "passed": False} for check in unverifiable]),
+            check_program.table_check_row(check, 0, basis=None, passed=False) for check in unverifiable]),
             *related_rows(private, name, policy, table, recorded=row.get("related_tables"), shared=True),
             file_contents_row(con, name, policy, [m.population.name for m in population])]
     finally:
@@ -571,8 +570,7 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
     import pandas as pd
 
     src = policy.source
-    unverifiable = {"check": model.name, "classes": 0, "failing_classes": 0, "failing_records": 0,
-                    "worst_value": None, "passed": False}
+    unverifiable = check_program.table_check_row(model.name, 0, basis=None, passed=False)
     if not isinstance(layout, dict) or not layout:
         return unverifiable   # the plan's layout is missing (an edited catalog): the model cannot be checked
     if layout.get("kind") is None:     # slicing: its column groups as the declared policy allows them

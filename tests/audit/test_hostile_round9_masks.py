@@ -25,22 +25,26 @@ CUSTS = """CREATE TABLE custs AS SELECT i::BIGINT AS cid, 20 + 10*(i % 5) AS age
 MASKS = (f"identifier(ssn, mask => {{'function': 'hash', 'salt': '{SALT}'}}), "
          "identifier(email, mask => {'function': 'partial_email'}), "
          "insensitive(card, mask => {'function': 'partial', 'keep_start': 2, 'pad': 'XXXX', 'keep_end': 2})")
-MK = f"""CREATE ANONYMIZED VIEW mk WITH (k = 5, method = 'levels', method_params = {{'levels': {{'age': 0, 'sex': 0}}}})
-  AS SELECT identifier(cid), quasi(age, taxonomy => {{'kind': 'top'}}), quasi(sex, taxonomy => {{'kind': 'top'}}),
-  {MASKS}, insensitive(income) FROM custs"""
+MK = f"""CREATE ANONYMIZED VIEW mk WITH (k = 5, method = 'levels',
+  method_params = {{'levels': {{'age': 0, 'sex': 0}}}}) AS SELECT identifier(cid),
+  quasi(age, taxonomy => {{'kind': 'top'}}), quasi(sex, taxonomy => {{'kind': 'top'}}), {MASKS}, insensitive(income)
+  FROM custs"""
 # the rows of age 99 (3 people) form classes below k: suppressed within max_suppression
 SUPPRESSED = f"""CREATE ANONYMIZED VIEW ms WITH (k = 5, method = 'levels', max_suppression = 0.05,
-  method_params = {{'levels': {{'age': 0, 'sex': 0}}}}) AS SELECT identifier(cid), quasi(age, taxonomy => {{'kind': 'top'}}),
-  quasi(sex, taxonomy => {{'kind': 'top'}}), {MASKS}, insensitive(income) FROM custs_rare"""
+  method_params = {{'levels': {{'age': 0, 'sex': 0}}}}) AS SELECT identifier(cid),
+  quasi(age, taxonomy => {{'kind': 'top'}}), quasi(sex, taxonomy => {{'kind': 'top'}}), {MASKS}, insensitive(income)
+  FROM custs_rare"""
 # several rows per person (cid repeats), masked columns on every row
 UNITS = f"""CREATE ANONYMIZED VIEW mu WITH (k = 5, method = 'levels', privacy_unit = 'cid',
   method_params = {{'levels': {{'age': 0, 'sex': 0}}}}) AS SELECT identifier(cid, action => 'pseudonymize'),
-  quasi(age, taxonomy => {{'kind': 'top'}}), quasi(sex, taxonomy => {{'kind': 'top'}}), {MASKS}, insensitive(income) FROM visits"""
+  quasi(age, taxonomy => {{'kind': 'top'}}), quasi(sex, taxonomy => {{'kind': 'top'}}), {MASKS}, insensitive(income)
+  FROM visits"""
 # a row of mk is found back in custs through its unmasked income (distinct per customer)
 N32 = "UPDATE mk SET ssn = sha256(c.ssn) FROM custs c WHERE mk.income = c.income"
-N33 = "UPDATE mk SET card = substr(c.card, 13, 2) || 'XXXX' || substr(c.card, 15, 2) FROM custs c WHERE mk.income = c.income"
-N34 = ("UPDATE mk SET email = substr(c.email, 1, 1) || '******@******.' || split_part(split_part(c.email, '@', 2), '.', 1) "
-       "FROM custs c WHERE mk.income = c.income")
+N33 = ("UPDATE mk SET card = substr(c.card, 13, 2) || 'XXXX' || substr(c.card, 15, 2) FROM custs c "
+       "WHERE mk.income = c.income")
+N34 = ("UPDATE mk SET email = substr(c.email, 1, 1) || '******@******.' "
+       "|| split_part(split_part(c.email, '@', 2), '.', 1) FROM custs c WHERE mk.income = c.income")
 
 
 @pytest.fixture
@@ -51,7 +55,8 @@ def db(tmp_path, monkeypatch):
     with duckdb.connect(path) as c:
         anon_sql.install(c)
         c.execute(CUSTS)
-        c.execute("CREATE TABLE custs_rare AS SELECT * REPLACE (CASE WHEN cid < 3 THEN 99 ELSE age END AS age) FROM custs")
+        c.execute("CREATE TABLE custs_rare AS SELECT * REPLACE (CASE WHEN cid < 3 THEN 99 ELSE age END AS age) "
+                  "FROM custs")
         c.execute("CREATE TABLE visits AS SELECT c.* FROM custs c, range(3) r(j) WHERE c.cid < 100 OR j = 0")
         for statement in (MK, SUPPRESSED, UNITS):
             anon_sql.execute(c, statement)
@@ -116,8 +121,8 @@ def test_m8_genuine_releases_pass_with_a_masks_row_per_column(db, name):
         raw = c.execute(f"SELECT ssn, email, card FROM {source}").fetchall()
         released = c.execute(f"SELECT ssn, email, card FROM {name}").fetchall()
         suppressed = c.execute("SELECT suppressed FROM anon.releases WHERE release = ?", [name]).fetchall()[0][0]
-    expected = Counter((hashlib.sha256((SALT + s).encode()).hexdigest(), e[0] + "******@******." + e.rsplit(".", 1)[1],
-                        k[:2] + "XXXX" + k[-2:]) for s, e, k in raw)
+    expected = Counter((hashlib.sha256((SALT + s).encode()).hexdigest(),
+                        e[0] + "******@******." + e.rsplit(".", 1)[1], k[:2] + "XXXX" + k[-2:]) for s, e, k in raw)
     assert not Counter(released) - expected
     if name == "ms":
         assert suppressed > 0 and len(released) < len(raw)
