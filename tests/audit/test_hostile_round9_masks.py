@@ -13,6 +13,8 @@ from collections import Counter
 import duckdb
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
+from sqlglot import exp
 
 import anon_sql
 from anon_sql.cli.main import main
@@ -150,3 +152,49 @@ def test_m8_a_shared_file_has_no_masks_row(db, tmp_path):
     assert export(db, "mk", out).exit_code == 0
     res = check(out, "mk")
     assert res.exit_code == 0 and "masks" not in res.output and "form only" in res.output, res.output
+
+
+class _Attribute:
+    """The two things :func:`source_mask_rows` reads of a policy's attribute."""
+
+    def __init__(self, spec: dict) -> None:
+        self.spec, self.options = spec, {"mask": spec["mask"]}
+
+    def to_dict(self) -> dict:
+        return self.spec
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=20)), min_size=1, max_size=25), st.data())
+def test_masks_rows_pass_every_genuine_subset_and_fail_one_value_too_many(values, data):
+    """Property (the oracle: the package's own macros over a random source, rows removed at random as suppression
+    does): a genuine masked subset passes each `masks` row; one masked value more than the source gives fails it
+    by one."""
+    from types import SimpleNamespace
+
+    from anon_sql.audit.values import source_mask_rows
+
+    c = duckdb.connect()
+    anon_sql.install(c)
+    c.execute("CREATE TABLE raw (i INTEGER, v VARCHAR)")
+    c.executemany("INSERT INTO raw VALUES (?, ?)", list(enumerate(values)))
+    kept = data.draw(st.sets(st.integers(0, len(values) - 1)))
+    specs = {"hash": {"function": "hash", "salt": "s@lt"}, "partial": {"function": "partial", "keep_start": 1,
+             "pad": "**", "keep_end": 1}, "partial_email": {"function": "partial_email"}}
+    for name, mask in specs.items():
+        macro = {"hash": "anon.hash(v, 's@lt')", "partial": "anon.partial(v, 1, '**', 1)",
+                 "partial_email": "anon.partial_email(v)"}[name]
+        c.execute(f"CREATE OR REPLACE TABLE rel AS SELECT {macro} AS v FROM raw WHERE list_contains(?, i)",
+                  [sorted(kept)])
+        policy = SimpleNamespace(source="raw", attributes={"v": _Attribute({"role": "insensitive", "mask": mask})})
+        table = exp.Table(this=exp.to_identifier("rel"))
+        [row] = source_mask_rows(c, table, policy)
+        assert row["passed"] and row["check"] == "masks v", (name, row)
+        extra = c.execute(f"SELECT {macro} FROM raw WHERE v IS NOT NULL LIMIT 1").fetchall()
+        if extra:   # the first non-NULL source value's mask once more than the source gives it
+            c.execute(f"INSERT INTO rel SELECT {macro} FROM raw WHERE v IS NOT NULL AND {macro} = ? "
+                      "AND NOT list_contains(?, i)", [extra[0][0], sorted(kept)])
+            c.execute("INSERT INTO rel VALUES (?)", [extra[0][0]])
+            [row] = source_mask_rows(c, table, policy)
+            assert not row["passed"] and row["failing_records"] == 1, (name, row)
+    c.close()
