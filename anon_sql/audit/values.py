@@ -6,7 +6,9 @@ A pseudonym is 64 lowercase hex characters (HMAC-SHA256, :mod:`anon_sql.data.pse
 (sha256); ``partial`` is ``keep_start`` characters + ``pad`` + ``keep_end`` characters, or ``pad`` alone for a short
 text; ``partial_email`` the first character + ``******@******`` + an optional ``.tld``, or ``******``; ``redact`` its
 replacement (anon_sql/sdc/masking.sql). NULL stays NULL. One SQL aggregate per table counts the rows that break each
-column's form; the random masks (noise, dnoise, shuffle, fake) have no form to verify.
+column's form; the random masks (noise, dnoise, shuffle, fake) have no form to verify. A form says nothing of the
+content (hostile round 9, M8: the unsalted sha256 of the raw SSN has a hash's form), so in the working database,
+where the source and the key or salt are at hand, ``pseudonyms <column>`` and ``masks <column>`` re-derive the values.
 """
 from __future__ import annotations
 
