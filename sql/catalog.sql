@@ -136,6 +136,9 @@ ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS declared_policy VARCHAR;
 ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS source_digest VARCHAR;
 -- each related table as released (docs/units.md): its columns with their types and its rows, which check compares
 ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS related_tables VARCHAR;
+-- the digest of each quasi-identifier's released values with their rows (JSON: column -> sha256; hostile round 9,
+-- M9): check recomputes it, so a value put back or changed since the release fails even where every class keeps its size
+ALTER TABLE anon.releases ADD COLUMN IF NOT EXISTS released_values VARCHAR;
 
 -- the version of the anonymized view whose search a trace row belongs to (anon.release_versions; hostile round 5,
 -- R11: a refresh kept no earlier search): NULL until a version row numbers it; a new release of the name replaces

@@ -36,9 +36,10 @@ from ..catalog.read import recorded_release, table_columns
 from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
 
-FORMAT = 7     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
+FORMAT = 8     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
 # 5: the declared policy and the source digest; 6: the policy row of a release without one, the models' requirement;
-# 7: the values checks (the form of pseudonymized and masked columns, hostile round 8, M1)
+# 7: the values checks (the form of pseudonymized and masked columns, hostile round 8, M1); 8: the digest of each
+# QI's released values (round 9, M9)
 # what a check row's figures rest on (its ``basis``): the policy and the released table, or, for the two checks that
 # read ``records_in`` (reconciliation, max_suppression), the source recounted or the catalog's number taken as it is
 TABLE, SOURCE, UNVERIFIED = "table", "source", "catalog (unverified)"
@@ -67,6 +68,9 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
     values = program.get("values")
     if values:   # the form of each pseudonymized and masked column (hostile round 8, M1)
         rows += _value_rows(list(con.execute(values["query"]).fetchall()[0]), values["checks"])
+    if program.get("released_values"):   # each QI's values as released (hostile round 9, M9)
+        rows += released_value_rows(list(con.execute(program["released_values"]["query"]).fetchall()[0]),
+                                    program["released_values"]["columns"], row.get("released_values"))
     if program.get("policy_mismatch"):   # the recorded released policy is not the declared one's (issue 28.8)
         rows.append({"check": "policy", "classes": classes, "failing_classes": 0, "failing_records": 0,
                      "worst_value": None, "passed": False, "basis": TABLE, "message": program["policy_mismatch"]})
@@ -108,6 +112,38 @@ def table_check_row(check: str, failing_records: int, required: str | None = Non
     if message:
         row["message"] = message
     return row
+
+
+def released_value_rows(found: list[Any], columns: list[str], recorded: str | None) -> list[dict[str, Any]]:
+    """The ``values <qi>`` rows, and with two QIs or more ``values (<qi>, ...)``: each quasi-identifier's digest of
+    its values with their rows, then their combinations' (``found``, as
+    :func:`anon_sql.runner.digests.released_values_query` gives them over the table now), against the digests the
+    release recorded (``recorded``: JSON, the catalog's ``released_values`` or the shared metadata's). A value put
+    back or changed since the release fails, also where every class keeps its size, and values swapped between
+    classes; a digest that is not recorded fails too (a release or export made before anon_sql recorded one, or an
+    edited record: release it again)."""
+    try:
+        wanted = json.loads(recorded) if recorded else None
+    except ValueError:
+        wanted = None
+    wanted = wanted if isinstance(wanted, dict) and isinstance(wanted.get("columns"), dict) else None
+    checks = [(f"values {c}", repr(c), (wanted or {}).get("columns", {}).get(c), "the values released")
+              for c in columns]
+    if len(columns) > 1:
+        checks.append((f"values ({', '.join(columns)})", "their combinations", (wanted or {}).get("together"),
+                       "the combinations released"))
+    rows = []
+    for (check, what, expected, words), digest in zip(checks, found):
+        passed = isinstance(expected, str) and expected == str(digest)
+        message = (f"no digest of the released values of {what} is recorded (a release or export made before "
+                   "anon_sql recorded one, or an edited record): release it again" if not isinstance(expected, str)
+                   else None if passed else
+                   f"the values of {what} or the rows holding them are not those released: the table was edited "
+                   "since the release (raw values put back?); release it again")
+        rows.append(table_check_row(
+            check, 0, f"{words}, with the rows holding each (their digest as the release recorded it)",
+            message=message, passed=passed))
+    return rows
 
 
 def _catalog_required(program: dict[str, Any], row: dict[str, Any], classes: int) -> dict[str, str]:
@@ -377,4 +413,5 @@ def _write(path: Path, value: Any) -> None:
 
 __all__ = ["FORMAT", "SOURCE", "TABLE", "UNVERIFIED", "cache_dir", "cached_rows", "catalog_rows", "code_version",
            "expected_macros", "guard_macros", "program_digest", "load_program", "records_basis",
-           "rederives_masks", "rederives_pseudonyms", "run_program", "store", "table_check_row"]
+           "rederives_masks", "rederives_pseudonyms", "released_value_rows", "run_program", "store",
+           "table_check_row"]

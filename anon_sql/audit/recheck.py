@@ -34,6 +34,7 @@ from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 from .contents import file_contents_row
 from .related_checks import related_rows, related_table
+from ..runner.digests import released_values_query
 from .values import shared_policy_text, source_mask_rows, source_pseudonym_rows, value_checks, value_query
 
 if TYPE_CHECKING:
@@ -144,7 +145,8 @@ def _recorded_program(con: duckdb.DuckDBPyConnection, name: str, row: dict[str, 
         level_plan, taxonomies = _population_plan(con, policy, plan, names.table, models)
     described = table_columns(con, name) or [tuple(r[:2]) for r in describe(con, names.table)]
     columns = [c for c, _ in described]
-    program = _program(con, names.table, policy, plan, models, level_plan, taxonomies, columns)
+    program = _program(con, names.table, policy, plan, models, level_plan, taxonomies, columns,
+                       list((declared or policy).quasi))
     program["source_records"] = _source_records(con, policy, row.get("source_digest"))
     program["policy_mismatch"] = mismatch or _declared_missing(con, name, row, forged=_records_declared(con, row))
     program["policy_unverified"] = not mismatch and not row.get("declared_policy")
@@ -255,7 +257,8 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
                 models = [m for m in models if not m.needs_population]
         else:
             models = [m for m in models if not m.needs_population]
-        program = _program(private, table, policy, plan, models, level_plan, taxonomies, columns)
+        program = _program(private, table, policy, plan, models, level_plan, taxonomies, columns,
+                           list((declared or policy).quasi))
         # a shared file written since declared policies were kept has the column; NULL there is an old release
         # exported since (or an edit the file cannot tell apart): the basis says the policy is not verified
         program["policy_mismatch"] = mismatch
@@ -293,10 +296,11 @@ def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnec
 
 
 def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models: list, level_plan: LevelPlan,
-             taxonomies: dict[str, Any], columns: list[str]) -> dict[str, Any]:
+             taxonomies: dict[str, Any], columns: list[str], quasi: list[str] | None = None) -> dict[str, Any]:
     """The check program of ``table`` (see :mod:`anon_sql.audit.program`): the models per class summarized per
     check in one SQL aggregate (:mod:`anon_sql.compiler.checks_summary`), the released records, and what the catalog checks compare
-    with — the columns the policy releases and the suppression budget."""
+    with — the columns the policy releases and the suppression budget. ``quasi``: the declared quasi-identifiers,
+    whose released values the release recorded a digest of (default: the policy's)."""
     people = bool(policy.privacy_unit)     # before _people: a table without its unit is checked by rows
     counted = ("people" if policy.privacy_unit and policy.privacy_unit in columns
                else "records (count column)" if policy.count_column else "rows")
@@ -318,8 +322,12 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     forms = value_checks({c: a.to_dict() for c, a in policy.attributes.items()}, columns)
     values = ({"query": value_query(table, forms), "checks": [{"check": f[0], "required": f[2]} for f in forms]}
               if forms else None)
+    # the digest of each QI's released values, compared with the release's (hostile round 9, M9)
+    digested = [c for c in dict.fromkeys(quasi if quasi is not None else policy.quasi) if c in columns]
     return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted, largest_is_worst(models))),
             "values": values,
+            "released_values": ({"query": render(released_values_query(table, digested)), "columns": digested}
+                                if digested else None),
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
             "noise": noise, "noise_recorded": policy.method == "theta" and noise is None,

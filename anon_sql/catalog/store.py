@@ -355,11 +355,12 @@ def record_release(con: duckdb.DuckDBPyConnection, rel: Any, source_label: str,
     con.execute(
         "INSERT INTO anon.releases (release, policy, method, source, records_in, records_out, suppressed, noise, "
         "k_achieved, classes, status, message, plan, policy_json, generated_sql, taxonomy_digests, declared_policy, "
-        "source_digest, related_tables) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, ?, ?, ?, ?)",
+        "source_digest, related_tables, released_values) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'released', NULL, ?, ?, ?, "
+        "?, ?, ?, ?, ?)",
         [rel.name, policy.name, policy.method, source_label, rel.records_in, rel.records_out, rel.suppressed,
          rel.noise, int(rel.metrics["k"]), len(rel.classes), recorded["plan"], recorded["policy_json"],
          ";\n".join(rel.sql) + ";", _info_json(rel, "taxonomy_digests"), recorded["declared_policy"],
-         recorded["source_digest"], _info_json(rel, "related_tables")],
+         recorded["source_digest"], _info_json(rel, "related_tables"), _info_json(rel, "released_values")],
     )
     con.execute("INSERT INTO anon.policies (name, policy_toml, policy_json) VALUES (?, ?, ?)",
                 [policy.name, policy.to_toml(), policy.to_json()])

@@ -126,6 +126,8 @@ def _metadata(con, row: dict[str, Any], checks: pd.DataFrame) -> pd.DataFrame:
         "plan": json.dumps(plan, sort_keys=True, default=str),
         # each related table's released columns and rows, which `check` of the shared file compares (round 7, C08)
         "related_tables": row.get("related_tables"),
+        # the digest of each quasi-identifier's released values, which `check` recomputes (round 9, M9)
+        "released_values": row.get("released_values"),
         "checks": json.dumps(checks.to_dict("records"), default=_plain),
         "metrics": json.dumps(metrics.to_dict("records"), default=_plain),
     }])

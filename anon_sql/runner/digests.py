@@ -91,6 +91,69 @@ def source_digest_query(relation: Any, columns: list[str], count_column: str | N
     return exp.select(record_count(count_column), exp.Count(this=exp.Star()), total, *people).from_(relation.copy())
 
 
+def released_values_query(table: Any, columns: list[str]) -> Any:
+    """One row: per column of ``columns``, the sha256 of the column's released values with the rows holding each,
+    then (two columns or more) the same of their combinations: what the release records and ``check`` recomputes,
+    so that a value put back or changed since the release fails even where every class keeps its size (hostile
+    round 9, M9: the raw age of a class whose every record had it), and values swapped between classes too. The
+    text hashed: ``length:value`` (NULL: ``NULL``) then ``<US>rows``, sorted, joined by ``<RS>`` — length-prefixed,
+    so no value can spell another's separators. One scan of the table (a GROUP BY of the columns, materialized);
+    each column's counts are summed from those few rows."""
+    from sqlglot import exp
+
+    from ..common.sqlbuild import lit
+
+    cols = [exp.column(c, quoted=True) for c in columns]
+    n = len(cols)
+    counted = exp.select(*[exp.alias_(c.copy(), f"q{i}") for i, c in enumerate(cols)],
+                         exp.alias_(exp.Count(this=exp.Star()), "n")).from_(table.copy()).group_by(
+        *[exp.column(f"q{i}") for i in range(n)])
+
+    def text(i: int) -> exp.Expression:
+        v = exp.Cast(this=exp.column(f"q{i}"), to=exp.DataType.build("VARCHAR"))
+        prefixed = exp.DPipe(this=exp.DPipe(this=exp.Cast(this=exp.Length(this=v.copy()),
+                                                          to=exp.DataType.build("VARCHAR")), expression=lit(":")),
+                             expression=v.copy())
+        return exp.Coalesce(this=prefixed, expressions=[lit("NULL")])
+
+    def digest(value: exp.Expression, rows: exp.Expression, relation: exp.Expression) -> exp.Expression:
+        item = exp.DPipe(this=exp.DPipe(this=value, expression=exp.Chr(expressions=[exp.Literal.number(31)])),
+                         expression=exp.Cast(this=rows, to=exp.DataType.build("VARCHAR")))
+        joined = exp.GroupConcat(this=exp.Order(this=item, expressions=[exp.Ordered(this=item.copy())]),
+                                 separator=exp.Chr(expressions=[exp.Literal.number(30)]))
+        return exp.Subquery(this=exp.select(exp.func("SHA256", exp.Coalesce(this=joined, expressions=[lit("")])))
+                            .from_(relation))
+
+    def one_column(i: int) -> exp.Expression:
+        q = exp.column(f"q{i}")
+        sums = exp.select(exp.alias_(q.copy(), f"q{i}"), exp.alias_(exp.Sum(this=exp.column("n")), "n")).from_(
+            "c").group_by(q.copy())
+        return exp.Subquery(this=sums, alias=exp.TableAlias(this=exp.to_identifier("m")))
+
+    digests = [digest(text(i), exp.column("n"), one_column(i)) for i in range(n)]
+    if n > 1:
+        together = text(0)
+        for i in range(1, n):
+            together = exp.DPipe(this=together, expression=text(i))
+        digests.append(digest(together, exp.column("n"), exp.Table(this=exp.to_identifier("c"))))
+    return exp.select(*digests).with_("c", as_=counted, materialized=True)
+
+
+def released_values_digest(con: Any, table: Any, columns: list[str]) -> dict[str, Any] | None:
+    """``{"columns": column → digest, "together": digest or None}`` of ``table``'s released values
+    (:func:`released_values_query`) over the columns of ``columns`` it has (None when it has none: nothing to
+    record)."""
+    from ..common.sqlbuild import render
+    from ..data.source import describe
+
+    present = {r[0] for r in describe(con, table)}
+    columns = [c for c in dict.fromkeys(columns) if c in present]
+    if not columns:
+        return None
+    found = [str(v) for v in con.execute(render(released_values_query(table, columns))).fetchall()[0]]
+    return {"columns": dict(zip(columns, found)), "together": found[len(columns)] if len(found) > len(columns) else None}
+
+
 # above this many records the release records no content hash (a hash of every row costs about a quarter of one
 # GROUP BY over the source: bench in docs/check.md), only the count; `check` then says so in the basis
 DIGEST_MAX_RECORDS = 1_000_000
@@ -137,5 +200,5 @@ def source_digest(con: Any, policy: Policy, records: int | None = None, resolved
     return digest
 
 
-__all__ = ["DIGEST_MAX_RECORDS", "taxonomy_digests", "changed", "retyped", "source_digest",
+__all__ = ["DIGEST_MAX_RECORDS", "released_values_digest", "released_values_query", "taxonomy_digests", "changed", "retyped", "source_digest",
            "source_digest_query"]

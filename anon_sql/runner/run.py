@@ -24,7 +24,7 @@ from ..data.source import Source
 from ..policy.model import Policy
 from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
-from .digests import source_digest, taxonomy_digests
+from .digests import released_values_digest, source_digest, taxonomy_digests
 from .plan import make_context, placeholder, plan_dict, released_policy, signed_plan
 from .resolve import Resolved, discard_resolved, resolve_release
 from .verify import failing_classes_records, failure_message, verify_release
@@ -158,6 +158,10 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 return rel
             tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source),
                  rows=compiled.counted_rows if compiled.written else None, people=compiled.people)
+            if engine.name == "duckdb":   # the table as released: each QI's values with their rows, which check
+                values = released_values_digest(engine.con, names.table, list(r.policy.quasi))   # recomputes (M9)
+                if values is not None:
+                    rel.info["released_values"] = values
             rel.recorded = engine.record(rel, plan, r.source.label)
             if before_commit is not None:
                 before_commit(rel)
