@@ -55,11 +55,9 @@ def file_contents_row(con: duckdb.DuckDBPyConnection, name: str, policy: Any, po
     found = con.execute(_RELATIONS).fetchall()
     other = sorted(q for q, t, schema in found if not (schema == "main" and t.lower() in mine))
     other += sorted(r[0] for r in con.execute(_OTHER_OBJECTS).fetchall())
-    return {"check": "file contents", "classes": 0, "failing_classes": 0, "failing_records": len(other),
-            "worst_value": None, "required": "the release's tables only (no other table, view, macro, type, "
-            "sequence, index, comment, default or constraint)", "passed": not other,
-            "basis": check_program.TABLE,
-            **({"message": "not part of the release: " + ", ".join(other)} if other else {})}
+    return check_program.table_check_row(
+        "file contents", len(other), "the release's tables only (no other table, view, macro, type, sequence, index, "
+        "comment, default or constraint)", message=("not part of the release: " + ", ".join(other)) if other else None)
 
 
 __all__ = ["file_contents_row"]

@@ -91,13 +91,27 @@ def _value_rows(counts: list[Any], checks: list[dict[str, str]]) -> list[dict[st
     rows = []
     for n, spec in zip(counts, checks):
         n = int(n or 0)
-        row = {"check": spec["check"], "classes": 0, "failing_classes": 0, "failing_records": n, "worst_value": None,
-               "required": spec["required"], "passed": n == 0, "basis": TABLE}
-        if n:
-            row["message"] = (f"{n} non-NULL value(s) are not of the released form ({spec['required']}): the column "
-                              "was edited since the release (raw values put back?); release it again")
-        rows.append(row)
+        rows.append(table_check_row(
+            spec["check"], n, spec["required"],
+            message=(f"{n} non-NULL value(s) are not of the released form ({spec['required']}): the column was "
+                     "edited since the release (raw values put back?); release it again") if n else None))
     return rows
+
+
+def table_check_row(check: str, failing_records: int, required: str | None = None, basis: str | None = TABLE,
+                    message: str | None = None, passed: bool | None = None) -> dict[str, Any]:
+    """A check row of the whole table (no classes): ``failing_records`` rows fail it, it passes when there are none
+    (or as ``passed`` says). ``required`` / ``basis`` None: left out, for :func:`run_program` to fill in."""
+    row: dict[str, Any] = {"check": check, "classes": 0, "failing_classes": 0, "failing_records": failing_records,
+                           "worst_value": None}
+    if required is not None:
+        row["required"] = required
+    row["passed"] = failing_records == 0 if passed is None else passed
+    if basis is not None:
+        row["basis"] = basis
+    if message:
+        row["message"] = message
+    return row
 
 
 def released_value_rows(found: list[Any], columns: list[str], recorded: str | None) -> list[dict[str, Any]]:
@@ -120,16 +134,15 @@ def released_value_rows(found: list[Any], columns: list[str], recorded: str | No
                        "the combinations released"))
     rows = []
     for (check, what, expected, words), digest in zip(checks, found):
-        row = {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
-               "required": f"{words}, with the rows holding each (their digest as the release recorded it)",
-               "passed": isinstance(expected, str) and expected == str(digest), "basis": TABLE}
-        if not isinstance(expected, str):
-            row["message"] = (f"no digest of the released values of {what} is recorded (a release or export made "
-                              "before anon_sql recorded one, or an edited record): release it again")
-        elif not row["passed"]:
-            row["message"] = (f"the values of {what} or the rows holding them are not those released: the table "
-                              "was edited since the release (raw values put back?); release it again")
-        rows.append(row)
+        passed = isinstance(expected, str) and expected == str(digest)
+        message = (f"no digest of the released values of {what} is recorded (a release or export made before "
+                   "anon_sql recorded one, or an edited record): release it again" if not isinstance(expected, str)
+                   else None if passed else
+                   f"the values of {what} or the rows holding them are not those released: the table was edited "
+                   "since the release (raw values put back?); release it again")
+        rows.append(table_check_row(
+            check, 0, f"{words}, with the rows holding each (their digest as the release recorded it)",
+            message=message, passed=passed))
     return rows
 
 
@@ -226,13 +239,26 @@ def catalog_rows(row: dict[str, Any], released: int, columns: Sequence[str], exp
 def rederives_pseudonyms(con: Any, name: str) -> bool:
     """Does ``check`` of recorded release ``name`` re-derive pseudonyms from the source (its policy pseudonymizes an
     identifier, and ``$ANON_SQL_KEY`` or a ``key_file`` is set)? Then it runs more than the cached program."""
+    return any(a.get("action") == "pseudonymize" and (os.environ.get("ANON_SQL_KEY") or a.get("key_file"))
+               for a in _recorded_attributes(con, name))
+
+
+def rederives_masks(con: Any, name: str) -> bool:
+    """Does ``check`` of recorded release ``name`` re-derive masked values from the source (its policy masks a column
+    with ``hash``, ``partial`` or ``partial_email``: :func:`anon_sql.audit.values.source_mask_rows`)? Then it runs
+    more than the cached program."""
+    return any(isinstance(a.get("mask"), dict) and a["mask"].get("function") in ("hash", "partial", "partial_email")
+               for a in _recorded_attributes(con, name))
+
+
+def _recorded_attributes(con: Any, name: str) -> list[dict[str, Any]]:
+    """The attribute tables (dict form) of the main table of recorded release ``name``'s policy; [] when unreadable."""
     row = recorded_release(con, name) or {}
     try:
         attributes = json.loads(row.get("policy_json") or "{}").get("attributes") or {}
+        return [a for a in attributes.values() if isinstance(a, dict)]
     except (TypeError, ValueError, AttributeError):
-        return False
-    return any(isinstance(a, dict) and a.get("action") == "pseudonymize"
-               and (os.environ.get("ANON_SQL_KEY") or a.get("key_file")) for a in attributes.values())
+        return []
 
 
 def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
@@ -385,6 +411,7 @@ def _write(path: Path, value: Any) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
-__all__ = ["released_value_rows", "FORMAT", "SOURCE", "TABLE", "UNVERIFIED", "cache_dir", "cached_rows", "catalog_rows", "code_version",
+__all__ = ["FORMAT", "SOURCE", "TABLE", "UNVERIFIED", "cache_dir", "cached_rows", "catalog_rows", "code_version",
            "expected_macros", "guard_macros", "program_digest", "load_program", "records_basis",
-           "rederives_pseudonyms", "run_program", "store"]
+           "rederives_masks", "rederives_pseudonyms", "released_value_rows", "run_program", "store",
+           "table_check_row"]

@@ -34,8 +34,8 @@ from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 from .contents import file_contents_row
 from .related_checks import related_rows, related_table
-from ..runner.digests import released_values_query
-from .values import shared_policy_text, source_pseudonym_rows, value_checks, value_query
+from ..runner.digests import digested_columns, released_values_query
+from .values import shared_policy_text, source_mask_rows, source_pseudonym_rows, value_checks, value_query
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,13 +93,15 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
 
 def _recorded_related_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
     """The rows of recorded release ``name`` that read more than its table, run every time: its pseudonyms
-    re-derived from the source when the key is here (:func:`source_pseudonym_rows`), and :func:`related_rows`."""
+    re-derived from the source when the key is here (:func:`source_pseudonym_rows`), its deterministic masks
+    re-derived from the source when it is here (:func:`source_mask_rows`), and :func:`related_rows`."""
     row = catalog.recorded_release(con, name) or {}
     policy = json.loads(row.get("policy_json") or "{}")
     if not policy:
         return []
     read = Policy.from_dict(policy)
     return [*source_pseudonym_rows(con, exp.Table(this=ident(name)), read),
+            *source_mask_rows(con, exp.Table(this=ident(name)), read),
             *(related_rows(con, name, read, recorded=row.get("related_tables")) if policy.get("related") else [])]
 
 
@@ -267,8 +269,7 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
         if population and not any(m.needs_population for m in models):
             unverifiable += [m.name for m in population]
         return [*check_program.run_program(private, program, row, columns, [
-            {"check": check, "classes": 0, "failing_classes": 0, "failing_records": 0, "worst_value": None,
-             "passed": False} for check in unverifiable]),
+            check_program.table_check_row(check, 0, basis=None, passed=False) for check in unverifiable]),
             *related_rows(private, name, policy, table, recorded=row.get("related_tables"), shared=True),
             file_contents_row(con, name, policy, [m.population.name for m in population])]
     finally:
@@ -322,7 +323,7 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     values = ({"query": value_query(table, forms), "checks": [{"check": f[0], "required": f[2]} for f in forms]}
               if forms else None)
     # the digest of each QI's released values, compared with the release's (hostile round 9, M9)
-    digested = [c for c in dict.fromkeys(quasi if quasi is not None else policy.quasi) if c in columns]
+    digested = digested_columns(quasi if quasi is not None else policy.quasi, columns)
     return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted, largest_is_worst(models))),
             "values": values,
             "released_values": ({"query": render(released_values_query(table, digested)), "columns": digested}
@@ -577,8 +578,7 @@ def _table_check(con, policy: Policy, names: ReleaseNames, model: PrivacyModel, 
     import pandas as pd
 
     src = policy.source
-    unverifiable = {"check": model.name, "classes": 0, "failing_classes": 0, "failing_records": 0,
-                    "worst_value": None, "passed": False}
+    unverifiable = check_program.table_check_row(model.name, 0, basis=None, passed=False)
     if not isinstance(layout, dict) or not layout:
         return unverifiable   # the plan's layout is missing (an edited catalog): the model cannot be checked
     if layout.get("kind") is None:     # slicing: its column groups as the declared policy allows them

@@ -19,6 +19,7 @@ from ..data.source import describe
 from ..errors import SourceError
 from ..policy.model import Policy
 from . import program as check_program
+from .program import table_check_row
 from .values import PSEUDONYM, value_form, value_query
 
 UNVERIFIED_METADATA = "metadata (unverified)"
@@ -81,7 +82,7 @@ def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, tabl
         try:
             described = describe(con, target)
         except (duckdb.Error, SourceError):
-            out += [_related_row(check, 0, False, _RELATED_REQUIRED),
+            out += [table_check_row(check, 0, _RELATED_REQUIRED, passed=False),
                     *_recorded_rows(con, check, target, None, None, expected)]
             continue
         columns = [r[0] for r in described]
@@ -95,7 +96,7 @@ def related_rows(con: duckdb.DuckDBPyConnection, name: str, policy: Policy, tabl
             missing = exp.Is(this=exp.column(key, quoted=True), expression=exp.Null())
             bad = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(target.copy()).where(
                 exp.or_(orphan, missing)))).fetchall()[0][0]) if key in columns else -1
-        out.append(_related_row(check, max(bad, 0), bad == 0, _RELATED_REQUIRED))
+        out.append(table_check_row(check, max(bad, 0), _RELATED_REQUIRED, passed=bad == 0))
         out += _recorded_rows(con, check, target, described, released.get(rel), expected)
         out += _pseudonym_rows(con, policy, rel, target, columns)
     return out
@@ -118,18 +119,11 @@ def _pseudonym_rows(con: duckdb.DuckDBPyConnection, policy: Policy, rel: str, ta
     rows = []
     for (check, _, required, _), n in zip(forms, counts):
         n = int(n or 0)
-        row = _related_row(check, n, n == 0, required)
-        if n:
-            row["message"] = (f"{n} non-NULL value(s) are not pseudonyms (raw values put back?); release it again")
-        rows.append(row)
+        rows.append(table_check_row(
+            check, n, required,
+            message=f"{n} non-NULL value(s) are not pseudonyms (raw values put back?); release it again" if n
+            else None))
     return rows
-
-
-def _related_row(check: str, failing: int, passed: bool, required: str, message: str | None = None,
-                 basis: str = check_program.TABLE) -> dict[str, Any]:
-    row = {"check": check, "classes": 0, "failing_classes": 0, "failing_records": failing, "worst_value": None,
-           "required": required, "passed": passed, "basis": basis}
-    return {**row, "message": message} if message else row
 
 
 def _recorded_rows(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table, described: list[tuple] | None,
@@ -146,13 +140,13 @@ def _recorded_rows(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table
         basis_rows = UNVERIFIED_METADATA
     basis_cols = basis_cols or check_program.TABLE
     if described is None:
-        return [_related_row(check + " columns", 0, False, columns_required, basis=basis_cols),
-                _related_row(check + " rows", 0, False, count, basis=basis_rows)]
+        return [table_check_row(check + " columns", 0, columns_required, basis_cols, passed=False),
+                table_check_row(check + " rows", 0, count, basis_rows, passed=False)]
     if not isinstance(recorded, dict) or not isinstance(recorded.get("columns"), list):
         why = ("what was released is not recorded (a release made before anon_sql kept it, or an edited catalog / "
                "metadata row): release it again")
-        return [_related_row(check + " columns", 0, False, columns_required, why, basis_cols),
-                _related_row(check + " rows", 0, False, count, why, basis_rows)]
+        return [table_check_row(check + " columns", 0, columns_required, basis_cols, why, passed=False),
+                table_check_row(check + " rows", 0, count, basis_rows, why, passed=False)]
     now = {(str(c[0]), str(c[1])) for c in described}
     then = {(str(c[0]), str(c[1])) for c in recorded["columns"] if isinstance(c, list) and len(c) == 2}
     odd = sorted(now ^ then)
@@ -165,11 +159,12 @@ def _recorded_rows(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table
     released = recorded.get("released")
     gap = abs(rows - released) if isinstance(released, int) else rows
     return [
-        _related_row(check + " columns", 0, not odd, columns_required,
-                     ("added, removed or retyped: " + ", ".join(f"{c} {t}" for c, t in odd)) if odd else None,
-                     basis_cols),
-        _related_row(check + " rows", gap, isinstance(released, int) and gap == 0, count,
-                     None if gap == 0 else f"{rows} rows, {released} released", basis_rows)]
+        table_check_row(check + " columns", 0, columns_required, basis_cols,
+                        ("added, removed or retyped: " + ", ".join(f"{c} {t}" for c, t in odd)) if odd else None,
+                        passed=not odd),
+        table_check_row(check + " rows", gap, count, basis_rows,
+                        None if gap == 0 else f"{rows} rows, {released} released",
+                        passed=isinstance(released, int) and gap == 0)]
 
 
 __all__ = ["UNVERIFIED_METADATA", "policy_related_columns", "related_rows", "related_table", "unit_pseudonymized"]

@@ -6,7 +6,9 @@ A pseudonym is 64 lowercase hex characters (HMAC-SHA256, :mod:`anon_sql.data.pse
 (sha256); ``partial`` is ``keep_start`` characters + ``pad`` + ``keep_end`` characters, or ``pad`` alone for a short
 text; ``partial_email`` the first character + ``******@******`` + an optional ``.tld``, or ``******``; ``redact`` its
 replacement (anon_sql/sdc/masking.sql). NULL stays NULL. One SQL aggregate per table counts the rows that break each
-column's form; the random masks (noise, dnoise, shuffle, fake) have no form to verify.
+column's form; the random masks (noise, dnoise, shuffle, fake) have no form to verify. A form says nothing of the
+content (hostile round 9, M8: the unsalted sha256 of the raw SSN has a hash's form), so in the working database,
+where the source and the key or salt are at hand, ``pseudonyms <column>`` and ``masks <column>`` re-derive the values.
 """
 from __future__ import annotations
 
@@ -16,12 +18,16 @@ from typing import Any
 from sqlglot import exp
 
 from ..common.sqlbuild import lit, render
+from .program import SOURCE, table_check_row
 
 PSEUDONYM = "64 lowercase hex characters (HMAC-SHA256 pseudonyms) or NULL"
 _HEX64 = "^[0-9a-f]{64}$"
 # a salt a shared file does not hold (publish/share.py leaves it out): check never computes a mask, so its place in
 # the policy is only there to let the policy be read
 WITHHELD_SALT = "(withheld: the data owner's secret)"
+# a deterministic mask's `values` row checks the form; its content is the `masks` row's, where the source is here
+FORM_ONLY = "form only: "
+DERIVED_MASKS = ("hash", "partial", "partial_email")   # redact is a constant: its form check is exact
 
 
 def value_form(spec: dict[str, Any]) -> tuple[str, Any] | None:
@@ -32,9 +38,9 @@ def value_form(spec: dict[str, Any]) -> tuple[str, Any] | None:
     mask = spec.get("mask") if spec.get("role") in ("identifier", "insensitive") else None
     function = mask.get("function") if isinstance(mask, dict) else None
     if function == "hash":
-        return "64 lowercase hex characters (sha256 of the salted value) or NULL", lambda x: _not_matching(x, _HEX64)
+        return f"{FORM_ONLY}64 lowercase hex characters (a sha256) or NULL", lambda x: _not_matching(x, _HEX64)
     if function == "partial_email":
-        return ("the first character, '******@******' and the top-level domain, or '******', or NULL",
+        return (f"{FORM_ONLY}the first character, '******@******' and a top-level domain, or '******', or NULL",
                 lambda x: exp.and_(exp.NEQ(this=_text(x), expression=lit("******")),
                                    _not_matching(x, r"(?s)^.?[*]{6}@[*]{6}([.][^.@]*)?$")))
     if function == "redact":
@@ -50,7 +56,7 @@ def value_form(spec: dict[str, Any]) -> tuple[str, Any] | None:
                        expression=lit(pad)))
             return exp.Not(this=exp.Paren(this=exp.or_(exp.EQ(this=_text(x), expression=lit(pad)),
                                                       exp.Paren(this=long_ok))))
-        return (f"{start} characters + {pad!r} + {end} characters, or {pad!r} alone, or NULL", broken)
+        return (f"{FORM_ONLY}{start} characters + {pad!r} + {end} characters, or {pad!r} alone, or NULL", broken)
     return None
 
 
@@ -122,14 +128,74 @@ def source_pseudonym_rows(con: Any, table: exp.Table, policy: Any) -> list[dict[
             exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
             exp.Not(this=exp.In(this=_text(x), query=exp.Subquery(this=derived)))))
         n = int(con.execute(render(query)).fetchall()[0][0])
-        row = {"check": f"pseudonyms {c}", "classes": 0, "failing_classes": 0, "failing_records": n,
-               "worst_value": None, "required": f"the keyed pseudonym of a value of the source's {c}",
-               "passed": n == 0, "basis": "source"}
-        if n:
-            row["message"] = (f"{n} value(s) of {c!r} are no keyed pseudonym of a value of the source {policy.source!r}"
-                              " (replaced since the release, the key changed, or the source lost those values)")
-        rows.append(row)
+        rows.append(table_check_row(
+            f"pseudonyms {c}", n, f"the keyed pseudonym of a value of the source's {c}", basis=SOURCE,
+            message=(f"{n} value(s) of {c!r} are no keyed pseudonym of a value of the source {policy.source!r} "
+                     "(replaced since the release, the key changed, or the source lost those values)") if n else None))
     return rows
+
+
+def source_mask_rows(con: Any, table: exp.Table, policy: Any) -> list[dict[str, Any]]:
+    """Working database only (hostile round 9, M8): ``masks <column>`` rows, one per column of the release's main
+    table masked by ``hash`` (with the recorded salt), ``partial`` or ``partial_email``, failing when the released
+    non-NULL values of the mask's form are not a sub-multiset of the source's masked non-NULL values (suppression,
+    units and filters only remove rows): the same ``anon.*`` macro call the release compiled
+    (:func:`anon_sql.sdc.masking.mask_expression`; :func:`anon_sql.audit.program.guard_macros` has compared the
+    macros with the package's before). Values of another form are the ``values`` row's. Without the source (gone,
+    unreadable) or the salt, no row: the ``values`` rows say they check the form only."""
+    import duckdb
+
+    from ..data.source import describe, readable_relation
+    from ..errors import PolicyError, SourceError
+    from ..sdc.masking import mask_expression
+
+    masked = {c: a for c, a in policy.attributes.items()
+              if isinstance(a.options.get("mask"), dict) and a.options["mask"].get("function") in DERIVED_MASKS
+              and a.options["mask"].get("salt") != WITHHELD_SALT and value_form(a.to_dict()) is not None}
+    relation = readable_relation(con, policy.source) if masked and isinstance(policy.source, str) else None
+    if relation is None:
+        return []
+    try:
+        present = {r[0] for r in describe(con, table)} & {r[0] for r in describe(con, relation)}
+    except (SourceError, duckdb.Error):
+        return []
+    rows = []
+    for c in (c for c in masked if c in present):
+        spec = masked[c].options["mask"]
+        required, broken = value_form(masked[c].to_dict())
+        try:
+            query = _mask_excess_query(table, relation, c, mask_expression(exp.column(c, quoted=True), spec), broken)
+            n = int(con.execute(render(query)).fetchall()[0][0] or 0)
+        except (PolicyError, duckdb.Error):   # a mask the policy cannot give again, a source unreadable now
+            continue
+        rows.append(table_check_row(
+            f"masks {c}", n, f"the {spec['function']} mask of a value of the source's {c} (each value at most as "
+            "often as the source gives it)", basis=SOURCE,
+            message=(f"{n} value(s) of {c!r} have the mask's form but are not the {spec['function']} mask of a "
+                     f"value of the source {policy.source!r} (replaced since the release, or the source lost those "
+                     "values)") if n else None))
+    return rows
+
+
+def _mask_excess_query(table: exp.Table, relation: exp.Expression, column: str, masked: exp.Expression,
+                       broken: Any) -> exp.Select:
+    """The released non-NULL values of ``column`` of the mask's form beyond what the source's ``masked`` values
+    give (per value: released count − source count, where positive), summed: 0 for a sub-multiset."""
+    x = exp.column(column, quoted=True)
+    v, n = exp.to_identifier("__v"), exp.to_identifier("__n")
+    not_null = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
+    released = (exp.select(exp.alias_(_text(x), v), exp.alias_(exp.Count(this=exp.Star()), n))
+                .from_(table.copy()).where(exp.and_(not_null.copy(), exp.Not(this=exp.Paren(this=broken(x)))))
+                .group_by(lit(1)))
+    source = (exp.select(exp.alias_(_text(masked), v), exp.alias_(exp.Count(this=exp.Star()), n))
+              .from_(relation.copy()).where(not_null.copy()).group_by(lit(1)))
+    have = exp.Coalesce(this=exp.column(n, "s"), expressions=[lit(0)])
+    excess = exp.Sub(this=exp.column(n, "r"), expression=have.copy())
+    return (exp.select(exp.Coalesce(this=exp.Sum(this=excess), expressions=[lit(0)]))
+            .from_(exp.Subquery(this=released, alias=exp.TableAlias(this=exp.to_identifier("r"))))
+            .join(exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("s"))),
+                  on=exp.EQ(this=exp.column(v, "r"), expression=exp.column(v, "s")), join_type="left")
+            .where(exp.GT(this=exp.column(n, "r"), expression=have.copy())))
 
 
 def shared_policy_text(text: str | None) -> str | None:
@@ -153,4 +219,5 @@ def shared_policy_text(text: str | None) -> str | None:
     return json.dumps(policy, sort_keys=True)
 
 
-__all__ = ["PSEUDONYM", "WITHHELD_SALT", "shared_policy_text", "source_pseudonym_rows", "value_checks", "value_form", "value_query"]
+__all__ = ["DERIVED_MASKS", "FORM_ONLY", "PSEUDONYM", "WITHHELD_SALT", "shared_policy_text", "source_mask_rows",
+           "source_pseudonym_rows", "value_checks", "value_form", "value_query"]

@@ -207,13 +207,14 @@ def sql_cmd(policy: str, dialect: str, db: str | None) -> None:
 def check_cmd(release_name: str, db: str) -> None:
     """Re-verify a release from its stored policy, trusting nothing in the file but the table; exit 3 when a check
     fails (or the table was edited since it was released)."""
-    from ..audit.program import cached_rows, rederives_pseudonyms   # no sqlglot, numpy or compiler
+    from ..audit.program import cached_rows, rederives_masks, rederives_pseudonyms   # no sqlglot, numpy, compiler
     from ..catalog.read import related_tables
 
     with _errors(), database(db, must_exist=True, read_only=True) as con:
         rows = cached_rows(con, release_name)
-        # related tables and pseudonyms re-derived from the source: their checks run every time
-        if rows is None or related_tables(con, release_name) or rederives_pseudonyms(con, release_name):
+        # related tables, pseudonyms and masks re-derived from the source: their checks run every time
+        if (rows is None or related_tables(con, release_name) or rederives_pseudonyms(con, release_name)
+                or rederives_masks(con, release_name)):
             from ..audit.recheck import recheck_rows      # not api: check must start without pandas
 
             rows = recheck_rows(con, release_name)

@@ -107,7 +107,7 @@ def released_values_query(table: Any, columns: list[str]) -> Any:
     n = len(cols)
     counted = exp.select(*[exp.alias_(c.copy(), f"q{i}") for i, c in enumerate(cols)],
                          exp.alias_(exp.Count(this=exp.Star()), "n")).from_(table.copy()).group_by(
-        *[exp.column(f"q{i}") for i in range(n)])
+        *[c.copy() for c in cols])   # the columns, not the aliases: a column of the table may be named q1
 
     def text(i: int) -> exp.Expression:
         v = exp.Cast(this=exp.column(f"q{i}"), to=exp.DataType.build("VARCHAR"))
@@ -139,6 +139,12 @@ def released_values_query(table: Any, columns: list[str]) -> Any:
     return exp.select(*digests).with_("c", as_=counted, materialized=True)
 
 
+def digested_columns(quasi: Any, present: Any) -> list[str]:
+    """The columns whose released values are digested: the quasi-identifiers the table has, sorted (their order in
+    a policy is not kept everywhere: a shared file's metadata holds the policy with its keys sorted)."""
+    return sorted(set(quasi) & set(present))
+
+
 def released_values_digest(con: Any, table: Any, columns: list[str]) -> dict[str, Any] | None:
     """``{"columns": column → digest, "together": digest or None}`` of ``table``'s released values
     (:func:`released_values_query`) over the columns of ``columns`` it has (None when it has none: nothing to
@@ -147,7 +153,7 @@ def released_values_digest(con: Any, table: Any, columns: list[str]) -> dict[str
     from ..data.source import describe
 
     present = {r[0] for r in describe(con, table)}
-    columns = [c for c in dict.fromkeys(columns) if c in present]
+    columns = digested_columns(columns, present)
     if not columns:
         return None
     found = [str(v) for v in con.execute(render(released_values_query(table, columns))).fetchall()[0]]
@@ -200,5 +206,5 @@ def source_digest(con: Any, policy: Policy, records: int | None = None, resolved
     return digest
 
 
-__all__ = ["DIGEST_MAX_RECORDS", "released_values_digest", "released_values_query", "taxonomy_digests", "changed", "retyped", "source_digest",
+__all__ = ["DIGEST_MAX_RECORDS", "digested_columns", "released_values_digest", "released_values_query", "taxonomy_digests", "changed", "retyped", "source_digest",
            "source_digest_query"]

@@ -109,7 +109,8 @@ def test_m1_c10_raw_values_put_back_fail_check_and_export_writes_nothing(db, tmp
 @pytest.mark.parametrize("edit, failing", [
     ("UPDATE cm SET cid = upper(cid) WHERE age = 20", ["pseudonyms cid", "values cid"]),   # not lowercase hex
     ("UPDATE cm SET card = '41XXXX1' WHERE age = 30", ["values card"]),                    # one character short
-    ("UPDATE cm SET email = 'u******@******.com' || 'x' WHERE age = 40 AND sex = 'F'", []),   # still the form
+    # still the form, which `values` passes; since round 9's M8 the `masks` row re-derives it from the source
+    ("UPDATE cm SET email = 'u******@******.com' || 'x' WHERE age = 40 AND sex = 'F'", ["masks email"]),
 ])
 def test_m1_form_of_each_column(db, edit, failing):
     with duckdb.connect(db) as c:

@@ -159,3 +159,17 @@ def test_null_is_its_own_value_and_no_value_spells_the_separators():
     c.execute("INSERT INTO t VALUES ('a' || chr(31) || '1' || chr(30) || '1:b')")
     assert released_values_digest(c, table, ["q"]) != two
     assert released_values_digest(c, table, ["absent"]) is None
+
+
+def test_columns_named_like_the_digests_own_names_and_any_policy_order():
+    """A table whose QIs are named q0, q1 and n (the digest query's own aliases), digested in either order: the same
+    digests (a shared file's policy lists its attributes sorted; the working catalog in the declared order)."""
+    c = duckdb.connect()
+    c.execute("CREATE TABLE t AS SELECT (i % 3)::VARCHAR AS q1, (i % 2) AS q0, (i % 5) AS n FROM range(30) r(i)")
+    table = exp.Table(this=exp.to_identifier("t"))
+    forward = released_values_digest(c, table, ["q1", "q0", "n"])
+    assert forward == released_values_digest(c, table, ["n", "q0", "q1"])
+    frame = c.execute("SELECT q1, q0::VARCHAR AS q0, n::VARCHAR AS n FROM t").df()
+    counts = frame.groupby(["n", "q0", "q1"]).size()
+    items = sorted("".join(f"{len(v)}:{v}" for v in key) + f"\x1f{k}" for key, k in counts.items())
+    assert forward["together"] == hashlib.sha256("\x1e".join(items).encode()).hexdigest()
