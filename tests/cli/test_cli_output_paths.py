@@ -158,3 +158,31 @@ def test_output_target_is_the_path_as_given(work):
     assert output_target("--json", "~/x.json").is_absolute()
     with pytest.raises(TargetError, match="folder"):
         output_target("--json", str(work))
+
+
+def test_json_over_a_database_the_command_would_create_is_refused(work):
+    res = CliRunner().invoke(main, ["init", "--db", "new.duckdb", "--json", "new.duckdb"])
+    assert res.exit_code == 2 and "--db 'new.duckdb'" in res.output, res.output
+    assert not (work / "new.duckdb").exists()
+
+
+def test_an_interactive_shell_refuses_the_database_as_its_history(work):                        # SH03, end to end
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    before = (work / "db.duckdb").read_bytes()
+    master, slave = pty.openpty()          # stdin a terminal: the shell is interactive and keeps a history
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "anon_sql.cli", "shell", "--db", "db.duckdb", "--history",
+                                 "db.duckdb"], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=work, env={**os.environ, "TERM": "dumb"})
+        os.close(slave)
+        os.write(master, b"SELECT 42;\n.quit\n")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+    assert proc.returncode == 2, (out, err)
+    assert b"--history 'db.duckdb' is the database" in err
+    assert (work / "db.duckdb").read_bytes() == before
