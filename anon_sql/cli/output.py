@@ -25,6 +25,8 @@ from ..errors import TargetError
 _RESULT = "anon_sql.runner.result"
 # the inputs of a command that an output option must never replace: click parameter name -> how the user spelled it
 _INPUTS = {"db": "--db", "to": "--to", "policy": "POLICY"}
+# inputs that may be a file or a name (a table): guarded when they name an existing file
+_FILE_INPUTS = {"path": "PATH", "source": "SOURCE", "table": "TABLE", "script": "SCRIPT"}
 
 
 def output_target(option: str, target: str, db: str | None = None, inputs: dict[str, str] | None = None) -> Path:
@@ -82,10 +84,16 @@ def _data_file_kind(path: Path) -> str | None:
 
 
 def command_inputs() -> dict[str, str]:
-    """The current command's input paths (``--db``, ``--to``, POLICY) that its outputs must not replace."""
+    """The current command's input paths (``--db``, ``--to``, POLICY, and a PATH / SOURCE / TABLE / SCRIPT that is
+    an existing file) that its outputs must not replace."""
     ctx = click.get_current_context(silent=True)
     params = ctx.params if ctx is not None else {}
-    return {spelled: params[name] for name, spelled in _INPUTS.items() if isinstance(params.get(name), str)}
+    found = {spelled: params[name] for name, spelled in _INPUTS.items() if isinstance(params.get(name), str)}
+    for name, spelled in _FILE_INPUTS.items():
+        value = getattr(params.get(name), "name", params.get(name))     # a click.File: its path
+        if isinstance(value, str) and os.path.isfile(value):
+            found[spelled] = value
+    return found
 
 
 def jsonable(value: Any) -> Any:

@@ -186,3 +186,13 @@ def test_an_interactive_shell_refuses_the_database_as_its_history(work):        
     assert proc.returncode == 2, (out, err)
     assert b"--history 'db.duckdb' is the database" in err
     assert (work / "db.duckdb").read_bytes() == before
+
+
+def test_an_input_file_of_the_command_is_never_its_json(work):                                  # AS10i's cause
+    (work / "s.sql").write_text("SELECT 1 AS x;", encoding="utf-8")
+    refused(work, ["run", "s.sql", *DB, "--json", "s.sql"], guarded="s.sql")
+    (work / "t.csv").write_text("a;*\nb;*\n", encoding="utf-8")
+    refused(work, ["taxonomy", "load", "t.csv", *DB, "--json", "./t.csv"], guarded="t.csv")
+    duckdb.connect(str(work / "db.duckdb")).execute("COPY patients TO 'p.csv'").close()
+    refused(work, ["assess", "p.csv", "--quasi", "age,sex", "--json", "p.csv"], guarded="p.csv")
+    refused(work, ["analyze", "p.csv", "--json", "p.csv"], guarded="p.csv")
