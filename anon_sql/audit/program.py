@@ -69,8 +69,15 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
     if values:   # the form of each pseudonymized and masked column (hostile round 8, M1)
         rows += _value_rows(list(con.execute(values["query"]).fetchall()[0]), values["checks"])
     if program.get("released_values"):   # each QI's values as released (hostile round 9, M9)
-        rows += released_value_rows(list(con.execute(program["released_values"]["query"]).fetchall()[0]),
-                                    program["released_values"]["columns"], row.get("released_values"))
+        digests = program["released_values"]
+        rows += released_value_rows(list(con.execute(digests["query"]).fetchall()[0]), digests["columns"],
+                                    row.get("released_values"))
+        if digests.get("describe"):   # every column's type as released (round 10, C09 / C10)
+            rows.append(released_type_row([tuple(r[:2]) for r in con.execute(digests["describe"]).fetchall()],
+                                          row.get("released_values")))
+        if digests.get("content"):    # every row as released (round 10, M15)
+            rows.append(released_content_row(str(con.execute(digests["content"]).fetchall()[0][2]),
+                                             row.get("released_values")))
     if program.get("policy_mismatch"):   # the recorded released policy is not the declared one's (issue 28.8)
         rows.append({"check": "policy", "classes": classes, "failing_classes": 0, "failing_records": 0,
                      "worst_value": None, "passed": False, "basis": TABLE, "message": program["policy_mismatch"]})
@@ -144,6 +151,51 @@ def released_value_rows(found: list[Any], columns: list[str], recorded: str | No
             check, 0, f"{words}, with the rows holding each (their digest as the release recorded it)",
             message=message, passed=passed))
     return rows
+
+
+def released_type_row(described: list[tuple[str, str]], recorded: str | None) -> dict[str, Any]:
+    """The ``types`` row: each column of the table (``described``: name, type as DuckDB names it now) of the type
+    the release recorded (``released_values.types``; an ENUM with its dictionary, so raw values put into a column's
+    type, or a column retyped to hold text, fail). Columns the release did not record are the ``columns`` row's
+    (θ's noise flag, left out of a shared file, is not compared). No types recorded: fails, release it again."""
+    try:
+        wanted = (json.loads(recorded) or {}).get("types") if recorded else None
+    except (ValueError, AttributeError):
+        wanted = None
+    required = "each column of the type released (an ENUM with the values it was released with)"
+    if not isinstance(wanted, dict):
+        return table_check_row("types", 0, required, passed=False, message=(
+            "the released columns' types are not recorded (a release or export made before anon_sql recorded them, "
+            "or an edited record): release it again"))
+    odd = [f"{name} {kind} (released {wanted[name]})" for name, kind in described
+           if name in wanted and str(wanted[name]) != str(kind)]
+    return table_check_row("types", len(odd), required, passed=not odd,
+                           message=("retyped since the release: " + "; ".join(odd)[:600]) if odd else None)
+
+
+def released_content_row(found: str, recorded: str | None) -> dict[str, Any]:
+    """The ``contents`` row: the sum of every row's hash over the released columns (``found``, over the table now)
+    against the one the release recorded (``released_values.content``), so that any value edited since the release
+    fails, an insensitive column's too (round 10, M15: raw SSN digits in ``income``). A record made by another
+    DuckDB version (whose ``hash`` may differ) is not compared: the basis says so and the other rows stand."""
+    import duckdb
+
+    try:
+        wanted = (json.loads(recorded) or {}).get("content") if recorded else None
+    except (ValueError, AttributeError):
+        wanted = None
+    required = "every row as released (the sum of the rows' hashes the release recorded)"
+    if not isinstance(wanted, dict) or not isinstance(wanted.get("hash"), str):
+        return table_check_row("contents", 0, required, passed=False, message=(
+            "the released rows' hash is not recorded (a release or export made before anon_sql recorded it, or an "
+            "edited record): release it again"))
+    if wanted.get("duckdb") != duckdb.__version__:
+        return table_check_row("contents", 0, required, basis=f"{UNVERIFIED}: recorded by DuckDB "
+                               f"{wanted.get('duckdb')}, whose hash may differ from {duckdb.__version__}'s")
+    same = wanted["hash"] == found
+    return table_check_row("contents", 0 if same else 1, required, passed=same, message=None if same else (
+        "the released rows are not those released: a value was edited, or rows added or removed, since the release "
+        "(raw values put back?); release it again"))
 
 
 def _catalog_required(program: dict[str, Any], row: dict[str, Any], classes: int) -> dict[str, str]:
@@ -413,5 +465,5 @@ def _write(path: Path, value: Any) -> None:
 
 __all__ = ["FORMAT", "SOURCE", "TABLE", "UNVERIFIED", "cache_dir", "cached_rows", "catalog_rows", "code_version",
            "expected_macros", "guard_macros", "program_digest", "load_program", "records_basis",
-           "rederives_masks", "rederives_pseudonyms", "released_value_rows", "run_program", "store",
-           "table_check_row"]
+           "rederives_masks", "rederives_pseudonyms", "released_content_row", "released_type_row", "released_value_rows", "run_program",
+           "store", "table_check_row"]

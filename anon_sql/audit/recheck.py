@@ -34,7 +34,7 @@ from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 from .contents import file_contents_row
 from .related_checks import related_rows, related_table
-from ..runner.digests import digested_columns, released_values_query
+from ..runner.digests import content_columns, digested_columns, released_values_query, source_digest_query
 from .values import shared_policy_text, source_mask_rows, source_pseudonym_rows, value_checks, value_query
 
 if TYPE_CHECKING:
@@ -326,7 +326,9 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
     digested = digested_columns(quasi if quasi is not None else policy.quasi, columns)
     return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted, largest_is_worst(models))),
             "values": values,
-            "released_values": ({"query": render(released_values_query(table, digested)), "columns": digested}
+            "released_values": ({"query": render(released_values_query(table, digested)), "columns": digested,
+                                 "describe": render(exp.Describe(this=table.copy())),
+                                 "content": render(source_digest_query(table, content_columns(columns, flag), None))}
                                 if digested else None),
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),

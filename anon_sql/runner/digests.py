@@ -140,24 +140,43 @@ def released_values_query(table: Any, columns: list[str]) -> Any:
 
 
 def digested_columns(quasi: Any, present: Any) -> list[str]:
-    """The columns whose released values are digested: the quasi-identifiers the table has, sorted (their order in
-    a policy is not kept everywhere: a shared file's metadata holds the policy with its keys sorted)."""
-    return sorted(set(quasi) & set(present))
+    """The columns whose released values are digested: the quasi-identifiers the table has and ``ec_id`` (hostile
+    round 10, B18: the exact age written into ``ec_id`` kept every class), sorted (their order in a policy is not
+    kept everywhere: a shared file's metadata holds the policy with its keys sorted)."""
+    from ..common.columns import EC_ID
+
+    return sorted({*quasi, EC_ID} & set(present)) if set(quasi) & set(present) else []
 
 
-def released_values_digest(con: Any, table: Any, columns: list[str]) -> dict[str, Any] | None:
-    """``{"columns": column → digest, "together": digest or None}`` of ``table``'s released values
-    (:func:`released_values_query`) over the columns of ``columns`` it has (None when it has none: nothing to
-    record)."""
+def content_columns(columns: Any, noise_flag: str | None) -> list[str]:
+    """The columns whose rows the released table's content hash covers: every column but θ's noise flag (a shared
+    file leaves it out), in the table's order."""
+    return [c for c in columns if c != noise_flag]
+
+
+def released_values_digest(con: Any, table: Any, columns: list[str], noise_flag: str | None = None
+                           ) -> dict[str, Any] | None:
+    """``{"columns": column → digest, "together": digest or None, "types": column → type}`` of ``table``'s released
+    values (:func:`released_values_query`) over the columns of ``columns`` it has, with the type of every column of
+    the table as DuckDB names it (an ENUM with its dictionary: round 10, C09 / C10 put raw values in a type or a
+    retyped column), and ``content``: the sum of every row's hash over :func:`content_columns` (the source digest's
+    formula, :func:`source_digest_query`; round 10, M15: an insensitive column set to raw values) with DuckDB's
+    version (its ``hash`` may differ across versions). None when it has none of ``columns``: nothing to record."""
+    import duckdb
+
     from ..common.sqlbuild import render
     from ..data.source import describe
 
-    present = {r[0] for r in describe(con, table)}
-    columns = digested_columns(columns, present)
+    described = describe(con, table)
+    columns = digested_columns(columns, [r[0] for r in described])
     if not columns:
         return None
     found = [str(v) for v in con.execute(render(released_values_query(table, columns))).fetchall()[0]]
-    return {"columns": dict(zip(columns, found)), "together": found[len(columns)] if len(found) > len(columns) else None}
+    hashed = content_columns([r[0] for r in described], noise_flag)
+    content = str(con.execute(render(source_digest_query(table, hashed, None))).fetchall()[0][2])
+    return {"columns": dict(zip(columns, found)), "together": found[len(columns)] if len(found) > len(columns) else None,
+            "types": {str(r[0]): str(r[1]) for r in described},
+            "content": {"hash": content, "columns": hashed, "duckdb": duckdb.__version__}}
 
 
 # above this many records the release records no content hash (a hash of every row costs about a quarter of one
@@ -206,5 +225,5 @@ def source_digest(con: Any, policy: Policy, records: int | None = None, resolved
     return digest
 
 
-__all__ = ["DIGEST_MAX_RECORDS", "digested_columns", "released_values_digest", "released_values_query", "taxonomy_digests", "changed", "retyped", "source_digest",
+__all__ = ["DIGEST_MAX_RECORDS", "content_columns", "digested_columns", "released_values_digest", "released_values_query", "taxonomy_digests", "changed", "retyped", "source_digest",
            "source_digest_query"]

@@ -159,7 +159,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source),
                  rows=compiled.counted_rows if compiled.written else None, people=compiled.people)
             if engine.name == "duckdb":   # the table as released: each QI's values with their rows, which check
-                values = released_values_digest(engine.con, names.table, list(r.policy.quasi))   # recomputes (M9)
+                flag = policy.method_params.get("noise_flag") if policy.method == "theta" else None
+                values = released_values_digest(engine.con, names.table, list(r.policy.quasi), flag)   # (M9, M15)
                 if values is not None:
                     rel.info["released_values"] = values
             rel.recorded = engine.record(rel, plan, r.source.label)

@@ -58,8 +58,8 @@ def test_a_genuine_release_passes_and_its_digest_is_the_values_with_their_rows(d
     with duckdb.connect(db, read_only=True) as c:
         recorded = json.loads(c.execute("SELECT released_values FROM anon.releases WHERE release = 'lv'")
                               .fetchall()[0][0])
-        frame = c.execute("SELECT age::VARCHAR AS age, sex::VARCHAR AS sex FROM lv").df()
-    assert set(recorded["columns"]) == {"age", "sex"}
+        frame = c.execute("SELECT age::VARCHAR AS age, ec_id::VARCHAR AS ec_id, sex::VARCHAR AS sex FROM lv").df()
+    assert set(recorded["columns"]) == {"age", "ec_id", "sex"}
 
     def text(v) -> str:
         return "NULL" if pd.isna(v) else f"{len(v)}:{v}"
@@ -70,8 +70,9 @@ def test_a_genuine_release_passes_and_its_digest_is_the_values_with_their_rows(d
 
     assert recorded["columns"]["age"] == digest(frame.groupby("age", dropna=False).size())
     assert recorded["columns"]["sex"] == digest(frame.groupby("sex", dropna=False).size())
-    assert recorded["together"] == digest(frame.groupby(["age", "sex"], dropna=False).size())
-    assert {"values age", "values sex", "values (age, sex)"} <= set(anon_sql.check(duckdb.connect(db), "lv")["check"])
+    assert recorded["together"] == digest(frame.groupby(["age", "ec_id", "sex"], dropna=False).size())
+    assert {"values age", "values sex", "values ec_id", "values (age, ec_id, sex)", "types"} <= set(
+        anon_sql.check(duckdb.connect(db), "lv")["check"])
 
 
 def test_c35_raw_ages_put_back_fail_check_and_export_writes_nothing(db, tmp_path):
@@ -79,7 +80,7 @@ def test_c35_raw_ages_put_back_fail_check_and_export_writes_nothing(db, tmp_path
         assert put_back_raw_age(c) == 40
     result = cli("check", "lv", "--db", db)
     assert result.exit_code == 3 and "values age" in result.output
-    assert failing(db) == {"values age", "values (age, sex)"}
+    assert failing(db) == {"values age", "values (age, ec_id, sex)", "types", "contents"}
     out = tmp_path / "c35.duckdb"
     assert cli("export", "lv", "--db", db, "--to", out).exit_code == 3
     assert not out.exists()
@@ -129,14 +130,14 @@ def test_values_changed_in_some_rows_or_swapped_between_classes_fail(db):
     with duckdb.connect(db) as c:
         c.execute("UPDATE lv SET sex = CASE WHEN age = ? THEN ? ELSE ? END WHERE (age = ? AND sex = ?) OR "
                   "(age = ? AND sex = ?)", [a_age, b_sex, a_sex, a_age, a_sex, b_age, b_sex])
-    assert failing(db) == {"values (age, sex)"}
+    assert failing(db) == {"values (age, ec_id, sex)", "contents"}
 
 
 def test_a_missing_or_forged_digest_fails(db):
     """A digest the catalog does not hold (removed, or a release made before it was recorded) fails: release again."""
     with duckdb.connect(db) as c:
         c.execute("UPDATE anon.releases SET released_values = NULL WHERE release = 'lv'")
-    assert failing(db) == {"values age", "values sex", "values (age, sex)"}
+    assert failing(db) == {"values age", "values sex", "values ec_id", "values (age, ec_id, sex)", "types", "contents"}
     with duckdb.connect(db) as c:
         c.execute("UPDATE anon.releases SET released_values = '[1, 2]' WHERE release = 'lv'")
     result = cli("check", "lv", "--db", db)
