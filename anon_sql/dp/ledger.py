@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from anon_sql.catalog import owned_rows
 from anon_sql.common.wording import counted
+from anon_sql.data.source import refuse_temp_shadows
 from anon_sql.errors import PolicyError, PrivacyRequirementError, ResourceError, SourceError
 
 __all__ = ["Budget", "ensure_ledger", "create_budget", "show_budgets", "drop_budget", "active_budget",
@@ -171,6 +172,9 @@ def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tup
     if not rows:
         raise SourceError(f"table {node.sql(dialect='duckdb')} not found: create it first or check the name")
     schema_name, table_name = rows[0]
+    # a TEMP table or view of that name is what the query's SQL would read (round 10, M12: a TEMP view renumbering
+    # the unit was answered and charged to the budgeted table)
+    refuse_temp_shadows(con, [table_name], f"table {schema_name}.{table_name}")
     return exp.table_(table_name, db=schema_name, quoted=True), f"{schema_name}.{table_name}"
 
 
