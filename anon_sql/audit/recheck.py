@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from ..catalog import store as catalog
 from . import program as check_program
-from ..catalog.read import table_columns
+from ..catalog.read import related_tables, table_columns
 from ..compiler.checks_summary import summary_columns, summary_query
 from ..common.columns import EC_ID, UNIT
 from ..compiler.views import CompileInput, ReleaseNames, class_stats_query, released_columns
@@ -29,7 +29,8 @@ from ..errors import PolicyError, PrivacyRequirementError, SourceError, Taxonomy
 from ..methods import LevelPlan, declared_release_policy
 from ..models import PrivacyModel, build_models, largest_is_worst, population_models, requirement_texts
 from ..policy.model import Policy
-from ..data.source import describe, file_relation, is_path, readable_relation, relation_exists, table_relation
+from ..data.source import (describe, file_relation, is_path, readable_relation, refuse_temp_shadows,
+                           relation_exists, table_relation)
 from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 from .contents import file_contents_row
@@ -50,6 +51,8 @@ def require_recorded(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any
         known = catalog.released_names(con)
         raise SourceError(f"{name!r} is not a release recorded in this database (anon.releases lists "
                           f"{known if known else 'no release'}); give the name of a release, e.g. the policy's name")
+    # the session's TEMP object of that name is what check would read and export would write (round 10, M12: A01)
+    refuse_temp_shadows(con, [name, *related_tables(con, name)], f"release {name!r}")
     if not relation_exists(con, exp.Table(this=ident(name))):   # one name, dots and all (issue 28.7)
         raise SourceError(f"release {name!r} is recorded in anon.releases but its table is missing from this "
                           "database; release it again")

@@ -14,6 +14,8 @@ from sqlglot import exp
 
 from . import identity, store as catalog
 from .names import WORK_SCHEMA, WORKING, working
+from .read import related_tables
+from ..data.source import refuse_temp_shadows
 from ..errors import ReleaseExistsError
 from ..common.sqlbuild import ident
 
@@ -134,6 +136,9 @@ def require_owned(con: duckdb.DuckDBPyConnection, name: str,
     """Refuse (:class:`ReleaseExistsError`, exit 2) when the table named like release ``name`` or one of its plan
     tables is not the one anon_sql wrote (:func:`anon_sql.catalog.identity.mismatches`, or ``mismatched`` when the
     caller has just read them): nothing is replaced or dropped then."""
+    # the session's TEMP object of the release's name (or a related table's) is what DROP / REPLACE would hit (round
+    # 10, M12: DROP ANONYMIZED VIEW dropped the user's TEMP table and left the release outside the catalog)
+    refuse_temp_shadows(con, [name, *related_tables(con, name)], f"anonymized view {name!r}")
     if mismatched is None:
         mismatched = identity.mismatches(con, name)
     for (schema, table), why in sorted(mismatched.items(), key=lambda kv: kv[0][0] or ""):

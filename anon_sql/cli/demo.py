@@ -1,6 +1,7 @@
 """``anon-sql demo``: the one-command tour — load built-in data, release it under a policy, print the evidence."""
 from __future__ import annotations
 
+import json
 from importlib import resources
 from typing import Callable
 
@@ -8,6 +9,7 @@ import duckdb
 from sqlglot import exp
 
 from ..catalog import store as catalog
+from ..catalog.read import recorded_release
 from ..methods import REGISTRY, load_all
 from ..policy.model import Policy
 from ..runner.run import release_with_duckdb
@@ -51,12 +53,48 @@ def _refuse_foreign(con: duckdb.DuckDBPyConnection, table: str) -> None:
             "overwrites your tables: run it on another --db file, or without --db (in memory)")
 
 
+def _refuse_foreign_release(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
+    """Refuse a recorded release named like the demo's that is not the demo's own: the demo's policy over the demo's
+    marked ``adult_sample`` table (hostile round 10, M18: the demo replaced a user's release named ``adult_demo``)."""
+    recorded = recorded_release(con, policy.name)
+    if recorded is None:
+        return
+    table = existing(con, [policy.source]).get(policy.source.lower())
+    marked = table is not None and table[0] == policy.source and con.execute(
+        "SELECT comment FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = "
+        "current_schema() AND table_name = ?", [policy.source]).fetchall() == [(DEMO_MARK,)]
+    if recorded.get("source") != policy.source or not _is_demo_policy(recorded.get("policy_json"), policy) or not marked:
+        raise ReleaseExistsError(
+            f"this database already has a release named {policy.name!r} that the demo did not make (its source is "
+            f"{recorded.get('source')!r}, its policy is not the demo's); the demo never replaces your releases: run "
+            f"it on another --db file or without --db (in memory), or drop that release first (DROP ANONYMIZED VIEW "
+            f"{policy.name}) if you no longer want it")
+
+
+def _is_demo_policy(recorded_json: str | None, policy: Policy) -> bool:
+    """The recorded policy is the demo's: the same settings and attributes, plus only the columns the release gave
+    the default role (the recorded policy lists every column of the source)."""
+    try:
+        recorded = json.loads(recorded_json or "")
+    except ValueError:
+        return False
+    demo = json.loads(policy.to_json())
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("attributes"), dict):
+        return False
+    attributes = recorded.pop("attributes")
+    declared = demo.pop("attributes")
+    default = {"role": demo.get("default_role")}
+    return recorded == demo and all(attributes.get(name) == spec for name, spec in declared.items()) and all(
+        spec == default for name, spec in attributes.items() if name not in declared)
+
+
 def run_demo(con: duckdb.DuckDBPyConnection, echo: Callable[[str], None] = print) -> None:
     """Run the tour on ``con`` and print each step."""
     policy = demo_policy()
     load_all()
     if policy.method not in REGISTRY:
         policy = policy.replace(method="levels")
+    _refuse_foreign_release(con, policy)
     try:   # before anything is written: the demo replaces only its own release
         claim_release_name(con, policy.name, replace=True)
     except ReleaseExistsError as err:

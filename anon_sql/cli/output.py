@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import numbers
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,81 @@ from typing import Any, Callable, Sequence, TextIO
 
 import click
 
+from .errors import cli_errors
+from ..errors import TargetError
+
 _RESULT = "anon_sql.runner.result"
+# the inputs of a command that an output option must never replace: click parameter name -> how the user spelled it
+_INPUTS = {"db": "--db", "to": "--to", "policy": "POLICY"}
+# inputs that may be a file or a name (a table): guarded when they name an existing file
+_FILE_INPUTS = {"path": "PATH", "source": "SOURCE", "table": "TABLE", "script": "SCRIPT"}
+
+
+def output_target(option: str, target: str, db: str | None = None, inputs: dict[str, str] | None = None) -> Path:
+    """The path an output option (``--json``, ``--html``, ``--csv``, ``--history``) writes to, refused with
+    :class:`TargetError` (exit 2) when it is the ``--db`` database or its ``.wal``, another input of the command, or
+    an existing DuckDB or Parquet file: a slip of one argument must not replace a database (hostile round 10, M13).
+    A file of the output's own kind (JSON, HTML, CSV, history) is overwritten as before."""
+    path = Path(os.path.expanduser(target))
+    real = path.resolve()
+    guarded = dict(inputs or {})
+    if db:
+        guarded.setdefault("--db", db)
+    for spelled, given in guarded.items():
+        if not given:
+            continue
+        given_path = Path(given).expanduser()
+        names = {given_path.resolve()}
+        if spelled == "--db":     # DuckDB's write-ahead log: the path as given (or as resolved) plus ".wal"
+            names |= {Path(f"{given_path}.wal").resolve(), Path(f"{given_path.resolve()}.wal")}
+        if real in names or any(_same_file(path, n) for n in names):
+            what = "the database" if spelled == "--db" else "the input"
+            wal = " (its write-ahead log)" if real.name.endswith(".wal") and spelled == "--db" else ""
+            raise TargetError(f"{option} {target!r} is {what} this command reads ({spelled} {given!r}){wal}: writing "
+                              f"there would replace it; give {option} another file")
+    if real.is_dir():
+        raise TargetError(f"{option} {target!r} is a folder; give {option} a file path")
+    kind = _data_file_kind(real)
+    if kind:
+        raise TargetError(f"{option} {target!r} is an existing {kind} file: anon_sql writes its output over a file of "
+                          f"the output's kind only, never over data; give {option} another file (or remove that one)")
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Both exist and are the same file (a hard link, a case-insensitive spelling)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _data_file_kind(path: Path) -> str | None:
+    """"DuckDB database" or "Parquet" when ``path`` is an existing file with that format's magic bytes (DuckDB: "DUCK"
+    at offset 8; Parquet: "PAR1" at the start), else None."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(12)
+    except OSError:              # no such file, or unreadable: the write itself says why
+        return None
+    if head[8:12] == b"DUCK":
+        return "DuckDB database"
+    if head[:4] == b"PAR1":
+        return "Parquet"
+    return None
+
+
+def command_inputs() -> dict[str, str]:
+    """The current command's input paths (``--db``, ``--to``, POLICY, and a PATH / SOURCE / TABLE / SCRIPT that is
+    an existing file) that its outputs must not replace."""
+    ctx = click.get_current_context(silent=True)
+    params = ctx.params if ctx is not None else {}
+    found = {spelled: params[name] for name, spelled in _INPUTS.items() if isinstance(params.get(name), str)}
+    for name, spelled in _FILE_INPUTS.items():
+        value = getattr(params.get(name), "name", params.get(name))     # a click.File: its path
+        if isinstance(value, str) and os.path.isfile(value):
+            found[spelled] = value
+    return found
 
 
 def jsonable(value: Any) -> Any:
@@ -85,13 +160,13 @@ def set_result(value: Any) -> None:
         ctx.meta[_RESULT] = value
 
 
-def write_json(value: Any, target: str = "-") -> None:
-    """One JSON document to stdout (``-``) or a file."""
+def write_json(value: Any, target: str = "-", inputs: dict[str, str] | None = None) -> None:
+    """One JSON document to stdout (``-``) or a file (checked by :func:`output_target` first)."""
     text = json.dumps(jsonable(value), indent=2, allow_nan=False)
     if target == "-":
         sys.stdout.write(text + "\n")
     else:
-        Path(target).write_text(text + "\n", encoding="utf-8")
+        output_target("--json", target, inputs=inputs).write_text(text + "\n", encoding="utf-8")
 
 
 def json_option(fn: Callable) -> Callable:
@@ -104,6 +179,10 @@ def json_option(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         ctx = click.get_current_context()
         real_stdout = sys.stdout
+        inputs = command_inputs()
+        if json_target != "-":       # before the command runs: a refused target leaves everything as it was
+            with cli_errors():
+                output_target("--json", json_target, inputs=inputs)
         try:
             quiet = contextlib.redirect_stdout(sys.stderr) if json_target == "-" else contextlib.nullcontext()
             with quiet:                     # stdout carries the JSON alone; a FILE target leaves stdout as it is
@@ -111,9 +190,9 @@ def json_option(fn: Callable) -> Callable:
             if returned is not None:
                 ctx.meta.setdefault(_RESULT, returned)
         finally:
-            if _RESULT in ctx.meta:
-                with contextlib.redirect_stdout(real_stdout):
-                    write_json(ctx.meta[_RESULT], json_target)
+            if _RESULT in ctx.meta:      # checked again: the command may have made it a database (export --to)
+                with contextlib.redirect_stdout(real_stdout), cli_errors():
+                    write_json(ctx.meta[_RESULT], json_target, inputs)
         return None
     return wrapper
 

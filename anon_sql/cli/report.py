@@ -1,12 +1,10 @@
 """`anon-sql report` and `anon-sql sweep`: metrics of a release (text / HTML / JSON) and metrics across parameters."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from .errors import cli_errors as _errors, database
-from .output import ProgressLine, json_option, set_result
+from .output import ProgressLine, json_option, output_target, set_result
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -31,13 +29,16 @@ def report(release_name: str, db: str, html_path: str | None, metrics: str | Non
     from ..report.build import render_report
     from ..publish.report import build_report
 
+    with _errors():
+        if html_path:            # before anything runs: never over the database (hostile round 10, M13)
+            output_target("--html", html_path, db)
     with _errors(), database(db, must_exist=True, read_only=True) as con:
         options = {"models": _split(models), "folds": folds, "sample": sample or None}
         rep = build_report(con, release_name, _split(metrics), classify=target, classify_options=options)
         set_result(rep)      # --json [FILE|-]: the same report as JSON (stdout by default)
         click.echo(render_report(rep, "text"))
         if html_path:
-            Path(html_path).write_text(render_report(rep, "html"), encoding="utf-8")
+            output_target("--html", html_path, db).write_text(render_report(rep, "html"), encoding="utf-8")
             click.echo(f"wrote {html_path}")
 
 
@@ -60,6 +61,9 @@ def sweep_command(policy: str, params: tuple[str, ...], db: str | None, metrics:
     from ..report.build import parse_values, set_param
     from ..publish.report import sweep as run_sweep
 
+    with _errors():
+        if csv_path:             # before anything runs: never over the database (hostile round 10, M13)
+            output_target("--csv", csv_path, db, {"POLICY": policy})
     with _errors(), database(db, must_exist=True) as con:   # dry runs only: never creates a database
         grid = []
         for p in params:
@@ -91,5 +95,5 @@ def sweep_command(policy: str, params: tuple[str, ...], db: str | None, metrics:
         for msg in table.get("message", pd.Series(dtype=object)).dropna().unique():
             click.echo(f"failed: {msg}", err=True)
         if csv_path:
-            table.to_csv(csv_path, index=False)
+            table.to_csv(output_target("--csv", csv_path, db, {"POLICY": policy}), index=False)
             click.echo(f"wrote {csv_path}")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 import click
 
 from .errors import cli_errors, database
-from .output import json_option, rows_text, set_result
+from .output import json_option, output_target, rows_text, set_result
 from ..common.wording import counted
 from ..errors import AnonSQLError, SourceError
 
@@ -123,38 +123,49 @@ def shell_cmd(db: str | None, history: str | None, read_only: bool) -> None:
     import duckdb
 
     read_only = read_only_wanted(db, read_only)
+    interactive = sys.stdin.isatty()
     with cli_errors():
         if read_only and not Path(str(db)).is_file():
             raise SourceError(f"--read-only: database file {db!r} does not exist; check the path")
+        file = shell_history_file(history, db) if interactive else None   # refused before the database is opened
         con = duckdb.connect(db or ":memory:", read_only=read_only)
-    interactive = sys.stdin.isatty()
-    if interactive:
-        _with_history(history)
+    if file is not None:
+        _with_history(file, db)
         click.echo(f"anon-sql shell on {db or 'an in-memory database'}; .help for help, .quit to leave")
     sys.exit(_loop(con, interactive))
 
 
-def _with_history(path: str | None) -> None:
+def shell_history_file(history: str | None, db: str | None) -> Path:
+    """The shell's history file (``--history``, else ``$ANON_SQL_HISTORY``, else ~/.anon_sql_history), refused with
+    :class:`anon_sql.errors.TargetError` when it is the ``--db`` database or another DuckDB / Parquet file
+    (hostile round 10, M13: the history was written over the database at ``.quit``)."""
+    env = os.environ.get("ANON_SQL_HISTORY")
+    option = "$ANON_SQL_HISTORY" if env and not history else "--history"
+    return output_target(option, history or env or HISTORY, db)
+
+
+def _with_history(file: Path, db: str | None) -> None:
     """Line editing and a persistent history through the standard library's readline (where it exists)."""
     try:
         import atexit
         import readline
     except ImportError:    # pragma: no cover - Windows without pyreadline
         return
-    file = Path(os.path.expanduser(path or os.environ.get("ANON_SQL_HISTORY") or HISTORY))
     try:
         readline.read_history_file(file)
     except OSError:
         pass
     readline.set_history_length(1000)
-    atexit.register(_save_history, readline, file)
+    atexit.register(save_shell_history, readline, file, db)
 
 
-def _save_history(readline, file: Path) -> None:
+def save_shell_history(readline, file: Path, db: str | None = None) -> None:
+    """Write the history at exit, checked again: a file that became a database during the session is kept."""
     try:
+        output_target("history", str(file), db)
         readline.write_history_file(file)
-    except OSError as err:
-        click.echo(f"warning: cannot write the shell history to {file}: {err}", err=True)
+    except (OSError, AnonSQLError) as err:
+        click.echo(f"warning: the shell history was not written to {file}: {err}", err=True)
 
 
 def _finished(session) -> int:

@@ -97,6 +97,31 @@ _VIEW = ("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND view_name =
          "AND ($s IS NULL OR schema_name = $s)")
 
 
+# the session's TEMP tables and views named (in any case) like one of $n (lowercased), as "TEMP table x"
+_TEMP = ("SELECT 'TEMP table ' || table_name FROM duckdb_tables() WHERE temporary AND list_contains($n, lower(table_name)) "
+         "UNION ALL SELECT 'TEMP view ' || view_name FROM duckdb_views() WHERE temporary AND NOT internal "
+         "AND list_contains($n, lower(view_name)) ORDER BY 1")
+
+
+def temp_shadows(con: duckdb.DuckDBPyConnection, names: Any) -> list[str]:
+    """The TEMP tables and views of this session named like one of ``names`` (any case; a ``schema.table`` name by
+    its table part): DuckDB binds an unqualified name, and ``main.name`` too, to the TEMP one first, so SQL the
+    product writes for the database's object would read, replace or drop the session's (hostile round 10, M12)."""
+    wanted = sorted({str(n).rsplit(".", 1)[-1].lower() for n in names if n})
+    return [r[0] for r in con.execute(_TEMP, {"n": wanted}).fetchall()] if wanted else []
+
+
+def refuse_temp_shadows(con: duckdb.DuckDBPyConnection, names: Any, doing: str) -> None:
+    """Refuse (:class:`SourceError`, exit 2) ``doing`` while a TEMP table or view of the session shadows one of
+    ``names`` (:func:`temp_shadows`): nothing is read, charged, replaced or dropped."""
+    found = temp_shadows(con, names)
+    if found:
+        raise SourceError(f"{doing}: {', '.join(found)} of this session shadows the database's object of that name "
+                          "(DuckDB reads the TEMP one first), so anon_sql would work on the wrong object; nothing "
+                          "was done: drop or rename the TEMP object (e.g. DROP TABLE temp.main.<name>), or run "
+                          "it in another session")
+
+
 def relation_exists(con: duckdb.DuckDBPyConnection, name: str | exp.Table) -> bool:
     """Is ``name`` (a table reference, or a string read as :func:`named_relation` reads it: the whole name first,
     then ``schema.name``) a table or view? Tables first, views only when it is

@@ -17,10 +17,12 @@ from sqlglot import exp
 
 from anon_sql.catalog import owned_rows
 from anon_sql.common.wording import counted
+from anon_sql.data.source import refuse_temp_shadows
 from anon_sql.errors import PolicyError, PrivacyRequirementError, ResourceError, SourceError
 
 __all__ = ["Budget", "ensure_ledger", "create_budget", "show_budgets", "drop_budget", "active_budget",
-           "resolve_table", "record_spend", "remaining", "require_budget_owned", "raise_conflict"]
+           "resolve_table", "record_spend", "remaining", "require_budget_owned", "require_counters_match_ledger",
+           "raise_conflict"]
 
 # Constant DDL (no user text in it); values always go through parameters or sqlglot literals.
 _DDL = (
@@ -101,6 +103,36 @@ def require_budget_owned(con: duckdb.DuckDBPyConnection, budget: Budget, action:
             "from anon.privacy_budgets yourself, then CREATE PRIVACY BUDGET again")
 
 
+# what the ledger holds for one budget: one small aggregate over the product's own table (never a data table)
+_LEDGER_SUMS = ("SELECT coalesce(sum(epsilon), 0), coalesce(sum(delta), 0), count(*) FROM anon.privacy_ledger "
+                "WHERE budget_id = ?")
+
+
+def require_counters_match_ledger(con: duckdb.DuckDBPyConnection, budget: Budget) -> None:
+    """Refuse (:class:`PolicyError`, exit 2) a budget whose counters (spent ε, spent δ, queries) disagree with what
+    ``anon.privacy_ledger`` holds for it (hostile round 10, M17, D35): the row's fingerprint covers its table, unit
+    and totals, not the counters, so a counter reset by hand would have let the budget answer again while the ledger
+    already held the whole ε. Inside the DP query's transaction, before anything is answered or charged. ε and δ
+    are compared with the relative slack of the budget checks (float sums in another order); queries exactly."""
+    epsilon, delta, answers = con.execute(_LEDGER_SUMS, [budget.budget_id]).fetchall()[0]
+    differs = []
+    if abs(budget.spent_epsilon - epsilon) > _SLACK * max(budget.epsilon, abs(epsilon)):
+        differs.append(f"spent epsilon = {budget.spent_epsilon:.9g} (the ledger: {epsilon:.9g})")
+    if abs(budget.spent_delta - delta) > _SLACK * max(budget.delta, abs(delta)):
+        differs.append(f"spent delta = {budget.spent_delta:.9g} (the ledger: {delta:.9g})")
+    if budget.queries != answers:
+        differs.append(f"{counted(budget.queries, 'query', 'queries')} (the ledger: {answers})")
+    if differs:
+        raise PolicyError(
+            f"the privacy budget of {budget.table_name} (budget_id {budget.budget_id}) was edited by hand: its row "
+            f"in anon.privacy_budgets says {'; '.join(differs)}, but anon.privacy_ledger holds "
+            f"{counted(answers, 'answer')} of epsilon = {epsilon:.9g}, delta = {delta:.9g} for it; anon_sql answers "
+            "only from a budget whose counters match its ledger, so nothing was answered or charged: set them back "
+            f"(UPDATE anon.privacy_budgets SET spent_epsilon = {float(epsilon)!r}, spent_delta = {float(delta)!r}, "
+            f"queries = {answers} WHERE budget_id = {budget.budget_id}), or DROP PRIVACY BUDGET ON "
+            f"{budget.table_name} and create a new one (the ledger keeps what was already released)")
+
+
 def _in_transaction(con: duckdb.DuckDBPyConnection, work):
     """Run ``work()`` in its own transaction (PolicyError when the caller holds one open)."""
     try:
@@ -140,6 +172,9 @@ def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tup
     if not rows:
         raise SourceError(f"table {node.sql(dialect='duckdb')} not found: create it first or check the name")
     schema_name, table_name = rows[0]
+    # a TEMP table or view of that name is what the query's SQL would read (round 10, M12: a TEMP view renumbering
+    # the unit was answered and charged to the budgeted table)
+    refuse_temp_shadows(con, [table_name], f"table {schema_name}.{table_name}")
     return exp.table_(table_name, db=schema_name, quoted=True), f"{schema_name}.{table_name}"
 
 

@@ -549,6 +549,7 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
             raise PrivacyRequirementError(f"{name} has no privacy budget: CREATE PRIVACY BUDGET ON {name} WITH "
                                           "(epsilon = 1.0, delta = 1e-7, privacy_unit = '<column>') first")
         ledger.require_budget_owned(con, budget, "charge")   # a budget row written by hand is no budget
+        ledger.require_counters_match_ledger(con, budget)    # nor is one whose counters were reset (round 10, M17)
         _check_against_budget(q, budget)
         ledger.check_affordable(budget, epsilon, delta)
         salt = secrets.randbits(62)

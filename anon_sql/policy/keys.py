@@ -507,11 +507,15 @@ MASK = Tagged("function", {
     "dnoise": _mask_function("dnoise", key("interval", Text(what="interval text"), "e.g. \"10 days\"", REQUIRED),
                              doc="`anon.dnoise(d, interval, seed, d)`: a date shifted by U[−interval, +interval]",
                              rules=[_interval_text]),
-    "shuffle": _mask_function("shuffle", doc="the column permuted among the rows, seeded"),
+    "shuffle": _mask_function("shuffle", doc="the column permuted among the rows, seeded (refused under the default "
+                                             "seed = 0: docs/sdc.md)"),
     "fake": _mask_function("fake", key("provider", Text(), "a Faker provider, e.g. \"first_name\"", REQUIRED),
                            key("locale", Text(), "a Faker locale", "en_US"),
                            key("consistent", Boolean(), "the same source value gets the same fake (seeded)", True),
-                           doc="values from Faker, deterministic per seed", rules=[_known_faker_provider]),
+                           doc="values from Faker, deterministic per seed: a consistent fake is a keyed lookup of "
+                               "the raw value, only as secret as the seed (refused under the default seed = 0: "
+                               "docs/sdc.md)",
+                           rules=[_known_faker_provider]),
 }, noun="mask")
 _PERTURB_KEY = key("perturb", PERTURB, "perturbation before classes are formed: `{ kind = \"microaggregation\" "
                    "| \"top_code\" | \"bottom_code\" | \"pram\" | \"noise\" | \"swap\", … }` (docs/sdc.md)")

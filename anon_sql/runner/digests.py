@@ -175,7 +175,7 @@ def released_values_digest(con: Any, table: Any, columns: list[str], noise_flag:
     hashed = content_columns([r[0] for r in described], noise_flag)
     content = str(con.execute(render(source_digest_query(table, hashed, None))).fetchall()[0][2])
     return {"columns": dict(zip(columns, found)), "together": found[len(columns)] if len(found) > len(columns) else None,
-            "types": {str(r[0]): str(r[1]) for r in described},
+            "types": {str(r[0]): str(r[1]) for r in described if r[0] in hashed},   # θ's flag never leaves
             "content": {"hash": content, "columns": hashed, "duckdb": duckdb.__version__}}
 
 

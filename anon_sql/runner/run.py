@@ -6,6 +6,7 @@ Each stage is a module of :mod:`anon_sql.stages` (record: :mod:`anon_sql.catalog
 """
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Callable
 
@@ -13,6 +14,7 @@ import duckdb
 
 from . import related, sdc, suppression
 from ..catalog.macro_trust import refuse_untrusted_macros
+from ..catalog import versions
 from ..catalog.read import probed_once
 from ..common.rollback import rollback_keeping_cause
 from ..compiler.views import ReleaseNames, compile_release
@@ -59,9 +61,15 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
     """The stages after resolve; what resolve made (the temp base counts) is dropped whatever happens."""
     say = progress or (lambda message: None)
     t0 = time.perf_counter() if t0 is None else t0
+    snapshotted = False
     try:
         names = ReleaseNames(r.policy.name, work=engine.work_schema)
         exists = check_target(engine, r.policy, r.source, replace, dry_run)
+        if (exists and before_commit is None and engine.name == "duckdb" and not dry_run
+                and versions.latest(engine.con, r.policy.name) is not None):
+            # a replacement outside the statements (release --replace, replace=True) of a release with a version
+            # history is a version too: else REFRESH re-ran the policy it replaced (hostile round 10, M16)
+            before_commit, snapshotted = _replace_version(engine.con, r.policy), True
         if r.related:
             related.check_targets(engine.con, r.policy, r.related, replace, dry_run=dry_run)
         # the earlier release's related tables this policy no longer names go with the replace (round 7, X05)
@@ -176,6 +184,20 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             raise
     finally:
         discard_resolved(engine, r)
+        if snapshotted:
+            versions.discard_snapshots(engine.con)
+
+
+def _replace_version(con: duckdb.DuckDBPyConnection, declared: Policy) -> Callable[[Release], None]:
+    """The ``before_commit`` of a replacement of a release with a version history: its ``replace`` version row,
+    compared with the version it replaces (the statements' CREATE OR REPLACE does the same), in its transaction.
+    Takes the snapshot the comparison reads: the caller drops it (:func:`versions.discard_snapshots`)."""
+    previous = versions.snapshot(con, declared.name)
+
+    def record(rel: Release) -> None:
+        rel.info["version"] = versions.record(con, rel, "replace", json.dumps(declared.to_dict()), previous)
+
+    return record
 
 
 def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, options: dict) -> float | None:

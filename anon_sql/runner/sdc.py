@@ -87,17 +87,46 @@ def refuse_whole_identifiers(con: Any, policy: Policy, src: Source) -> None:
                               "keep_start = 0, keep_end = 4), or use \"hash\" or \"redact\"")
 
 
+#: why each seeded mask / perturbation is only as secret as the seed (hostile rounds 9 and 10, M7 and M14)
+SEEDED_MASKS = {
+    "noise": "its draw is keyed by the value itself: with the seed, trying the candidates inverts every value",
+    "dnoise": "its draw is keyed by the value itself: with the seed, trying the candidates inverts every value",
+    "fake": "a consistent fake is a keyed lookup of the raw value (Faker seeded by sha256 of the column's seed and "
+            "the value; an inconsistent one draws its slot by the row's rank in the value order): with the seed, "
+            "faking a list of candidates maps every released fake back to its raw value",
+    "shuffle": "its permutation is drawn from the seed and the row's rank in the value order: with the seed, the "
+               "permutation is known and undone",
+}
+SEEDED_PERTURBATIONS = {
+    "swap": "its pairs of ranks are drawn from the seed alone: with the seed, every released value maps back to the "
+            "value of its partner rank",
+    "pram": "each row's draw is keyed by the seed and the row's rank in the value order: with the seed, whether and "
+            "to what each value was changed is known",
+    "noise": "its draws follow the rows' ranks in the value order from the seed: with the seed, the noise of every "
+             "rank is known up to the column's sd",
+}
+SECRET_SEED = ("set seed to a secret random integer (e.g. python -c \"import secrets; print(secrets.randbits(62))\") "
+               "and keep the policy private")
+
+
 def refuse_public_seed(policy: Policy) -> None:
-    """Refuse a ``noise`` / ``dnoise`` mask under the default seed 0 (hostile round 9, M7): their draw is keyed by
-    the value itself (``anon.noise(x, ratio, seed, x)``), so whoever knows the seed inverts every released value by
-    trying the candidates, and 0 is public. As SafePub does (runner/sampling.py)."""
-    seeded = [c for c, m in mask_specs(policy).items() if m.get("function") in ("noise", "dnoise")]
-    if seeded and int(policy.seed) == 0:
-        raise PolicyError(f"attributes.{seeded[0]}.mask: a {mask_specs(policy)[seeded[0]]['function']} mask is only as "
-                          "secret as the policy's seed (its draw is keyed by the value: with the seed, trying the "
-                          "candidates inverts every value), and seed = 0 is the default; set seed to a secret random "
-                          "integer (e.g. python -c \"import secrets; print(secrets.randbits(62))\") and keep the "
-                          "policy private")
+    """Refuse a seeded mask (``noise``, ``dnoise``, ``fake``, ``shuffle``) or a seeded perturbation (``swap``,
+    ``pram``, ``noise``) under the default seed 0 (hostile round 9, M7; round 10, M14): each is a function of the
+    raw values and the seed, so whoever knows the seed undoes it (X12: a consistent ``fake`` of 200 SSNs inverted
+    from a list of candidates), and 0 is public. As SafePub does (runner/sampling.py). Microaggregation and top /
+    bottom coding draw nothing, so they run under any seed."""
+    if int(policy.seed) != 0:
+        return
+    for column, spec in mask_specs(policy).items():
+        if spec.get("function") in SEEDED_MASKS:
+            raise PolicyError(f"attributes.{column}.mask: a {spec['function']} mask is only as secret as the "
+                              f"policy's seed ({SEEDED_MASKS[spec['function']]}), and seed = 0 is the default; "
+                              f"{SECRET_SEED}")
+    for column, spec in perturb_specs(policy).items():
+        if spec.get("kind") in SEEDED_PERTURBATIONS:
+            raise PolicyError(f"attributes.{column}.perturb: kind = \"{spec['kind']}\" is only as secret as the "
+                              f"policy's seed ({SEEDED_PERTURBATIONS[spec['kind']]}), and seed = 0 is the default; "
+                              f"{SECRET_SEED}")
 
 
 def uses_sdc(policy: Policy) -> list[str]:
