@@ -110,8 +110,9 @@ def source_pseudonym_rows(con: Any, table: exp.Table, policy: Any) -> list[dict[
     relation = readable_relation(con, policy.source) if ids and isinstance(policy.source, str) else None
     if relation is None:
         return []
-    if _shadowed_source(con, policy.source):
-        return [_shadowed_row(f"pseudonyms {c}", con, policy.source) for c in ids]
+    shadows = _shadowed_source(con, policy.source)
+    if shadows:
+        return [_shadowed_row(f"pseudonyms {c}", shadows, policy.source) for c in ids]
     try:
         key = load_key(policy.attributes[ids[0]].options.get("key_file"))
         present = {r[0] for r in describe(con, table)} & {r[0] for r in describe(con, relation)}
@@ -157,8 +158,9 @@ def source_mask_rows(con: Any, table: exp.Table, policy: Any) -> list[dict[str, 
     relation = readable_relation(con, policy.source) if masked and isinstance(policy.source, str) else None
     if relation is None:
         return []
-    if _shadowed_source(con, policy.source):
-        return [_shadowed_row(f"masks {c}", con, policy.source) for c in masked]
+    shadows = _shadowed_source(con, policy.source)
+    if shadows:
+        return [_shadowed_row(f"masks {c}", shadows, policy.source) for c in masked]
     try:
         present = {r[0] for r in describe(con, table)} & {r[0] for r in describe(con, relation)}
     except (SourceError, duckdb.Error):
@@ -210,11 +212,11 @@ def _shadowed_source(con: Any, source: str) -> list[str]:
     return [] if is_path(source) else temp_shadows(con, [source])
 
 
-def _shadowed_row(check: str, con: Any, source: str) -> dict[str, Any]:
-    """A row that re-derives from the source failing because a TEMP object shadows it (round 10, M12: B10, a TEMP
-    table crafted so that its masks cover the edited values): the row never vouches for another table."""
+def _shadowed_row(check: str, shadows: list[str], source: str) -> dict[str, Any]:
+    """A row that re-derives from the source failing because a TEMP object (``shadows``) shadows it (round 10, M12:
+    B10, a TEMP table crafted so that its masks cover the edited values): the row never vouches for another table."""
     return table_check_row(check, 0, "re-derived from the release's source", basis=SOURCE, passed=False, message=(
-        f"{', '.join(_shadowed_source(con, source))} of this session shadows the source {source!r}: nothing is "
+        f"{', '.join(shadows)} of this session shadows the source {source!r}: nothing is "
         "re-derived from it; drop the TEMP object or check in another session"))
 
 
