@@ -36,10 +36,10 @@ from ..catalog.read import recorded_release, table_columns
 from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
 
-FORMAT = 8     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
+FORMAT = 9     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
 # 5: the declared policy and the source digest; 6: the policy row of a release without one, the models' requirement;
 # 7: the values checks (the form of pseudonymized and masked columns, hostile round 8, M1); 8: the digest of each
-# QI's released values (round 9, M9)
+# QI's released values (round 9, M9); 9: the content digest's query per kind (round 10, B40)
 # what a check row's figures rest on (its ``basis``): the policy and the released table, or, for the two checks that
 # read ``records_in`` (reconciliation, max_suppression), the source recounted or the catalog's number taken as it is
 TABLE, SOURCE, UNVERIFIED = "table", "source", "catalog (unverified)"
@@ -75,9 +75,8 @@ def run_program(con: Any, program: dict[str, Any], row: dict[str, Any], columns:
         if digests.get("describe"):   # every column's type as released (round 10, C09 / C10)
             rows.append(released_type_row([tuple(r[:2]) for r in con.execute(digests["describe"]).fetchall()],
                                           row.get("released_values")))
-        if digests.get("content"):    # every row as released (round 10, M15)
-            rows.append(released_content_row(str(con.execute(digests["content"]).fetchall()[0][2]),
-                                             row.get("released_values")))
+        if digests.get("content"):    # every row as released (round 10, M15, B40)
+            rows.append(released_content_row(con, digests["content"], row.get("released_values")))
     if program.get("policy_mismatch"):   # the recorded released policy is not the declared one's (issue 28.8)
         rows.append({"check": "policy", "classes": classes, "failing_classes": 0, "failing_records": 0,
                      "worst_value": None, "passed": False, "basis": TABLE, "message": program["policy_mismatch"]})
@@ -173,27 +172,49 @@ def released_type_row(described: list[tuple[str, str]], recorded: str | None) ->
                            message=("retyped since the release: " + "; ".join(odd)[:600]) if odd else None)
 
 
-def released_content_row(found: str, recorded: str | None) -> dict[str, Any]:
-    """The ``contents`` row: the sum of every row's hash over the released columns (``found``, over the table now)
-    against the one the release recorded (``released_values.content``), so that any value edited since the release
-    fails, an insensitive column's too (round 10, M15: raw SSN digits in ``income``). A record made by another
-    DuckDB version (whose ``hash`` may differ) is not compared: the basis says so and the other rows stand."""
-    import duckdb
-
+def released_content_row(con: Any, queries: dict[str, str], recorded: str | None) -> dict[str, Any]:
+    """The ``contents`` row of a released table: :func:`content_row` against ``released_values.content``
+    (``recorded``: that JSON), so that any value edited since the release fails, an insensitive column's too (round
+    10, M15)."""
     try:
         wanted = (json.loads(recorded) or {}).get("content") if recorded else None
     except (ValueError, AttributeError):
         wanted = None
-    required = "every row as released (the sum of the rows' hashes the release recorded)"
+    return content_row(con, "contents", queries, wanted)
+
+
+def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basis: str = TABLE) -> dict[str, Any]:
+    """A ``contents`` row: the digest of every row of a table, recomputed now by the query of the kind recorded
+    (``queries``: kind → SQL; :func:`anon_sql.runner.digests.content_digest_query`), against ``wanted`` (the
+    recorded ``{"hash", "kind", "duckdb", …}``). Up to a million rows the digest is a sha256 no edit can be computed
+    to keep (round 10, B40); a hash sum (larger tables, older records) catches edits, not a forger, and the basis
+    says so. A record made by another DuckDB version (a value's text may differ) is not compared: the basis says
+    so and the other rows stand."""
+    import duckdb
+
+    from ..runner.digests import CONTENT_HASH_SUM, CONTENT_SHA256, DIGEST_MAX_RECORDS
+
+    required = "every row as released (the digest of the rows the release recorded)"
     if not isinstance(wanted, dict) or not isinstance(wanted.get("hash"), str):
-        return table_check_row("contents", 0, required, passed=False, message=(
-            "the released rows' hash is not recorded (a release or export made before anon_sql recorded it, or an "
+        return table_check_row(check, 0, required, basis, passed=False, message=(
+            "the released rows' digest is not recorded (a release or export made before anon_sql recorded it, or an "
             "edited record): release it again"))
+    kind = wanted.get("kind", CONTENT_HASH_SUM)   # a record from before kinds were kept holds the hash sum
+    if kind not in (CONTENT_SHA256, CONTENT_HASH_SUM) or kind not in queries:
+        return table_check_row(check, 0, required, basis, passed=False, message=(
+            f"the released rows' digest is of an unknown kind {str(kind)[:60]!r} (an edited record): release it "
+            "again"))
     if wanted.get("duckdb") != duckdb.__version__:
-        return table_check_row("contents", 0, required, basis=f"{UNVERIFIED}: recorded by DuckDB "
-                               f"{wanted.get('duckdb')}, whose hash may differ from {duckdb.__version__}'s")
-    same = wanted["hash"] == found
-    return table_check_row("contents", 0 if same else 1, required, passed=same, message=None if same else (
+        return table_check_row(check, 0, required, f"{UNVERIFIED}: recorded by DuckDB {wanted.get('duckdb')}, "
+                               f"whose text of a value may differ from {duckdb.__version__}'s")
+    try:
+        same = wanted["hash"] == str(con.execute(queries[kind]).fetchall()[0][0])
+    except duckdb.Error:   # a recorded column gone: the columns row says which
+        same = False
+    if kind == CONTENT_HASH_SUM:
+        basis = (f"{basis}; a sum of row hashes (more than {DIGEST_MAX_RECORDS:,} rows, or recorded before sha256 "
+                 "digests): catches edits, not a forger")
+    return table_check_row(check, 0 if same else 1, required, basis, passed=same, message=None if same else (
         "the released rows are not those released: a value was edited, or rows added or removed, since the release "
         "(raw values put back?); release it again"))
 
@@ -465,5 +486,5 @@ def _write(path: Path, value: Any) -> None:
 
 __all__ = ["FORMAT", "SOURCE", "TABLE", "UNVERIFIED", "cache_dir", "cached_rows", "catalog_rows", "code_version",
            "expected_macros", "guard_macros", "program_digest", "load_program", "records_basis",
-           "rederives_masks", "rederives_pseudonyms", "released_content_row", "released_type_row", "released_value_rows", "run_program",
+           "rederives_masks", "rederives_pseudonyms", "content_row", "released_content_row", "released_type_row", "released_value_rows", "run_program",
            "store", "table_check_row"]

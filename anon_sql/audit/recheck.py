@@ -35,7 +35,8 @@ from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 from .contents import file_contents_row
 from .related_checks import related_rows, related_table
-from ..runner.digests import content_columns, digested_columns, released_values_query, source_digest_query
+from ..runner.digests import (CONTENT_HASH_SUM, CONTENT_SHA256, content_columns, content_digest_query,
+                              digested_columns, noise_flag_of, released_values_query)
 from .values import shared_policy_text, source_mask_rows, source_pseudonym_rows, value_checks, value_query
 
 if TYPE_CHECKING:
@@ -331,7 +332,8 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
             "values": values,
             "released_values": ({"query": render(released_values_query(table, digested)), "columns": digested,
                                  "describe": render(exp.Describe(this=table.copy())),
-                                 "content": render(source_digest_query(table, content_columns(columns, flag), None))}
+                                 "content": {kind: render(content_digest_query(table, content_columns(columns, flag), kind))
+                                             for kind in (CONTENT_SHA256, CONTENT_HASH_SUM)}}
                                 if digested else None),
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),
@@ -369,12 +371,6 @@ def recorded_digest_columns(digest: str | None) -> list[str]:
     except (ValueError, AttributeError):
         return []
     return [c for c in columns if isinstance(c, str)] if isinstance(columns, list) else []
-
-
-def noise_flag_of(policy: Policy) -> str | None:
-    """The column that marks θ's noise records, as the policy declares it (None for every other method)."""
-    flag = policy.method_params.get("noise_flag") if policy.method == "theta" else None
-    return flag if isinstance(flag, str) and flag else None
 
 
 def _people(table: exp.Table, policy: Policy, columns: list[str]) -> tuple[exp.Expression, Policy]:
@@ -677,5 +673,5 @@ def derived_groups(con: duckdb.DuckDBPyConnection, declared: Policy, relation: e
 
 
 __all__ = ["require_recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table",
-           "noise_flag_of", "recorded_levels", "recorded_policies", "layout_misfit", "recorded_digest_columns",
+           "recorded_levels", "recorded_policies", "layout_misfit", "recorded_digest_columns",
            "derived_groups"]

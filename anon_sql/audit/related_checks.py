@@ -18,6 +18,7 @@ from ..common.sqlbuild import ident, render
 from ..data.source import describe
 from ..errors import SourceError
 from ..policy.model import Policy
+from ..runner.digests import CONTENT_HASH_SUM, CONTENT_SHA256, content_digest_query
 from . import program as check_program
 from .program import table_check_row
 from .values import PSEUDONYM, value_form, value_query
@@ -141,12 +142,14 @@ def _recorded_rows(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table
     basis_cols = basis_cols or check_program.TABLE
     if described is None:
         return [table_check_row(check + " columns", 0, columns_required, basis_cols, passed=False),
-                table_check_row(check + " rows", 0, count, basis_rows, passed=False)]
+                table_check_row(check + " rows", 0, count, basis_rows, passed=False),
+                _content_row(con, check + " contents", target, None, basis_rows)]
     if not isinstance(recorded, dict) or not isinstance(recorded.get("columns"), list):
         why = ("what was released is not recorded (a release made before anon_sql kept it, or an edited catalog / "
                "metadata row): release it again")
         return [table_check_row(check + " columns", 0, columns_required, basis_cols, why, passed=False),
-                table_check_row(check + " rows", 0, count, basis_rows, why, passed=False)]
+                table_check_row(check + " rows", 0, count, basis_rows, why, passed=False),
+                _content_row(con, check + " contents", target, None, basis_rows)]
     now = {(str(c[0]), str(c[1])) for c in described}
     then = {(str(c[0]), str(c[1])) for c in recorded["columns"] if isinstance(c, list) and len(c) == 2}
     odd = sorted(now ^ then)
@@ -164,7 +167,20 @@ def _recorded_rows(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table
                         passed=not odd),
         table_check_row(check + " rows", gap, count, basis_rows,
                         None if gap == 0 else f"{rows} rows, {released} released",
-                        passed=isinstance(released, int) and gap == 0)]
+                        passed=isinstance(released, int) and gap == 0),
+        _content_row(con, check + " contents", target, recorded.get("content"), basis_rows)]
+
+
+def _content_row(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table, wanted: Any,
+                 basis: str) -> dict[str, Any]:
+    """``related <name> contents``: the digest of the related table's rows over the columns its release recorded
+    against that record (round 10, C12: each row's insensitive ``visit`` set to the person's raw Id passed, the
+    count and columns unchanged)."""
+    columns = wanted.get("columns") if isinstance(wanted, dict) else None
+    if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
+        return check_program.content_row(con, check, {}, None, basis)
+    queries = {kind: render(content_digest_query(target, columns, kind)) for kind in (CONTENT_SHA256, CONTENT_HASH_SUM)}
+    return check_program.content_row(con, check, queries, wanted, basis)
 
 
 __all__ = ["UNVERIFIED_METADATA", "policy_related_columns", "related_rows", "related_table", "unit_pseudonymized"]

@@ -103,19 +103,14 @@ def source_pseudonym_rows(con: Any, table: exp.Table, policy: Any) -> list[dict[
     is no pseudonym, e.g. the unkeyed sha256 of the raw Id). Needs the key (``$ANON_SQL_KEY`` or the identifier's
     ``key_file``) and the source: without either, no row (the ``values`` rows still check the form)."""
     from ..data.pseudonym import FUNCTION, load_key, register_duckdb_pseudonym
-    from ..data.source import describe, readable_relation
     from ..errors import PolicyError, SourceError
 
     ids = [c for c, a in policy.attributes.items() if a.role == "identifier" and a.action == "pseudonymize"]
-    relation = readable_relation(con, policy.source) if ids and isinstance(policy.source, str) else None
+    relation, present, instead = _source_and_columns(con, table, policy, ids, "pseudonyms")
     if relation is None:
-        return []
-    shadows = _shadowed_source(con, policy.source)
-    if shadows:
-        return [_shadowed_row(f"pseudonyms {c}", shadows, policy.source) for c in ids]
+        return instead
     try:
         key = load_key(policy.attributes[ids[0]].options.get("key_file"))
-        present = {r[0] for r in describe(con, table)} & {r[0] for r in describe(con, relation)}
     except (PolicyError, SourceError):
         return []
     columns = [c for c in ids if c in present]
@@ -148,23 +143,15 @@ def source_mask_rows(con: Any, table: exp.Table, policy: Any) -> list[dict[str, 
     unreadable) or the salt, no row: the ``values`` rows say they check the form only."""
     import duckdb
 
-    from ..data.source import describe, readable_relation
-    from ..errors import PolicyError, SourceError
+    from ..errors import PolicyError
     from ..sdc.masking import mask_expression
 
     masked = {c: a for c, a in policy.attributes.items()
               if isinstance(a.options.get("mask"), dict) and a.options["mask"].get("function") in DERIVED_MASKS
               and a.options["mask"].get("salt") != WITHHELD_SALT and value_form(a.to_dict()) is not None}
-    relation = readable_relation(con, policy.source) if masked and isinstance(policy.source, str) else None
+    relation, present, instead = _source_and_columns(con, table, policy, list(masked), "masks")
     if relation is None:
-        return []
-    shadows = _shadowed_source(con, policy.source)
-    if shadows:
-        return [_shadowed_row(f"masks {c}", shadows, policy.source) for c in masked]
-    try:
-        present = {r[0] for r in describe(con, table)} & {r[0] for r in describe(con, relation)}
-    except (SourceError, duckdb.Error):
-        return []
+        return instead
     rows = []
     for c in (c for c in masked if c in present):
         spec = masked[c].options["mask"]
@@ -204,20 +191,50 @@ def _mask_excess_query(table: exp.Table, relation: exp.Expression, column: str, 
             .where(exp.GT(this=exp.column(n, "r"), expression=have.copy())))
 
 
-def _shadowed_source(con: Any, source: str) -> list[str]:
-    """The session's TEMP tables and views a release's ``source`` name would read instead of the database's
-    (:func:`anon_sql.data.source.temp_shadows`; none for a file path)."""
-    from ..data.source import is_path, temp_shadows
+def _source_and_columns(con: Any, table: exp.Table, policy: Any, columns: list[str], check: str
+                        ) -> tuple[Any, set[str], list[dict[str, Any]]]:
+    """The release's source that ``<check> <column>`` rows re-derive from, with the columns it shares with
+    ``table``; or no source (None) and the rows to give instead: none when nothing is to be checked or the source is
+    gone or unreadable (the ``values`` rows check the form), a failing row per column when another object may
+    answer to the source's name (:func:`_shadowed_source`)."""
+    import duckdb
 
-    return [] if is_path(source) else temp_shadows(con, [source])
+    from ..data.source import describe, readable_relation
+    from ..errors import SourceError
+
+    relation = readable_relation(con, policy.source) if columns and isinstance(policy.source, str) else None
+    if relation is None:
+        return None, set(), []
+    shadows = _shadowed_source(con, policy.source)
+    if shadows:
+        return None, set(), [_shadowed_row(f"{check} {c}", shadows, policy.source) for c in columns]
+    try:
+        present = {r[0] for r in describe(con, table)} & {r[0] for r in describe(con, relation)}
+    except (SourceError, duckdb.Error):
+        return None, set(), []
+    return relation, present, []
+
+
+def _shadowed_source(con: Any, source: str) -> list[str]:
+    """What a release's ``source`` name could read instead of the object the release read: the session's TEMP
+    tables and views of that name (:func:`anon_sql.data.source.temp_shadows`, round 10's M12), or every object of
+    that name when several schemas or attached databases have one (:func:`anon_sql.data.source.ambiguous_name`,
+    round 10's B42); none for a file path."""
+    from ..data.source import ambiguous_name, is_path, temp_shadows
+
+    if is_path(source):
+        return []
+    return temp_shadows(con, [source]) or ambiguous_name(con, source)
 
 
 def _shadowed_row(check: str, shadows: list[str], source: str) -> dict[str, Any]:
-    """A row that re-derives from the source failing because a TEMP object (``shadows``) shadows it (round 10, M12:
-    B10, a TEMP table crafted so that its masks cover the edited values): the row never vouches for another table."""
+    """A row that re-derives from the source failing because another object may answer to the source's name
+    (``shadows``; round 10, M12: B10, a TEMP table crafted so that its masks cover the edited values; B42, the same
+    from a schema on the ``search_path``): the row never vouches for another table."""
     return table_check_row(check, 0, "re-derived from the release's source", basis=SOURCE, passed=False, message=(
-        f"{', '.join(shadows)} of this session shadows the source {source!r}: nothing is "
-        "re-derived from it; drop the TEMP object or check in another session"))
+        f"{', '.join(shadows)[:400]} answer to the source name {source!r}, so DuckDB may read another object than "
+        "the release did: nothing is re-derived from it; drop or rename the others (a TEMP one: or check in another "
+        "session; an attached database's: DETACH it)"))
 
 
 def shared_policy_text(text: str | None) -> str | None:

@@ -111,6 +111,30 @@ def temp_shadows(con: duckdb.DuckDBPyConnection, names: Any) -> list[str]:
     return [r[0] for r in con.execute(_TEMP, {"n": wanted}).fetchall()] if wanted else []
 
 
+# every table and view, TEMP included, of any attached database and schema named (in any case) $t, in schema or
+# database $s when given, as "table db.schema.name"
+_SAME_NAMED = ("SELECT kind || ' ' || database_name || '.' || schema_name || '.' || name FROM ("
+               "SELECT 'table' AS kind, database_name, schema_name, table_name AS name FROM duckdb_tables() "
+               "UNION ALL SELECT 'view', database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal) "
+               "WHERE lower(name) = $t AND ($s IS NULL OR lower(schema_name) = $s OR lower(database_name) = $s) "
+               "ORDER BY 1")
+
+
+def ambiguous_name(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
+    """Every table and view a policy's ``source`` name could bind to, when there is more than one (else none):
+    DuckDB binds an unqualified name through the TEMP objects and the ``search_path``, so a same-named object of
+    another schema or attached database may be read instead of the one the release read (hostile round 10, B42: a
+    schema on the ``search_path`` whose table's masks cover the edited values). The whole name first, as
+    :func:`named_relation` reads it; a file path names no object."""
+    if is_path(name):
+        return []
+    found = [r[0] for r in con.execute(_SAME_NAMED, {"t": name.lower(), "s": None}).fetchall()]
+    if not found and "." in name:
+        schema, table = name.lower().split(".", 1)
+        found = [r[0] for r in con.execute(_SAME_NAMED, {"t": table, "s": schema}).fetchall()]
+    return found if len(found) > 1 else []
+
+
 def refuse_temp_shadows(con: duckdb.DuckDBPyConnection, names: Any, doing: str) -> None:
     """Refuse (:class:`SourceError`, exit 2) ``doing`` while a TEMP table or view of the session shadows one of
     ``names`` (:func:`temp_shadows`): nothing is read, charged, replaced or dropped."""

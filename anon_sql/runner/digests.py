@@ -73,22 +73,69 @@ def retyped(before: Any, after: dict[str, dict[str, str]]) -> list[str]:
 
 
 
+def hash_sum(columns: list[str]) -> Any:
+    """The sum of every row's DuckDB ``hash`` over ``columns``, as text: order-independent (a HUGEINT sum cannot
+    overflow) and one scan, but the hash is invertible — it catches edits, not a forger (hostile round 10, B40)."""
+    from sqlglot import exp
+
+    hashed = exp.Cast(this=exp.func("HASH", *[exp.column(c, quoted=True) for c in columns]),
+                      to=exp.DataType.build("HUGEINT"))
+    return exp.Cast(this=exp.func("COALESCE", exp.Sum(this=hashed), exp.Literal.number(0)),
+                    to=exp.DataType.build("VARCHAR"))
+
+
 def source_digest_query(relation: Any, columns: list[str], count_column: str | None, unit: str | None = None
                         ) -> Any:
     """``SELECT records, rows, content hash [, people] FROM relation``: the records as a release counts them (the
-    count column's sum, else rows), the rows, and the sum of every row's hash over ``columns`` (order-independent:
-    the same rows in any order give the same sum; a HUGEINT sum cannot overflow); with a privacy ``unit``, the
+    count column's sum, else rows), the rows, and :func:`hash_sum` over ``columns``; with a privacy ``unit``, the
     distinct people too. One scan, in the engine."""
     from sqlglot import exp
 
     from ..common.sqlbuild import record_count
 
-    hashed = exp.Cast(this=exp.func("HASH", *[exp.column(c, quoted=True) for c in columns]),
-                      to=exp.DataType.build("HUGEINT"))
-    total = exp.Cast(this=exp.func("COALESCE", exp.Sum(this=hashed), exp.Literal.number(0)),
-                     to=exp.DataType.build("VARCHAR"))
     people = [exp.Count(this=exp.Distinct(expressions=[exp.column(unit, quoted=True)]))] if unit else []
-    return exp.select(record_count(count_column), exp.Count(this=exp.Star()), total, *people).from_(relation.copy())
+    return exp.select(record_count(count_column), exp.Count(this=exp.Star()), hash_sum(columns),
+                      *people).from_(relation.copy())
+
+
+# how a released table's rows are digested (``released_values.content.kind``): the sha256 of the sorted md5s of
+# its rows, or — above DIGEST_MAX_RECORDS rows, and in records made before kinds were kept — the hash sum
+CONTENT_SHA256 = "sha256 of sorted row md5s"
+CONTENT_HASH_SUM = "sum of row hashes"
+
+
+def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA256) -> Any:
+    """One row, one text: the digest of ``table``'s rows over ``columns``. :data:`CONTENT_SHA256`: each row's md5 of
+    its values as ``length:value`` (NULL: no length) joined by ``<US>`` — length-prefixed, so no value can spell
+    another's separators — sorted, concatenated, sha256: the same rows in any order give the same digest, and other
+    rows cannot be computed to give it (hostile round 10, B40: the hash sum let 50 rows be solved for).
+    :data:`CONTENT_HASH_SUM`: :func:`hash_sum`."""
+    from sqlglot import exp
+
+    if kind == CONTENT_HASH_SUM:
+        return exp.select(hash_sum(columns)).from_(table.copy())
+    line: exp.Expression | None = None
+    for c in columns:
+        text = exp.Cast(this=exp.column(c, quoted=True), to=exp.DataType.build("VARCHAR"))
+        prefixed = exp.DPipe(this=exp.DPipe(this=exp.Cast(this=exp.Length(this=text.copy()),
+                                                          to=exp.DataType.build("VARCHAR")),
+                                            expression=exp.Literal.string(":")), expression=text)
+        part = exp.Coalesce(this=prefixed, expressions=[exp.Literal.string("")])   # NULL: no length at all
+        line = part if line is None else exp.DPipe(
+            this=exp.DPipe(this=line, expression=exp.Chr(expressions=[exp.Literal.number(31)])), expression=part)
+    rows = exp.select(exp.alias_(exp.func("MD5", line), "h")).from_(table.copy())
+    h = exp.column("h")
+    joined = exp.GroupConcat(this=exp.Order(this=h, expressions=[exp.Ordered(this=h.copy())]),
+                             separator=exp.Literal.string(""))
+    return exp.select(exp.func("SHA256", exp.Coalesce(this=joined, expressions=[exp.Literal.string("")]))).from_(
+        exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier("r"))))
+
+
+def content_kind(rows: int) -> str:
+    """The digest a released table of ``rows`` rows records: :data:`CONTENT_SHA256` up to
+    :data:`DIGEST_MAX_RECORDS` rows (it costs about 25 bare GROUP BYs: bench/bench_released_values.py), the hash sum
+    beyond (one scan; ``check`` says it catches edits, not a forger)."""
+    return CONTENT_SHA256 if rows <= DIGEST_MAX_RECORDS else CONTENT_HASH_SUM
 
 
 def released_values_query(table: Any, columns: list[str]) -> Any:
@@ -148,6 +195,12 @@ def digested_columns(quasi: Any, present: Any) -> list[str]:
     return sorted({*quasi, EC_ID} & set(present)) if set(quasi) & set(present) else []
 
 
+def noise_flag_of(policy: Policy) -> str | None:
+    """The column that marks θ's noise records, as the policy declares it (None for every other method)."""
+    flag = policy.method_params.get("noise_flag") if policy.method == "theta" else None
+    return flag if isinstance(flag, str) and flag else None
+
+
 def content_columns(columns: Any, noise_flag: str | None) -> list[str]:
     """The columns whose rows the released table's content hash covers: every column but θ's noise flag (a shared
     file leaves it out), in the table's order."""
@@ -156,14 +209,12 @@ def content_columns(columns: Any, noise_flag: str | None) -> list[str]:
 
 def released_values_digest(con: Any, table: Any, columns: list[str], noise_flag: str | None = None
                            ) -> dict[str, Any] | None:
-    """``{"columns": column → digest, "together": digest or None, "types": column → type}`` of ``table``'s released
-    values (:func:`released_values_query`) over the columns of ``columns`` it has, with the type of every column of
-    the table as DuckDB names it (an ENUM with its dictionary: round 10, C09 / C10 put raw values in a type or a
-    retyped column), and ``content``: the sum of every row's hash over :func:`content_columns` (the source digest's
-    formula, :func:`source_digest_query`; round 10, M15: an insensitive column set to raw values) with DuckDB's
-    version (its ``hash`` may differ across versions). None when it has none of ``columns``: nothing to record."""
-    import duckdb
-
+    """``{"columns": column → digest, "together": digest or None, "types": column → type, "content": …}`` of
+    ``table``'s released values (:func:`released_values_query`) over the columns of ``columns`` it has, with the type
+    of every column of the table as DuckDB names it (an ENUM with its dictionary: round 10, C09 / C10 put raw values
+    in a type or a retyped column), and ``content``: the digest of its rows over :func:`content_columns`
+    (:func:`table_content`; round 10, M15: an insensitive column set to raw values). None when it has none of
+    ``columns``: nothing to record."""
     from ..common.sqlbuild import render
     from ..data.source import describe
 
@@ -173,10 +224,24 @@ def released_values_digest(con: Any, table: Any, columns: list[str], noise_flag:
         return None
     found = [str(v) for v in con.execute(render(released_values_query(table, columns))).fetchall()[0]]
     hashed = content_columns([r[0] for r in described], noise_flag)
-    content = str(con.execute(render(source_digest_query(table, hashed, None))).fetchall()[0][2])
     return {"columns": dict(zip(columns, found)), "together": found[len(columns)] if len(found) > len(columns) else None,
             "types": {str(r[0]): str(r[1]) for r in described if r[0] in hashed},   # θ's flag never leaves
-            "content": {"hash": content, "columns": hashed, "duckdb": duckdb.__version__}}
+            "content": table_content(con, table, hashed)}
+
+
+def table_content(con: Any, table: Any, columns: list[str]) -> dict[str, Any]:
+    """``{"hash", "kind", "rows", "columns", "duckdb"}``: the digest of ``table``'s rows over ``columns``
+    (:func:`content_digest_query`, its kind by :func:`content_kind`) with DuckDB's version (a value's text, and
+    ``hash``, may differ across versions) — what ``check`` recomputes for a released table and each related table."""
+    import duckdb
+
+    from ..common.sqlbuild import render
+    from sqlglot import exp
+
+    rows = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))).fetchall()[0][0])
+    kind = content_kind(rows)
+    found = str(con.execute(render(content_digest_query(table, columns, kind))).fetchall()[0][0])
+    return {"hash": found, "kind": kind, "rows": rows, "columns": list(columns), "duckdb": duckdb.__version__}
 
 
 # above this many records the release records no content hash (a hash of every row costs about a quarter of one
@@ -225,5 +290,6 @@ def source_digest(con: Any, policy: Policy, records: int | None = None, resolved
     return digest
 
 
-__all__ = ["DIGEST_MAX_RECORDS", "content_columns", "digested_columns", "released_values_digest", "released_values_query", "taxonomy_digests", "changed", "retyped", "source_digest",
+__all__ = ["CONTENT_HASH_SUM", "CONTENT_SHA256", "DIGEST_MAX_RECORDS", "content_columns", "content_digest_query", "content_kind",
+           "hash_sum", "noise_flag_of", "table_content", "digested_columns", "released_values_digest", "released_values_query", "taxonomy_digests", "changed", "retyped", "source_digest",
            "source_digest_query"]

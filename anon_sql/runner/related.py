@@ -25,6 +25,7 @@ from ..common.wording import counted
 from ..data.source import Source, describe, resolve_source
 from ..errors import PolicyError, SourceError
 from ..policy.model import Policy
+from .digests import table_content
 
 
 @dataclass
@@ -176,9 +177,15 @@ def one_row_per_unit(engine: Any, policy: Policy, release: exp.Table) -> int:
 
 def released_shapes(con: Any, written: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
     """What ``check`` compares each related table with, in this database and in a shared file (hostile round 7, C08
-    / C05): per related name, the columns (name, type) and rows of the table :func:`release_related` wrote."""
-    return {name: {"columns": [[str(c[0]), str(c[1])] for c in describe(con, exp.Table(this=ident(t["table"])))],
-                   "released": t["released"]} for name, t in written.items()}
+    / C05): per related name, the columns (name, type) and rows of the table :func:`release_related` wrote, and the
+    digest of its rows (round 10, C12: a related row's insensitive column set to the raw Id passed)."""
+    out = {}
+    for name, t in written.items():
+        table = exp.Table(this=ident(t["table"]))
+        columns = [[str(c[0]), str(c[1])] for c in describe(con, table)]
+        out[name] = {"columns": columns, "released": t["released"],
+                     "content": table_content(con, table, [c[0] for c in columns])}
+    return out
 
 
 def count_rows(con: Any, src: Source) -> int:

@@ -26,7 +26,7 @@ from ..data.source import Source
 from ..policy.model import Policy
 from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
-from .digests import released_values_digest, source_digest, taxonomy_digests
+from .digests import noise_flag_of, released_values_digest, source_digest, taxonomy_digests
 from .plan import make_context, placeholder, plan_dict, released_policy, signed_plan
 from .resolve import Resolved, discard_resolved, resolve_release
 from .verify import failing_classes_records, failure_message, verify_release
@@ -167,8 +167,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source),
                  rows=compiled.counted_rows if compiled.written else None, people=compiled.people)
             if engine.name == "duckdb":   # the table as released: each QI's values with their rows, which check
-                flag = policy.method_params.get("noise_flag") if policy.method == "theta" else None
-                values = released_values_digest(engine.con, names.table, list(r.policy.quasi), flag)   # (M9, M15)
+                values = released_values_digest(engine.con, names.table, list(r.policy.quasi),
+                                                noise_flag_of(policy))   # (M9, M15)
                 if values is not None:
                     rel.info["released_values"] = values
             rel.recorded = engine.record(rel, plan, r.source.label)

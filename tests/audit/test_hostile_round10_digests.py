@@ -1,0 +1,165 @@
+"""Round 10's last majors (docs/hostile-round-10.md): the `contents` row was a sum of DuckDB's invertible row hash, so
+rows could be computed to keep it (B40); the `masks` row re-derived from whatever a schema on the `search_path`
+named like the source held (B42); a related table's rows were not checked, only their count (C12). Now a table of
+up to a million rows records the sha256 of its sorted row md5s, a source name that several objects answer to is
+never re-derived from, and each related table records and checks the same digest.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+import anon_sql
+from anon_sql.cli.main import main
+from anon_sql.runner import digests
+from test_hostile_round9_values import db, failing  # noqa: F401  (round 9's `lv` over `patients`)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
+from related_set_fixtures import db as related_db  # noqa: E402,F401  (release `synth` with `synth_conditions`)
+
+
+def refused(path: str, name: str, tmp_path) -> bool:
+    """check exits 3 and export writes nothing."""
+    out = tmp_path / "out.duckdb"
+    return (CliRunner().invoke(main, ["check", name, "--db", path]).exit_code == 3
+            and CliRunner().invoke(main, ["export", name, "--db", path, "--to", str(out)]).exit_code == 3
+            and not out.exists())
+
+
+def oracle_digest(con, table: str) -> str:
+    """The digest recomputed outside SQL: each row's values as DuckDB writes them as text, ``length:value`` (NULL:
+    nothing) joined by \\x1f, md5 (hashlib), sorted, concatenated, sha256 (hashlib)."""
+    columns = [r[0] for r in con.execute(f'DESCRIBE "{table}"').fetchall()]
+    texts = con.execute("SELECT " + ", ".join(f'CAST("{c}" AS VARCHAR)' for c in columns) + f' FROM "{table}"').fetchall()
+    lines = ["\x1f".join("" if v is None else f"{len(v)}:{v}" for v in row) for row in texts]
+    return hashlib.sha256("".join(sorted(hashlib.md5(line.encode()).hexdigest() for line in lines)).encode()).hexdigest()
+
+
+def recorded_content(con, release: str = "lv") -> dict:
+    return json.loads(con.execute("SELECT released_values FROM anon.releases WHERE release = ?",
+                                  [release]).fetchall()[0][0])["content"]
+
+
+def test_the_contents_record_is_the_sha256_of_the_sorted_row_md5s(db):
+    with duckdb.connect(db) as c:
+        content = recorded_content(c)
+        assert content["kind"] == digests.CONTENT_SHA256 and content["rows"] == 200
+        assert content["hash"] == oracle_digest(c, "lv")
+
+
+def test_b40_values_moved_between_rows_of_two_classes_fail_contents_alone(db, tmp_path):
+    """Two rows of two classes trade their `diag`: every column's values, every class and every QI combination stay
+    as released (the `values` rows pass); only a digest of whole rows binds each value to its row."""
+    with duckdb.connect(db) as c:
+        low, high = c.execute("SELECT min(ec_id), max(ec_id) FROM lv").fetchall()[0]
+        a, = c.execute("SELECT min(rowid) FROM lv WHERE ec_id = ? AND diag = 'd0'", [low]).fetchall()[0]
+        b, = c.execute("SELECT min(rowid) FROM lv WHERE ec_id = ? AND diag = 'd1'", [high]).fetchall()[0]
+        assert low != high and a is not None and b is not None
+        c.execute("UPDATE lv SET diag = CASE WHEN rowid = ? THEN 'd1' ELSE 'd0' END WHERE rowid IN (?, ?)", [a, a, b])
+    assert failing(db) == {"contents"}
+    assert refused(db, "lv", tmp_path)
+
+
+def test_b40_a_row_replaced_keeping_every_count_fails_contents(db, tmp_path):
+    """One row deleted and a copy of another row of its class inserted: the row count, every class size and every
+    QI value count stay; the rows do not."""
+    with duckdb.connect(db) as c:
+        ec, = c.execute("SELECT ec_id FROM lv GROUP BY ec_id HAVING count(DISTINCT diag) > 1 LIMIT 1").fetchall()[0]
+        keep, drop = c.execute("SELECT arg_min(rowid, diag), arg_max(rowid, diag) FROM lv WHERE ec_id = ?",
+                               [ec]).fetchall()[0]
+        c.execute("INSERT INTO lv SELECT * FROM lv WHERE rowid = ?", [keep])
+        c.execute("DELETE FROM lv WHERE rowid = ?", [drop])
+        assert c.execute("SELECT count(*) FROM lv").fetchall() == [(200,)]
+    assert failing(db) == {"contents"}
+    assert refused(db, "lv", tmp_path)
+
+
+def test_over_the_cap_the_hash_sum_is_recorded_and_check_says_it_stops_edits_not_forgers(monkeypatch):
+    monkeypatch.setattr(digests, "DIGEST_MAX_RECORDS", 100)
+    c = duckdb.connect()
+    anon_sql.install(c)
+    c.execute("CREATE TABLE p AS SELECT i AS pid, 20 + i % 40 AS age, i % 7 AS n FROM range(300) t(i)")
+    anon_sql.execute(c, "CREATE ANONYMIZED VIEW big WITH (k = 5, method = 'levels', method_params = {'levels': "
+                        "{'age': 0}}) AS SELECT identifier(pid), quasi(age, taxonomy => {'kind': 'top'}), "
+                        "insensitive(n) FROM p")
+    content = recorded_content(c, "big")
+    assert content["kind"] == digests.CONTENT_HASH_SUM and content["rows"] == 300
+    row = anon_sql.check(c, "big").set_index("check").loc["contents"]
+    assert row["passed"] and "not a forger" in row["basis"]
+    c.execute("UPDATE big SET n = n + 1 WHERE rowid = 3")
+    assert not anon_sql.check(c, "big").set_index("check").loc["contents", "passed"]
+
+
+def test_an_unknown_digest_kind_fails(db):
+    with duckdb.connect(db) as c:
+        record = json.loads(c.execute("SELECT released_values FROM anon.releases WHERE release = 'lv'").fetchall()[0][0])
+        record["content"]["kind"] = "crc32"
+        c.execute("UPDATE anon.releases SET released_values = ? WHERE release = 'lv'", [json.dumps(record)])
+    assert failing(db) == {"contents"}
+
+
+LV = """CREATE ANONYMIZED VIEW cm WITH (k = 5, method = 'levels', method_params = {'levels': {'age': 0}}) AS
+  SELECT identifier(pid), quasi(age, taxonomy => {'kind': 'top'}),
+         insensitive(card, mask => {'function': 'partial', 'keep_start': 2, 'pad': 'XXXX', 'keep_end': 2}) FROM people"""
+
+
+@pytest.mark.parametrize("shadow", [
+    "CREATE SCHEMA evil; CREATE TABLE evil.people AS {q}; SET search_path = 'evil,main'",
+    'CREATE SCHEMA "Evil"; CREATE TABLE "Evil"."PEOPLE" AS {q}; SET search_path = \'"Evil",main\'',
+], ids=["schema on the search_path", "case variants"])
+def test_b42_masks_are_never_re_derived_from_a_source_name_two_objects_answer_to(shadow):
+    c = duckdb.connect()
+    anon_sql.install(c)
+    c.execute("CREATE TABLE people AS SELECT i AS pid, 30 + (i % 3) * 10 AS age, "
+              "'4111' || lpad(i::VARCHAR, 12, '0') AS card FROM range(60) t(i)")
+    anon_sql.execute(c, LV)
+    assert anon_sql.check(c, "cm")["passed"].all()
+    c.execute("UPDATE cm SET card = substr(card, 1, 2) || 'XXXX' || '00'")   # every card's last digits edited
+    crafted = "SELECT pid, age, substr(card, 1, 2) || '000000000000' || '00' AS card FROM memory.main.people"
+    for statement in shadow.format(q=crafted).split("; "):
+        c.execute(statement)
+    frame = anon_sql.check(c, "cm").set_index("check")
+    message = frame.loc["masks card", "message"]
+    assert not frame.loc["masks card", "passed"] and "memory.main.people" in message and ".people" in message
+
+
+def test_b42_one_object_of_the_name_is_re_derived_from_as_before():
+    c = duckdb.connect()
+    anon_sql.install(c)
+    c.execute("CREATE SCHEMA archive; CREATE TABLE archive.other AS SELECT 1 AS x")   # a schema, no second people
+    c.execute("CREATE TABLE people AS SELECT i AS pid, 30 + (i % 3) * 10 AS age, "
+              "'4111' || lpad(i::VARCHAR, 12, '0') AS card FROM range(60) t(i)")
+    anon_sql.execute(c, LV)
+    row = anon_sql.check(c, "cm").set_index("check").loc["masks card"]
+    assert row["passed"] and row["basis"] == "source"
+
+
+def test_c12_a_related_rows_insensitive_column_set_to_the_raw_id_fails_its_contents(related_db, tmp_path):
+    """Each released condition's `visit` set to the person's raw Id (the key stays the pseudonym): the columns,
+    types and row count are as released; the related table's content digest is not."""
+    with duckdb.connect(related_db) as c:
+        assert anon_sql.check(c, "synth")["passed"].all()
+        content = json.loads(c.execute("SELECT related_tables FROM anon.releases WHERE release = 'synth'")
+                             .fetchall()[0][0])["conditions"]["content"]
+        assert content["kind"] == digests.CONTENT_SHA256 and content["hash"] == oracle_digest(c, "synth_conditions")
+        c.execute("UPDATE synth_conditions SET visit = 100 + visit WHERE visit < 5")
+    with duckdb.connect(related_db, read_only=True) as c:
+        frame = anon_sql.check(c, "synth").set_index("check")
+    assert set(frame.index[~frame["passed"]]) == {"related conditions contents"}
+    assert refused(related_db, "synth", tmp_path)
+
+
+def test_c12_a_shared_files_related_table_is_checked_against_its_metadata(related_db, tmp_path):
+    out = str(tmp_path / "s.duckdb")
+    assert CliRunner().invoke(main, ["export", "synth", "--db", related_db, "--to", out]).exit_code == 0
+    with duckdb.connect(out) as c:
+        assert anon_sql.check(c, "synth").set_index("check").loc["related conditions contents", "passed"]
+        c.execute("UPDATE synth_conditions SET visit = visit + 1")
+        row = anon_sql.check(c, "synth").set_index("check").loc["related conditions contents"]
+    assert not row["passed"] and "metadata" in row["basis"]
