@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from ..catalog.store import recorded_taxonomy_digests
+from ..common.content_kinds import CONTENT_HASH_SUM, CONTENT_SHA256
 from ..data.taxonomy import Taxonomy, needs_values
 from ..policy.model import Policy
 
@@ -96,12 +97,6 @@ def source_digest_query(relation: Any, columns: list[str], count_column: str | N
     people = [exp.Count(this=exp.Distinct(expressions=[exp.column(unit, quoted=True)]))] if unit else []
     return exp.select(record_count(count_column), exp.Count(this=exp.Star()), hash_sum(columns),
                       *people).from_(relation.copy())
-
-
-# how a released table's rows are digested (``released_values.content.kind``): the sha256 of the sorted md5s of
-# its rows, or — above DIGEST_MAX_RECORDS rows, and in records made before kinds were kept — the hash sum
-CONTENT_SHA256 = "sha256 of sorted row md5s"
-CONTENT_HASH_SUM = "sum of row hashes"
 
 
 def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA256) -> Any:
@@ -290,6 +285,6 @@ def source_digest(con: Any, policy: Policy, records: int | None = None, resolved
     return digest
 
 
-__all__ = ["CONTENT_HASH_SUM", "CONTENT_SHA256", "DIGEST_MAX_RECORDS", "content_columns", "content_digest_query", "content_kind",
+__all__ = ["DIGEST_MAX_RECORDS", "content_columns", "content_digest_query", "content_kind",
            "hash_sum", "noise_flag_of", "table_content", "digested_columns", "released_values_digest", "released_values_query", "taxonomy_digests", "changed", "retyped", "source_digest",
            "source_digest_query"]
