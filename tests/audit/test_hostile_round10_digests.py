@@ -34,11 +34,14 @@ def refused(path: str, name: str, tmp_path) -> bool:
 
 
 def oracle_digest(con, table: str) -> str:
-    """The digest recomputed outside SQL: each row's values as DuckDB writes them as text, ``length:value`` (NULL:
-    nothing) joined by \\x1f, md5 (hashlib), sorted, concatenated, sha256 (hashlib)."""
+    """The digest recomputed outside SQL: each row's values as one JSON object ``{"c0": …, "c1": …}`` (values as
+    DuckDB's JSON writes each column's type, read back by Python's json and written again compactly), md5 (hashlib),
+    sorted, concatenated, sha256 (hashlib)."""
     columns = [r[0] for r in con.execute(f'DESCRIBE "{table}"').fetchall()]
-    texts = con.execute("SELECT " + ", ".join(f'CAST("{c}" AS VARCHAR)' for c in columns) + f' FROM "{table}"').fetchall()
-    lines = ["\x1f".join("" if v is None else f"{len(v)}:{v}" for v in row) for row in texts]
+    cells = con.execute("SELECT " + ", ".join(f'to_json("{c}")' for c in columns) + f' FROM "{table}"').fetchall()
+    lines = ["{" + ",".join(f'"c{i}":' + (json.dumps(json.loads(v), separators=(",", ":"), ensure_ascii=False)
+                                          if v is not None else "null") for i, v in enumerate(row)) + "}"
+             for row in cells]
     return hashlib.sha256("".join(sorted(hashlib.md5(line.encode()).hexdigest() for line in lines)).encode()).hexdigest()
 
 
