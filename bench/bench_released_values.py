@@ -17,8 +17,8 @@ import duckdb
 from sqlglot import exp
 
 from anon_sql.common.sqlbuild import render
-from anon_sql.runner.digests import (CONTENT_HASH_SUM, CONTENT_SHA256, content_digest_query,
-                                     released_values_query)
+from anon_sql.common.content_kinds import CONTENT_HASH_SUM, CONTENT_SHA256
+from anon_sql.runner.digests import content_digest_query, released_values_query
 
 QUASI = ["age", "zip", "sex", "edu"]
 

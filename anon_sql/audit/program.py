@@ -192,7 +192,7 @@ def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basi
     so and the other rows stand."""
     import duckdb
 
-    from ..runner.digests import CONTENT_HASH_SUM, CONTENT_SHA256, DIGEST_MAX_RECORDS
+    from ..common.content_kinds import CONTENT_HASH_SUM, KINDS
 
     required = "every row as released (the digest of the rows the release recorded)"
     if not isinstance(wanted, dict) or not isinstance(wanted.get("hash"), str):
@@ -200,7 +200,7 @@ def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basi
             "the released rows' digest is not recorded (a release or export made before anon_sql recorded it, or an "
             "edited record): release it again"))
     kind = wanted.get("kind", CONTENT_HASH_SUM)   # a record from before kinds were kept holds the hash sum
-    if kind not in (CONTENT_SHA256, CONTENT_HASH_SUM) or kind not in queries:
+    if kind not in KINDS or kind not in queries:
         return table_check_row(check, 0, required, basis, passed=False, message=(
             f"the released rows' digest is of an unknown kind {str(kind)[:60]!r} (an edited record): release it "
             "again"))
@@ -212,8 +212,8 @@ def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basi
     except duckdb.Error:   # a recorded column gone: the columns row says which
         same = False
     if kind == CONTENT_HASH_SUM:
-        basis = (f"{basis}; a sum of row hashes (more than {DIGEST_MAX_RECORDS:,} rows, or recorded before sha256 "
-                 "digests): catches edits, not a forger")
+        basis = (f"{basis}; a sum of row hashes (a table over the sha256 digest's million rows, or a record from "
+                 "before sha256 digests): catches edits, not a forger")
     return table_check_row(check, 0 if same else 1, required, basis, passed=same, message=None if same else (
         "the released rows are not those released: a value was edited, or rows added or removed, since the release "
         "(raw values put back?); release it again"))

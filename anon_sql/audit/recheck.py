@@ -35,8 +35,9 @@ from ..data.taxonomy import TOP
 from ..common.sqlbuild import ident, lit, record_count, render
 from .contents import file_contents_row
 from .related_checks import related_rows, related_table
-from ..runner.digests import (CONTENT_HASH_SUM, CONTENT_SHA256, content_columns, content_digest_query,
-                              digested_columns, noise_flag_of, released_values_query)
+from ..common.content_kinds import KINDS
+from ..runner.digests import (content_columns, content_digest_query, digested_columns, noise_flag_of,
+                              released_values_query)
 from .values import shared_policy_text, source_mask_rows, source_pseudonym_rows, value_checks, value_query
 
 if TYPE_CHECKING:
@@ -333,7 +334,7 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
             "released_values": ({"query": render(released_values_query(table, digested)), "columns": digested,
                                  "describe": render(exp.Describe(this=table.copy())),
                                  "content": {kind: render(content_digest_query(table, content_columns(columns, flag), kind))
-                                             for kind in (CONTENT_SHA256, CONTENT_HASH_SUM)}}
+                                             for kind in KINDS}}
                                 if digested else None),
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),

@@ -18,7 +18,8 @@ from ..common.sqlbuild import ident, render
 from ..data.source import describe
 from ..errors import SourceError
 from ..policy.model import Policy
-from ..runner.digests import CONTENT_HASH_SUM, CONTENT_SHA256, content_digest_query
+from ..common.content_kinds import KINDS
+from ..runner.digests import content_digest_query
 from . import program as check_program
 from .program import table_check_row
 from .values import PSEUDONYM, value_form, value_query
@@ -179,7 +180,7 @@ def _content_row(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table, 
     columns = wanted.get("columns") if isinstance(wanted, dict) else None
     if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
         return check_program.content_row(con, check, {}, None, basis)
-    queries = {kind: render(content_digest_query(target, columns, kind)) for kind in (CONTENT_SHA256, CONTENT_HASH_SUM)}
+    queries = {kind: render(content_digest_query(target, columns, kind)) for kind in KINDS}
     return check_program.content_row(con, check, queries, wanted, basis)
 
 

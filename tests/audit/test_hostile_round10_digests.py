@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 import anon_sql
 from anon_sql.cli.main import main
+from anon_sql.common.content_kinds import CONTENT_HASH_SUM, CONTENT_SHA256
 from anon_sql.runner import digests
 from test_hostile_round9_values import db, failing  # noqa: F401  (round 9's `lv` over `patients`)
 
@@ -33,11 +34,14 @@ def refused(path: str, name: str, tmp_path) -> bool:
 
 
 def oracle_digest(con, table: str) -> str:
-    """The digest recomputed outside SQL: each row's values as DuckDB writes them as text, ``length:value`` (NULL:
-    nothing) joined by \\x1f, md5 (hashlib), sorted, concatenated, sha256 (hashlib)."""
+    """The digest recomputed outside SQL: each row's values as one JSON object ``{"c0": …, "c1": …}`` (values as
+    DuckDB's JSON writes each column's type, read back by Python's json and written again compactly), md5 (hashlib),
+    sorted, concatenated, sha256 (hashlib)."""
     columns = [r[0] for r in con.execute(f'DESCRIBE "{table}"').fetchall()]
-    texts = con.execute("SELECT " + ", ".join(f'CAST("{c}" AS VARCHAR)' for c in columns) + f' FROM "{table}"').fetchall()
-    lines = ["\x1f".join("" if v is None else f"{len(v)}:{v}" for v in row) for row in texts]
+    cells = con.execute("SELECT " + ", ".join(f'to_json("{c}")' for c in columns) + f' FROM "{table}"').fetchall()
+    lines = ["{" + ",".join(f'"c{i}":' + (json.dumps(json.loads(v), separators=(",", ":"), ensure_ascii=False)
+                                          if v is not None else "null") for i, v in enumerate(row)) + "}"
+             for row in cells]
     return hashlib.sha256("".join(sorted(hashlib.md5(line.encode()).hexdigest() for line in lines)).encode()).hexdigest()
 
 
@@ -49,7 +53,7 @@ def recorded_content(con, release: str = "lv") -> dict:
 def test_the_contents_record_is_the_sha256_of_the_sorted_row_md5s(db):
     with duckdb.connect(db) as c:
         content = recorded_content(c)
-        assert content["kind"] == digests.CONTENT_SHA256 and content["rows"] == 200
+        assert content["kind"] == CONTENT_SHA256 and content["rows"] == 200
         assert content["hash"] == oracle_digest(c, "lv")
 
 
@@ -89,7 +93,7 @@ def test_over_the_cap_the_hash_sum_is_recorded_and_check_says_it_stops_edits_not
                         "{'age': 0}}) AS SELECT identifier(pid), quasi(age, taxonomy => {'kind': 'top'}), "
                         "insensitive(n) FROM p")
     content = recorded_content(c, "big")
-    assert content["kind"] == digests.CONTENT_HASH_SUM and content["rows"] == 300
+    assert content["kind"] == CONTENT_HASH_SUM and content["rows"] == 300
     row = anon_sql.check(c, "big").set_index("check").loc["contents"]
     assert row["passed"] and "not a forger" in row["basis"]
     c.execute("UPDATE big SET n = n + 1 WHERE rowid = 3")
@@ -147,7 +151,7 @@ def test_c12_a_related_rows_insensitive_column_set_to_the_raw_id_fails_its_conte
         assert anon_sql.check(c, "synth")["passed"].all()
         content = json.loads(c.execute("SELECT related_tables FROM anon.releases WHERE release = 'synth'")
                              .fetchall()[0][0])["conditions"]["content"]
-        assert content["kind"] == digests.CONTENT_SHA256 and content["hash"] == oracle_digest(c, "synth_conditions")
+        assert content["kind"] == CONTENT_SHA256 and content["hash"] == oracle_digest(c, "synth_conditions")
         c.execute("UPDATE synth_conditions SET visit = 100 + visit WHERE visit < 5")
     with duckdb.connect(related_db, read_only=True) as c:
         frame = anon_sql.check(c, "synth").set_index("check")

@@ -156,7 +156,7 @@ class SparkEngine(Engine):
 
         Why checkpoints: a cached table keeps its whole plan, so a table built over cached tables is analysed
         together with all of theirs, and Spark's cache lookup compares every cached plan with every subtree — the
-        SDC preparation's dozen working tables took 126 s to release 300 rows that way, 30 s as checkpoints
+        SDC preparation's dozen working tables took 126 s to release 300 rows that way, 28 s as checkpoints
         (docs/spark.md, "Working tables")."""
         name = stmt.this.name   # ``text`` (DuckDB-flavoured) is not used: the tree is rewritten for Spark
         query = stmt.expression.copy()
