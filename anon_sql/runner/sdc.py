@@ -109,24 +109,29 @@ SECRET_SEED = ("set seed to a secret random integer (e.g. python -c \"import sec
                "and keep the policy private")
 
 
+# the table masks' per-column seeds are taken modulo this (mask_seed): seeds equal modulo it give the same masks
+MASK_SEED_MODULUS = 2**62
+
+
 def refuse_public_seed(policy: Policy) -> None:
     """Refuse a seeded mask (``noise``, ``dnoise``, ``fake``, ``shuffle``) or a seeded perturbation (``swap``,
     ``pram``, ``noise``) under the default seed 0 (hostile round 9, M7; round 10, M14): each is a function of the
     raw values and the seed, so whoever knows the seed undoes it (X12: a consistent ``fake`` of 200 SSNs inverted
     from a list of candidates), and 0 is public. As SafePub does (runner/sampling.py). Microaggregation and top /
-    bottom coding draw nothing, so they run under any seed."""
-    if int(policy.seed) != 0:
+    bottom coding draw nothing, so they run under any seed. A multiple of 2⁶² is seed 0 too (round 11, M19: the
+    masks' per-column seeds are taken modulo 2⁶², :func:`mask_seed`, so seed = 2⁶² gave seed 0's masks)."""
+    if int(policy.seed) % MASK_SEED_MODULUS != 0:
         return
+    said = "seed = 0 is the default" if int(policy.seed) == 0 else (
+        f"seed = {int(policy.seed)} is a multiple of 2^62, the same masks as the default seed 0")
     for column, spec in mask_specs(policy).items():
         if spec.get("function") in SEEDED_MASKS:
             raise PolicyError(f"attributes.{column}.mask: a {spec['function']} mask is only as secret as the "
-                              f"policy's seed ({SEEDED_MASKS[spec['function']]}), and seed = 0 is the default; "
-                              f"{SECRET_SEED}")
+                              f"policy's seed ({SEEDED_MASKS[spec['function']]}), and {said}; {SECRET_SEED}")
     for column, spec in perturb_specs(policy).items():
         if spec.get("kind") in SEEDED_PERTURBATIONS:
             raise PolicyError(f"attributes.{column}.perturb: kind = \"{spec['kind']}\" is only as secret as the "
-                              f"policy's seed ({SEEDED_PERTURBATIONS[spec['kind']]}), and seed = 0 is the default; "
-                              f"{SECRET_SEED}")
+                              f"policy's seed ({SEEDED_PERTURBATIONS[spec['kind']]}), and {said}; {SECRET_SEED}")
 
 
 def uses_sdc(policy: Policy) -> list[str]:
@@ -169,7 +174,7 @@ def number_rows(src: Source) -> exp.Select:
 
 def mask_seed(seed: int, column: str) -> int:
     """A per-column seed for the table masks, so two shuffled columns get two permutations."""
-    return (int(seed) * 1_000_003 + zlib.crc32(column.encode("utf-8"))) % (2**62)
+    return (int(seed) * 1_000_003 + zlib.crc32(column.encode("utf-8"))) % MASK_SEED_MODULUS
 
 
 def _temp(name: str) -> exp.Table:

@@ -140,3 +140,28 @@ def test_why_swap_is_refused_the_seed_alone_undoes_it():
     rank_of = {v: i for i, v in enumerate(ranked)}                    # the values here are distinct
     recovered = np.array([ranked[partner[rank_of[v]]] for v in released])
     assert (recovered == raw).all()
+
+
+@pytest.mark.parametrize("seed", [2**62, 2**63, 3 * 2**62, -(2**62)])
+def test_m19_a_multiple_of_2_62_is_seed_0_and_is_refused_too(tmp_path, seed):
+    """Hostile round 11, M19 (H20, H20c, H104): the masks' per-column seed is taken modulo 2⁶², so these seeds gave
+    exactly seed 0's fake values (200 of 200 SSNs recovered) and shuffle; each is refused, nothing changed."""
+    assert mask_seed(seed, "ssn") == mask_seed(0, "ssn")   # why: the same masks as the public seed
+    db = str(tmp_path / "m19.duckdb")
+    with duckdb.connect(db) as c:
+        anon_sql.install(c)
+        _people(c)
+    before = _state(db)
+    res = CliRunner().invoke(cli, ["run", "-", "--db", db], input=X12.format(seed=f", seed = {seed}"))
+    assert res.exit_code == 2, res.output
+    assert "multiple of 2^62" in res.output and "attributes.ssn.mask" in res.output
+    assert _state(db) == before
+
+
+def test_m19_a_seed_next_to_a_multiple_of_2_62_releases(tmp_path):
+    db = str(tmp_path / "m19b.duckdb")
+    with duckdb.connect(db) as c:
+        anon_sql.install(c)
+        _people(c)
+    res = CliRunner().invoke(cli, ["run", "-", "--db", db], input=X12.format(seed=f", seed = {2**62 + 1}"))
+    assert res.exit_code == 0, res.output
