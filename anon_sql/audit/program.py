@@ -192,6 +192,7 @@ def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basi
     so and the other rows stand."""
     import duckdb
 
+    from ..common import content_kinds
     from ..common.content_kinds import CONTENT_HASH_SUM, KINDS
 
     required = "every row as released (the digest of the rows the release recorded)"
@@ -199,11 +200,19 @@ def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basi
         return table_check_row(check, 0, required, basis, passed=False, message=(
             "the released rows' digest is not recorded (a release or export made before anon_sql recorded it, or an "
             "edited record): release it again"))
-    kind = wanted.get("kind", CONTENT_HASH_SUM)   # a record from before kinds were kept holds the hash sum
+    kind, rows = wanted.get("kind"), wanted.get("rows")
+    if kind is None:   # a record from before kinds were kept: the hash sum, which rows can be solved for (M24)
+        return table_check_row(check, 0, required, basis, passed=False, message=(
+            "the released rows' digest is a sum of row hashes recorded before anon_sql kept sha256 digests, and "
+            "rows can be computed to keep a sum: release it again"))
     if kind not in KINDS or kind not in queries:
         return table_check_row(check, 0, required, basis, passed=False, message=(
             f"the released rows' digest is of an unknown kind {str(kind)[:60]!r} (an edited record): release it "
             "again"))
+    if kind == CONTENT_HASH_SUM and not (isinstance(rows, int) and rows > content_kinds.CONTENT_MAX_ROWS):
+        return table_check_row(check, 0, required, basis, passed=False, message=(
+            f"the released rows' digest is a sum of row hashes for a table of {rows} rows, where a release records "
+            "a sha256 digest (an edited record): release it again"))
     if wanted.get("duckdb") != duckdb.__version__:
         return table_check_row(check, 0, required, f"{UNVERIFIED}: recorded by DuckDB {wanted.get('duckdb')}, "
                                f"whose text of a value may differ from {duckdb.__version__}'s")
@@ -212,8 +221,8 @@ def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basi
     except duckdb.Error:   # a recorded column gone: the columns row says which
         same = False
     if kind == CONTENT_HASH_SUM:
-        basis = (f"{basis}; a sum of row hashes (a table over the sha256 digest's million rows, or a record from "
-                 "before sha256 digests): catches edits, not a forger")
+        basis = (f"{basis}; a sum of row hashes (a table of more than {content_kinds.CONTENT_MAX_ROWS:,} rows): "
+                 "catches edits, not a forger")
     return table_check_row(check, 0 if same else 1, required, basis, passed=same, message=None if same else (
         "the released rows are not those released: a value was edited, or rows added or removed, since the release "
         "(raw values put back?); release it again"))

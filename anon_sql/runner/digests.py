@@ -121,9 +121,11 @@ def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA
 
 def content_kind(rows: int) -> str:
     """The digest a released table of ``rows`` rows records: :data:`CONTENT_SHA256` up to
-    :data:`DIGEST_MAX_RECORDS` rows (it costs about 25 bare GROUP BYs: bench/bench_released_values.py), the hash sum
+    ``CONTENT_MAX_ROWS`` rows (it costs about 25 bare GROUP BYs: bench/bench_released_values.py), the hash sum
     beyond (one scan; ``check`` says it catches edits, not a forger)."""
-    return CONTENT_SHA256 if rows <= DIGEST_MAX_RECORDS else CONTENT_HASH_SUM
+    from ..common import content_kinds
+
+    return CONTENT_SHA256 if rows <= content_kinds.CONTENT_MAX_ROWS else CONTENT_HASH_SUM
 
 
 def released_values_query(table: Any, columns: list[str]) -> Any:

@@ -14,11 +14,14 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
+from sqlglot import exp
 
 import anon_sql
 from anon_sql.cli.main import main
+from anon_sql.common import content_kinds
 from anon_sql.common.content_kinds import CONTENT_HASH_SUM, CONTENT_SHA256
-from anon_sql.runner import digests
+from anon_sql.common.sqlbuild import render
+from anon_sql.runner.digests import content_digest_query
 from test_hostile_round9_values import db, failing  # noqa: F401  (round 9's `lv` over `patients`)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
@@ -85,7 +88,7 @@ def test_b40_a_row_replaced_keeping_every_count_fails_contents(db, tmp_path):
 
 
 def test_over_the_cap_the_hash_sum_is_recorded_and_check_says_it_stops_edits_not_forgers(monkeypatch):
-    monkeypatch.setattr(digests, "DIGEST_MAX_RECORDS", 100)
+    monkeypatch.setattr(content_kinds, "CONTENT_MAX_ROWS", 100)
     c = duckdb.connect()
     anon_sql.install(c)
     c.execute("CREATE TABLE p AS SELECT i AS pid, 20 + i % 40 AS age, i % 7 AS n FROM range(300) t(i)")
@@ -98,6 +101,24 @@ def test_over_the_cap_the_hash_sum_is_recorded_and_check_says_it_stops_edits_not
     assert row["passed"] and "not a forger" in row["basis"]
     c.execute("UPDATE big SET n = n + 1 WHERE rowid = 3")
     assert not anon_sql.check(c, "big").set_index("check").loc["contents", "passed"]
+
+
+@pytest.mark.parametrize("edit", ["legacy", "downgraded"])
+def test_m24_a_hash_sum_record_of_a_table_under_the_cap_fails(db, edit):
+    """Hostile round 11, M24 (P05): a record from before sha256 digests (no kind) holds the forgeable sum, and so
+    does one whose kind was set to the sum by hand (P04): under a million rows, check asks for a new release."""
+    with duckdb.connect(db) as c:
+        record = json.loads(c.execute("SELECT released_values FROM anon.releases WHERE release = 'lv'").fetchall()[0][0])
+        query = content_digest_query(exp.Table(this=exp.to_identifier("lv")), record["content"]["columns"],
+                                     CONTENT_HASH_SUM)
+        total = c.execute(render(query)).fetchall()[0][0]   # the sum, genuine: the kind alone is refused
+        record["content"] = {"hash": total, "columns": record["content"]["columns"],
+                             "duckdb": record["content"]["duckdb"],
+                             **({"kind": CONTENT_HASH_SUM, "rows": 200} if edit == "downgraded" else {})}
+        c.execute("UPDATE anon.releases SET released_values = ? WHERE release = 'lv'", [json.dumps(record)])
+    with duckdb.connect(db, read_only=True) as c:
+        row = anon_sql.check(c, "lv").set_index("check").loc["contents"]
+    assert not row["passed"] and "release it again" in row["message"]
 
 
 def test_an_unknown_digest_kind_fails(db):
