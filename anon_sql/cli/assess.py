@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from .errors import cli_errors, require_duckdb_file
-from .output import json_option, output_target, set_result
+from .output import command_inputs, json_option, output_target, set_result
 from ..errors import PolicyError
 
 
@@ -62,7 +62,7 @@ def assess_cmd(source: str, quasi: str, sensitive: str | None, population: str |
 
     with cli_errors():
         if html_path:            # before anything runs: never over the database (hostile round 10, M13)
-            output_target("--html", html_path, db)
+            output_target("--html", html_path, db, command_inputs())
         if db is not None and not Path(db).exists():
             raise PolicyError(f"--db {db!r} does not exist (assess opens it read-only)")
         if db is not None:
@@ -81,5 +81,5 @@ def assess_cmd(source: str, quasi: str, sensitive: str | None, population: str |
         set_result(a.to_dict())
         click.echo(a.report("text"))
         if html_path:
-            output_target("--html", html_path, db).write_text(a.report("html"), encoding="utf-8")
+            output_target("--html", html_path, db, command_inputs()).write_text(a.report("html"), encoding="utf-8")
             click.echo(f"\nwrote {html_path}")

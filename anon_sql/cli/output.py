@@ -84,8 +84,11 @@ def _data_file_kind(path: Path) -> str | None:
 
 
 def command_inputs() -> dict[str, str]:
-    """The current command's input paths (``--db``, ``--to``, POLICY, and a PATH / SOURCE / TABLE / SCRIPT that is
-    an existing file) that its outputs must not replace."""
+    """The current command's input paths that its outputs must not replace: ``--db``, ``--to``, POLICY, a PATH /
+    SOURCE / TABLE / SCRIPT that is an existing file, ``--population`` and each ``--taxonomy ATTR=FILE`` file, and
+    every file the policy names — the POLICY file's, or the recorded one of the release TABLE names in ``--db``: its
+    source, taxonomy files, pseudonym ``key_file``s, population files (hostile round 11, M20: ``check --json`` over
+    the key file destroyed the pseudonym key, ``sweep --csv`` over the source CSV the raw data)."""
     ctx = click.get_current_context(silent=True)
     params = ctx.params if ctx is not None else {}
     found = {spelled: params[name] for name, spelled in _INPUTS.items() if isinstance(params.get(name), str)}
@@ -93,7 +96,52 @@ def command_inputs() -> dict[str, str]:
         value = getattr(params.get(name), "name", params.get(name))     # a click.File: its path
         if isinstance(value, str) and os.path.isfile(value):
             found[spelled] = value
+    if isinstance(params.get("population"), str) and os.path.isfile(params["population"]):
+        found["--population"] = params["population"]
+    for item in params.get("taxonomy") or ():
+        if isinstance(item, str) and "=" in item and os.path.isfile(item.split("=", 1)[1]):
+            found[f"--taxonomy {item}"] = item.split("=", 1)[1]
+    for path in _policy_files(params):
+        found.setdefault(f"the policy's {path!r}", path)
     return found
+
+
+def _policy_files(params: dict[str, Any]) -> list[str]:
+    """Every string of the command's policy that names an existing file: the POLICY file's (TOML / JSON), or the
+    recorded policy of the release TABLE names in the ``--db`` database (read-only, closed at once). Nothing when
+    there is none or it cannot be read: the command itself then says why."""
+    text = None
+    policy = params.get("policy")
+    try:
+        if isinstance(policy, str) and os.path.isfile(policy):
+            import tomllib
+
+            raw = Path(policy).read_text(encoding="utf-8")
+            data: Any = json.loads(raw) if raw.lstrip().startswith("{") else tomllib.loads(raw)
+            return [v for v in _strings(data) if os.path.isfile(v)]
+        name = next((params[k] for k in ("release_name", "name", "table") if isinstance(params.get(k), str)), None)
+        db = params.get("db")
+        if isinstance(name, str) and isinstance(db, str) and os.path.isfile(db):
+            import duckdb
+
+            with duckdb.connect(db, read_only=True) as con:
+                rows = con.execute("SELECT policy_json FROM anon.releases WHERE release = ? AND status = 'released' "
+                                   "ORDER BY created_at DESC LIMIT 1", [name]).fetchall()
+            text = rows[0][0] if rows else None
+    except Exception:   # noqa: BLE001 — a guard, never a new failure: an unreadable policy or catalog guards nothing
+        return []
+    return [v for v in _strings(json.loads(text)) if os.path.isfile(v)] if text else []
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside ``value`` (dicts' values, lists' items), keys aside."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def jsonable(value: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from .errors import cli_errors as _errors, database
-from .output import ProgressLine, json_option, output_target, set_result
+from .output import ProgressLine, command_inputs, json_option, output_target, set_result
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -31,14 +31,14 @@ def report(release_name: str, db: str, html_path: str | None, metrics: str | Non
 
     with _errors():
         if html_path:            # before anything runs: never over the database (hostile round 10, M13)
-            output_target("--html", html_path, db)
+            output_target("--html", html_path, db, command_inputs())
     with _errors(), database(db, must_exist=True, read_only=True) as con:
         options = {"models": _split(models), "folds": folds, "sample": sample or None}
         rep = build_report(con, release_name, _split(metrics), classify=target, classify_options=options)
         set_result(rep)      # --json [FILE|-]: the same report as JSON (stdout by default)
         click.echo(render_report(rep, "text"))
         if html_path:
-            output_target("--html", html_path, db).write_text(render_report(rep, "html"), encoding="utf-8")
+            output_target("--html", html_path, db, command_inputs()).write_text(render_report(rep, "html"), encoding="utf-8")
             click.echo(f"wrote {html_path}")
 
 
@@ -63,7 +63,7 @@ def sweep_command(policy: str, params: tuple[str, ...], db: str | None, metrics:
 
     with _errors():
         if csv_path:             # before anything runs: never over the database (hostile round 10, M13)
-            output_target("--csv", csv_path, db, {"POLICY": policy})
+            output_target("--csv", csv_path, db, command_inputs())
     with _errors(), database(db, must_exist=True) as con:   # dry runs only: never creates a database
         grid = []
         for p in params:
@@ -95,5 +95,5 @@ def sweep_command(policy: str, params: tuple[str, ...], db: str | None, metrics:
         for msg in table.get("message", pd.Series(dtype=object)).dropna().unique():
             click.echo(f"failed: {msg}", err=True)
         if csv_path:
-            table.to_csv(output_target("--csv", csv_path, db, {"POLICY": policy}), index=False)
+            table.to_csv(output_target("--csv", csv_path, db, command_inputs()), index=False)
             click.echo(f"wrote {csv_path}")
