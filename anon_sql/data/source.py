@@ -135,6 +135,45 @@ def ambiguous_name(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
     return found if len(found) > 1 else []
 
 
+# a view of the current database: its SQL
+_VIEW_SQL = ("SELECT sql FROM duckdb_views() WHERE NOT internal AND NOT temporary AND database_name = current_database() "
+             "AND lower(view_name) = $v AND lower(schema_name) = $s")
+# every TEMP table, view and macro of the session
+_ALL_TEMP = ("SELECT 'TEMP table ' || table_name FROM duckdb_tables() WHERE temporary UNION ALL "
+             "SELECT 'TEMP view ' || view_name FROM duckdb_views() WHERE temporary AND NOT internal UNION ALL "
+             "SELECT DISTINCT 'TEMP macro ' || function_name FROM duckdb_functions() WHERE database_name = 'temp' "
+             "AND function_type IN ('macro', 'table_macro') ORDER BY 1")
+# the session's TEMP macros named (in any case) like one of $n
+_TEMP_MACROS = ("SELECT DISTINCT 'TEMP macro ' || function_name FROM duckdb_functions() WHERE database_name = 'temp' "
+                "AND function_type IN ('macro', 'table_macro') AND list_contains($n, lower(function_name)) ORDER BY 1")
+
+
+def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, depth: int = 0) -> list[str]:
+    """The TEMP tables, views and macros of this session named like anything view ``schema.name`` reads — its
+    tables and views (through nested views) and its functions: DuckDB binds the view's names when it is read, so a
+    TEMP object changes what the view returns (hostile round 11, M21: a TEMP table named like a budgeted view's
+    base table renumbered the unit, and a DP query counted 1,800 rows as people). None for a table."""
+    import sqlglot
+
+    rows = con.execute(_VIEW_SQL, {"v": name.lower(), "s": schema.lower()}).fetchall()
+    if not rows or depth > 16:
+        return []
+    try:
+        tree = sqlglot.parse_one(str(rows[0][0]).strip().rstrip(";"), read="duckdb")
+    except sqlglot.errors.ParseError:
+        tree = None
+    if not isinstance(tree, exp.Create):   # a view sqlglot cannot read: any TEMP object may be what it reads
+        return [r[0] for r in con.execute(_ALL_TEMP).fetchall()]
+    tables = {(t.db or schema, t.name) for t in tree.find_all(exp.Table) if t.name}
+    functions = sorted({f.name.lower() for f in tree.find_all(exp.Anonymous) if f.name}
+                       | {f.sql_name().lower() for f in tree.find_all(exp.Func) if not isinstance(f, exp.Anonymous)})
+    found = temp_shadows(con, [t for _, t in tables])
+    found += [r[0] for r in con.execute(_TEMP_MACROS, {"n": functions}).fetchall()] if functions else []
+    for s, t in sorted(tables):
+        found += view_input_shadows(con, s, t, depth + 1)
+    return sorted(set(found))
+
+
 def refuse_temp_shadows(con: duckdb.DuckDBPyConnection, names: Any, doing: str) -> None:
     """Refuse (:class:`SourceError`, exit 2) ``doing`` while a TEMP table or view of the session shadows one of
     ``names`` (:func:`temp_shadows`): nothing is read, charged, replaced or dropped."""

@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from anon_sql.catalog import owned_rows
 from anon_sql.common.wording import counted
-from anon_sql.data.source import refuse_temp_shadows
+from anon_sql.data.source import refuse_temp_shadows, view_input_shadows
 from anon_sql.errors import PolicyError, PrivacyRequirementError, ResourceError, SourceError
 
 __all__ = ["Budget", "ensure_ledger", "create_budget", "show_budgets", "drop_budget", "active_budget",
@@ -175,6 +175,12 @@ def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tup
     # a TEMP table or view of that name is what the query's SQL would read (round 10, M12: a TEMP view renumbering
     # the unit was answered and charged to the budgeted table)
     refuse_temp_shadows(con, [table_name], f"table {schema_name}.{table_name}")
+    shadows = view_input_shadows(con, schema_name, table_name)   # a view reads its inputs by name (round 11, M21)
+    if shadows:
+        raise SourceError(f"view {schema_name}.{table_name}: {', '.join(shadows)[:400]} of this session shadows "
+                          "what the view reads (DuckDB binds its names when it is read), so anon_sql would answer "
+                          "over other data than the budget's; nothing was done: drop the TEMP object, or run it in "
+                          "another session")
     return exp.table_(table_name, db=schema_name, quoted=True), f"{schema_name}.{table_name}"
 
 
