@@ -329,12 +329,13 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
               if forms else None)
     # the digest of each QI's released values, compared with the release's (hostile round 9, M9)
     digested = digested_columns(quasi if quasi is not None else policy.quasi, columns)
+    types = {str(r[0]): str(r[1]) for r in describe(con, table)} if digested else {}
     return {"format": check_program.FORMAT, "summary": render(summary_query(view, wanted, largest_is_worst(models))),
             "values": values,
             "released_values": ({"query": render(released_values_query(table, digested)), "columns": digested,
                                  "describe": render(exp.Describe(this=table.copy())),
-                                 "content": {kind: render(content_digest_query(table, content_columns(columns, flag), kind))
-                                             for kind in KINDS}}
+                                 "content": {kind: render(content_digest_query(table, content_columns(columns, flag),
+                                                                               kind, types)) for kind in KINDS}}
                                 if digested else None),
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),

@@ -169,18 +169,19 @@ def _recorded_rows(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table
         table_check_row(check + " rows", gap, count, basis_rows,
                         None if gap == 0 else f"{rows} rows, {released} released",
                         passed=isinstance(released, int) and gap == 0),
-        _content_row(con, check + " contents", target, recorded.get("content"), basis_rows)]
+        _content_row(con, check + " contents", target, recorded.get("content"), basis_rows,
+                     {str(c[0]): str(c[1]) for c in described})]
 
 
 def _content_row(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table, wanted: Any,
-                 basis: str) -> dict[str, Any]:
+                 basis: str, types: dict[str, str] | None = None) -> dict[str, Any]:
     """``related <name> contents``: the digest of the related table's rows over the columns its release recorded
     against that record (round 10, C12: each row's insensitive ``visit`` set to the person's raw Id passed, the
     count and columns unchanged)."""
     columns = wanted.get("columns") if isinstance(wanted, dict) else None
     if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
         return check_program.content_row(con, check, {}, None, basis)
-    queries = {kind: render(content_digest_query(target, columns, kind)) for kind in KINDS}
+    queries = {kind: render(content_digest_query(target, columns, kind, types)) for kind in KINDS}
     return check_program.content_row(con, check, queries, wanted, basis)
 
 

@@ -99,17 +99,25 @@ def source_digest_query(relation: Any, columns: list[str], count_column: str | N
                       *people).from_(relation.copy())
 
 
-def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA256) -> Any:
+def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA256,
+                         types: dict[str, str] | None = None) -> Any:
     """One row, one text: the digest of ``table``'s rows over ``columns``. :data:`CONTENT_SHA256`: each row's md5 of
     its values as one JSON object (``to_json``: strings escaped, NULL as ``null``, so distinct rows give distinct
     text), sorted, concatenated, sha256: the same rows in any order give the same digest, and other rows cannot be
     computed to give it (hostile round 10, B40: the hash sum let 50 rows be solved for). ``to_json`` costs half of
-    casting each value to text (bench/bench_released_values.py). :data:`CONTENT_HASH_SUM`: :func:`hash_sum`."""
+    casting each value to text (bench/bench_released_values.py). A ``TIMESTAMP WITH TIME ZONE`` column (``types``:
+    column → DuckDB type) is written in UTC: JSON would write it in the session's time zone (hostile round 11,
+    H108: an untouched release failed in another zone). :data:`CONTENT_HASH_SUM`: :func:`hash_sum`."""
     from sqlglot import exp
 
     if kind == CONTENT_HASH_SUM:
         return exp.select(hash_sum(columns)).from_(table.copy())
-    row = exp.Struct(expressions=[exp.PropertyEQ(this=exp.Literal.string(f"c{i}"), expression=exp.column(c, quoted=True))
+    def value(c: str) -> exp.Expression:
+        x = exp.column(c, quoted=True)
+        zoned = str((types or {}).get(c, "")).upper().startswith("TIMESTAMP WITH TIME ZONE")
+        return exp.func("TIMEZONE", exp.Literal.string("UTC"), x) if zoned else x
+
+    row = exp.Struct(expressions=[exp.PropertyEQ(this=exp.Literal.string(f"c{i}"), expression=value(c))
                                   for i, c in enumerate(columns)])
     rows = exp.select(exp.alias_(exp.func("MD5", exp.func("TO_JSON", row)), "h")).from_(table.copy())
     h = exp.column("h")
@@ -228,9 +236,12 @@ def table_content(con: Any, table: Any, columns: list[str]) -> dict[str, Any]:
     from ..common.sqlbuild import render
     from sqlglot import exp
 
+    from ..data.source import describe
+
     rows = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))).fetchall()[0][0])
     kind = content_kind(rows)
-    found = str(con.execute(render(content_digest_query(table, columns, kind))).fetchall()[0][0])
+    types = {str(r[0]): str(r[1]) for r in describe(con, table)}
+    found = str(con.execute(render(content_digest_query(table, columns, kind, types))).fetchall()[0][0])
     return {"hash": found, "kind": kind, "rows": rows, "columns": list(columns), "duckdb": duckdb.__version__}
 
 

@@ -188,3 +188,22 @@ def test_c12_a_shared_files_related_table_is_checked_against_its_metadata(relate
         c.execute("UPDATE synth_conditions SET visit = visit + 1")
         row = anon_sql.check(c, "synth").set_index("check").loc["related conditions contents"]
     assert not row["passed"] and "metadata" in row["basis"]
+
+
+def test_h108_a_timestamptz_column_checks_in_any_time_zone(tmp_path):
+    """Hostile round 11, H108: JSON writes a TIMESTAMPTZ in the session's zone, so an untouched release failed
+    `contents` when checked elsewhere; the digest writes it in UTC. An edit of it still fails."""
+    path = str(tmp_path / "tz.duckdb")
+    with duckdb.connect(path) as c:
+        c.execute("SET TimeZone = 'UTC'")
+        anon_sql.install(c)
+        c.execute("CREATE TABLE ev AS SELECT i AS pid, 30 + (i % 3) * 10 AS age, "
+                  "TIMESTAMPTZ '2024-03-01 08:00:00+00' + i * INTERVAL 7 MINUTE AS seen FROM range(60) t(i)")
+        anon_sql.execute(c, "CREATE ANONYMIZED VIEW tz WITH (k = 5, method = 'levels', method_params = {'levels': "
+                            "{'age': 0}}) AS SELECT identifier(pid), quasi(age, taxonomy => {'kind': 'top'}), "
+                            "insensitive(seen) FROM ev")
+    with duckdb.connect(path) as c:
+        c.execute("SET TimeZone = 'America/New_York'")
+        assert anon_sql.check(c, "tz").set_index("check").loc["contents", "passed"]
+        c.execute("UPDATE tz SET seen = seen + INTERVAL 1 SECOND WHERE rowid = 0")
+        assert not anon_sql.check(c, "tz").set_index("check").loc["contents", "passed"]
