@@ -34,6 +34,14 @@ def _people(c) -> None:
         'user' || i || '@mail2.com' AS email, (i * 37) % 5000 AS income FROM range(200) t(i)""")
 
 
+def _people_db(path) -> str:
+    """A database file holding the catalog and ``people``; its path."""
+    with duckdb.connect(str(path)) as c:
+        anon_sql.install(c)
+        _people(c)
+    return str(path)
+
+
 def _state(db: str) -> list:
     """Every table of the file with its rows: what "the database exactly as before" compares."""
     with duckdb.connect(db) as c:
@@ -147,10 +155,7 @@ def test_m19_a_multiple_of_2_62_is_seed_0_and_is_refused_too(tmp_path, seed):
     """Hostile round 11, M19 (H20, H20c, H104): the masks' per-column seed is taken modulo 2⁶², so these seeds gave
     exactly seed 0's fake values (200 of 200 SSNs recovered) and shuffle; each is refused, nothing changed."""
     assert mask_seed(seed, "ssn") == mask_seed(0, "ssn")   # why: the same masks as the public seed
-    db = str(tmp_path / "m19.duckdb")
-    with duckdb.connect(db) as c:
-        anon_sql.install(c)
-        _people(c)
+    db = _people_db(tmp_path / "m19.duckdb")
     before = _state(db)
     res = CliRunner().invoke(cli, ["run", "-", "--db", db], input=X12.format(seed=f", seed = {seed}"))
     assert res.exit_code == 2, res.output
@@ -159,9 +164,6 @@ def test_m19_a_multiple_of_2_62_is_seed_0_and_is_refused_too(tmp_path, seed):
 
 
 def test_m19_a_seed_next_to_a_multiple_of_2_62_releases(tmp_path):
-    db = str(tmp_path / "m19b.duckdb")
-    with duckdb.connect(db) as c:
-        anon_sql.install(c)
-        _people(c)
+    db = _people_db(tmp_path / "m19b.duckdb")
     res = CliRunner().invoke(cli, ["run", "-", "--db", db], input=X12.format(seed=f", seed = {2**62 + 1}"))
     assert res.exit_code == 0, res.output
