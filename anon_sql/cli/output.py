@@ -110,7 +110,6 @@ def _policy_files(params: dict[str, Any]) -> list[str]:
     """Every string of the command's policy that names an existing file: the POLICY file's (TOML / JSON), or the
     recorded policy of the release TABLE names in the ``--db`` database (read-only, closed at once). Nothing when
     there is none or it cannot be read: the command itself then says why."""
-    text = None
     policy = params.get("policy")
     try:
         if isinstance(policy, str) and os.path.isfile(policy):
@@ -128,9 +127,9 @@ def _policy_files(params: dict[str, Any]) -> list[str]:
                 rows = con.execute("SELECT policy_json FROM anon.releases WHERE release = ? AND status = 'released' "
                                    "ORDER BY created_at DESC LIMIT 1", [name]).fetchall()
             text = rows[0][0] if rows else None
+        return [v for v in _strings(json.loads(text)) if os.path.isfile(v)] if text else []
     except Exception:   # noqa: BLE001 — a guard, never a new failure: an unreadable policy or catalog guards nothing
         return []
-    return [v for v in _strings(json.loads(text)) if os.path.isfile(v)] if text else []
 
 
 def _strings(value: Any) -> list[str]:
