@@ -23,6 +23,7 @@ from .errors import cli_errors
 from ..errors import TargetError
 
 _RESULT = "anon_sql.runner.result"
+_INPUTS_SEEN = "anon_sql.cli.inputs"   # ctx.meta: the command's inputs, found once (command_inputs)
 # the inputs of a command that an output option must never replace: click parameter name -> how the user spelled it
 _INPUTS = {"db": "--db", "to": "--to", "policy": "POLICY"}
 # inputs that may be a file or a name (a table): guarded when they name an existing file
@@ -90,6 +91,8 @@ def command_inputs() -> dict[str, str]:
     source, taxonomy files, pseudonym ``key_file``s, population files (hostile round 11, M20: ``check --json`` over
     the key file destroyed the pseudonym key, ``sweep --csv`` over the source CSV the raw data)."""
     ctx = click.get_current_context(silent=True)
+    if ctx is not None and _INPUTS_SEEN in ctx.meta:   # asked before the command runs and again when it writes
+        return dict(ctx.meta[_INPUTS_SEEN])
     params = ctx.params if ctx is not None else {}
     found = {spelled: params[name] for name, spelled in _INPUTS.items() if isinstance(params.get(name), str)}
     for name, spelled in _FILE_INPUTS.items():
@@ -103,6 +106,8 @@ def command_inputs() -> dict[str, str]:
             found[f"--taxonomy {item}"] = item.split("=", 1)[1]
     for path in _policy_files(params):
         found.setdefault(f"the policy's {path!r}", path)
+    if ctx is not None:   # the policy file and the catalog are read once per command
+        ctx.meta[_INPUTS_SEEN] = dict(found)
     return found
 
 

@@ -97,10 +97,15 @@ _VIEW = ("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND view_name =
          "AND ($s IS NULL OR schema_name = $s)")
 
 
-# the session's TEMP tables and views named (in any case) like one of $n (lowercased), as "TEMP table x"
-_TEMP = ("SELECT 'TEMP table ' || table_name FROM duckdb_tables() WHERE temporary AND list_contains($n, lower(table_name)) "
+# the session's TEMP tables and views named (in any case) like one of $t, and TEMP macros named like one of $f (all
+# of a kind when its list is NULL), as "TEMP table x", "TEMP view v", "TEMP macro m"
+_TEMP = ("SELECT 'TEMP table ' || table_name FROM duckdb_tables() WHERE temporary "
+         "AND ($t IS NULL OR list_contains($t, lower(table_name))) "
          "UNION ALL SELECT 'TEMP view ' || view_name FROM duckdb_views() WHERE temporary AND NOT internal "
-         "AND list_contains($n, lower(view_name)) ORDER BY 1")
+         "AND ($t IS NULL OR list_contains($t, lower(view_name))) "
+         "UNION ALL SELECT DISTINCT 'TEMP macro ' || function_name FROM duckdb_functions() WHERE database_name = 'temp' "
+         "AND function_type IN ('macro', 'table_macro') AND ($f IS NULL OR list_contains($f, lower(function_name))) "
+         "ORDER BY 1")
 
 
 def temp_shadows(con: duckdb.DuckDBPyConnection, names: Any) -> list[str]:
@@ -108,7 +113,7 @@ def temp_shadows(con: duckdb.DuckDBPyConnection, names: Any) -> list[str]:
     its table part): DuckDB binds an unqualified name, and ``main.name`` too, to the TEMP one first, so SQL the
     product writes for the database's object would read, replace or drop the session's (hostile round 10, M12)."""
     wanted = sorted({str(n).rsplit(".", 1)[-1].lower() for n in names if n})
-    return [r[0] for r in con.execute(_TEMP, {"n": wanted}).fetchall()] if wanted else []
+    return [r[0] for r in con.execute(_TEMP, {"t": wanted, "f": []}).fetchall()] if wanted else []
 
 
 # every table and view, TEMP included, of any attached database and schema named (in any case) $t, in schema or
@@ -138,14 +143,6 @@ def ambiguous_name(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
 # a view of the current database: its SQL
 _VIEW_SQL = ("SELECT sql FROM duckdb_views() WHERE NOT internal AND NOT temporary AND database_name = current_database() "
              "AND lower(view_name) = $v AND lower(schema_name) = $s")
-# every TEMP table, view and macro of the session
-_ALL_TEMP = ("SELECT 'TEMP table ' || table_name FROM duckdb_tables() WHERE temporary UNION ALL "
-             "SELECT 'TEMP view ' || view_name FROM duckdb_views() WHERE temporary AND NOT internal UNION ALL "
-             "SELECT DISTINCT 'TEMP macro ' || function_name FROM duckdb_functions() WHERE database_name = 'temp' "
-             "AND function_type IN ('macro', 'table_macro') ORDER BY 1")
-# the session's TEMP macros named (in any case) like one of $n
-_TEMP_MACROS = ("SELECT DISTINCT 'TEMP macro ' || function_name FROM duckdb_functions() WHERE database_name = 'temp' "
-                "AND function_type IN ('macro', 'table_macro') AND list_contains($n, lower(function_name)) ORDER BY 1")
 
 
 def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, depth: int = 0) -> list[str]:
@@ -163,12 +160,12 @@ def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
     except sqlglot.errors.ParseError:
         tree = None
     if not isinstance(tree, exp.Create):   # a view sqlglot cannot read: any TEMP object may be what it reads
-        return [r[0] for r in con.execute(_ALL_TEMP).fetchall()]
+        return [r[0] for r in con.execute(_TEMP, {"t": None, "f": None}).fetchall()]
     tables = {(t.db or schema, t.name) for t in tree.find_all(exp.Table) if t.name}
     functions = sorted({f.name.lower() for f in tree.find_all(exp.Anonymous) if f.name}
                        | {f.sql_name().lower() for f in tree.find_all(exp.Func) if not isinstance(f, exp.Anonymous)})
-    found = temp_shadows(con, [t for _, t in tables])
-    found += [r[0] for r in con.execute(_TEMP_MACROS, {"n": functions}).fetchall()] if functions else []
+    named = {"t": sorted({t.lower() for _, t in tables}), "f": functions}
+    found = [r[0] for r in con.execute(_TEMP, named).fetchall()]
     for s, t in sorted(tables):
         found += view_input_shadows(con, s, t, depth + 1)
     return sorted(set(found))

@@ -80,8 +80,7 @@ def write(con: duckdb.DuckDBPyConnection, release_name: str, path: str | Path) -
     extra = {}
     for n in related:
         table = exp.Table(this=ident(f"{release_name}_{n}"))
-        cols = [r[0] for r in describe(con, table)]
-        extra[f"{release_name}_{n}"] = _canonical_order(exp.select(*[col(c) for c in cols]).from_(table), cols)
+        extra[f"{release_name}_{n}"] = _canonical_select(table, [r[0] for r in describe(con, table)])
     metadata = _metadata(con, row, checks)
     if files[0].suffix.lower() == ".duckdb":
         _write_duckdb(con, files[0], release_name, queries, metadata, extra)
@@ -92,19 +91,19 @@ def write(con: duckdb.DuckDBPyConnection, release_name: str, path: str | Path) -
 
 def _released_query(con, row: dict[str, Any]) -> exp.Select:
     """Every column of the released table but θ's noise mark, in the table's order, its rows in
-    :func:`_canonical_order`."""
+    :func:`_canonical_select`'s order."""
     flag = json.loads(row["plan"] or "{}").get("noise_flag")
     table = exp.Table(this=ident(row["release"]))
-    cols = [r[0] for r in describe(con, table) if r[0] != flag]
-    return _canonical_order(exp.select(*[col(c) for c in cols]).from_(table), cols)
+    return _canonical_select(table, [r[0] for r in describe(con, table) if r[0] != flag])
 
 
-def _canonical_order(query: exp.Select, columns: list[str]) -> exp.Select:
-    """``query`` ordered by ``ec_id`` (when there is one), then every other column: an order of the released
-    values alone, never the working table's storage order, which no check constrains (hostile round 11, M22: rows
-    rewritten in the order of the raw SSN passed check and were exported in that order)."""
+def _canonical_select(table: exp.Table, columns: list[str]) -> exp.Select:
+    """``columns`` of ``table`` ordered by ``ec_id`` (when there is one), then every other column: an order of the
+    released values alone, never the working table's storage order, which no check constrains (hostile round 11,
+    M22: rows rewritten in the order of the raw SSN passed check and were exported in that order)."""
     keys = sorted(columns, key=lambda c: c != EC_ID)
-    return query.order_by(*[exp.Ordered(this=col(c), nulls_first=False) for c in keys])
+    return (exp.select(*[col(c) for c in columns]).from_(table)
+            .order_by(*[exp.Ordered(this=col(c), nulls_first=False) for c in keys]))
 
 
 def _classes_query(release_name: str) -> exp.Select:

@@ -112,6 +112,7 @@ def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA
 
     if kind == CONTENT_HASH_SUM:
         return exp.select(hash_sum(columns)).from_(table.copy())
+
     def value(c: str) -> exp.Expression:
         x = exp.column(c, quoted=True)
         zoned = str((types or {}).get(c, "")).upper().startswith("TIMESTAMP WITH TIME ZONE")
@@ -129,7 +130,7 @@ def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA
 
 def content_kind(rows: int) -> str:
     """The digest a released table of ``rows`` rows records: :data:`CONTENT_SHA256` up to
-    ``CONTENT_MAX_ROWS`` rows (it costs about 25 bare GROUP BYs: bench/bench_released_values.py), the hash sum
+    ``CONTENT_MAX_ROWS`` rows (0.65 s per million rows, about 21 bare GROUP BYs: bench/bench_released_values.py), the hash sum
     beyond (one scan; ``check`` says it catches edits, not a forger)."""
     from ..common import content_kinds
 
@@ -222,25 +223,23 @@ def released_values_digest(con: Any, table: Any, columns: list[str], noise_flag:
         return None
     found = [str(v) for v in con.execute(render(released_values_query(table, columns))).fetchall()[0]]
     hashed = content_columns([r[0] for r in described], noise_flag)
+    types = {str(r[0]): str(r[1]) for r in described if r[0] in hashed}   # θ's flag never leaves
     return {"columns": dict(zip(columns, found)), "together": found[len(columns)] if len(found) > len(columns) else None,
-            "types": {str(r[0]): str(r[1]) for r in described if r[0] in hashed},   # θ's flag never leaves
-            "content": table_content(con, table, hashed)}
+            "types": types, "content": table_content(con, table, hashed, types)}
 
 
-def table_content(con: Any, table: Any, columns: list[str]) -> dict[str, Any]:
+def table_content(con: Any, table: Any, columns: list[str], types: dict[str, str]) -> dict[str, Any]:
     """``{"hash", "kind", "rows", "columns", "duckdb"}``: the digest of ``table``'s rows over ``columns``
-    (:func:`content_digest_query`, its kind by :func:`content_kind`) with DuckDB's version (a value's text, and
-    ``hash``, may differ across versions) — what ``check`` recomputes for a released table and each related table."""
+    (:func:`content_digest_query`, its kind by :func:`content_kind`; ``types``: column → DuckDB type, as the caller
+    described the table) with DuckDB's version (a value's text, and ``hash``, may differ across versions) — what
+    ``check`` recomputes for a released table and each related table."""
     import duckdb
 
     from ..common.sqlbuild import render
     from sqlglot import exp
 
-    from ..data.source import describe
-
     rows = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))).fetchall()[0][0])
     kind = content_kind(rows)
-    types = {str(r[0]): str(r[1]) for r in describe(con, table)}
     found = str(con.execute(render(content_digest_query(table, columns, kind, types))).fetchall()[0][0])
     return {"hash": found, "kind": kind, "rows": rows, "columns": list(columns), "duckdb": duckdb.__version__}
 

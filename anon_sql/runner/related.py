@@ -184,7 +184,7 @@ def released_shapes(con: Any, written: dict[str, dict[str, int]]) -> dict[str, d
         table = exp.Table(this=ident(t["table"]))
         columns = [[str(c[0]), str(c[1])] for c in describe(con, table)]
         out[name] = {"columns": columns, "released": t["released"],
-                     "content": table_content(con, table, [c[0] for c in columns])}
+                     "content": table_content(con, table, [c[0] for c in columns], dict(columns))}
     return out
 
 
