@@ -78,6 +78,11 @@ def safepub_policy(policy: Policy, engine_name: str) -> tuple[Policy, SafePubPar
         raise PolicyError("privacy.differential_privacy: the sample is only as secret as the seed, and seed = 0 is "
                           "the default; set seed to a secret random integer (e.g. python -c \"import secrets; "
                           "print(secrets.randbits(62))\") and keep the policy private")
+    if not -2 ** 63 <= int(policy.seed) < 2 ** 63:   # hostile round 12, M28: 2^64 + 1 drew seed 0's sample
+        raise PolicyError(f"privacy.differential_privacy: seed = {policy.seed} is outside a 64-bit integer; DuckDB "
+                          "hashes a larger one by its two 64-bit halves, so 2^64 + 1 draws the public sample of "
+                          "seed 0; set seed to a secret random integer below 2^63 (e.g. python -c \"import secrets; "
+                          "print(secrets.randbits(62))\")")
     params = safepub_parameters(spec["epsilon"], spec["delta"], share)
     k = max(policy.privacy.k or 1, params.k)
     suppression = policy.privacy.max_suppression or 1.0

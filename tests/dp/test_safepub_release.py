@@ -101,6 +101,8 @@ def test_same_seed_same_release_other_seed_other_sample(con):
 
 @pytest.mark.parametrize("change, words", [
     ({"seed": 0}, "seed"),
+    ({"seed": 2 ** 64 + 1}, "seed = 18446744073709551617 is outside a 64-bit integer"),   # round 12, M28
+    ({"seed": -2 ** 63 - 1}, "outside a 64-bit integer"),
     ({"method": "optimal", "method_params": {}}, "method = \"levels\""),
     ({"privacy": {"differential_privacy": {"epsilon": 2.0, "delta": 1e-5, "search_share": 0.1}}}, "search"),
     ({"privacy": {"differential_privacy": {"epsilon": 2.0, "delta": 1.5}}}, "delta"),
@@ -111,6 +113,19 @@ def test_refusals_name_the_key_and_write_nothing(con, change, words):
     with pytest.raises(PolicyError, match=words):
         anon_sql.release(con, {**_policy(), **change})
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'adult_dp'").fetchall() == [(0,)]
+
+
+def test_m28_seed_two_to_the_64_plus_one_would_have_drawn_seed_0s_sample(con):
+    """Why round 12's M28 is refused: DuckDB hashes a HUGEINT by its two 64-bit halves, so 2^64 + 1 hashes as 0
+    and samples exactly the public seed-0 records; every seed of a 64-bit integer samples otherwise."""
+    rel = table("adult_sample")
+    columns = [r[0] for r in con.execute("DESCRIBE adult_sample").fetchall()]
+
+    def sample(seed: int) -> set:
+        kept = exp.select(exp.Star()).from_(sampled_relation(rel, columns, 0.5, seed))
+        return set(con.execute(render(kept)).fetchall())
+
+    assert sample(2 ** 64 + 1) == sample(0) != sample(2 ** 63 - 1)
 
 
 def test_compile_refuses_what_would_skip_the_sample(con):
