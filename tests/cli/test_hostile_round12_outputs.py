@@ -1,0 +1,74 @@
+"""Hostile round 12, M26 (M20a/c/d): an output option still wrote over a file the command reads — the pseudonym
+key file or the source CSV of a .sql POLICY (its TOML parse failed and the guard gave up), of a CREATE ANONYMIZED
+VIEW in a ``run`` SCRIPT, and the CSV a source view of ``--db`` reads. Each is refused now (exit 2, the message
+names the file, its bytes unchanged)."""
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from anon_sql.cli.main import main
+from test_cli_output_paths import refused   # exit 2 naming it, the file's bytes as before
+
+KEY = "k" * 32
+VIEW = """CREATE {replace}ANONYMIZED VIEW pk WITH (k = 5, method = 'levels', seed = 123456789123,
+    method_params = {{'levels': {{'age': 0}}}}) AS
+SELECT identifier(cid, action => 'pseudonymize', key_file => 'my.key'), quasi(age, taxonomy => {{'kind': 'top'}}),
+       identifier(ssn) FROM 'custs.csv'
+"""
+
+
+@pytest.fixture()
+def work(tmp_path, monkeypatch):
+    """The round's reproduction: ``custs.csv``, ``my.key``, ``db.duckdb`` with a view ``pv`` over ``pats.csv``; the
+    SQL policy ``p.sql``, the scripts ``s.sql`` / ``sr.sql`` (CREATE [OR REPLACE] ANONYMIZED VIEW) and ``pv.toml``
+    (source = the view)."""
+    monkeypatch.chdir(tmp_path)
+    with duckdb.connect(str(tmp_path / "db.duckdb")) as c:
+        c.execute("COPY (SELECT i AS cid, 20 + 10 * (i % 5) AS age, 'x' || i AS ssn FROM range(200) t(i)) "
+                  "TO 'custs.csv'")
+        c.execute("COPY (SELECT i AS pid, 20 + 10 * (i % 5) AS age FROM range(200) t(i)) TO 'pats.csv'")
+        c.execute("CREATE VIEW pv AS SELECT * FROM read_csv('pats.csv')")
+    (tmp_path / "my.key").write_text(KEY, encoding="utf-8")
+    (tmp_path / "p.sql").write_text(VIEW.format(replace=""), encoding="utf-8")
+    (tmp_path / "s.sql").write_text(VIEW.format(replace="") + ";\n", encoding="utf-8")
+    (tmp_path / "sr.sql").write_text(VIEW.format(replace="OR REPLACE ") + ";\n", encoding="utf-8")
+    (tmp_path / "pv.toml").write_text('name = "pv_rel"\nsource = "pv"\nmethod = "levels"\n[privacy]\nk = 5\n'
+                                      '[attributes.pid]\nrole = "identifier"\n'
+                                      '[attributes.age]\nrole = "quasi"\ntaxonomy = {kind = "top"}\n'
+                                      '[method_params.levels]\nage = 0\n', encoding="utf-8")
+    return tmp_path
+
+
+DB = ["--db", "db.duckdb"]
+
+
+@pytest.mark.parametrize("args, guarded", [
+    (["release", "p.sql", *DB, "--json", "my.key"], "my.key"),                                     # M20a-1
+    (["release", "p.sql", *DB, "--replace", "--json", "custs.csv"], "custs.csv"),                 # M20a-2
+    (["run", "s.sql", *DB, "--json", "custs.csv"], "custs.csv"),                                  # M20c-1
+    (["run", "sr.sql", *DB, "--json", "my.key"], "my.key"),                                       # M20c-2
+    (["release", "pv.toml", *DB, "--json", "pats.csv"], "pats.csv"),                              # M20d
+    (["sql", "p.sql", "--json", "my.key"], "my.key"),
+], ids=["M20a-1", "M20a-2", "M20c-1", "M20c-2", "M20d", "sql-key"])
+def test_an_output_over_a_file_the_command_reads_is_refused(work, args, guarded):
+    refused(work, args, guarded, says=repr(guarded))
+
+
+def test_a_script_on_stdin_is_guarded_when_the_json_is_written(work):
+    before = (work / "my.key").read_bytes()
+    res = CliRunner().invoke(main, ["run", "-", *DB, "--json", "my.key"],
+                             input=(work / "s.sql").read_text(encoding="utf-8"))
+    assert res.exit_code == 2 and "'my.key'" in res.output, res.output
+    assert (work / "my.key").read_bytes() == before
+
+
+def test_a_string_in_any_statement_of_the_script_is_guarded(work):
+    """The broad rule: not only the anonymized view's options — any string of the script naming a file, even one
+    sqlglot cannot tokenize (an unterminated string at the end) or behind a comment with an apostrophe."""
+    (work / "q.sql").write_text("-- don't touch\nSELECT count(*) FROM 'pats.csv';\nSELECT 'unterminated",
+                                encoding="utf-8")
+    refused(work, ["run", "q.sql", "--json", "pats.csv"], "pats.csv", says="'pats.csv'")
