@@ -34,11 +34,13 @@ def files_named(text: str, tokens: bool = True) -> list[str]:
         if len(candidates) >= _MAX_CANDIDATES:
             break
         candidates.setdefault(found, None)
-    return existing_files(candidates)
+    words = dict.fromkeys(_WORDS.findall(text)[:_MAX_CANDIDATES])   # not globbed: `SELECT *` names no file
+    return list(dict.fromkeys([*existing_files(candidates), *existing_files(words, globs=False)]))
 
 
-def existing_files(values: Iterable[str]) -> list[str]:
-    """The values that name an existing file (as given, ``~`` expanded, or the matches of a glob), in order."""
+def existing_files(values: Iterable[str], globs: bool = True) -> list[str]:
+    """The values that name an existing file (as given, ``~`` expanded, or — ``globs`` — the matches of a glob with
+    two letters or digits at least, as ``'data/*.csv'``: a bare ``'*'`` or ``'1*'`` names no file), in order."""
     out: dict[str, None] = {}
     deadline = time.monotonic() + _GLOB_SECONDS
     for value in values:
@@ -48,7 +50,7 @@ def existing_files(values: Iterable[str]) -> list[str]:
             for path in (value, os.path.expanduser(value)):
                 if os.path.isfile(path):
                     out.setdefault(path, None)
-            if any(c in value for c in "*?["):
+            if globs and any(c in value for c in "*?[") and len(re.sub(r"[^A-Za-z0-9]", "", value)) >= 2:
                 for i, path in enumerate(glob.iglob(os.path.expanduser(value), recursive=True)):
                     if i >= _MAX_GLOB or time.monotonic() > deadline:
                         break
@@ -67,16 +69,15 @@ def _scan(text: str, tokens: bool) -> Iterable[str]:
     for match in _QUOTED.finditer(stripped):
         yield (match.group(1) or "").replace("''", "'") if match.group(2) is None else match.group(2).replace('""', '"')
     if tokens:
-        yield from _tokens(text)
-    yield from _WORDS.findall(text)
+        yield from (t.text for t in _tokens(text) if t.token_type.name in ("STRING", "IDENTIFIER", "VAR"))
 
 
-def _tokens(text: str) -> list[str]:
-    """The texts of sqlglot's DuckDB tokens (strings, quoted and plain names); none when it cannot tokenize."""
+def _tokens(text: str) -> list[Any]:
+    """sqlglot's DuckDB tokens of a text; none when it cannot tokenize it."""
     try:
         import sqlglot
 
-        return [t.text for t in sqlglot.tokenize(text, read="duckdb")]
+        return list(sqlglot.tokenize(text, read="duckdb"))
     except Exception:   # noqa: BLE001 — an unterminated string: the plain scans of files_named still run
         return []
 
