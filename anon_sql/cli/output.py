@@ -36,7 +36,8 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     """The path an output option (``--json``, ``--html``, ``--csv``, ``--history``) writes to, refused with
     :class:`TargetError` (exit 2) when it is the ``--db`` database or its ``.wal``, another input of the command, or
     an existing DuckDB or Parquet file: a slip of one argument must not replace a database (hostile round 10, M13).
-    A file of the output's own kind (JSON, HTML, CSV, history) is overwritten as before."""
+    An existing file is replaced only when it holds the output's own kind (:func:`own_kind`: JSON, HTML, a sweep
+    CSV, a history) or nothing: a key file or a source CSV is never one (hostile round 12, M26)."""
     path = Path(os.path.expanduser(target))
     real = path.resolve()
     guarded = dict(inputs or {})
@@ -61,7 +62,71 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     if kind:
         raise TargetError(f"{option} {target!r} is an existing {kind} file: anon_sql writes its output over a file of "
                           f"the output's kind only, never over data; give {option} another file (or remove that one)")
+    kind = own_kind(option)
+    if kind and not _holds_own_kind(real, option):
+        raise TargetError(f"{option} {target!r} is an existing file that is not {kind}: anon_sql only replaces its "
+                          f"own kind of output, never a file of another kind (a key, a source CSV, a text); give "
+                          f"{option} another file (or remove that one)")
     return path
+
+
+# what an existing file must hold to be replaced by an output option (hostile round 12, M26: the rule of round 10)
+_OWN_KIND = {"json": "a JSON document", "html": "an HTML page (<!DOCTYPE html or <html first)",
+             "csv": "a CSV that anon_sql wrote (a header with `status` and `records_out` or `message`)",
+             "history": "a shell history (a line ending with ';' or a '.' command)"}
+_BIG = 64 << 20       # a JSON file larger than this is judged by its first and last characters
+
+
+def own_kind(option: str) -> str | None:
+    """What an existing file must hold for ``option`` to replace it (None: an option this rule does not know)."""
+    key = next((k for k in _OWN_KIND if k in option.lower()), None)
+    return _OWN_KIND[key] if key else None
+
+
+def _holds_own_kind(path: Path, option: str) -> bool:
+    """``path`` does not exist, is empty, or holds what ``option`` writes (:func:`_judged`). True when it cannot be
+    read or judged: the guard raises nothing of its own, and the write itself says why it fails."""
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return True
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(min(size, _BIG)).decode("utf-8-sig", errors="replace")
+            tail = head
+            if size > _BIG:
+                f.seek(-64, os.SEEK_END)
+                tail = f.read().decode("utf-8", errors="replace")
+        return _judged(head.strip(), tail.strip(), size > _BIG, option.lower())
+    except Exception:   # noqa: BLE001 — unreadable (OSError) or unexpected: this check adds nothing then
+        return True
+
+
+def _judged(text: str, tail: str, big: bool, option: str) -> bool:
+    """A file's text is of ``option``'s kind: ``--json`` a JSON document (a big one: starts and ends as one),
+    ``--html`` a page, ``--csv`` the header of ``sweep --csv``, a history its lines (one ends a statement with ';' or
+    is a '.' command, and it is no JSON / HTML text; or libedit's header). Blank text holds nothing to lose."""
+    if not text:
+        return True
+    if "json" in option:
+        if big:
+            return text[0] in "{[" and tail[-1:] in ("}", "]")
+        try:
+            json.loads(text)
+        except (ValueError, RecursionError):
+            return False
+        return True
+    if "html" in option:
+        return text.lower().startswith(("<!doctype html", "<html"))
+    if "csv" in option:
+        import csv
+
+        header = next(csv.reader([text.splitlines()[0]]), [])
+        return "status" in header and ("records_out" in header or "message" in header)
+    if "history" in option:
+        lines = [line.strip() for line in text.splitlines()]
+        return text.startswith("_HiStOrY_V2_") or (text[0] not in "{[<" and any(
+            line.endswith(";") or line.startswith(".") for line in lines))
+    return True
 
 
 def _same_file(a: Path, b: Path) -> bool:

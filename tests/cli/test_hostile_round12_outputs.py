@@ -1,7 +1,7 @@
 """Hostile round 12, M26 (M20a/c/d): an output option still wrote over a file the command reads — the pseudonym
 key file or the source CSV of a .sql POLICY (its TOML parse failed and the guard gave up), of a CREATE ANONYMIZED
 VIEW in a ``run`` SCRIPT, and the CSV a source view of ``--db`` reads. Each is refused now (exit 2, the message
-names the file, its bytes unchanged)."""
+names the file, its bytes unchanged); and an existing file is replaced only by an output of its own kind."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from anon_sql.cli.main import main
+from anon_sql.cli.output import output_target
+from anon_sql.errors import TargetError
 from test_cli_output_paths import refused   # exit 2 naming it, the file's bytes as before
 
 KEY = "k" * 32
@@ -72,3 +74,41 @@ def test_a_string_in_any_statement_of_the_script_is_guarded(work):
     (work / "q.sql").write_text("-- don't touch\nSELECT count(*) FROM 'pats.csv';\nSELECT 'unterminated",
                                 encoding="utf-8")
     refused(work, ["run", "q.sql", "--json", "pats.csv"], "pats.csv", says="'pats.csv'")
+
+
+def test_a_json_output_replaces_a_json_file_of_ours_only(work):
+    (work / "out.json").write_text('{"old": true}', encoding="utf-8")
+    res = CliRunner().invoke(main, ["release", "p.sql", *DB, "--json", "out.json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((work / "out.json").read_text(encoding="utf-8"))["release"] == "pk"
+    (work / "notes.txt").write_text("my notes, not JSON\n", encoding="utf-8")
+    res = refused(work, ["release", "p.sql", *DB, "--replace", "--json", "notes.txt"], "notes.txt",
+                  says="'notes.txt'")
+    assert "only replaces its own kind of output" in res.output, res.output
+    (work / "empty.json").write_text("", encoding="utf-8")     # an empty file holds nothing to lose
+    assert CliRunner().invoke(main, ["release", "p.sql", *DB, "--replace", "--json", "empty.json"]).exit_code == 0
+
+
+def test_each_output_option_has_its_own_kind(work):
+    (work / "page.html").write_text("  <!DOCTYPE HTML>\n<html></html>", encoding="utf-8")
+    (work / "sweep.csv").write_text("k,status,records_out\n2,ok,10\n", encoding="utf-8")
+    (work / "hist").write_text("SELECT 1\n  + 1;\n.help\n", encoding="utf-8")
+    assert output_target("--html", "page.html").name == "page.html"
+    assert output_target("--csv", "sweep.csv").name == "sweep.csv"
+    assert output_target("--history", "hist").name == "hist"
+    for option, other in [("--html", "custs.csv"), ("--csv", "custs.csv"), ("--csv", "my.key"),
+                          ("--history", "my.key"), ("--history", "custs.csv"), ("--json", "page.html"),
+                          ("--html", "sweep.csv")]:
+        with pytest.raises(TargetError, match=f"{option} '{other}' is an existing file that is not"):
+            output_target(option, other)
+
+
+def test_the_guard_says_nothing_of_an_unreadable_file(work, monkeypatch):
+    """A file the guard cannot read is left to the write, which reports it."""
+    from pathlib import Path
+
+    def unreadable(self, *args, **kwargs):
+        raise PermissionError("denied")
+
+    monkeypatch.setattr(Path, "open", unreadable)
+    assert output_target("--json", "my.key").name == "my.key"
