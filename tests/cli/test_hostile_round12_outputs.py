@@ -57,15 +57,20 @@ DB = ["--db", "db.duckdb"]
     (["sql", "p.sql", "--json", "my.key"], "my.key"),
 ], ids=["M20a-1", "M20a-2", "M20c-1", "M20c-2", "M20d", "sql-key"])
 def test_an_output_over_a_file_the_command_reads_is_refused(work, args, guarded):
-    refused(work, args, guarded, says=repr(guarded))
+    res = refused(work, args, guarded, says=repr(guarded))
+    assert "is the input this command reads" in res.output, res.output    # not only the own-kind rule below
 
 
-def test_a_script_on_stdin_is_guarded_when_the_json_is_written(work):
-    before = (work / "my.key").read_bytes()
-    res = CliRunner().invoke(main, ["run", "-", *DB, "--json", "my.key"],
-                             input=(work / "s.sql").read_text(encoding="utf-8"))
-    assert res.exit_code == 2 and "'my.key'" in res.output, res.output
-    assert (work / "my.key").read_bytes() == before
+@pytest.mark.parametrize("command", ["run", "shell"])
+def test_sql_on_stdin_is_guarded_when_the_json_is_written(work, command):
+    """A script on stdin (``run -``) and the piped shell's statements: the files they name are known once they ran.
+    The file here is JSON data, which the own-kind rule alone would let a ``--json`` replace."""
+    (work / "data.json").write_text('[{"a": 1}]', encoding="utf-8")
+    before = (work / "data.json").read_bytes()
+    res = CliRunner().invoke(main, [command, *(["-"] if command == "run" else []), *DB, "--json", "data.json"],
+                             input="SELECT count(*) AS n\n  FROM read_json('data.json');\n")
+    assert res.exit_code == 2 and "a file the SQL run names, 'data.json'" in res.output, res.output
+    assert (work / "data.json").read_bytes() == before
 
 
 def test_a_string_in_any_statement_of_the_script_is_guarded(work):
@@ -73,7 +78,7 @@ def test_a_string_in_any_statement_of_the_script_is_guarded(work):
     sqlglot cannot tokenize (an unterminated string at the end) or behind a comment with an apostrophe."""
     (work / "q.sql").write_text("-- don't touch\nSELECT count(*) FROM 'pats.csv';\nSELECT 'unterminated",
                                 encoding="utf-8")
-    refused(work, ["run", "q.sql", "--json", "pats.csv"], "pats.csv", says="'pats.csv'")
+    refused(work, ["run", "q.sql", "--json", "pats.csv"], "pats.csv", says="a file the script names, 'pats.csv'")
 
 
 def test_a_json_output_replaces_a_json_file_of_ours_only(work):
@@ -112,3 +117,4 @@ def test_the_guard_says_nothing_of_an_unreadable_file(work, monkeypatch):
 
     monkeypatch.setattr(Path, "open", unreadable)
     assert output_target("--json", "my.key").name == "my.key"
+
