@@ -3,9 +3,9 @@ POLICY file, or the recorded policy of a release), of its SQL script, and of the
 that name an existing file. :mod:`anon_sql.cli.output` never writes an output over one of them (hostile rounds 11
 and 12, M20 / M26: a ``--json`` replaced the pseudonym key file, the source CSV, the CSV a source view reads).
 
-Broad on purpose: every quoted string, SQL token and word of the text counts, not only the options that are file
-paths today; a false hit only refuses an output over a file the command's text names. Never raises: what cannot be
-read guards nothing, and the command itself then says why."""
+Broad on purpose: every quoted string, string or name token and word of the text counts, not only the options
+that are file paths today; a false hit only refuses an output over a file the command's text names. Never raises:
+what cannot be read guards nothing, and the command itself then says why."""
 from __future__ import annotations
 
 import glob
@@ -28,7 +28,7 @@ _GLOB_SECONDS = 2.0           # and globs ('/**/*.csv' walks every folder) for t
 def files_named(text: str, tokens: bool = True) -> list[str]:
     """Every existing file a text names: its quoted strings (with and without the SQL comments stripped, so that an
     apostrophe in a comment does not hide a string), the string and name tokens of sqlglot's DuckDB tokenizer
-    (``tokens``; a text it cannot tokenize keeps the plain scans), and its words; a glob names its matches."""
+    (``tokens``; a text it cannot tokenize keeps the plain scans), and its words; a quoted glob names its matches."""
     candidates: dict[str, None] = {}
     for found in _scan(text, tokens):
         if len(candidates) >= _MAX_CANDIDATES:
