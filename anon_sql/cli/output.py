@@ -73,7 +73,7 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
 # what an existing file must hold to be replaced by an output option (hostile round 12, M26: the rule of round 10)
 _OWN_KIND = {"json": "a JSON document", "html": "an HTML page (<!DOCTYPE html or <html first)",
              "csv": "a CSV that anon_sql wrote (a header with `status` and `records_out` or `message`)",
-             "history": "a shell history (a line ending with ';' or a '.' command)"}
+             "history": "a shell history (lines typed, not a JSON or HTML document)"}
 _BIG = 64 << 20       # a JSON file larger than this is judged by its first and last characters
 
 
@@ -103,8 +103,8 @@ def _holds_own_kind(path: Path, option: str) -> bool:
 
 def _judged(text: str, tail: str, big: bool, option: str) -> bool:
     """A file's text is of ``option``'s kind: ``--json`` a JSON document (a big one: starts and ends as one),
-    ``--html`` a page, ``--csv`` the header of ``sweep --csv``, a history its lines (one ends a statement with ';' or
-    is a '.' command, and it is no JSON / HTML text; or libedit's header). Blank text holds nothing to lose."""
+    ``--html`` a page, ``--csv`` the header of ``sweep --csv``, a history lines of text (no JSON / HTML document: a
+    history the user typed is never refused, even one unfinished statement). Blank text holds nothing to lose."""
     if not text:
         return True
     if "json" in option:
@@ -122,10 +122,8 @@ def _judged(text: str, tail: str, big: bool, option: str) -> bool:
 
         header = next(csv.reader([text.splitlines()[0]]), [])
         return "status" in header and ("records_out" in header or "message" in header)
-    if "history" in option:
-        lines = [line.strip() for line in text.splitlines()]
-        return text.startswith("_HiStOrY_V2_") or (text[0] not in "{[<" and any(
-            line.endswith(";") or line.startswith(".") for line in lines))
+    if "history" in option:   # any lines typed (an unfinished statement too), not a JSON, HTML or XML document
+        return text.startswith("_HiStOrY_V2_") or text[0] not in "{[<"
     return True
 
 

@@ -98,12 +98,13 @@ def test_each_output_option_has_its_own_kind(work):
     (work / "page.html").write_text("  <!DOCTYPE HTML>\n<html></html>", encoding="utf-8")
     (work / "sweep.csv").write_text("k,status,records_out\n2,ok,10\n", encoding="utf-8")
     (work / "hist").write_text("SELECT 1\n  + 1;\n.help\n", encoding="utf-8")
+    (work / "unfinished").write_text("SELECT 1\n", encoding="utf-8")   # a history the user typed: never refused
     assert output_target("--html", "page.html").name == "page.html"
     assert output_target("--csv", "sweep.csv").name == "sweep.csv"
     assert output_target("--history", "hist").name == "hist"
+    assert output_target("--history", "unfinished").name == "unfinished"
     for option, other in [("--html", "custs.csv"), ("--csv", "custs.csv"), ("--csv", "my.key"),
-                          ("--history", "my.key"), ("--history", "custs.csv"), ("--json", "page.html"),
-                          ("--html", "sweep.csv")]:
+                          ("--history", "page.html"), ("--json", "page.html"), ("--html", "sweep.csv")]:
         with pytest.raises(TargetError, match=f"{option} '{other}' is an existing file that is not"):
             output_target(option, other)
 
