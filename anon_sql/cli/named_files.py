@@ -127,16 +127,19 @@ def _parsed_policy(raw: str) -> Any:
 
 
 def view_files(db: Any) -> list[str]:
-    """Every existing file the views of the ``--db`` database read (``duckdb_views()``, read-only, closed at once):
-    a policy's source, or a table a script names, may be a view (or a chain of views) over a CSV (hostile round 12,
-    M20d). No sqlglot here: ``check`` starts without it."""
+    """Every existing file the views and macros of the ``--db`` database read (``duckdb_views()``, the macro bodies
+    of ``duckdb_functions()``; read-only, closed at once): a policy's source, or a table a script names, may be a view
+    (or a chain of views) over a CSV (hostile round 12, M20d), or over a table macro reading one (M26b). No sqlglot
+    here: ``check`` starts without it."""
     if not isinstance(db, str) or not os.path.isfile(db):
         return []
     try:
         import duckdb
 
-        with duckdb.connect(db, read_only=True) as con:
-            rows = con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL").fetchall()
+        with duckdb.connect(db, read_only=True) as con:   # views, and macro bodies (a table macro reads files too)
+            rows = con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL UNION ALL "
+                               "SELECT macro_definition FROM duckdb_functions() WHERE NOT internal AND database_name "
+                               "<> 'system' AND macro_definition IS NOT NULL").fetchall()
     except Exception:   # noqa: BLE001 — a database in use, or not one: the command says why
         return []
     return files_named("\n".join(r[0] for r in rows), tokens=False)

@@ -173,6 +173,9 @@ def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
 
 # the schemas of the current database: a two-part name whose first part is none of them names another database
 _SCHEMAS = "SELECT lower(schema_name) FROM duckdb_schemas() WHERE database_name = current_database()"
+# the user's macros (TEMP ones too; the package's `anon` macros aside: the DP query checks those against its own)
+_USER_MACROS = ("SELECT lower(function_name), macro_definition FROM duckdb_functions() WHERE database_name <> 'system' "
+                "AND NOT internal AND function_type IN ('macro', 'table_macro') AND lower(schema_name) <> 'anon'")
 
 
 def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str, depth: int = 0) -> list[str]:
@@ -180,8 +183,8 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
     a table function or table macro (``query_table('visits')``, ``read_csv(…)``, ``src()``), another database's
     table (an attached alias can be re-attached to other data), or SQL anon_sql cannot read. Each binds when the
     view is read, beyond what :func:`view_input_shadows` can see (hostile round 12, M27: a renumbered copy answered
-    1,800 people for 300 through each). A scalar macro may stay: it returns a value per row and cannot renumber
-    people (round 12, D03: minor). Empty for a table."""
+    1,800 people for 300 through each), or a user macro whose body reads a table (D03b: a TEMP copy of its mapping
+    table split every person). A macro that computes from its arguments alone may stay. Empty for a table."""
     import sqlglot
 
     rows = con.execute(_VIEW_SQL, {"v": name.lower(), "s": schema.lower()}).fetchall()
@@ -208,9 +211,38 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
             continue
         else:
             views.add((t.db or schema, t.name))
+    found += _macros_reading_tables(con, body)
     for s, t in sorted(views):
         found += view_foreign_reads(con, s, t, depth + 1)
     return sorted(set(found))
+
+
+def _macros_reading_tables(con: duckdb.DuckDBPyConnection, tree: exp.Expression) -> list[str]:
+    """The user macros ``tree`` calls, through the macros they call, whose body reads a table: the body binds its
+    table names when the query runs, so a TEMP table of that name changes what the macro returns (hostile round 12,
+    D03b: a unit mapping read through a TEMP copy split every person)."""
+    import sqlglot
+
+    bodies: dict[str, list[str]] = {}
+    for name, body in con.execute(_USER_MACROS).fetchall():
+        bodies.setdefault(name, []).append(str(body))
+    found: list[str] = []
+    seen: set[str] = set()
+    todo = [tree]
+    while todo:
+        called = {f.name.lower() for f in todo.pop().find_all(exp.Anonymous) if f.name} & set(bodies) - seen
+        for name in sorted(called):
+            seen.add(name)
+            for body in bodies[name]:
+                try:
+                    parsed = sqlglot.parse_one(body, read="duckdb")
+                except sqlglot.errors.ParseError:
+                    found.append(f"the macro {name}, whose body anon_sql cannot read")
+                    continue
+                if next(parsed.find_all(exp.Table), None) is not None:
+                    found.append(f"the macro {name}, whose body reads a table")
+                todo.append(parsed)
+    return found
 
 
 def refuse_temp_shadows(con: duckdb.DuckDBPyConnection, names: Any, doing: str) -> None:

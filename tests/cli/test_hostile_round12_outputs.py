@@ -119,3 +119,20 @@ def test_the_guard_says_nothing_of_an_unreadable_file(work, monkeypatch):
     monkeypatch.setattr(Path, "open", unreadable)
     assert output_target("--json", "my.key").name == "my.key"
 
+
+
+def test_m26b_a_file_a_table_macro_of_the_database_reads_is_never_the_output(work):
+    """Round 12's M26b: the source view reads a table macro whose body reads a raw JSON file; --json replaced it
+    (a JSON document, so of the output's own kind). Macro bodies are read like views' SQL now."""
+    import duckdb
+
+    with duckdb.connect(str(work / "db.duckdb")) as c:
+        c.execute("COPY (SELECT i AS Id, 20 + 10 * (i % 5) AS age, 'z' || (i % 3) AS zip FROM range(200) t(i)) "
+                  "TO 'pats.json' (FORMAT json, ARRAY true)")
+        c.execute("CREATE MACRO pats_src() AS TABLE SELECT * FROM read_json('pats.json')")
+        c.execute("CREATE VIEW pjv AS SELECT * FROM pats_src()")
+    (work / "pj.toml").write_text('name = "pvj"\nsource = "pjv"\nmethod = "levels"\nseed = 55443322110\n'
+                                  '[attributes.Id]\nrole = "identifier"\n[attributes.age]\nrole = "quasi"\n'
+                                  'taxonomy = { kind = "top" }\n[attributes.zip]\nrole = "insensitive"\n'
+                                  '[privacy]\nk = 5\n[method_params]\nlevels = { age = 0 }\n', encoding="utf-8")
+    refused(work, ["release", "pj.toml", *DB, "--json", "pats.json"], "pats.json", says="'pats.json'")

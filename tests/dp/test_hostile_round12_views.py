@@ -88,3 +88,21 @@ def test_a_view_over_this_databases_tables_answers_as_before(con, sql):
     anon_sql.execute(con, BUDGET)
     assert anon_sql.execute(con, QUERY)[-1].frame.shape[0] == 1
     assert ledger(con)[0][2] == 1
+
+
+def test_d03b_a_view_whose_macro_reads_a_table_is_refused(con):
+    """Round 12's D03b: the unit computed by the owner's scalar macro over a mapping table; a TEMP table named like the
+    mapping split every person (1,800 answered for 300). A macro whose body reads a table — directly or through
+    another macro — is refused; one computing from its arguments alone answers as before."""
+    con.execute("CREATE TABLE pmap AS SELECT DISTINCT pid, grp, pid AS unit FROM visits")
+    con.execute("CREATE MACRO unit_of(p, g) AS (SELECT max(unit) FROM pmap WHERE pid = p AND grp = g)")
+    con.execute("CREATE MACRO wrapped(p, g) AS unit_of(p, g) + 0")
+    for macro in ("unit_of", "wrapped"):
+        con.execute(f"CREATE OR REPLACE VIEW v AS SELECT {macro}(pid, grp) AS pid, grp, amount FROM visits")
+        with pytest.raises(AnonSQLError, match="the macro unit_of, whose body reads a table"):
+            anon_sql.execute(con, BUDGET)
+    assert ledger(con) == []
+    con.execute("CREATE MACRO cents(x) AS x * 100")
+    con.execute("CREATE OR REPLACE VIEW v AS SELECT pid, grp, cents(amount) AS amount FROM visits")
+    anon_sql.execute(con, BUDGET)
+    assert anon_sql.execute(con, QUERY)[-1].frame.shape[0] == 1
