@@ -36,10 +36,11 @@ from ..catalog.read import recorded_release, table_columns
 from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError
 
-FORMAT = 9     # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
+FORMAT = 10    # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
 # 5: the declared policy and the source digest; 6: the policy row of a release without one, the models' requirement;
 # 7: the values checks (the form of pseudonymized and masked columns, hostile round 8, M1); 8: the digest of each
-# QI's released values (round 9, M9); 9: the content digest's query per kind (round 10, B40)
+# QI's released values (round 9, M9); 9: the content digest's query per kind (round 10, B40); 10: the counted
+# content digest (round 11, M24)
 # what a check row's figures rest on (its ``basis``): the policy and the released table, or, for the two checks that
 # read ``records_in`` (reconciliation, max_suppression), the source recounted or the catalog's number taken as it is
 TABLE, SOURCE, UNVERIFIED = "table", "source", "catalog (unverified)"
@@ -186,13 +187,12 @@ def released_content_row(con: Any, queries: dict[str, str], recorded: str | None
 def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basis: str = TABLE) -> dict[str, Any]:
     """A ``contents`` row: the digest of every row of a table, recomputed now by the query of the kind recorded
     (``queries``: kind → SQL; :func:`anon_sql.runner.digests.content_digest_query`), against ``wanted`` (the
-    recorded ``{"hash", "kind", "duckdb", …}``). Up to a million rows the digest is a sha256 no edit can be computed
-    to keep (round 10, B40); a hash sum (larger tables, older records) catches edits, not a forger, and the basis
-    says so. A record made by another DuckDB version (a value's text may differ) is not compared: the basis says
-    so and the other rows stand."""
+    recorded ``{"hash", "kind", "duckdb", …}``): a sha256 no edit can be computed to keep (round 10, B40). A hash
+    sum, which rows can be solved for (records from before session 14, and session 14's tables of over a million
+    rows: round 11, M24), fails: release it again. A record made by another DuckDB version (a value's text may
+    differ) is not compared: the basis says so and the other rows stand."""
     import duckdb
 
-    from ..common import content_kinds
     from ..common.content_kinds import CONTENT_HASH_SUM, KINDS
 
     required = "every row as released (the digest of the rows the release recorded)"
@@ -200,19 +200,15 @@ def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basi
         return table_check_row(check, 0, required, basis, passed=False, message=(
             "the released rows' digest is not recorded (a release or export made before anon_sql recorded it, or an "
             "edited record): release it again"))
-    kind, rows = wanted.get("kind"), wanted.get("rows")
-    if kind is None:   # a record from before kinds were kept: the hash sum, which rows can be solved for (M24)
+    kind = wanted.get("kind")
+    if kind is None or kind == CONTENT_HASH_SUM:   # rows can be solved for to keep a sum (round 11, M24)
         return table_check_row(check, 0, required, basis, passed=False, message=(
-            "the released rows' digest is a sum of row hashes recorded before anon_sql kept sha256 digests, and "
-            "rows can be computed to keep a sum: release it again"))
+            "the released rows' digest is a sum of row hashes (recorded before anon_sql kept a sha256 digest of "
+            "every table), and rows can be computed to keep a sum: release it again"))
     if kind not in KINDS or kind not in queries:
         return table_check_row(check, 0, required, basis, passed=False, message=(
             f"the released rows' digest is of an unknown kind {str(kind)[:60]!r} (an edited record): release it "
             "again"))
-    if kind == CONTENT_HASH_SUM and not (isinstance(rows, int) and rows > content_kinds.CONTENT_MAX_ROWS):
-        return table_check_row(check, 0, required, basis, passed=False, message=(
-            f"the released rows' digest is a sum of row hashes for a table of {rows} rows, where a release records "
-            "a sha256 digest (an edited record): release it again"))
     if wanted.get("duckdb") != duckdb.__version__:
         return table_check_row(check, 0, required, f"{UNVERIFIED}: recorded by DuckDB {wanted.get('duckdb')}, "
                                f"whose text of a value may differ from {duckdb.__version__}'s")
@@ -220,9 +216,6 @@ def content_row(con: Any, check: str, queries: dict[str, str], wanted: Any, basi
         same = wanted["hash"] == str(con.execute(queries[kind]).fetchall()[0][0])
     except duckdb.Error:   # a recorded column gone: the columns row says which
         same = False
-    if kind == CONTENT_HASH_SUM:
-        basis = (f"{basis}; a sum of row hashes (a table of more than {content_kinds.CONTENT_MAX_ROWS:,} rows): "
-                 "catches edits, not a forger")
     return table_check_row(check, 0 if same else 1, required, basis, passed=same, message=None if same else (
         "the released rows are not those released: a value was edited, or rows added or removed, since the release "
         "(raw values put back?); release it again"))

@@ -2,14 +2,16 @@
 table's in ``related_tables``): named here, apart from :mod:`anon_sql.runner.digests` which computes them, so that
 ``check``'s fast start (:mod:`anon_sql.audit.program`) reads a record without importing the compiler."""
 
-# the sha256 of the sorted md5s of the rows: no edit can be computed to keep it (hostile round 10, B40)
+# what a release records, at every size: the sha256 of the sorted md5s of the distinct rows, each with its count
+# (one GROUP BY of the rows; no edit can be computed to keep it: hostile round 11, M24)
+CONTENT_SHA256_COUNTED = "sha256 of sorted md5s of distinct rows with counts"
+# what releases recorded in session 14, for tables of up to a million rows: the sha256 of the sorted md5s of every
+# row (as safe, one md5 per row: 10x the counted kind's cost); check still reads such a record
 CONTENT_SHA256 = "sha256 of sorted row md5s"
-# the sum of the rows' DuckDB hash (above the sha256 digest's row cap, and every record made before kinds were kept):
-# one scan; it catches edits, not a forger
+# the sum of the rows' DuckDB hash (larger tables in session 14, and every record made before kinds were kept): rows
+# can be computed to keep it, so check refuses such a record ("release it again"); never recorded now
 CONTENT_HASH_SUM = "sum of row hashes"
-KINDS = (CONTENT_SHA256, CONTENT_HASH_SUM)
-# up to this many rows a release records the sha256 digest; a hash-sum record of a table this small is refused by
-# check (hostile round 11, M24: the forgeable kind written into a record, or left from before sha256 digests)
-CONTENT_MAX_ROWS = 1_000_000
+# the kinds check recomputes
+KINDS = (CONTENT_SHA256_COUNTED, CONTENT_SHA256)
 
-__all__ = ["CONTENT_HASH_SUM", "CONTENT_MAX_ROWS", "CONTENT_SHA256", "KINDS"]
+__all__ = ["CONTENT_HASH_SUM", "CONTENT_SHA256", "CONTENT_SHA256_COUNTED", "KINDS"]

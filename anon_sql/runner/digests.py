@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from ..catalog.store import recorded_taxonomy_digests
-from ..common.content_kinds import CONTENT_HASH_SUM, CONTENT_SHA256
+from ..common.content_kinds import CONTENT_SHA256, CONTENT_SHA256_COUNTED
 from ..data.taxonomy import Taxonomy, needs_values
 from ..policy.model import Policy
 
@@ -99,42 +99,68 @@ def source_digest_query(relation: Any, columns: list[str], count_column: str | N
                       *people).from_(relation.copy())
 
 
-def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA256,
-                         types: dict[str, str] | None = None) -> Any:
-    """One row, one text: the digest of ``table``'s rows over ``columns``. :data:`CONTENT_SHA256`: each row's md5 of
-    its values as one JSON object (``to_json``: strings escaped, NULL as ``null``, so distinct rows give distinct
-    text), sorted, concatenated, sha256: the same rows in any order give the same digest, and other rows cannot be
-    computed to give it (hostile round 10, B40: the hash sum let 50 rows be solved for). ``to_json`` costs half of
-    casting each value to text (bench/bench_released_values.py). A ``TIMESTAMP WITH TIME ZONE`` column (``types``:
-    column → DuckDB type) is written in UTC: JSON would write it in the session's time zone (hostile round 11,
-    H108: an untouched release failed in another zone). :data:`CONTENT_HASH_SUM`: :func:`hash_sum`."""
+# the column types DuckDB compares by identity: two values of one of these types are equal only where their text is;
+# a column of any other type (FLOAT / DOUBLE: -0.0 = 0.0; INTERVAL: '1 month' = '30 days'; TIME WITH TIME ZONE;
+# nested types) is grouped by its JSON text, and VARCHAR by its bytes (COLLATE C: a NOCASE column, or a session's
+# default_collation, would merge 'A' and 'a')
+_IDENTITY_TYPES = frozenset({
+    "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+    "UBIGINT", "UHUGEINT", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
+    "TIMESTAMP WITH TIME ZONE", "UUID", "BLOB", "BIT"})
+
+
+def _group_key(c: str, kind: str) -> Any:
+    """The expression the counted digest groups column ``c`` (of DuckDB type ``kind``) by: distinct keys for values
+    whose JSON text differs (see :data:`_IDENTITY_TYPES`), in a form ``to_json`` writes back injectively."""
     from sqlglot import exp
 
-    if kind == CONTENT_HASH_SUM:
-        return exp.select(hash_sum(columns)).from_(table.copy())
+    x = exp.column(c, quoted=True)
+    if kind == "TIMESTAMP WITH TIME ZONE":   # an instant, written in UTC (hostile round 11, H108)
+        return exp.func("TIMEZONE", exp.Literal.string("UTC"), x)
+    if kind in _IDENTITY_TYPES or kind.startswith(("DECIMAL(", "ENUM(")):
+        return x
+    text = x if kind == "VARCHAR" else exp.Cast(this=exp.func("TO_JSON", x), to=exp.DataType.build("VARCHAR"))
+    return exp.Collate(this=text, expression=exp.var("C"))
 
-    def value(c: str) -> exp.Expression:
-        x = exp.column(c, quoted=True)
-        zoned = str((types or {}).get(c, "")).upper().startswith("TIMESTAMP WITH TIME ZONE")
-        return exp.func("TIMEZONE", exp.Literal.string("UTC"), x) if zoned else x
 
-    row = exp.Struct(expressions=[exp.PropertyEQ(this=exp.Literal.string(f"c{i}"), expression=value(c))
-                                  for i, c in enumerate(columns)])
-    rows = exp.select(exp.alias_(exp.func("MD5", exp.func("TO_JSON", row)), "h")).from_(table.copy())
-    h = exp.column("h")
-    joined = exp.GroupConcat(this=exp.Order(this=h, expressions=[exp.Ordered(this=h.copy())]),
+def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA256_COUNTED,
+                         types: dict[str, str] | None = None) -> Any:
+    """One row, one text: the digest of ``table``'s rows over ``columns`` (``types``: column → DuckDB type); the
+    same rows in any order give the same digest, and other rows cannot be computed to give it (hostile round 10,
+    B40: a sum of DuckDB's invertible row hash let 50 rows be solved for; round 11, M24: it stayed for tables of
+    over a million rows).
+
+    :data:`CONTENT_SHA256_COUNTED` (what a release records): one GROUP BY of the rows (each column by
+    :func:`_group_key`), each distinct row with its count written as one JSON object (``to_json``: strings
+    escaped, NULL as ``null``), md5, sorted, concatenated, sha256. A released table repeats its rows, so this costs
+    about one GROUP BY (bench/bench_released_values.py). :data:`CONTENT_SHA256` (session 14's records): the same
+    over every row, without counts. A ``TIMESTAMP WITH TIME ZONE`` is written in UTC: JSON would write it in the
+    session's time zone (round 11, H108)."""
+    from sqlglot import exp
+
+    described = {c: str((types or {}).get(c, "")).upper() for c in columns}
+    hashed: Any
+    if kind == CONTENT_SHA256_COUNTED:
+        keys = [_group_key(c, described[c]) for c in columns]
+        counted = exp.select(*[exp.alias_(k, f"c{i}") for i, k in enumerate(keys)],
+                             exp.alias_(exp.Count(this=exp.Star()), "n")).from_(table.copy()).group_by(
+            *[k.copy() for k in keys])
+        fields = [*(f"c{i}" for i in range(len(columns))), "n"]
+        row = exp.Struct(expressions=[exp.PropertyEQ(this=exp.Literal.string(f), expression=exp.column(f))
+                                      for f in fields])
+        hashed = exp.select(exp.alias_(exp.func("MD5", exp.func("TO_JSON", row)), "h")).from_(
+            exp.Subquery(this=counted, alias=exp.TableAlias(this=exp.to_identifier("g"))))
+    else:
+        row = exp.Struct(expressions=[exp.PropertyEQ(this=exp.Literal.string(f"c{i}"), expression=(
+            exp.func("TIMEZONE", exp.Literal.string("UTC"), exp.column(c, quoted=True))
+            if described[c] == "TIMESTAMP WITH TIME ZONE" else exp.column(c, quoted=True)))
+            for i, c in enumerate(columns)])
+        hashed = exp.select(exp.alias_(exp.func("MD5", exp.func("TO_JSON", row)), "h")).from_(table.copy())
+    h = exp.Collate(this=exp.column("h"), expression=exp.var("C"))
+    joined = exp.GroupConcat(this=exp.Order(this=exp.column("h"), expressions=[exp.Ordered(this=h)]),
                              separator=exp.Literal.string(""))
     return exp.select(exp.func("SHA256", exp.Coalesce(this=joined, expressions=[exp.Literal.string("")]))).from_(
-        exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier("r"))))
-
-
-def content_kind(rows: int) -> str:
-    """The digest a released table of ``rows`` rows records: :data:`CONTENT_SHA256` up to
-    ``CONTENT_MAX_ROWS`` rows (0.65 s per million rows, about 21 bare GROUP BYs: bench/bench_released_values.py), the hash sum
-    beyond (one scan; ``check`` says it catches edits, not a forger)."""
-    from ..common import content_kinds
-
-    return CONTENT_SHA256 if rows <= content_kinds.CONTENT_MAX_ROWS else CONTENT_HASH_SUM
+        exp.Subquery(this=hashed, alias=exp.TableAlias(this=exp.to_identifier("r"))))
 
 
 def released_values_query(table: Any, columns: list[str]) -> Any:
@@ -230,7 +256,7 @@ def released_values_digest(con: Any, table: Any, columns: list[str], noise_flag:
 
 def table_content(con: Any, table: Any, columns: list[str], types: dict[str, str]) -> dict[str, Any]:
     """``{"hash", "kind", "rows", "columns", "duckdb"}``: the digest of ``table``'s rows over ``columns``
-    (:func:`content_digest_query`, its kind by :func:`content_kind`; ``types``: column → DuckDB type, as the caller
+    (:func:`content_digest_query` of :data:`CONTENT_SHA256_COUNTED`; ``types``: column → DuckDB type, as the caller
     described the table) with DuckDB's version (a value's text, and ``hash``, may differ across versions) — what
     ``check`` recomputes for a released table and each related table."""
     import duckdb
@@ -239,9 +265,9 @@ def table_content(con: Any, table: Any, columns: list[str], types: dict[str, str
     from sqlglot import exp
 
     rows = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))).fetchall()[0][0])
-    kind = content_kind(rows)
-    found = str(con.execute(render(content_digest_query(table, columns, kind, types))).fetchall()[0][0])
-    return {"hash": found, "kind": kind, "rows": rows, "columns": list(columns), "duckdb": duckdb.__version__}
+    found = str(con.execute(render(content_digest_query(table, columns, CONTENT_SHA256_COUNTED, types))).fetchall()[0][0])
+    return {"hash": found, "kind": CONTENT_SHA256_COUNTED, "rows": rows, "columns": list(columns),
+            "duckdb": duckdb.__version__}
 
 
 # above this many records the release records no content hash (a hash of every row costs about a quarter of one
@@ -290,6 +316,6 @@ def source_digest(con: Any, policy: Policy, records: int | None = None, resolved
     return digest
 
 
-__all__ = ["DIGEST_MAX_RECORDS", "content_columns", "content_digest_query", "content_kind",
+__all__ = ["DIGEST_MAX_RECORDS", "content_columns", "content_digest_query",
            "hash_sum", "noise_flag_of", "table_content", "digested_columns", "released_values_digest", "released_values_query", "taxonomy_digests", "changed", "retyped", "source_digest",
            "source_digest_query"]

@@ -2,13 +2,16 @@
 rows could be computed to keep it (B40); the `masks` row re-derived from whatever a schema on the `search_path`
 named like the source held (B42); a related table's rows were not checked, only their count (C12). Now a table of
 up to a million rows records the sha256 of its sorted row md5s, a source name that several objects answer to is
-never re-derived from, and each related table records and checks the same digest.
+never re-derived from, and each related table records and checks the same digest. Round 11's M24: the sum stayed
+for tables of over a million rows; every table now records the sha256 of its distinct rows' md5s with their counts
+(one GROUP BY), and a hash-sum record fails at any size.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -18,8 +21,7 @@ from sqlglot import exp
 
 import anon_sql
 from anon_sql.cli.main import main
-from anon_sql.common import content_kinds
-from anon_sql.common.content_kinds import CONTENT_HASH_SUM, CONTENT_SHA256
+from anon_sql.common.content_kinds import CONTENT_HASH_SUM, CONTENT_SHA256, CONTENT_SHA256_COUNTED
 from anon_sql.common.sqlbuild import render
 from anon_sql.runner.digests import content_digest_query
 from test_hostile_round9_values import db, failing  # noqa: F401  (round 9's `lv` over `patients`)
@@ -36,15 +38,31 @@ def refused(path: str, name: str, tmp_path) -> bool:
             and not out.exists())
 
 
-def oracle_digest(con, table: str) -> str:
-    """The digest recomputed outside SQL: each row's values as one JSON object ``{"c0": …, "c1": …}`` (values as
-    DuckDB's JSON writes each column's type, read back by Python's json and written again compactly), md5 (hashlib),
-    sorted, concatenated, sha256 (hashlib)."""
-    columns = [r[0] for r in con.execute(f'DESCRIBE "{table}"').fetchall()]
-    cells = con.execute("SELECT " + ", ".join(f'to_json("{c}")' for c in columns) + f' FROM "{table}"').fetchall()
-    lines = ["{" + ",".join(f'"c{i}":' + (json.dumps(json.loads(v), separators=(",", ":"), ensure_ascii=False)
-                                          if v is not None else "null") for i, v in enumerate(row)) + "}"
-             for row in cells]
+# the types whose values the counted digest groups as they are; any other is grouped (and written) as its JSON text
+IDENTITY = {"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+            "UBIGINT", "UHUGEINT", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "UUID",
+            "BLOB", "BIT", "VARCHAR"}
+
+
+def _compact(text: str | None) -> str:
+    """A JSON text as Python's json writes it compactly (DuckDB's JSON read back), ``null`` for SQL NULL."""
+    return json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False) if text is not None else "null"
+
+
+def oracle_digest(con, table: str, counted: bool = True) -> str:
+    """The digest recomputed outside SQL from each value's JSON text as DuckDB writes it: counted (what a release
+    records), the distinct rows counted in Python (``Counter``) — a value of a type other than
+    :data:`IDENTITY` stands as its JSON text written as a JSON string — each ``{"c0": …, "n": count}``; else
+    (session 14's kind) every row ``{"c0": …}``; md5 (hashlib), sorted, concatenated, sha256 (hashlib)."""
+    described = con.execute(f'DESCRIBE "{table}"').fetchall()
+    cells = con.execute("SELECT " + ", ".join(f'to_json("{c}")' for c, *_ in described) + f' FROM "{table}"').fetchall()
+    if counted:
+        plain = [t in IDENTITY or t.startswith(("DECIMAL(", "ENUM(")) for _, t, *_ in described]
+        keys = Counter(tuple(_compact(v) if keep or v is None else json.dumps(v, ensure_ascii=False)
+                             for v, keep in zip(row, plain)) for row in cells)
+        lines = ["{" + "".join(f'"c{i}":{v},' for i, v in enumerate(key)) + f'"n":{n}' + "}" for key, n in keys.items()]
+    else:
+        lines = ["{" + ",".join(f'"c{i}":' + _compact(v) for i, v in enumerate(row)) + "}" for row in cells]
     return hashlib.sha256("".join(sorted(hashlib.md5(line.encode()).hexdigest() for line in lines)).encode()).hexdigest()
 
 
@@ -53,11 +71,12 @@ def recorded_content(con, release: str = "lv") -> dict:
                                   [release]).fetchall()[0][0])["content"]
 
 
-def test_the_contents_record_is_the_sha256_of_the_sorted_row_md5s(db):
+def test_the_contents_record_is_the_sha256_of_the_sorted_md5s_of_the_distinct_rows_with_counts(db):
     with duckdb.connect(db) as c:
         content = recorded_content(c)
-        assert content["kind"] == CONTENT_SHA256 and content["rows"] == 200
+        assert content["kind"] == CONTENT_SHA256_COUNTED and content["rows"] == 200
         assert content["hash"] == oracle_digest(c, "lv")
+        assert c.execute("SELECT count(*) FROM (SELECT DISTINCT * FROM lv)").fetchall()[0][0] < 200   # rows repeat
 
 
 def test_b40_values_moved_between_rows_of_two_classes_fail_contents_alone(db, tmp_path):
@@ -87,38 +106,81 @@ def test_b40_a_row_replaced_keeping_every_count_fails_contents(db, tmp_path):
     assert refused(db, "lv", tmp_path)
 
 
-def test_over_the_cap_the_hash_sum_is_recorded_and_check_says_it_stops_edits_not_forgers(monkeypatch):
-    monkeypatch.setattr(content_kinds, "CONTENT_MAX_ROWS", 100)
+def test_m24_a_table_of_any_size_records_the_counted_sha256_never_a_sum():
+    """Hostile round 11, M24: over a million rows the release recorded the forgeable sum. 1.2M rows now record the
+    counted sha256 (one GROUP BY: the released rows repeat), and rows traded between two classes fail."""
     c = duckdb.connect()
     anon_sql.install(c)
-    c.execute("CREATE TABLE p AS SELECT i AS pid, 20 + i % 40 AS age, i % 7 AS n FROM range(300) t(i)")
+    c.execute("CREATE TABLE p AS SELECT i AS pid, 20 + i % 40 AS age, 'd' || (i % 7) AS n FROM range(1200000) t(i)")
     anon_sql.execute(c, "CREATE ANONYMIZED VIEW big WITH (k = 5, method = 'levels', method_params = {'levels': "
                         "{'age': 0}}) AS SELECT identifier(pid), quasi(age, taxonomy => {'kind': 'top'}), "
                         "insensitive(n) FROM p")
     content = recorded_content(c, "big")
-    assert content["kind"] == CONTENT_HASH_SUM and content["rows"] == 300
+    assert content["kind"] == CONTENT_SHA256_COUNTED and content["rows"] == 1_200_000
+    assert content["hash"] == oracle_digest(c, "big")
     row = anon_sql.check(c, "big").set_index("check").loc["contents"]
-    assert row["passed"] and "not a forger" in row["basis"]
-    c.execute("UPDATE big SET n = n + 1 WHERE rowid = 3")
+    assert row["passed"] and row["basis"] == "table"
+    low, high = c.execute("SELECT min(ec_id), max(ec_id) FROM big").fetchall()[0]
+    c.execute("UPDATE big SET n = CASE n WHEN 'd0' THEN 'd1' ELSE 'd0' END WHERE rowid IN "
+              "(SELECT min(rowid) FROM big WHERE ec_id = ? AND n = 'd0' UNION ALL "
+              "SELECT min(rowid) FROM big WHERE ec_id = ? AND n = 'd1')", [low, high])
     assert not anon_sql.check(c, "big").set_index("check").loc["contents", "passed"]
 
 
-@pytest.mark.parametrize("edit", ["legacy", "downgraded"])
-def test_m24_a_hash_sum_record_of_a_table_under_the_cap_fails(db, edit):
-    """Hostile round 11, M24 (P05): a record from before sha256 digests (no kind) holds the forgeable sum, and so
-    does one whose kind was set to the sum by hand (P04): under a million rows, check asks for a new release."""
+@pytest.mark.parametrize("edit", ["legacy", "downgraded", "downgraded, over a million rows"])
+def test_m24_a_hash_sum_record_fails_at_any_size(db, edit):
+    """Hostile round 11, M24 (P04, P05): a record from before sha256 digests (no kind) holds the forgeable sum, and
+    so does one whose kind was set to the sum by hand, whatever row count it claims: check asks for a new
+    release."""
     with duckdb.connect(db) as c:
         record = json.loads(c.execute("SELECT released_values FROM anon.releases WHERE release = 'lv'").fetchall()[0][0])
-        query = content_digest_query(exp.Table(this=exp.to_identifier("lv")), record["content"]["columns"],
-                                     CONTENT_HASH_SUM)
-        total = c.execute(render(query)).fetchall()[0][0]   # the sum, genuine: the kind alone is refused
-        record["content"] = {"hash": total, "columns": record["content"]["columns"],
-                             "duckdb": record["content"]["duckdb"],
-                             **({"kind": CONTENT_HASH_SUM, "rows": 200} if edit == "downgraded" else {})}
+        columns = record["content"]["columns"]
+        total = c.execute(f"SELECT sum(hash({', '.join(columns)})::HUGEINT)::VARCHAR FROM lv").fetchall()[0][0]
+        rows = 2_000_000 if "million" in edit else 200
+        record["content"] = {"hash": total, "columns": columns, "duckdb": record["content"]["duckdb"],
+                             **({"kind": CONTENT_HASH_SUM, "rows": rows} if edit != "legacy" else {})}
         c.execute("UPDATE anon.releases SET released_values = ? WHERE release = 'lv'", [json.dumps(record)])
     with duckdb.connect(db, read_only=True) as c:
         row = anon_sql.check(c, "lv").set_index("check").loc["contents"]
     assert not row["passed"] and "release it again" in row["message"]
+
+
+def test_a_session_14_record_of_every_rows_md5_still_checks(db):
+    """A release made in session 14 recorded the sha256 of every row's md5 (no counts): as safe, so check
+    recomputes that kind; an edit fails it."""
+    with duckdb.connect(db) as c:
+        record = json.loads(c.execute("SELECT released_values FROM anon.releases WHERE release = 'lv'").fetchall()[0][0])
+        record["content"].update(kind=CONTENT_SHA256, hash=oracle_digest(c, "lv", counted=False))
+        c.execute("UPDATE anon.releases SET released_values = ? WHERE release = 'lv'", [json.dumps(record)])
+    assert failing(db) == set()
+    with duckdb.connect(db) as c:
+        c.execute("UPDATE lv SET diag = 'd9' WHERE rowid = 7")
+    assert failing(db) == {"contents"}
+
+
+@pytest.mark.parametrize("column, edit", [
+    ("name VARCHAR COLLATE NOCASE", "UPDATE cv SET name = upper(name) WHERE rowid = 0"),
+    ("name VARCHAR", "SET default_collation = 'nocase'; UPDATE cv SET name = upper(name) WHERE rowid = 0"),
+    ("span INTERVAL",   # DuckDB's UPDATE skips a value equal to the old one: the row is replaced
+     "INSERT INTO cv SELECT * REPLACE (INTERVAL 30 DAY AS span) FROM cv WHERE rowid = 0; DELETE FROM cv WHERE rowid = 0"),
+    ("tags VARCHAR[]", "UPDATE cv SET tags = [upper(tags[1])] WHERE rowid = 0"),
+], ids=["nocase column", "nocase session", "interval of equal length", "list"])
+def test_m24_values_duckdb_calls_equal_but_that_read_otherwise_are_told_apart(column, edit):
+    """The counted digest groups the rows: a value DuckDB's `=` merges with another that reads differently ('a'
+    under NOCASE and 'A', '1 month' and '30 days') must not keep the digest when put in its place."""
+    c = duckdb.connect()
+    anon_sql.install(c)
+    name = column.split()[0]
+    value = {"name": "'a'", "span": "INTERVAL 1 MONTH", "tags": "['a']"}[name]
+    c.execute(f"CREATE TABLE src (pid INTEGER, age INTEGER, {column})")
+    c.execute(f"INSERT INTO src SELECT i, 30 + (i % 3) * 10, {value} FROM range(60) t(i)")
+    anon_sql.execute(c, "CREATE ANONYMIZED VIEW cv WITH (k = 5, method = 'levels', method_params = {'levels': "
+                        f"{{'age': 0}}}}) AS SELECT identifier(pid), quasi(age, taxonomy => {{'kind': 'top'}}), "
+                        f"insensitive({name}) FROM src")
+    assert anon_sql.check(c, "cv").set_index("check").loc["contents", "passed"]
+    for statement in edit.split("; "):
+        c.execute(statement)
+    assert not anon_sql.check(c, "cv").set_index("check").loc["contents", "passed"]
 
 
 def test_an_unknown_digest_kind_fails(db):
@@ -172,7 +234,7 @@ def test_c12_a_related_rows_insensitive_column_set_to_the_raw_id_fails_its_conte
         assert anon_sql.check(c, "synth")["passed"].all()
         content = json.loads(c.execute("SELECT related_tables FROM anon.releases WHERE release = 'synth'")
                              .fetchall()[0][0])["conditions"]["content"]
-        assert content["kind"] == CONTENT_SHA256 and content["hash"] == oracle_digest(c, "synth_conditions")
+        assert content["kind"] == CONTENT_SHA256_COUNTED and content["hash"] == oracle_digest(c, "synth_conditions")
         c.execute("UPDATE synth_conditions SET visit = 100 + visit WHERE visit < 5")
     with duckdb.connect(related_db, read_only=True) as c:
         frame = anon_sql.check(c, "synth").set_index("check")
