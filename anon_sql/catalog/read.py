@@ -27,12 +27,15 @@ def probed_once() -> Iterator[None]:
 
 
 def is_installed(con: Any) -> bool:
-    """Does the database hold the anon catalog? (duckdb_tables(): a third of information_schema's cost)"""
+    """Does the current database hold the anon catalog? (duckdb_tables(): a third of information_schema's cost.)
+    Another attached database's catalog does not count: after ``USE other`` every catalog query (``anon.releases``)
+    reads ``other``, so a catalog elsewhere left them to fail with DuckDB's raw "schema anon does not exist"."""
     known = _INSTALLED.get()
     if known is not None and id(con) in known:
         return True
     rows = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'anon' AND table_name = 'releases'"
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'anon' AND table_name = 'releases' "
+        "AND database_name = current_database()"
     ).fetchall()
     if rows[0][0] and known is not None:
         known.add(id(con))
