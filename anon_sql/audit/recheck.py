@@ -335,7 +335,7 @@ def _program(con, table: exp.Table, policy: Policy, plan: dict[str, Any], models
             "released_values": ({"query": render(released_values_query(table, digested)), "columns": digested,
                                  "describe": render(exp.Describe(this=table.copy())),
                                  "content": {kind: render(content_digest_query(table, content_columns(columns, flag),
-                                                                               kind, types)) for kind in KINDS}}
+                                                                               types)) for kind in KINDS}}
                                 if digested else None),
             "summary_columns": wanted,
             "records": render(exp.select(record_count(policy.count_column)).from_(table.copy())),

@@ -181,7 +181,7 @@ def _content_row(con: duckdb.DuckDBPyConnection, check: str, target: exp.Table, 
     columns = wanted.get("columns") if isinstance(wanted, dict) else None
     if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
         return check_program.content_row(con, check, {}, None, basis)
-    queries = {kind: render(content_digest_query(target, columns, kind, types)) for kind in KINDS}
+    queries = {kind: render(content_digest_query(target, columns, types)) for kind in KINDS}
     return check_program.content_row(con, check, queries, wanted, basis)
 
 

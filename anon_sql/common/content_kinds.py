@@ -5,13 +5,13 @@ table's in ``related_tables``): named here, apart from :mod:`anon_sql.runner.dig
 # what a release records, at every size: the sha256 of the sorted md5s of the distinct rows, each with its count
 # (one GROUP BY of the rows; no edit can be computed to keep it: hostile round 11, M24)
 CONTENT_SHA256_COUNTED = "sha256 of sorted md5s of distinct rows with counts"
-# what releases recorded in session 14, for tables of up to a million rows: the sha256 of the sorted md5s of every
-# row (as safe, one md5 per row: 10x the counted kind's cost); check still reads such a record
+# session 14's kind (tables of up to a million rows): the sha256 of every row's md5 of its to_json text, which
+# re-writes a JSON column (whitespace, escapes: hostile round 12, M25), so check refuses such a record
 CONTENT_SHA256 = "sha256 of sorted row md5s"
 # the sum of the rows' DuckDB hash (larger tables in session 14, and every record made before kinds were kept): rows
-# can be computed to keep it, so check refuses such a record ("release it again"); never recorded now
+# can be computed to keep it (round 11, M24), so check refuses such a record too
 CONTENT_HASH_SUM = "sum of row hashes"
 # the kinds check recomputes
-KINDS = (CONTENT_SHA256_COUNTED, CONTENT_SHA256)
+KINDS = (CONTENT_SHA256_COUNTED,)
 
 __all__ = ["CONTENT_HASH_SUM", "CONTENT_SHA256", "CONTENT_SHA256_COUNTED", "KINDS"]

@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from anon_sql.catalog import owned_rows
 from anon_sql.common.wording import counted
-from anon_sql.data.source import refuse_temp_shadows, view_input_shadows
+from anon_sql.data.source import refuse_temp_shadows, view_foreign_reads, view_input_shadows
 from anon_sql.errors import PolicyError, PrivacyRequirementError, ResourceError, SourceError
 
 __all__ = ["Budget", "ensure_ledger", "create_budget", "show_budgets", "drop_budget", "active_budget",
@@ -181,6 +181,12 @@ def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tup
                           "what the view reads (DuckDB binds its names when it is read), so anon_sql would answer "
                           "over other data than the budget's; nothing was done: drop the TEMP object, or run it in "
                           "another session")
+    foreign = view_foreign_reads(con, schema_name, table_name)
+    if foreign:   # bound when the query runs, beyond what a name can tell (hostile round 12, M27)
+        raise SourceError(f"view {schema_name}.{table_name} reads {', '.join(foreign)[:400]}: a budgeted view may "
+                          "read only this database's tables and views by name, since a macro, a table function or "
+                          "another database's alias can bind to other data when a query runs; nothing was done: "
+                          "make the view read the tables directly, or put the budget on a table")
     return exp.table_(table_name, db=schema_name, quoted=True), f"{schema_name}.{table_name}"
 
 

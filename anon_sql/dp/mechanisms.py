@@ -20,7 +20,7 @@ dp.enable_features("contrib")
 __all__ = ["Noised", "Selected", "noisy_counts", "noisy_sums", "select_partitions", "count_accuracy",
            "sum_accuracy", "count_measurement", "sum_measurement", "threshold_measurement", "quantile_candidates",
            "quantile_score_transformation", "quantile_fraction", "quantile_scores", "noisy_quantiles",
-           "QUANTILE_CANDIDATES", "selection_threshold", "smallest_epsilon", "infinite_scale_error"]
+           "QUANTILE_CANDIDATES", "selection_delta", "selection_threshold", "smallest_epsilon", "infinite_scale_error"]
 
 QUANTILE_CANDIDATES = 1001   # candidates spread evenly over a PERCENTILE_CONT's bounds: a resolution of 0.1 %
 _TAIL = 1e-9   # noise past its (1 − _TAIL) half-width counts as impossible when fitting an answer into its type
@@ -104,8 +104,17 @@ def noisy_sums(sums: list[float], sensitivity: float, epsilon: float) -> Noised:
     return Noised([float(v) for v in measurement([float(s) for s in sums])], scale, spent)
 
 
+def selection_delta(scale: float, threshold: int, d_in: tuple) -> float:
+    """The δ of partition selection at ``threshold``: OpenDP 0.16's ``make_laplace_threshold`` keeps a noisy count
+    that is *at least* the threshold, but its privacy map gives the mass *above* it (opendp/opendp#2922, open), so
+    the true δ of threshold t is the map's δ at t − 1 (hostile round 12, M29: at ε = 50 the map's threshold was 1,
+    and every one-person group was released while δ = 1e-6 was charged)."""
+    return float(threshold_measurement(scale, threshold - 1).map(d_in)[1])
+
+
 def _smallest_threshold(scale: float, d_in: tuple, delta: float) -> int:
-    """The smallest threshold whose OpenDP privacy map gives δ ≤ delta (δ falls as the threshold grows).
+    """The smallest threshold whose OpenDP privacy map gives δ ≤ delta (δ falls as the threshold grows); the
+    selection uses the next one up (:func:`selection_delta`).
 
     Starts at the continuous-Laplace estimate L∞ + scale·ln(L0/2δ), which lands within one of the answer for
     OpenDP's discrete map, and gallops from there: two or three map calls instead of a 62-step bisection."""
@@ -141,10 +150,11 @@ def select_partitions(unit_counts: dict[str, int], max_groups: int, epsilon: flo
     """Partition selection: release a group only if its noisy count of units passes a threshold.
 
     One unit changes at most max_groups keys, each by 1 (L0 = max_groups, L1 = max_groups, L∞ = 1). The scale is
-    max_groups/ε; the threshold is the smallest one whose OpenDP map gives a δ ≤ the δ asked."""
+    max_groups/ε; the threshold is one above the smallest whose OpenDP map gives a δ ≤ the δ asked
+    (:func:`selection_delta`: the map leaves out the mass at the threshold), and the δ spent is that map's δ."""
     d_in, scale, threshold = selection_threshold(max_groups, epsilon, delta)
     measurement = threshold_measurement(scale, threshold)
-    spent_epsilon, spent_delta = measurement.map(d_in)
+    spent_epsilon, spent_delta = measurement.map(d_in)[0], selection_delta(scale, threshold, d_in)
     kept = measurement({str(k): int(v) for k, v in unit_counts.items()})
     return Selected(dict(kept), scale, threshold, spent_epsilon, spent_delta)
 
@@ -158,7 +168,7 @@ def selection_threshold(max_groups: int, epsilon: float, delta: float) -> tuple[
         if threshold_measurement(scale, 2 ** 62).map(d_in)[0] <= epsilon:
             break
         scale = math.nextafter(scale * (1 + 1e-12), math.inf)
-    return d_in, scale, _smallest_threshold(scale, d_in, delta)
+    return d_in, scale, _smallest_threshold(scale, d_in, delta) + 1   # the true δ of t is the map's at t − 1
 
 
 def count_accuracy(scale: float, alpha: float) -> float:

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from ..catalog.store import recorded_taxonomy_digests
-from ..common.content_kinds import CONTENT_SHA256, CONTENT_SHA256_COUNTED
+from ..common.content_kinds import CONTENT_SHA256_COUNTED
 from ..data.taxonomy import Taxonomy, needs_values
 from ..policy.model import Policy
 
@@ -99,63 +99,57 @@ def source_digest_query(relation: Any, columns: list[str], count_column: str | N
                       *people).from_(relation.copy())
 
 
-# the column types DuckDB compares by identity: two values of one of these types are equal only where their text is;
-# a column of any other type (FLOAT / DOUBLE: -0.0 = 0.0; INTERVAL: '1 month' = '30 days'; TIME WITH TIME ZONE;
-# nested types) is grouped by its JSON text, and VARCHAR by its bytes (COLLATE C: a NOCASE column, or a session's
-# default_collation, would merge 'A' and 'a')
+# the column types DuckDB compares by identity: two values of one of these types are equal only where their text is
 _IDENTITY_TYPES = frozenset({
     "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
     "UBIGINT", "UHUGEINT", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
-    "TIMESTAMP WITH TIME ZONE", "UUID", "BLOB", "BIT"})
+    "UUID", "BLOB", "BIT"})
 
 
-def _group_key(c: str, kind: str) -> Any:
-    """The expression the counted digest groups column ``c`` (of DuckDB type ``kind``) by: distinct keys for values
-    whose JSON text differs (see :data:`_IDENTITY_TYPES`), in a form ``to_json`` writes back injectively."""
+def _group_keys(c: str, kind: str) -> list[Any]:
+    """What the content digest groups column ``c`` (of DuckDB type ``kind``) by, so that two values whose stored
+    text differs never share a group: an identity type as it is; ``TIMESTAMP WITH TIME ZONE`` as the instant in UTC
+    (round 11, H108); ``VARCHAR`` by its bytes (``COLLATE C``: a NOCASE column or a session's default_collation
+    would merge 'A' and 'a'); ``JSON`` by its stored text (``to_json`` re-writes it: whitespace and escapes carried
+    raw SSNs past check, hostile round 12, M25); any other type (FLOAT / DOUBLE: -0.0 = 0.0; INTERVAL: '1 month' =
+    '30 days'; nested types, which may hold JSON) by both its JSON text and its text, ``VARIANT`` with its inner
+    type too."""
     from sqlglot import exp
 
     x = exp.column(c, quoted=True)
-    if kind == "TIMESTAMP WITH TIME ZONE":   # an instant, written in UTC (hostile round 11, H108)
-        return exp.func("TIMEZONE", exp.Literal.string("UTC"), x)
+
+    def text(e: exp.Expression) -> exp.Expression:
+        return exp.Collate(this=exp.Cast(this=e, to=exp.DataType.build("VARCHAR")), expression=exp.var("C"))
+
+    if kind == "TIMESTAMP WITH TIME ZONE":
+        return [exp.func("TIMEZONE", exp.Literal.string("UTC"), x)]
     if kind in _IDENTITY_TYPES or kind.startswith(("DECIMAL(", "ENUM(")):
-        return x
-    text = x if kind == "VARCHAR" else exp.Cast(this=exp.func("TO_JSON", x), to=exp.DataType.build("VARCHAR"))
-    return exp.Collate(this=text, expression=exp.var("C"))
+        return [x]
+    if kind in ("VARCHAR", "JSON"):
+        return [text(x)]
+    keys = [text(exp.func("TO_JSON", x)), text(x.copy())]
+    return [exp.func("VARIANT_TYPEOF", x.copy()), *keys] if kind == "VARIANT" else keys
 
 
-def content_digest_query(table: Any, columns: list[str], kind: str = CONTENT_SHA256_COUNTED,
-                         types: dict[str, str] | None = None) -> Any:
-    """One row, one text: the digest of ``table``'s rows over ``columns`` (``types``: column → DuckDB type); the
+def content_digest_query(table: Any, columns: list[str], types: dict[str, str] | None = None) -> Any:
+    """One row, one text: the digest of ``table``'s rows over ``columns`` (``types``: column → DuckDB type) — the
     same rows in any order give the same digest, and other rows cannot be computed to give it (hostile round 10,
     B40: a sum of DuckDB's invertible row hash let 50 rows be solved for; round 11, M24: it stayed for tables of
-    over a million rows).
-
-    :data:`CONTENT_SHA256_COUNTED` (what a release records): one GROUP BY of the rows (each column by
-    :func:`_group_key`), each distinct row with its count written as one JSON object (``to_json``: strings
-    escaped, NULL as ``null``), md5, sorted, concatenated, sha256. A released table repeats its rows, so this costs
-    about one GROUP BY (bench/bench_released_values.py). :data:`CONTENT_SHA256` (session 14's records): the same
-    over every row, without counts. A ``TIMESTAMP WITH TIME ZONE`` is written in UTC: JSON would write it in the
-    session's time zone (round 11, H108)."""
+    over a million rows). One GROUP BY of the rows (each column by :func:`_group_keys`), each distinct row with its
+    count written as one JSON object (``to_json``: strings escaped, NULL as ``null``), md5, sorted, concatenated,
+    sha256 (:data:`CONTENT_SHA256_COUNTED`). A released table repeats its rows, so this costs about one GROUP BY
+    (bench/bench_released_values.py)."""
     from sqlglot import exp
 
-    described = {c: str((types or {}).get(c, "")).upper() for c in columns}
-    hashed: Any
-    if kind == CONTENT_SHA256_COUNTED:
-        keys = [_group_key(c, described[c]) for c in columns]
-        counted = exp.select(*[exp.alias_(k, f"c{i}") for i, k in enumerate(keys)],
-                             exp.alias_(exp.Count(this=exp.Star()), "n")).from_(table.copy()).group_by(
-            *[k.copy() for k in keys])
-        fields = [*(f"c{i}" for i in range(len(columns))), "n"]
-        row = exp.Struct(expressions=[exp.PropertyEQ(this=exp.Literal.string(f), expression=exp.column(f))
-                                      for f in fields])
-        hashed = exp.select(exp.alias_(exp.func("MD5", exp.func("TO_JSON", row)), "h")).from_(
-            exp.Subquery(this=counted, alias=exp.TableAlias(this=exp.to_identifier("g"))))
-    else:
-        row = exp.Struct(expressions=[exp.PropertyEQ(this=exp.Literal.string(f"c{i}"), expression=(
-            exp.func("TIMEZONE", exp.Literal.string("UTC"), exp.column(c, quoted=True))
-            if described[c] == "TIMESTAMP WITH TIME ZONE" else exp.column(c, quoted=True)))
-            for i, c in enumerate(columns)])
-        hashed = exp.select(exp.alias_(exp.func("MD5", exp.func("TO_JSON", row)), "h")).from_(table.copy())
+    keys = [k for c in columns for k in _group_keys(c, str((types or {}).get(c, "")).upper())]
+    counted = exp.select(*[exp.alias_(k, f"c{i}") for i, k in enumerate(keys)],
+                         exp.alias_(exp.Count(this=exp.Star()), "n")).from_(table.copy()).group_by(
+        *[k.copy() for k in keys])
+    fields = [*(f"c{i}" for i in range(len(keys))), "n"]
+    row = exp.Struct(expressions=[exp.PropertyEQ(this=exp.Literal.string(f), expression=exp.column(f))
+                                  for f in fields])
+    hashed = exp.select(exp.alias_(exp.func("MD5", exp.func("TO_JSON", row)), "h")).from_(
+        exp.Subquery(this=counted, alias=exp.TableAlias(this=exp.to_identifier("g"))))
     h = exp.Collate(this=exp.column("h"), expression=exp.var("C"))
     joined = exp.GroupConcat(this=exp.Order(this=exp.column("h"), expressions=[exp.Ordered(this=h)]),
                              separator=exp.Literal.string(""))
@@ -271,7 +265,7 @@ def table_content(con: Any, table: Any, columns: list[str], types: dict[str, str
     from sqlglot import exp
 
     rows = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))).fetchall()[0][0])
-    found = str(con.execute(render(content_digest_query(table, columns, CONTENT_SHA256_COUNTED, types))).fetchall()[0][0])
+    found = str(con.execute(render(content_digest_query(table, columns, types))).fetchall()[0][0])
     return {"hash": found, "kind": CONTENT_SHA256_COUNTED, "rows": rows, "columns": list(columns),
             "duckdb": duckdb.__version__}
 

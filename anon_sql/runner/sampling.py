@@ -1,27 +1,31 @@
 """SafePub's random sample, in SQL: a policy with ``[privacy] differential_privacy`` is released from the records
 that a seeded hash keeps with probability β; the rest count as suppressed (docs/dp.md).
 
-Each record is kept when ``hash(its columns, its number among identical records, seed) mod 2^32 < β·2^32``: one
-Bernoulli(β) draw per record, independent across records as far as the hash is, and the same draws for the same data
-and seed. Identical records are numbered within their group (a window without ORDER BY: they are interchangeable, so
-the kept set does not depend on the numbering). The draws are only as secret as the seed: a SafePub policy must set
-one (0, the default, is refused).
+Each record is kept when its uniform — the first 52 bits of ``sha256(seed ‖ US ‖ "safepub" ‖ US ‖ its columns and
+its number among identical records as JSON)`` (:func:`anon_sql.sdc.portable.keyed_digest`, as PRAM and the seeded
+masks draw) — is below β: one Bernoulli(β) draw per record, independent across records and unpredictable without the
+seed, and the same draws for the same data and seed. Until session 15 the draw was DuckDB's ``hash(…, seed)``,
+which folds the seed in as one XOR mask over every record's seed-0 hash: an attacker knowing the other records
+recovered the mask from the released class counts in 10 s and decided membership for certain (hostile round 12, M28,
+SP2). Identical records are numbered within their group (a window without ORDER BY: they are interchangeable, so the
+kept set does not depend on the numbering). The draws are only as secret as the seed: a SafePub policy must set one
+(0, the default, is refused).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sqlglot import exp
 
-from ..common.sqlbuild import alias, col, ident, lit, render
+from ..common.sqlbuild import alias, col, ident, render
 from ..errors import PolicyError
 from ..models.safepub import SafePubParameters, safepub_parameters
 from ..policy.model import Policy
+from ..sdc.portable import hex_fraction, keyed_digest
 
 DUPLICATE = "__safepub_dup"
-RESOLUTION = 2 ** 32
+STREAM = "safepub"   # the sample's own stream of the seed (PRAM's are its columns' names)
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,11 @@ def safepub_policy(policy: Policy, engine_name: str) -> tuple[Policy, SafePubPar
         raise PolicyError("privacy.differential_privacy: the sample is only as secret as the seed, and seed = 0 is "
                           "the default; set seed to a secret random integer (e.g. python -c \"import secrets; "
                           "print(secrets.randbits(62))\") and keep the policy private")
+    if not -2 ** 63 <= int(policy.seed) < 2 ** 63:   # hostile round 12, M28: 2^64 + 1 drew seed 0's sample
+        raise PolicyError(f"privacy.differential_privacy: seed = {policy.seed} is outside a 64-bit integer; DuckDB "
+                          "hashes a larger one by its two 64-bit halves, so 2^64 + 1 draws the public sample of "
+                          "seed 0; set seed to a secret random integer below 2^63 (e.g. python -c \"import secrets; "
+                          "print(secrets.randbits(62))\")")
     params = safepub_parameters(spec["epsilon"], spec["delta"], share)
     k = max(policy.privacy.k or 1, params.k)
     suppression = policy.privacy.max_suppression or 1.0
@@ -85,16 +94,16 @@ def safepub_policy(policy: Policy, engine_name: str) -> tuple[Policy, SafePubPar
 
 
 def sampled_relation(relation: exp.Expression, columns: Sequence[str], beta: float, seed: int) -> exp.Subquery:
-    """``relation`` restricted to the records the seeded hash keeps with probability ``beta`` (same columns)."""
+    """``relation`` restricted to the records whose keyed sha256 uniform is below ``beta`` (same columns)."""
     numbered = exp.select(exp.Star(), alias(exp.Window(this=exp.RowNumber(), partition_by=[col(c) for c in columns]),
                                             DUPLICATE)).from_(relation.copy())
-    draw = exp.Mod(this=exp.Anonymous(this="hash", expressions=[*(col(c) for c in columns), col(DUPLICATE),
-                                                                 lit(int(seed))]),
-                   expression=lit(RESOLUTION))
-    threshold = lit(int(math.floor(beta * RESOLUTION)))
+    record = exp.func("TO_JSON", exp.Struct(expressions=[
+        exp.PropertyEQ(this=exp.Literal.string(f"c{i}"), expression=col(c))
+        for i, c in enumerate([*columns, DUPLICATE])]))
+    draw = hex_fraction(keyed_digest(int(seed), record, STREAM))
     kept = (exp.select(*(col(c) for c in columns))
             .from_(exp.Subquery(this=numbered, alias=exp.TableAlias(this=ident("__safepub_rows"))))
-            .where(exp.LT(this=draw, expression=threshold)))
+            .where(exp.LT(this=draw, expression=exp.Literal.number(repr(float(beta))))))
     return exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("__safepub_sample")))
 
 

@@ -4,7 +4,7 @@ named like the source held (B42); a related table's rows were not checked, only 
 up to a million rows records the sha256 of its sorted row md5s, a source name that several objects answer to is
 never re-derived from, and each related table records and checks the same digest. Round 11's M24: the sum stayed
 for tables of over a million rows; every table now records the sha256 of its distinct rows' md5s with their counts
-(one GROUP BY), and a hash-sum record fails at any size.
+(one GROUP BY; a JSON column by its stored text: round 12, M25), and a hash-sum or session 14 record fails.
 """
 from __future__ import annotations
 
@@ -38,10 +38,11 @@ def refused(path: str, name: str, tmp_path) -> bool:
             and not out.exists())
 
 
-# the types whose values the counted digest groups as they are; any other is grouped (and written) as its JSON text
+# the types whose values the counted digest groups as they are (VARCHAR and JSON: by their stored text); any other
+# type is grouped, and written, as its JSON text and its text
 IDENTITY = {"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
             "UBIGINT", "UHUGEINT", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "UUID",
-            "BLOB", "BIT", "VARCHAR"}
+            "BLOB", "BIT"}
 
 
 def _compact(text: str | None) -> str:
@@ -49,20 +50,29 @@ def _compact(text: str | None) -> str:
     return json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False) if text is not None else "null"
 
 
-def oracle_digest(con, table: str, counted: bool = True) -> str:
-    """The digest recomputed outside SQL from each value's JSON text as DuckDB writes it: counted (what a release
-    records), the distinct rows counted in Python (``Counter``) — a value of a type other than
-    :data:`IDENTITY` stands as its JSON text written as a JSON string — each ``{"c0": …, "n": count}``; else
-    (session 14's kind) every row ``{"c0": …}``; md5 (hashlib), sorted, concatenated, sha256 (hashlib)."""
-    described = con.execute(f'DESCRIBE "{table}"').fetchall()
-    cells = con.execute("SELECT " + ", ".join(f'to_json("{c}")' for c, *_ in described) + f' FROM "{table}"').fetchall()
-    if counted:
-        plain = [t in IDENTITY or t.startswith(("DECIMAL(", "ENUM(")) for _, t, *_ in described]
-        keys = Counter(tuple(_compact(v) if keep or v is None else json.dumps(v, ensure_ascii=False)
-                             for v, keep in zip(row, plain)) for row in cells)
-        lines = ["{" + "".join(f'"c{i}":{v},' for i, v in enumerate(key)) + f'"n":{n}' + "}" for key, n in keys.items()]
-    else:
-        lines = ["{" + ",".join(f'"c{i}":' + _compact(v) for i, v in enumerate(row)) + "}" for row in cells]
+def _string(text: str | None) -> str:
+    """A text as a JSON string, ``null`` for SQL NULL."""
+    return json.dumps(text, ensure_ascii=False) if text is not None else "null"
+
+
+def oracle_digest(con, table: str) -> str:
+    """The digest recomputed outside SQL: each row's keys — an identity type's value as DuckDB's JSON writes it,
+    a VARCHAR or JSON value's stored text, any other value's JSON text and text (both as JSON strings) — the
+    distinct rows counted in Python (``Counter``), each ``{"c0": …, "n": count}``, md5 (hashlib), sorted,
+    concatenated, sha256 (hashlib)."""
+    described = [(c, t) for c, t, *_ in con.execute(f'DESCRIBE "{table}"').fetchall()]
+    selected = []
+    for c, t in described:
+        if t in IDENTITY or t.startswith(("DECIMAL(", "ENUM(")):
+            selected.append(f'to_json("{c}")')
+        elif t in ("VARCHAR", "JSON"):
+            selected.append(f'"{c}"::VARCHAR')
+        else:
+            selected += [f'to_json("{c}")::VARCHAR', f'"{c}"::VARCHAR']
+    cells = con.execute("SELECT " + ", ".join(selected) + f' FROM "{table}"').fetchall()
+    plain = [s.startswith("to_json") and not s.endswith("::VARCHAR") for s in selected]
+    keys = Counter(tuple(_compact(v) if keep else _string(v) for v, keep in zip(row, plain)) for row in cells)
+    lines = ["{" + "".join(f'"c{i}":{v},' for i, v in enumerate(key)) + f'"n":{n}' + "}" for key, n in keys.items()]
     return hashlib.sha256("".join(sorted(hashlib.md5(line.encode()).hexdigest() for line in lines)).encode()).hexdigest()
 
 
@@ -145,17 +155,16 @@ def test_m24_a_hash_sum_record_fails_at_any_size(db, edit):
     assert not row["passed"] and "release it again" in row["message"]
 
 
-def test_a_session_14_record_of_every_rows_md5_still_checks(db):
-    """A release made in session 14 recorded the sha256 of every row's md5 (no counts): as safe, so check
-    recomputes that kind; an edit fails it."""
+def test_m25_a_session_14_record_of_every_rows_json_text_fails(db):
+    """Session 14 recorded the sha256 of every row's md5 of its to_json text, which re-writes a JSON column (round
+    12, M25): check asks for a new release instead of trusting it."""
     with duckdb.connect(db) as c:
         record = json.loads(c.execute("SELECT released_values FROM anon.releases WHERE release = 'lv'").fetchall()[0][0])
-        record["content"].update(kind=CONTENT_SHA256, hash=oracle_digest(c, "lv", counted=False))
+        record["content"].update(kind=CONTENT_SHA256)
         c.execute("UPDATE anon.releases SET released_values = ? WHERE release = 'lv'", [json.dumps(record)])
-    assert failing(db) == set()
-    with duckdb.connect(db) as c:
-        c.execute("UPDATE lv SET diag = 'd9' WHERE rowid = 7")
-    assert failing(db) == {"contents"}
+    with duckdb.connect(db, read_only=True) as c:
+        row = anon_sql.check(c, "lv").set_index("check").loc["contents"]
+    assert not row["passed"] and "release it again" in row["message"]
 
 
 @pytest.mark.parametrize("column, edit", [
@@ -164,14 +173,22 @@ def test_a_session_14_record_of_every_rows_md5_still_checks(db):
     ("span INTERVAL",   # DuckDB's UPDATE skips a value equal to the old one: the row is replaced
      "INSERT INTO cv SELECT * REPLACE (INTERVAL 30 DAY AS span) FROM cv WHERE rowid = 0; DELETE FROM cv WHERE rowid = 0"),
     ("tags VARCHAR[]", "UPDATE cv SET tags = [upper(tags[1])] WHERE rowid = 0"),
-], ids=["nocase column", "nocase session", "interval of equal length", "list"])
+    ("meta JSON", """UPDATE cv SET meta = '{ "plan" :  "p2"}' WHERE rowid = 0"""),   # round 12, M25 (A01)
+    ("meta JSON", """UPDATE cv SET meta = '{"\\u0070lan":"p2"}' WHERE rowid = 0"""),  # A02b: an escape
+    ("meta JSON", "UPDATE cv SET meta = NULL WHERE rowid = 0"),                 # A02: SQL NULL for 'null'
+    ("metas JSON[]", """UPDATE cv SET metas = ['{ "plan":"p2"}'] WHERE rowid = 0"""),   # JSON inside a list
+    ("v VARIANT", "UPDATE cv SET v = 5::TINYINT::VARIANT WHERE rowid = 0"),    # A07: the inner type
+], ids=["nocase column", "nocase session", "interval of equal length", "list", "json spacing", "json escape",
+        "json null", "json in a list", "variant type"])
 def test_m24_values_duckdb_calls_equal_but_that_read_otherwise_are_told_apart(column, edit):
-    """The counted digest groups the rows: a value DuckDB's `=` merges with another that reads differently ('a'
-    under NOCASE and 'A', '1 month' and '30 days') must not keep the digest when put in its place."""
+    """The counted digest groups the rows: a value DuckDB's `=` or `to_json` merges with another that reads
+    differently ('a' under NOCASE and 'A', '1 month' and '30 days', a JSON text's spacing, escapes and `null`, a
+    VARIANT's inner type) must not keep the digest when put in its place."""
     c = duckdb.connect()
     anon_sql.install(c)
     name = column.split()[0]
-    value = {"name": "'a'", "span": "INTERVAL 1 MONTH", "tags": "['a']"}[name]
+    value = {"name": "'a'", "span": "INTERVAL 1 MONTH", "tags": "['a']", "meta": """'{"plan":"p2"}'""",
+             "metas": """['{"plan":"p2"}']""", "v": "5::BIGINT::VARIANT"}[name]
     c.execute(f"CREATE TABLE src (pid INTEGER, age INTEGER, {column})")
     c.execute(f"INSERT INTO src SELECT i, 30 + (i % 3) * 10, {value} FROM range(60) t(i)")
     anon_sql.execute(c, "CREATE ANONYMIZED VIEW cv WITH (k = 5, method = 'levels', method_params = {'levels': "

@@ -101,6 +101,8 @@ def test_same_seed_same_release_other_seed_other_sample(con):
 
 @pytest.mark.parametrize("change, words", [
     ({"seed": 0}, "seed"),
+    ({"seed": 2 ** 64 + 1}, "seed = 18446744073709551617 is outside a 64-bit integer"),   # round 12, M28
+    ({"seed": -2 ** 63 - 1}, "outside a 64-bit integer"),
     ({"method": "optimal", "method_params": {}}, "method = \"levels\""),
     ({"privacy": {"differential_privacy": {"epsilon": 2.0, "delta": 1e-5, "search_share": 0.1}}}, "search"),
     ({"privacy": {"differential_privacy": {"epsilon": 2.0, "delta": 1.5}}}, "delta"),
@@ -111,6 +113,25 @@ def test_refusals_name_the_key_and_write_nothing(con, change, words):
     with pytest.raises(PolicyError, match=words):
         anon_sql.release(con, {**_policy(), **change})
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'adult_dp'").fetchall() == [(0,)]
+
+
+def test_m28_the_seed_is_not_one_mask_over_the_public_draws(con):
+    """Round 12's M28 (SP2): DuckDB's ``hash(record, seed)`` is the seed-0 hash XOR one mask, so at β = 1/2 a seed
+    kept either seed 0's records or exactly the others, and an attacker read the mask off the released counts. With
+    keyed sha256 draws, two seeds keep independent halves: each overlaps the seed-0 sample in about a quarter of the
+    records, never none or all (2^64 + 1 included, which DuckDB's hash read as seed 0: SP1)."""
+    rel = table("adult_sample")
+    columns = [r[0] for r in con.execute("DESCRIBE adult_sample").fetchall()]
+    n = con.execute("SELECT count(*) FROM adult_sample").fetchall()[0][0]
+
+    def sample(seed: int) -> set:
+        kept = exp.select(exp.Star()).from_(sampled_relation(rel, columns, 0.5, seed))
+        return set(con.execute(render(kept)).fetchall())
+
+    public = sample(0)
+    for seed in (1, 77, 3141592653589793, 2 ** 64 + 1):
+        overlap = len(sample(seed) & public) / n
+        assert 0.2 < overlap < 0.3, (seed, overlap)
 
 
 def test_compile_refuses_what_would_skip_the_sample(con):

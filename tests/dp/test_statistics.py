@@ -121,15 +121,16 @@ def test_agreement_with_opendp_computing_the_measurement_directly():
     # COUNT(*): discrete Laplace with scale 2/ε
     count_half = (answer["n_high"] - answer["n_low"]) / 2
     assert count_half.iloc[0] == pytest.approx(dp.discrete_laplacian_scale_to_accuracy(2 / share, 0.1))
-    # partition selection: OpenDP's laplace threshold on (L0, L1, L∞) = (2, 2, 1) gives the δ asked, not more
+    # partition selection: OpenDP's laplace threshold on (L0, L1, L∞) = (2, 2, 1) gives the δ asked, not more —
+    # at threshold − 1, as OpenDP 0.16's map leaves out the mass at the threshold (opendp#2922; round 12, M29)
     selected = mechanisms.select_partitions({"a": 10}, 2, share, 1e-7)
-    m = dp.m.make_laplace_threshold(dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T="i64")),
-                                    dp.l01inf_distance(dp.absolute_distance(T="i64")), scale=2 / share,
-                                    threshold=selected.threshold)
-    eps, delta = m.map((2, 2, 1))
-    assert eps == pytest.approx(share) and delta <= 1e-7
-    looser = dp.m.make_laplace_threshold(dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T="i64")),
-                                         dp.l01inf_distance(dp.absolute_distance(T="i64")), scale=2 / share,
-                                         threshold=selected.threshold - 1)
-    assert looser.map((2, 2, 1))[1] > 1e-7  # the smallest threshold that meets δ
+
+    def threshold_map(threshold: int) -> tuple[float, float]:
+        return dp.m.make_laplace_threshold(dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T="i64")),
+                                           dp.l01inf_distance(dp.absolute_distance(T="i64")), scale=2 / share,
+                                           threshold=threshold).map((2, 2, 1))
+
+    eps, delta = threshold_map(selected.threshold - 1)
+    assert eps == pytest.approx(share) and delta <= 1e-7 and selected.delta == delta
+    assert threshold_map(selected.threshold - 2)[1] > 1e-7  # the smallest threshold that meets δ
     con.close()
