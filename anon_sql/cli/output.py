@@ -20,10 +20,12 @@ from typing import Any, Callable, Sequence, TextIO
 import click
 
 from .errors import cli_errors
+from .named_files import files_named, policy_files, script_files, view_files
 from ..errors import TargetError
 
 _RESULT = "anon_sql.runner.result"
 _INPUTS_SEEN = "anon_sql.cli.inputs"   # ctx.meta: the command's inputs, found once (command_inputs)
+_SCRIPTS_RUN = "anon_sql.cli.scripts"  # ctx.meta: SQL run from stdin or the shell (note_script)
 # the inputs of a command that an output option must never replace: click parameter name -> how the user spelled it
 _INPUTS = {"db": "--db", "to": "--to", "policy": "POLICY"}
 # inputs that may be a file or a name (a table): guarded when they name an existing file
@@ -34,7 +36,8 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     """The path an output option (``--json``, ``--html``, ``--csv``, ``--history``) writes to, refused with
     :class:`TargetError` (exit 2) when it is the ``--db`` database or its ``.wal``, another input of the command, or
     an existing DuckDB or Parquet file: a slip of one argument must not replace a database (hostile round 10, M13).
-    A file of the output's own kind (JSON, HTML, CSV, history) is overwritten as before."""
+    An existing file is replaced only when it holds the output's own kind (:func:`own_kind`: JSON, HTML, a sweep
+    CSV, a history) or nothing: a key file or a source CSV is never one (hostile round 12, M26)."""
     path = Path(os.path.expanduser(target))
     real = path.resolve()
     guarded = dict(inputs or {})
@@ -50,7 +53,8 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
         if real in names or any(_same_file(path, n) for n in names):
             what = "the database" if spelled == "--db" else "the input"
             wal = " (its write-ahead log)" if real.name.endswith(".wal") and spelled == "--db" else ""
-            raise TargetError(f"{option} {target!r} is {what} this command reads ({spelled} {given!r}){wal}: writing "
+            named = spelled if spelled.endswith(repr(given)) else f"{spelled} {given!r}"
+            raise TargetError(f"{option} {target!r} is {what} this command reads ({named}){wal}: writing "
                               f"there would replace it; give {option} another file")
     if real.is_dir():
         raise TargetError(f"{option} {target!r} is a folder; give {option} a file path")
@@ -58,7 +62,69 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     if kind:
         raise TargetError(f"{option} {target!r} is an existing {kind} file: anon_sql writes its output over a file of "
                           f"the output's kind only, never over data; give {option} another file (or remove that one)")
+    kind = own_kind(option)
+    if kind and not _holds_own_kind(real, option):
+        raise TargetError(f"{option} {target!r} is an existing file that is not {kind}: anon_sql only replaces its "
+                          f"own kind of output, never a file of another kind (a key, a source CSV, a text); give "
+                          f"{option} another file (or remove that one)")
     return path
+
+
+# what an existing file must hold to be replaced by an output option (hostile round 12, M26: the rule of round 10)
+_OWN_KIND = {"json": "a JSON document", "html": "an HTML page (<!DOCTYPE html or <html first)",
+             "csv": "a CSV that anon_sql wrote (a header with `status` and `records_out` or `message`)",
+             "history": "a shell history (lines typed, not a JSON or HTML document)"}
+_BIG = 64 << 20       # a JSON file larger than this is judged by its first and last characters
+
+
+def own_kind(option: str) -> str | None:
+    """What an existing file must hold for ``option`` to replace it (None: an option this rule does not know)."""
+    key = next((k for k in _OWN_KIND if k in option.lower()), None)
+    return _OWN_KIND[key] if key else None
+
+
+def _holds_own_kind(path: Path, option: str) -> bool:
+    """``path`` does not exist, is empty, or holds what ``option`` writes (:func:`_judged`). True when it cannot be
+    read or judged: the guard raises nothing of its own, and the write itself says why it fails."""
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return True
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(min(size, _BIG)).decode("utf-8-sig", errors="replace")
+            tail = head
+            if size > _BIG:
+                f.seek(-64, os.SEEK_END)
+                tail = f.read().decode("utf-8", errors="replace")
+        return _judged(head.strip(), tail.strip(), size > _BIG, option.lower())
+    except Exception:   # noqa: BLE001 — unreadable (OSError) or unexpected: this check adds nothing then
+        return True
+
+
+def _judged(text: str, tail: str, big: bool, option: str) -> bool:
+    """A file's text is of ``option``'s kind: ``--json`` a JSON document (a big one: starts and ends as one),
+    ``--html`` a page, ``--csv`` the header of ``sweep --csv``, a history lines of text (no JSON / HTML document: a
+    history the user typed is never refused, even one unfinished statement). Blank text holds nothing to lose."""
+    if not text:
+        return True
+    if "json" in option:
+        if big:
+            return text[0] in "{[" and tail[-1:] in ("}", "]")
+        try:
+            json.loads(text)
+        except (ValueError, RecursionError):
+            return False
+        return True
+    if "html" in option:
+        return text.lower().startswith(("<!doctype html", "<html"))
+    if "csv" in option:
+        import csv
+
+        header = next(csv.reader([text.splitlines()[0]]), [])
+        return "status" in header and ("records_out" in header or "message" in header)
+    if "history" in option:   # any lines typed (an unfinished statement too), not a JSON, HTML or XML document
+        return text.startswith("_HiStOrY_V2_") or text[0] not in "{[<"
+    return True
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -87,9 +153,11 @@ def _data_file_kind(path: Path) -> str | None:
 def command_inputs() -> dict[str, str]:
     """The current command's input paths that its outputs must not replace: ``--db``, ``--to``, POLICY, a PATH /
     SOURCE / TABLE / SCRIPT that is an existing file, ``--population`` and each ``--taxonomy ATTR=FILE`` file, and
-    every file the policy names — the POLICY file's, or the recorded one of the release TABLE names in ``--db``: its
-    source, taxonomy files, pseudonym ``key_file``s, population files (hostile round 11, M20: ``check --json`` over
-    the key file destroyed the pseudonym key, ``sweep --csv`` over the source CSV the raw data)."""
+    every file the policy names — the POLICY file's (TOML, JSON or .sql), or the recorded one of the release TABLE
+    names in ``--db``: its source, taxonomy files, pseudonym ``key_file``s, population files (hostile round 11, M20:
+    ``check --json`` over the key file destroyed the pseudonym key, ``sweep --csv`` over the source CSV the raw
+    data) — every file the SCRIPT names, and every file a view of ``--db`` reads (round 12, M26;
+    :mod:`anon_sql.cli.named_files`)."""
     ctx = click.get_current_context(silent=True)
     if ctx is not None and _INPUTS_SEEN in ctx.meta:   # asked before the command runs and again when it writes
         return dict(ctx.meta[_INPUTS_SEEN])
@@ -104,48 +172,33 @@ def command_inputs() -> dict[str, str]:
     for item in params.get("taxonomy") or ():
         if isinstance(item, str) and "=" in item and os.path.isfile(item.split("=", 1)[1]):
             found[f"--taxonomy {item}"] = item.split("=", 1)[1]
-    for path in _policy_files(params):
-        found.setdefault(f"the policy's {path!r}", path)
-    if ctx is not None:   # the policy file and the catalog are read once per command
+    for path in policy_files(params):
+        found.setdefault(f"a file the policy names, {path!r}", path)
+    for path in script_files(params):
+        found.setdefault(f"a file the script names, {path!r}", path)
+    for path in view_files(params.get("db")):
+        found.setdefault(f"a file a view of --db reads, {path!r}", path)
+    if ctx is not None:   # the policy file, the script and the catalog are read once per command
         ctx.meta[_INPUTS_SEEN] = dict(found)
     return found
 
 
-def _policy_files(params: dict[str, Any]) -> list[str]:
-    """Every string of the command's policy that names an existing file: the POLICY file's (TOML / JSON), or the
-    recorded policy of the release TABLE names in the ``--db`` database (read-only, closed at once). Nothing when
-    there is none or it cannot be read: the command itself then says why."""
-    policy = params.get("policy")
-    try:
-        if isinstance(policy, str) and os.path.isfile(policy):
-            import tomllib
-
-            raw = Path(policy).read_text(encoding="utf-8")
-            data: Any = json.loads(raw) if raw.lstrip().startswith("{") else tomllib.loads(raw)
-            return [v for v in _strings(data) if os.path.isfile(v)]
-        name = next((params[k] for k in ("release_name", "name", "table") if isinstance(params.get(k), str)), None)
-        db = params.get("db")
-        if isinstance(name, str) and isinstance(db, str) and os.path.isfile(db):
-            import duckdb
-
-            with duckdb.connect(db, read_only=True) as con:
-                rows = con.execute("SELECT policy_json FROM anon.releases WHERE release = ? AND status = 'released' "
-                                   "ORDER BY created_at DESC LIMIT 1", [name]).fetchall()
-            text = rows[0][0] if rows else None
-        return [v for v in _strings(json.loads(text)) if os.path.isfile(v)] if text else []
-    except Exception:   # noqa: BLE001 — a guard, never a new failure: an unreadable policy or catalog guards nothing
-        return []
+def note_script(text: str) -> None:
+    """SQL the command ran that :func:`command_inputs` could not read first (``run -``'s stdin, the ``shell``'s
+    statements): the files it names are guarded when the output is written at the end (hostile round 12, M20c)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta.setdefault(_SCRIPTS_RUN, []).append(text)
 
 
-def _strings(value: Any) -> list[str]:
-    """Every string inside ``value`` (dicts' values, lists' items), keys aside."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
+def _inputs_now(inputs: dict[str, str]) -> dict[str, str]:
+    """``inputs`` and the existing files named by the SQL noted with :func:`note_script`."""
+    ctx = click.get_current_context(silent=True)
+    texts = ctx.meta.get(_SCRIPTS_RUN, []) if ctx is not None else []
+    found = dict(inputs)
+    for path in files_named("\n".join(texts)) if texts else ():
+        found.setdefault(f"a file the SQL run names, {path!r}", path)
+    return found
 
 
 def jsonable(value: Any) -> Any:
@@ -244,7 +297,7 @@ def json_option(fn: Callable) -> Callable:
         finally:
             if _RESULT in ctx.meta:      # checked again: the command may have made it a database (export --to)
                 with contextlib.redirect_stdout(real_stdout), cli_errors():
-                    write_json(ctx.meta[_RESULT], json_target, inputs)
+                    write_json(ctx.meta[_RESULT], json_target, _inputs_now(inputs))
         return None
     return wrapper
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 import click
 
 from .errors import cli_errors, database
-from .output import json_option, output_target, rows_text, set_result
+from .output import json_option, note_script, output_target, rows_text, set_result
 from ..common.wording import counted
 from ..errors import AnonSQLError, SourceError
 
@@ -104,6 +104,8 @@ def run_cmd(script: BinaryIO, db: str | None, read_only: bool) -> None:
 
     with cli_errors():
         text = decoded(script.read(), getattr(script, "name", "-"))
+    if not Path(str(getattr(script, "name", "-"))).is_file():   # stdin: its files guarded when --json is written
+        note_script(text)
     read_only = read_only_wanted(db, read_only)
     with cli_errors(), database(db, must_exist=read_only, read_only=read_only) as con:
         execute(con, text, on_result=shown_and_recorded(con))
@@ -233,6 +235,7 @@ def _loop(con: duckdb.DuckDBPyConnection, interactive: bool) -> int:
             if not is_complete("\n".join(lines)):
                 continue
         text, lines = "\n".join(lines), []
+        note_script(text)     # the files it names are never the --json output (hostile round 12, M20c)
         try:
             session.run_script(text, on_result=show, first_line=start)
             if line is None:

@@ -110,8 +110,9 @@ def test_json_over_a_database_the_command_made_is_refused_when_written(work):
 
 
 def test_outputs_of_their_own_kind_are_still_overwritten(work):
-    for name in ("out.json", "out.html", "out.csv"):
-        (work / name).write_text("old", encoding="utf-8")
+    # an older output of each kind (until round 12 the files held the text "old", which M26 now refuses to replace)
+    for name, old in (("out.json", '{"old": 1}'), ("out.html", "<html>old</html>"), ("out.csv", "k,status,message\n")):
+        (work / name).write_text(old, encoding="utf-8")
     assert CliRunner().invoke(main, ["check", "lv", *DB, "--json", "out.json"]).exit_code == 0
     assert json.loads((work / "out.json").read_text())["passed"] is True
     assert CliRunner().invoke(main, ["report", "lv", *DB, "--html", "out.html"]).exit_code == 0

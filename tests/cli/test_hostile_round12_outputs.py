@@ -1,0 +1,121 @@
+"""Hostile round 12, M26 (M20a/c/d): an output option still wrote over a file the command reads — the pseudonym
+key file or the source CSV of a .sql POLICY (its TOML parse failed and the guard gave up), of a CREATE ANONYMIZED
+VIEW in a ``run`` SCRIPT, and the CSV a source view of ``--db`` reads. Each is refused now (exit 2, the message
+names the file, its bytes unchanged); and an existing file is replaced only by an output of its own kind."""
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from anon_sql.cli.main import main
+from anon_sql.cli.output import output_target
+from anon_sql.errors import TargetError
+from test_cli_output_paths import refused   # exit 2 naming it, the file's bytes as before
+
+KEY = "k" * 32
+VIEW = """CREATE {replace}ANONYMIZED VIEW pk WITH (k = 5, method = 'levels', seed = 123456789123,
+    method_params = {{'levels': {{'age': 0}}}}) AS
+SELECT identifier(cid, action => 'pseudonymize', key_file => 'my.key'), quasi(age, taxonomy => {{'kind': 'top'}}),
+       identifier(ssn) FROM 'custs.csv'
+"""
+
+
+@pytest.fixture()
+def work(tmp_path, monkeypatch):
+    """The round's reproduction: ``custs.csv``, ``my.key``, ``db.duckdb`` with a view ``pv`` over ``pats.csv``; the
+    SQL policy ``p.sql``, the scripts ``s.sql`` / ``sr.sql`` (CREATE [OR REPLACE] ANONYMIZED VIEW) and ``pv.toml``
+    (source = the view)."""
+    monkeypatch.chdir(tmp_path)
+    with duckdb.connect(str(tmp_path / "db.duckdb")) as c:
+        c.execute("COPY (SELECT i AS cid, 20 + 10 * (i % 5) AS age, 'x' || i AS ssn FROM range(200) t(i)) "
+                  "TO 'custs.csv'")
+        c.execute("COPY (SELECT i AS pid, 20 + 10 * (i % 5) AS age FROM range(200) t(i)) TO 'pats.csv'")
+        c.execute("CREATE VIEW pv AS SELECT * FROM read_csv('pats.csv')")
+    (tmp_path / "my.key").write_text(KEY, encoding="utf-8")
+    (tmp_path / "p.sql").write_text(VIEW.format(replace=""), encoding="utf-8")
+    (tmp_path / "s.sql").write_text(VIEW.format(replace="") + ";\n", encoding="utf-8")
+    (tmp_path / "sr.sql").write_text(VIEW.format(replace="OR REPLACE ") + ";\n", encoding="utf-8")
+    (tmp_path / "pv.toml").write_text('name = "pv_rel"\nsource = "pv"\nmethod = "levels"\n[privacy]\nk = 5\n'
+                                      '[attributes.pid]\nrole = "identifier"\n'
+                                      '[attributes.age]\nrole = "quasi"\ntaxonomy = {kind = "top"}\n'
+                                      '[method_params.levels]\nage = 0\n', encoding="utf-8")
+    return tmp_path
+
+
+DB = ["--db", "db.duckdb"]
+
+
+@pytest.mark.parametrize("args, guarded", [
+    (["release", "p.sql", *DB, "--json", "my.key"], "my.key"),                                     # M20a-1
+    (["release", "p.sql", *DB, "--replace", "--json", "custs.csv"], "custs.csv"),                 # M20a-2
+    (["run", "s.sql", *DB, "--json", "custs.csv"], "custs.csv"),                                  # M20c-1
+    (["run", "sr.sql", *DB, "--json", "my.key"], "my.key"),                                       # M20c-2
+    (["release", "pv.toml", *DB, "--json", "pats.csv"], "pats.csv"),                              # M20d
+    (["sql", "p.sql", "--json", "my.key"], "my.key"),
+], ids=["M20a-1", "M20a-2", "M20c-1", "M20c-2", "M20d", "sql-key"])
+def test_an_output_over_a_file_the_command_reads_is_refused(work, args, guarded):
+    res = refused(work, args, guarded, says=repr(guarded))
+    assert "is the input this command reads" in res.output, res.output    # not only the own-kind rule below
+
+
+@pytest.mark.parametrize("command", ["run", "shell"])
+def test_sql_on_stdin_is_guarded_when_the_json_is_written(work, command):
+    """A script on stdin (``run -``) and the piped shell's statements: the files they name are known once they ran.
+    The file here is JSON data, which the own-kind rule alone would let a ``--json`` replace."""
+    (work / "data.json").write_text('[{"a": 1}]', encoding="utf-8")
+    before = (work / "data.json").read_bytes()
+    res = CliRunner().invoke(main, [command, *(["-"] if command == "run" else []), *DB, "--json", "data.json"],
+                             input="SELECT count(*) AS n\n  FROM read_json('data.json');\n")
+    assert res.exit_code == 2 and "a file the SQL run names, 'data.json'" in res.output, res.output
+    assert (work / "data.json").read_bytes() == before
+
+
+def test_a_string_in_any_statement_of_the_script_is_guarded(work):
+    """The broad rule: not only the anonymized view's options — any string of the script naming a file, even one
+    sqlglot cannot tokenize (an unterminated string at the end) or behind a comment with an apostrophe."""
+    (work / "q.sql").write_text("-- don't touch\nSELECT count(*) FROM 'pats.csv';\nSELECT 'unterminated",
+                                encoding="utf-8")
+    refused(work, ["run", "q.sql", "--json", "pats.csv"], "pats.csv", says="a file the script names, 'pats.csv'")
+
+
+def test_a_json_output_replaces_a_json_file_of_ours_only(work):
+    (work / "out.json").write_text('{"old": true}', encoding="utf-8")
+    res = CliRunner().invoke(main, ["release", "p.sql", *DB, "--json", "out.json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((work / "out.json").read_text(encoding="utf-8"))["release"] == "pk"
+    (work / "notes.txt").write_text("my notes, not JSON\n", encoding="utf-8")
+    res = refused(work, ["release", "p.sql", *DB, "--replace", "--json", "notes.txt"], "notes.txt",
+                  says="'notes.txt'")
+    assert "only replaces its own kind of output" in res.output, res.output
+    (work / "empty.json").write_text("", encoding="utf-8")     # an empty file holds nothing to lose
+    assert CliRunner().invoke(main, ["release", "p.sql", *DB, "--replace", "--json", "empty.json"]).exit_code == 0
+
+
+def test_each_output_option_has_its_own_kind(work):
+    (work / "page.html").write_text("  <!DOCTYPE HTML>\n<html></html>", encoding="utf-8")
+    (work / "sweep.csv").write_text("k,status,records_out\n2,ok,10\n", encoding="utf-8")
+    (work / "hist").write_text("SELECT 1\n  + 1;\n.help\n", encoding="utf-8")
+    (work / "unfinished").write_text("SELECT 1\n", encoding="utf-8")   # a history the user typed: never refused
+    assert output_target("--html", "page.html").name == "page.html"
+    assert output_target("--csv", "sweep.csv").name == "sweep.csv"
+    assert output_target("--history", "hist").name == "hist"
+    assert output_target("--history", "unfinished").name == "unfinished"
+    for option, other in [("--html", "custs.csv"), ("--csv", "custs.csv"), ("--csv", "my.key"),
+                          ("--history", "page.html"), ("--json", "page.html"), ("--html", "sweep.csv")]:
+        with pytest.raises(TargetError, match=f"{option} '{other}' is an existing file that is not"):
+            output_target(option, other)
+
+
+def test_the_guard_says_nothing_of_an_unreadable_file(work, monkeypatch):
+    """A file the guard cannot read is left to the write, which reports it."""
+    from pathlib import Path
+
+    def unreadable(self, *args, **kwargs):
+        raise PermissionError("denied")
+
+    monkeypatch.setattr(Path, "open", unreadable)
+    assert output_target("--json", "my.key").name == "my.key"
+
