@@ -145,20 +145,27 @@ _VIEW_SQL = ("SELECT sql FROM duckdb_views() WHERE NOT internal AND NOT temporar
              "AND lower(view_name) = $v AND lower(schema_name) = $s")
 
 
+def _parsed_view(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> tuple[bool, Any]:
+    """(is ``schema.name`` a view of this database, its CREATE VIEW as sqlglot reads it or None when it cannot)."""
+    import sqlglot
+
+    rows = con.execute(_VIEW_SQL, {"v": name.lower(), "s": schema.lower()}).fetchall()
+    if not rows:
+        return False, None
+    try:
+        return True, sqlglot.parse_one(str(rows[0][0]).strip().rstrip(";"), read="duckdb")
+    except sqlglot.errors.ParseError:
+        return True, None
+
+
 def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, depth: int = 0) -> list[str]:
     """The TEMP tables, views and macros of this session named like anything view ``schema.name`` reads — its
     tables and views (through nested views) and its functions: DuckDB binds the view's names when it is read, so a
     TEMP object changes what the view returns (hostile round 11, M21: a TEMP table named like a budgeted view's
     base table renumbered the unit, and a DP query counted 1,800 rows as people). None for a table."""
-    import sqlglot
-
-    rows = con.execute(_VIEW_SQL, {"v": name.lower(), "s": schema.lower()}).fetchall()
-    if not rows or depth > 16:
+    found_view, tree = _parsed_view(con, schema, name)
+    if not found_view or depth > 16:
         return []
-    try:
-        tree = sqlglot.parse_one(str(rows[0][0]).strip().rstrip(";"), read="duckdb")
-    except sqlglot.errors.ParseError:
-        tree = None
     if not isinstance(tree, exp.Create):   # a view sqlglot cannot read: any TEMP object may be what it reads
         return [r[0] for r in con.execute(_TEMP, {"t": None, "f": None}).fetchall()]
     tables = {(t.db or schema, t.name) for t in tree.find_all(exp.Table) if t.name}
@@ -185,15 +192,9 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
     view is read, beyond what :func:`view_input_shadows` can see (hostile round 12, M27: a renumbered copy answered
     1,800 people for 300 through each), or a user macro whose body reads a table (D03b: a TEMP copy of its mapping
     table split every person). A macro that computes from its arguments alone may stay. Empty for a table."""
-    import sqlglot
-
-    rows = con.execute(_VIEW_SQL, {"v": name.lower(), "s": schema.lower()}).fetchall()
-    if not rows or depth > 16:
+    found_view, tree = _parsed_view(con, schema, name)
+    if not found_view or depth > 16:
         return []
-    try:
-        tree = sqlglot.parse_one(str(rows[0][0]).strip().rstrip(";"), read="duckdb")
-    except sqlglot.errors.ParseError:
-        tree = None
     if not isinstance(tree, exp.Create) or not isinstance(tree.expression, exp.Expression):
         return [f"view {schema}.{name}'s SQL, which anon_sql cannot read"]
     body = tree.expression
