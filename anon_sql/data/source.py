@@ -145,17 +145,19 @@ _VIEW_SQL = ("SELECT sql FROM duckdb_views() WHERE NOT internal AND NOT temporar
              "AND lower(view_name) = $v AND lower(schema_name) = $s")
 
 
-def _parsed_view(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> tuple[bool, Any]:
-    """(is ``schema.name`` a view of this database, its CREATE VIEW as sqlglot reads it or None when it cannot)."""
+def _parsed_view(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> tuple[str | None, Any]:
+    """(the SQL of view ``schema.name`` of this database or None when it is none, its CREATE VIEW as sqlglot reads it
+    or None when it cannot)."""
     import sqlglot
 
     rows = con.execute(_VIEW_SQL, {"v": name.lower(), "s": schema.lower()}).fetchall()
     if not rows:
-        return False, None
+        return None, None
+    text = str(rows[0][0]).strip().rstrip(";")
     try:
-        return True, sqlglot.parse_one(str(rows[0][0]).strip().rstrip(";"), read="duckdb")
+        return text, sqlglot.parse_one(text, read="duckdb")
     except sqlglot.errors.ParseError:
-        return True, None
+        return text, None
 
 
 def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, depth: int = 0) -> list[str]:
@@ -163,8 +165,8 @@ def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
     tables and views (through nested views) and its functions: DuckDB binds the view's names when it is read, so a
     TEMP object changes what the view returns (hostile round 11, M21: a TEMP table named like a budgeted view's
     base table renumbered the unit, and a DP query counted 1,800 rows as people). None for a table."""
-    found_view, tree = _parsed_view(con, schema, name)
-    if not found_view or depth > 16:
+    text, tree = _parsed_view(con, schema, name)
+    if text is None or depth > 16:
         return []
     if not isinstance(tree, exp.Create):   # a view sqlglot cannot read: any TEMP object may be what it reads
         return [r[0] for r in con.execute(_TEMP, {"t": None, "f": None}).fetchall()]
@@ -180,6 +182,10 @@ def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
 
 # the schemas of the current database: a two-part name whose first part is none of them names another database
 _SCHEMAS = "SELECT lower(schema_name) FROM duckdb_schemas() WHERE database_name = current_database()"
+# this database's tables and views (TEMP ones aside: view_input_shadows refuses those), as (schema, name)
+_RELATIONS = ("SELECT lower(schema_name), lower(table_name) FROM duckdb_tables() WHERE database_name = "
+              "current_database() AND NOT temporary UNION ALL SELECT lower(schema_name), lower(view_name) FROM "
+              "duckdb_views() WHERE database_name = current_database() AND NOT temporary AND NOT internal")
 # the user's macros (TEMP ones too; the package's `anon` macros aside: the DP query checks those against its own)
 _USER_MACROS = ("SELECT lower(function_name), macro_definition FROM duckdb_functions() WHERE database_name <> 'system' "
                 "AND NOT internal AND function_type IN ('macro', 'table_macro') AND lower(schema_name) <> 'anon'")
@@ -188,18 +194,21 @@ _USER_MACROS = ("SELECT lower(function_name), macro_definition FROM duckdb_funct
 def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str, depth: int = 0) -> list[str]:
     """What view ``schema.name`` (through nested views) reads other than this database's tables and views by name:
     a table function or table macro (``query_table('visits')``, ``read_csv(…)``, ``src()``), another database's
-    table (an attached alias can be re-attached to other data), or SQL anon_sql cannot read. Each binds when the
-    view is read, beyond what :func:`view_input_shadows` can see (hostile round 12, M27: a renumbered copy answered
-    1,800 people for 300 through each), or a user macro whose body reads a table (D03b: a TEMP copy of its mapping
-    table split every person). A macro that computes from its arguments alone may stay. Empty for a table."""
-    found_view, tree = _parsed_view(con, schema, name)
-    if not found_view or depth > 16:
+    table (an attached alias can be re-attached to other data), a name that is no table or view of this database
+    (``FROM 'visits.csv'``: a file found from the folder the query runs in), or SQL anon_sql cannot read. Each binds
+    when the view is read, beyond what :func:`view_input_shadows` can see (hostile round 12, M27: a renumbered copy
+    answered 1,800 people for 300 through each; round 13, M33: the relative path), or a user macro whose body reads
+    a table (round 12, D03b: a TEMP copy of its mapping table split every person). A macro that computes from its
+    arguments alone may stay. Empty for a table."""
+    text, tree = _parsed_view(con, schema, name)
+    if text is None or depth > 16:
         return []
     if not isinstance(tree, exp.Create) or not isinstance(tree.expression, exp.Expression):
         return [f"view {schema}.{name}'s SQL, which anon_sql cannot read"]
     body = tree.expression
     ctes = {c.alias_or_name.lower() for c in body.find_all(exp.CTE)}
     schemas = {r[0] for r in con.execute(_SCHEMAS).fetchall()}
+    relations = {(r[0], r[1]) for r in con.execute(_RELATIONS).fetchall()}
     here = str(con.execute("SELECT current_database()").fetchall()[0][0]).lower()
     found: list[str] = []
     views: set[tuple[str, str]] = set()
@@ -210,39 +219,46 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
             found.append(f"another database's table {t.sql(dialect='duckdb')[:80]}")
         elif not t.db and t.name.lower() in ctes:
             continue
+        elif ((t.db or schema).lower(), t.name.lower()) not in relations:
+            found.append(f"{t.name[:80]!r}, which is no table or view of this database (a file, or a name bound "
+                         "where the query runs)")
         else:
             views.add((t.db or schema, t.name))
-    found += _macros_reading_tables(con, body)
+    found += _macros_reading_tables(con, text)
     for s, t in sorted(views):
         found += view_foreign_reads(con, s, t, depth + 1)
     return sorted(set(found))
 
 
-def _macros_reading_tables(con: duckdb.DuckDBPyConnection, tree: exp.Expression) -> list[str]:
-    """The user macros ``tree`` calls, through the macros they call, whose body reads a table: the body binds its
+def _macros_reading_tables(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
+    """The user macros SQL ``text`` names, through the macros they name, whose body reads a table: the body binds its
     table names when the query runs, so a TEMP table of that name changes what the macro returns (hostile round 12,
-    D03b: a unit mapping read through a TEMP copy split every person)."""
+    D03b: a unit mapping read through a TEMP copy split every person). A macro is named by any token of the text
+    (round 13, M32: a macro named like a function sqlglot knows was read as that function, not as a call)."""
     import sqlglot
 
     bodies: dict[str, list[str]] = {}
-    for name, body in con.execute(_USER_MACROS).fetchall():
-        bodies.setdefault(name, []).append(str(body))
+    for macro, body in con.execute(_USER_MACROS).fetchall():
+        bodies.setdefault(macro, []).append(str(body))
     found: list[str] = []
     seen: set[str] = set()
-    todo = [tree]
+    todo = [text]
     while todo:
-        called = {f.name.lower() for f in todo.pop().find_all(exp.Anonymous) if f.name} & set(bodies) - seen
-        for name in sorted(called):
-            seen.add(name)
-            for body in bodies[name]:
+        try:
+            words = {t.text.lower() for t in sqlglot.tokenize(todo.pop(), read="duckdb")}
+        except sqlglot.errors.TokenError:
+            words = set(bodies)   # SQL the tokenizer cannot read: every macro may be in it
+        for macro in sorted(words & set(bodies) - seen):
+            seen.add(macro)
+            for body in bodies[macro]:
                 try:
                     parsed = sqlglot.parse_one(body, read="duckdb")
                 except sqlglot.errors.ParseError:
-                    found.append(f"the macro {name}, whose body anon_sql cannot read")
+                    found.append(f"the macro {macro}, whose body anon_sql cannot read")
                     continue
                 if next(parsed.find_all(exp.Table), None) is not None:
-                    found.append(f"the macro {name}, whose body reads a table")
-                todo.append(parsed)
+                    found.append(f"the macro {macro}, whose body reads a table")
+                todo.append(body)
     return found
 
 
