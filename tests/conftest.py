@@ -25,6 +25,22 @@ for _folder in sorted(p for p in Path(__file__).resolve().parent.iterdir() if p.
 
 
 @pytest.fixture(scope="session", autouse=True)
+def outputs_record(tmp_path_factory):
+    """The record of the output files anon_sql wrote (anon_sql.cli.output.remember_output) of this test session,
+    never the user's ~/.local/state (the CLI's subprocesses inherit it)."""
+    import os
+
+    folder = tmp_path_factory.mktemp("outputs_record")
+    before = os.environ.get("ANON_SQL_STATE_DIR")
+    os.environ["ANON_SQL_STATE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("ANON_SQL_STATE_DIR", None)
+    else:
+        os.environ["ANON_SQL_STATE_DIR"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
 def check_cache(tmp_path_factory):
     """The check programs' cache (anon_sql.audit.program) of this test session, never the user's ~/.cache (the
     CLI's subprocesses inherit it)."""

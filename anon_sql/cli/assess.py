@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from .errors import cli_errors, require_duckdb_file
-from .output import command_inputs, json_option, output_target, set_result
+from .output import command_inputs, json_option, output_target, remember_output, set_result
 from ..errors import PolicyError
 
 
@@ -82,4 +82,5 @@ def assess_cmd(source: str, quasi: str, sensitive: str | None, population: str |
         click.echo(a.report("text"))
         if html_path:
             output_target("--html", html_path, db, command_inputs()).write_text(a.report("html"), encoding="utf-8")
+            remember_output(html_path)
             click.echo(f"\nwrote {html_path}")

@@ -36,8 +36,8 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     """The path an output option (``--json``, ``--html``, ``--csv``, ``--history``) writes to, refused with
     :class:`TargetError` (exit 2) when it is the ``--db`` database or its ``.wal``, another input of the command, or
     an existing DuckDB or Parquet file: a slip of one argument must not replace a database (hostile round 10, M13).
-    An existing file is replaced only when it holds the output's own kind (:func:`own_kind`: JSON, HTML, a sweep
-    CSV, a history) or nothing: a key file or a source CSV is never one (hostile round 12, M26)."""
+    An existing file is replaced only when anon_sql wrote it and it is unchanged since (:func:`remember_output`), or
+    it is empty; a history, when it holds lines of text (:func:`own_kind`) (hostile rounds 12 and 13, M26 / M31)."""
     path = Path(os.path.expanduser(target))
     real = path.resolve()
     guarded = dict(inputs or {})
@@ -62,69 +62,106 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     if kind:
         raise TargetError(f"{option} {target!r} is an existing {kind} file: anon_sql writes its output over a file of "
                           f"the output's kind only, never over data; give {option} another file (or remove that one)")
-    kind = own_kind(option)
-    if kind and not _holds_own_kind(real, option):
-        raise TargetError(f"{option} {target!r} is an existing file that is not {kind}: anon_sql only replaces its "
-                          f"own kind of output, never a file of another kind (a key, a source CSV, a text); give "
-                          f"{option} another file (or remove that one)")
+    if "history" in option.lower():
+        if not _holds_own_kind(real, option):
+            raise TargetError(f"{option} {target!r} is an existing file that is not {own_kind(option)}: anon_sql "
+                              f"only replaces its own kind of output; give {option} another file (or remove that one)")
+    elif not _replaceable(real):
+        raise TargetError(f"{option} {target!r} is an existing file anon_sql did not write, or one changed since it "
+                          "wrote it: anon_sql replaces only its own earlier output, never another file (a key, a data "
+                          f"file such as a JSON or CSV source, a text); give {option} another file (or remove that "
+                          "one first)")
     return path
 
 
-# what an existing file must hold to be replaced by an output option (hostile round 12, M26: the rule of round 10)
-_OWN_KIND = {"json": "a JSON document", "html": "an HTML page (<!DOCTYPE html or <html first)",
-             "csv": "a CSV that anon_sql wrote (a header with `status` and `records_out` or `message`)",
-             "history": "a shell history (lines typed, not a JSON or HTML document)"}
-_BIG = 64 << 20       # a JSON file larger than this is judged by its first and last characters
+def _outputs_record() -> Path:
+    """Where anon_sql records the output files it wrote (path → sha256): ``$ANON_SQL_STATE_DIR``, else
+    ``$XDG_STATE_HOME/anon_sql``, else ``~/.local/state/anon_sql``; ``outputs.json`` there."""
+    base = os.environ.get("ANON_SQL_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"), "anon_sql")
+    return Path(base) / "outputs.json"
 
 
-def own_kind(option: str) -> str | None:
-    """What an existing file must hold for ``option`` to replace it (None: an option this rule does not know)."""
-    key = next((k for k in _OWN_KIND if k in option.lower()), None)
-    return _OWN_KIND[key] if key else None
+def _file_digest(path: Path) -> str | None:
+    """sha256 of a file's bytes (None when it cannot be read)."""
+    import hashlib
+
+    try:
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    except OSError:
+        return None
 
 
-def _holds_own_kind(path: Path, option: str) -> bool:
-    """``path`` does not exist, is empty, or holds what ``option`` writes (:func:`_judged`). True when it cannot be
-    read or judged: the guard raises nothing of its own, and the write itself says why it fails."""
+def _recorded_outputs() -> dict[str, str]:
+    try:
+        found = json.loads(_outputs_record().read_text(encoding="utf-8"))
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _replaceable(path: Path) -> bool:
+    """An output may go to ``path``: it does not exist, is empty, or is a file anon_sql wrote, unchanged since (its
+    digest as recorded by :func:`remember_output`). Any other existing file is refused whatever its content: a data
+    file the command reads through a path the guard cannot see (``file://``, a macro's default, a setting, a
+    concatenation) is never replaced (hostile round 13, M31: the own-kind rule let --json replace a JSON source)."""
     try:
         if not path.is_file() or path.stat().st_size == 0:
             return True
-        size = path.stat().st_size
+    except OSError:
+        return True     # the write itself says why
+    digest = _file_digest(path)
+    return digest is not None and _recorded_outputs().get(str(path)) == digest
+
+
+def remember_output(path: str | Path) -> None:
+    """Record that anon_sql wrote ``path`` (its digest now), so that a later output may replace it. Best effort: a
+    record that cannot be written only means the next output there is refused until the file is removed."""
+    real = Path(os.path.expanduser(str(path))).resolve()
+    digest = _file_digest(real)
+    if digest is None:
+        return
+    record = _outputs_record()
+    try:
+        found = _recorded_outputs()
+        found.pop(str(real), None)
+        found[str(real)] = digest
+        kept = dict(list(found.items())[-2000:])    # the latest 2,000 outputs
+        record.parent.mkdir(parents=True, exist_ok=True)
+        spare = record.with_name(f"{record.name}.{os.getpid()}.tmp")
+        spare.write_text(json.dumps(kept), encoding="utf-8")
+        os.replace(spare, record)
+    except OSError:
+        pass
+
+
+# what an existing file must hold for the shell's history to be written over it (the shell appends to it as it
+# goes, so it is not an output anon_sql records: see remember_output)
+_HISTORY_KIND = "a shell history (lines typed, not a JSON or HTML document)"
+
+
+def own_kind(option: str) -> str | None:
+    """What an existing file must hold for ``option`` to write over it: a history's lines (None: any other option,
+    which replaces only its own earlier output)."""
+    return _HISTORY_KIND if "history" in option.lower() else None
+
+
+def _holds_own_kind(path: Path, option: str) -> bool:
+    """``path`` does not exist, is empty, or holds lines of text that are no JSON, HTML or XML document (a history
+    the user typed is never refused, even one unfinished statement), or libedit's header. True when it cannot be
+    read: the guard raises nothing of its own, and the write itself says why it fails."""
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return True
         with path.open("rb") as f:
-            head = f.read(min(size, _BIG)).decode("utf-8-sig", errors="replace")
-            tail = head
-            if size > _BIG:
-                f.seek(-64, os.SEEK_END)
-                tail = f.read().decode("utf-8", errors="replace")
-        return _judged(head.strip(), tail.strip(), size > _BIG, option.lower())
-    except Exception:   # noqa: BLE001 — unreadable (OSError) or unexpected: this check adds nothing then
+            text = f.read(4096).decode("utf-8-sig", errors="replace").strip()
+    except OSError:
         return True
-
-
-def _judged(text: str, tail: str, big: bool, option: str) -> bool:
-    """A file's text is of ``option``'s kind: ``--json`` a JSON document (a big one: starts and ends as one),
-    ``--html`` a page, ``--csv`` the header of ``sweep --csv``, a history lines of text (no JSON / HTML document: a
-    history the user typed is never refused, even one unfinished statement). Blank text holds nothing to lose."""
-    if not text:
-        return True
-    if "json" in option:
-        if big:
-            return text[0] in "{[" and tail[-1:] in ("}", "]")
-        try:
-            json.loads(text)
-        except (ValueError, RecursionError):
-            return False
-        return True
-    if "html" in option:
-        return text.lower().startswith(("<!doctype html", "<html"))
-    if "csv" in option:
-        import csv
-
-        header = next(csv.reader([text.splitlines()[0]]), [])
-        return "status" in header and ("records_out" in header or "message" in header)
-    if "history" in option:   # any lines typed (an unfinished statement too), not a JSON, HTML or XML document
-        return text.startswith("_HiStOrY_V2_") or text[0] not in "{[<"
-    return True
+    return not text or text.startswith("_HiStOrY_V2_") or text[0] not in "{[<"
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -272,6 +309,7 @@ def write_json(value: Any, target: str = "-", inputs: dict[str, str] | None = No
         sys.stdout.write(text + "\n")
     else:
         output_target("--json", target, inputs=inputs).write_text(text + "\n", encoding="utf-8")
+        remember_output(target)
 
 
 def json_option(fn: Callable) -> Callable:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from .errors import cli_errors as _errors, database
-from .output import ProgressLine, command_inputs, json_option, output_target, set_result
+from .output import ProgressLine, command_inputs, json_option, output_target, remember_output, set_result
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -39,6 +39,7 @@ def report(release_name: str, db: str, html_path: str | None, metrics: str | Non
         click.echo(render_report(rep, "text"))
         if html_path:
             output_target("--html", html_path, db, command_inputs()).write_text(render_report(rep, "html"), encoding="utf-8")
+            remember_output(html_path)
             click.echo(f"wrote {html_path}")
 
 
@@ -96,4 +97,5 @@ def sweep_command(policy: str, params: tuple[str, ...], db: str | None, metrics:
             click.echo(f"failed: {msg}", err=True)
         if csv_path:
             table.to_csv(output_target("--csv", csv_path, db, command_inputs()), index=False)
+            remember_output(csv_path)
             click.echo(f"wrote {csv_path}")

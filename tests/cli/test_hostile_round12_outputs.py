@@ -1,7 +1,7 @@
 """Hostile round 12, M26 (M20a/c/d): an output option still wrote over a file the command reads — the pseudonym
 key file or the source CSV of a .sql POLICY (its TOML parse failed and the guard gave up), of a CREATE ANONYMIZED
 VIEW in a ``run`` SCRIPT, and the CSV a source view of ``--db`` reads. Each is refused now (exit 2, the message
-names the file, its bytes unchanged); and an existing file is replaced only by an output of its own kind."""
+names the file, its bytes unchanged); and (round 13, M31) an existing file is replaced only when anon_sql wrote it."""
 from __future__ import annotations
 
 import json
@@ -64,8 +64,9 @@ def test_an_output_over_a_file_the_command_reads_is_refused(work, args, guarded)
 @pytest.mark.parametrize("command", ["run", "shell"])
 def test_sql_on_stdin_is_guarded_when_the_json_is_written(work, command):
     """A script on stdin (``run -``) and the piped shell's statements: the files they name are known once they ran.
-    The file here is JSON data, which the own-kind rule alone would let a ``--json`` replace."""
-    (work / "data.json").write_text('[{"a": 1}]', encoding="utf-8")
+    The file here is an earlier anon_sql output read back as data, which the rule for earlier outputs alone would
+    let a ``--json`` replace."""
+    assert CliRunner().invoke(main, ["release", "p.sql", *DB, "--json", "data.json"]).exit_code == 0
     before = (work / "data.json").read_bytes()
     res = CliRunner().invoke(main, [command, *(["-"] if command == "run" else []), *DB, "--json", "data.json"],
                              input="SELECT count(*) AS n\n  FROM read_json('data.json');\n")
@@ -81,44 +82,49 @@ def test_a_string_in_any_statement_of_the_script_is_guarded(work):
     refused(work, ["run", "q.sql", "--json", "pats.csv"], "pats.csv", says="a file the script names, 'pats.csv'")
 
 
-def test_a_json_output_replaces_a_json_file_of_ours_only(work):
-    (work / "out.json").write_text('{"old": true}', encoding="utf-8")
-    res = CliRunner().invoke(main, ["release", "p.sql", *DB, "--json", "out.json"])
-    assert res.exit_code == 0, res.output
+def test_an_output_replaces_only_a_file_anon_sql_wrote(work):
+    """Round 13's M31: a JSON data file read through a path the guard cannot see was replaced, as JSON is the
+    output's own kind. Now any existing file is replaced only when anon_sql wrote it and it is unchanged since."""
+    (work / "out.json").write_text('{"old": true}', encoding="utf-8")     # JSON, but not ours
+    res = refused(work, ["release", "p.sql", *DB, "--json", "out.json"], "out.json", says="'out.json'")
+    assert "anon_sql did not write" in res.output, res.output
+    (work / "out.json").unlink()
+    for flags in ([], ["--replace"]):      # written, then replaced: ours
+        res = CliRunner().invoke(main, ["release", "p.sql", *DB, *flags, "--json", "out.json"])
+        assert res.exit_code == 0, res.output
     assert json.loads((work / "out.json").read_text(encoding="utf-8"))["release"] == "pk"
-    (work / "notes.txt").write_text("my notes, not JSON\n", encoding="utf-8")
-    res = refused(work, ["release", "p.sql", *DB, "--replace", "--json", "notes.txt"], "notes.txt",
-                  says="'notes.txt'")
-    assert "only replaces its own kind of output" in res.output, res.output
+    with (work / "out.json").open("a", encoding="utf-8") as f:          # changed since: not replaced
+        f.write(" ")
+    refused(work, ["release", "p.sql", *DB, "--replace", "--json", "out.json"], "out.json", says="changed since")
     (work / "empty.json").write_text("", encoding="utf-8")     # an empty file holds nothing to lose
     assert CliRunner().invoke(main, ["release", "p.sql", *DB, "--replace", "--json", "empty.json"]).exit_code == 0
 
 
-def test_each_output_option_has_its_own_kind(work):
+def test_each_option_refuses_a_file_it_did_not_write_and_a_history_is_text(work):
     (work / "page.html").write_text("  <!DOCTYPE HTML>\n<html></html>", encoding="utf-8")
     (work / "sweep.csv").write_text("k,status,records_out\n2,ok,10\n", encoding="utf-8")
     (work / "hist").write_text("SELECT 1\n  + 1;\n.help\n", encoding="utf-8")
     (work / "unfinished").write_text("SELECT 1\n", encoding="utf-8")   # a history the user typed: never refused
-    assert output_target("--html", "page.html").name == "page.html"
-    assert output_target("--csv", "sweep.csv").name == "sweep.csv"
     assert output_target("--history", "hist").name == "hist"
     assert output_target("--history", "unfinished").name == "unfinished"
-    for option, other in [("--html", "custs.csv"), ("--csv", "custs.csv"), ("--csv", "my.key"),
-                          ("--history", "page.html"), ("--json", "page.html"), ("--html", "sweep.csv")]:
-        with pytest.raises(TargetError, match=f"{option} '{other}' is an existing file that is not"):
+    with pytest.raises(TargetError, match="--history 'page.html' is an existing file that is not"):
+        output_target("--history", "page.html")
+    for option, other in [("--html", "page.html"), ("--csv", "sweep.csv"), ("--csv", "my.key"),
+                          ("--json", "page.html"), ("--html", "custs.csv")]:
+        with pytest.raises(TargetError, match=f"{option} '{other}' is an existing file anon_sql did not write"):
             output_target(option, other)
 
 
-def test_the_guard_says_nothing_of_an_unreadable_file(work, monkeypatch):
-    """A file the guard cannot read is left to the write, which reports it."""
+def test_a_file_the_guard_cannot_read_is_refused(work, monkeypatch):
+    """A file the guard cannot read cannot be shown to be anon_sql's own output: refused (fail closed)."""
     from pathlib import Path
 
     def unreadable(self, *args, **kwargs):
         raise PermissionError("denied")
 
     monkeypatch.setattr(Path, "open", unreadable)
-    assert output_target("--json", "my.key").name == "my.key"
-
+    with pytest.raises(TargetError, match="'my.key' is an existing file anon_sql did not write"):
+        output_target("--json", "my.key")
 
 
 def test_m26b_a_file_a_table_macro_of_the_database_reads_is_never_the_output(work):
@@ -136,3 +142,20 @@ def test_m26b_a_file_a_table_macro_of_the_database_reads_is_never_the_output(wor
                                   'taxonomy = { kind = "top" }\n[attributes.zip]\nrole = "insensitive"\n'
                                   '[privacy]\nk = 5\n[method_params]\nlevels = { age = 0 }\n', encoding="utf-8")
     refused(work, ["release", "pj.toml", *DB, "--json", "pats.json"], "pats.json", says="'pats.json'")
+
+
+@pytest.mark.parametrize("path", ["'pats.js' || 'on'", "'file://{work}/pats.json'"],
+                         ids=["concatenated (G16)", "file URL (G1)"])
+def test_m31_a_data_file_read_through_a_path_no_text_spells_is_never_the_output(work, path):
+    """Round 13's M31: the source view reads a JSON file through a path built when the query runs; no text names
+    it, and the own-kind rule let --json replace the raw data. Now it is no output anon_sql wrote: refused."""
+    with duckdb.connect(str(work / "db.duckdb")) as c:
+        c.execute("COPY (SELECT i AS Id, 20 + 10 * (i % 5) AS age FROM range(200) t(i)) TO 'pats.json' "
+                  "(FORMAT json, ARRAY true)")
+        c.execute(f"CREATE VIEW pjv AS SELECT * FROM read_json({path.format(work=work)})")
+    (work / "pj.toml").write_text('name = "pvj"\nsource = "pjv"\nmethod = "levels"\nseed = 55443322110\n'
+                                  '[attributes.Id]\nrole = "identifier"\n[attributes.age]\nrole = "quasi"\n'
+                                  'taxonomy = { kind = "top" }\n[privacy]\nk = 5\n[method_params]\n'
+                                  'levels = { age = 0 }\n', encoding="utf-8")
+    res = refused(work, ["release", "pj.toml", *DB, "--json", "pats.json"], "pats.json", says="'pats.json'")
+    assert "anon_sql did not write" in res.output, res.output
