@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 import pytest
@@ -24,36 +25,31 @@ for _folder in sorted(p for p in Path(__file__).resolve().parent.iterdir() if p.
         sys.path.append(str(_folder))
 
 
-@pytest.fixture(scope="session", autouse=True)
-def outputs_record(tmp_path_factory):
-    """The record of the output files anon_sql wrote (anon_sql.cli.output.remember_output) of this test session,
-    never the user's ~/.local/state (the CLI's subprocesses inherit it)."""
+def _session_folder(tmp_path_factory, variable: str) -> Iterator[Path]:
+    """A folder of this test session in environment ``variable`` (restored after): the CLI's subprocesses inherit
+    it, so no test writes to the user's own folders."""
     import os
 
-    folder = tmp_path_factory.mktemp("outputs_record")
-    before = os.environ.get("ANON_SQL_STATE_DIR")
-    os.environ["ANON_SQL_STATE_DIR"] = str(folder)
+    folder = tmp_path_factory.mktemp(variable.lower())
+    before = os.environ.get(variable)
+    os.environ[variable] = str(folder)
     yield folder
     if before is None:
-        os.environ.pop("ANON_SQL_STATE_DIR", None)
+        os.environ.pop(variable, None)
     else:
-        os.environ["ANON_SQL_STATE_DIR"] = before
+        os.environ[variable] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
+def outputs_record(tmp_path_factory):
+    """The record of the output files anon_sql wrote (anon_sql.cli.output.remember_output), never ~/.local/state."""
+    yield from _session_folder(tmp_path_factory, "ANON_SQL_STATE_DIR")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def check_cache(tmp_path_factory):
-    """The check programs' cache (anon_sql.audit.program) of this test session, never the user's ~/.cache (the
-    CLI's subprocesses inherit it)."""
-    import os
-
-    folder = tmp_path_factory.mktemp("check_cache")
-    before = os.environ.get("ANON_SQL_CACHE")
-    os.environ["ANON_SQL_CACHE"] = str(folder)
-    yield folder
-    if before is None:
-        os.environ.pop("ANON_SQL_CACHE", None)
-    else:
-        os.environ["ANON_SQL_CACHE"] = before
+    """The check programs' cache (anon_sql.audit.program), never the user's ~/.cache."""
+    yield from _session_folder(tmp_path_factory, "ANON_SQL_CACHE")
 
 
 # One local SparkSession per test process (each xdist worker), shared by every Spark test module, with its settings in
