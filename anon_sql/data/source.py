@@ -191,7 +191,7 @@ _USER_MACROS = ("SELECT lower(function_name), macro_definition FROM duckdb_funct
                 "AND NOT internal AND function_type IN ('macro', 'table_macro') AND lower(schema_name) <> 'anon'")
 
 
-def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str, depth: int = 0) -> list[str]:
+def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> list[str]:
     """What view ``schema.name`` (through nested views) reads other than this database's tables and views by name:
     a table function or table macro (``query_table('visits')``, ``read_csv(…)``, ``src()``), another database's
     table (an attached alias can be re-attached to other data), a name that is no table or view of this database
@@ -199,47 +199,54 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
     when the view is read, beyond what :func:`view_input_shadows` can see (hostile round 12, M27: a renumbered copy
     answered 1,800 people for 300 through each; round 13, M33: the relative path), or a user macro whose body reads
     a table (round 12, D03b: a TEMP copy of its mapping table split every person). A macro that computes from its
-    arguments alone may stay. Empty for a table."""
-    text, tree = _parsed_view(con, schema, name)
-    if text is None or depth > 16:
+    arguments alone may stay. Empty for a table. The catalog is read once, not per nested view."""
+    if _parsed_view(con, schema, name)[0] is None:
         return []
-    if not isinstance(tree, exp.Create) or not isinstance(tree.expression, exp.Expression):
-        return [f"view {schema}.{name}'s SQL, which anon_sql cannot read"]
-    body = tree.expression
-    ctes = {c.alias_or_name.lower() for c in body.find_all(exp.CTE)}
     schemas = {r[0] for r in con.execute(_SCHEMAS).fetchall()}
     relations = {(r[0], r[1]) for r in con.execute(_RELATIONS).fetchall()}
     here = str(con.execute("SELECT current_database()").fetchall()[0][0]).lower()
-    found: list[str] = []
-    views: set[tuple[str, str]] = set()
-    for t in body.find_all(exp.Table):
-        if not isinstance(t.this, exp.Identifier):
-            found.append(f"the table function {t.this.sql(dialect='duckdb')[:80]}")
-        elif (t.catalog and t.catalog.lower() != here) or (t.db and t.db.lower() not in schemas):
-            found.append(f"another database's table {t.sql(dialect='duckdb')[:80]}")
-        elif not t.db and t.name.lower() in ctes:
-            continue
-        elif ((t.db or schema).lower(), t.name.lower()) not in relations:
-            found.append(f"{t.name[:80]!r}, which is no table or view of this database (a file, or a name bound "
-                         "where the query runs)")
-        else:
-            views.add((t.db or schema, t.name))
-    found += _macros_reading_tables(con, text)
-    for s, t in sorted(views):
-        found += view_foreign_reads(con, s, t, depth + 1)
-    return sorted(set(found))
-
-
-def _macros_reading_tables(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
-    """The user macros SQL ``text`` names, through the macros they name, whose body reads a table: the body binds its
-    table names when the query runs, so a TEMP table of that name changes what the macro returns (hostile round 12,
-    D03b: a unit mapping read through a TEMP copy split every person). A macro is named by any token of the text
-    (round 13, M32: a macro named like a function sqlglot knows was read as that function, not as a call)."""
-    import sqlglot
-
     bodies: dict[str, list[str]] = {}
     for macro, body in con.execute(_USER_MACROS).fetchall():
         bodies.setdefault(macro, []).append(str(body))
+
+    def walk(schema: str, name: str, depth: int) -> list[str]:
+        text, tree = _parsed_view(con, schema, name)
+        if text is None or depth > 16:
+            return []
+        if not isinstance(tree, exp.Create) or not isinstance(tree.expression, exp.Expression):
+            return [f"view {schema}.{name}'s SQL, which anon_sql cannot read"]
+        body = tree.expression
+        ctes = {c.alias_or_name.lower() for c in body.find_all(exp.CTE)}
+        found: list[str] = []
+        views: set[tuple[str, str]] = set()
+        for t in body.find_all(exp.Table):
+            if not isinstance(t.this, exp.Identifier):
+                found.append(f"the table function {t.this.sql(dialect='duckdb')[:80]}")
+            elif (t.catalog and t.catalog.lower() != here) or (t.db and t.db.lower() not in schemas):
+                found.append(f"another database's table {t.sql(dialect='duckdb')[:80]}")
+            elif not t.db and t.name.lower() in ctes:
+                continue
+            elif ((t.db or schema).lower(), t.name.lower()) not in relations:
+                found.append(f"{t.name[:80]!r}, which is no table or view of this database (a file, or a name bound "
+                             "where the query runs)")
+            else:
+                views.add((t.db or schema, t.name))
+        found += _macros_reading_tables(bodies, text)
+        for s, t in sorted(views):
+            found += walk(s, t, depth + 1)
+        return found
+
+    return sorted(set(walk(schema, name, 0)))
+
+
+def _macros_reading_tables(bodies: dict[str, list[str]], text: str) -> list[str]:
+    """The user macros (``bodies``: name → their bodies) SQL ``text`` names, through the macros they name, whose
+    body reads a table: the body binds its table names when the query runs, so a TEMP table of that name changes
+    what the macro returns (hostile round 12, D03b: a unit mapping read through a TEMP copy split every person). A
+    macro is named by any token of the text (round 13, M32: a macro named like a function sqlglot knows was read as
+    that function, not as a call)."""
+    import sqlglot
+
     found: list[str] = []
     seen: set[str] = set()
     todo = [text]
