@@ -37,7 +37,8 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     :class:`TargetError` (exit 2) when it is the ``--db`` database or its ``.wal``, another input of the command, or
     an existing DuckDB or Parquet file: a slip of one argument must not replace a database (hostile round 10, M13).
     An existing file is replaced only when anon_sql wrote it and it is unchanged since (:func:`remember_output`), or
-    it is empty; a history, when it holds lines of text (:func:`own_kind`) (hostile rounds 12 and 13, M26 / M31)."""
+    it is empty (hostile rounds 12 and 13, M26 / M31) — the shell's history too (round 14, M34: readline wrote a
+    user's 3,001-line CSV back as its last 1,000 lines)."""
     path = Path(os.path.expanduser(target))
     real = path.resolve()
     guarded = dict(inputs or {})
@@ -62,11 +63,7 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     if kind:
         raise TargetError(f"{option} {target!r} is an existing {kind} file: anon_sql writes its output over a file of "
                           f"the output's kind only, never over data; give {option} another file (or remove that one)")
-    if "history" in option.lower():
-        if not _holds_own_kind(real, option):
-            raise TargetError(f"{option} {target!r} is an existing file that is not {own_kind(option)}: anon_sql "
-                              f"only replaces its own kind of output; give {option} another file (or remove that one)")
-    elif not _replaceable(real):
+    if not _replaceable(real):
         raise TargetError(f"{option} {target!r} is an existing file anon_sql did not write, or one changed since it "
                           "wrote it: anon_sql replaces only its own earlier output, never another file (a key, a data "
                           f"file such as a JSON or CSV source, a text); give {option} another file (or remove that "
@@ -139,29 +136,25 @@ def remember_output(path: str | Path) -> None:
         pass
 
 
-# what an existing file must hold for the shell's history to be written over it (the shell appends to it as it
-# goes, so it is not an output anon_sql records: see remember_output)
-_HISTORY_KIND = "a shell history (lines typed, not a JSON or HTML document)"
+def adopt_default_history(path: str | Path) -> None:
+    """Record the shell's default history file as anon_sql's own when it holds a history's lines and no record has
+    it: written there before anon_sql recorded its outputs, it is kept and written on. Only for the default path
+    (``~/.anon_sql_history``, anon_sql's own name); a ``--history`` file must be anon_sql's by the record (M34)."""
+    real = Path(os.path.expanduser(str(path))).resolve()
+    if str(real) not in _recorded_outputs() and _holds_history(real):
+        remember_output(real)
 
 
-def own_kind(option: str) -> str | None:
-    """What an existing file must hold for ``option`` to write over it: a history's lines (None: any other option,
-    which replaces only its own earlier output)."""
-    return _HISTORY_KIND if "history" in option.lower() else None
-
-
-def _holds_own_kind(path: Path, option: str) -> bool:
-    """``path`` does not exist, is empty, or holds lines of text that are no JSON, HTML or XML document (a history
-    the user typed is never refused, even one unfinished statement), or libedit's header. True when it cannot be
-    read: the guard raises nothing of its own, and the write itself says why it fails."""
+def _holds_history(path: Path) -> bool:
+    """``path`` is a non-empty file of lines of text that are no JSON, HTML or XML document, or libedit's header."""
     try:
         if not path.is_file() or path.stat().st_size == 0:
-            return True
+            return False
         with path.open("rb") as f:
             text = f.read(4096).decode("utf-8-sig", errors="replace").strip()
     except OSError:
-        return True
-    return not text or text.startswith("_HiStOrY_V2_") or text[0] not in "{[<"
+        return False
+    return bool(text) and (text.startswith("_HiStOrY_V2_") or text[0] not in "{[<")
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 import click
 
 from .errors import cli_errors, database
-from .output import json_option, note_script, output_target, rows_text, set_result
+from .output import (adopt_default_history, json_option, note_script, output_target, remember_output, rows_text,
+                     set_result)
 from ..common.wording import counted
 from ..errors import AnonSQLError, SourceError
 
@@ -143,6 +144,8 @@ def shell_history_file(history: str | None, db: str | None) -> Path:
     (hostile round 10, M13: the history was written over the database at ``.quit``)."""
     env = os.environ.get("ANON_SQL_HISTORY")
     option = "$ANON_SQL_HISTORY" if env and not history else "--history"
+    if not (history or env):
+        adopt_default_history(HISTORY)
     return output_target(option, history or env or HISTORY, db)
 
 
@@ -166,6 +169,7 @@ def save_shell_history(readline, file: Path, db: str | None = None) -> None:
     try:
         output_target("history", str(file), db)
         readline.write_history_file(file)
+        remember_output(file)
     except (OSError, AnonSQLError) as err:
         click.echo(f"warning: the shell history was not written to {file}: {err}", err=True)
 

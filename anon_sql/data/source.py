@@ -198,8 +198,13 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
     (``FROM 'visits.csv'``: a file found from the folder the query runs in), or SQL anon_sql cannot read. Each binds
     when the view is read, beyond what :func:`view_input_shadows` can see (hostile round 12, M27: a renumbered copy
     answered 1,800 people for 300 through each; round 13, M33: the relative path), or a user macro whose body reads
-    a table (round 12, D03b: a TEMP copy of its mapping table split every person). A macro that computes from its
-    arguments alone may stay. Empty for a table. The catalog is read once, not per nested view."""
+    a table (round 12, D03b: a TEMP copy of its mapping table split every person), a function whose result the
+    session picks, and a setting of this session that is not DuckDB's default and can change what a query returns
+    (round 14, M35: ``getvariable`` after ``SET VARIABLE``, a TIMESTAMPTZ's text after ``SET TimeZone``;
+    :mod:`anon_sql.data.session`). A macro that computes from its arguments alone may stay. Empty for a table. The
+    catalog is read once, not per nested view."""
+    from .session import changed_settings
+
     if _parsed_view(con, schema, name)[0] is None:
         return []
     schemas = {r[0] for r in con.execute(_SCHEMAS).fetchall()}
@@ -231,30 +236,38 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
                              "where the query runs)")
             else:
                 views.add((t.db or schema, t.name))
-        found += _macros_reading_tables(bodies, text)
+        found += _reads_beyond_arguments(bodies, text)
         for s, t in sorted(views):
             found += walk(s, t, depth + 1)
         return found
 
-    return sorted(set(walk(schema, name, 0)))
+    return sorted(set(walk(schema, name, 0))) + [f"this session's setting {c}" for c in changed_settings(con)]
 
 
-def _macros_reading_tables(bodies: dict[str, list[str]], text: str) -> list[str]:
-    """The user macros (``bodies``: name → their bodies) SQL ``text`` names, through the macros they name, whose
-    body reads a table: the body binds its table names when the query runs, so a TEMP table of that name changes
-    what the macro returns (hostile round 12, D03b: a unit mapping read through a TEMP copy split every person). A
-    macro is named by any token of the text (round 13, M32: a macro named like a function sqlglot knows was read as
-    that function, not as a call)."""
+def _reads_beyond_arguments(bodies: dict[str, list[str]], text: str) -> list[str]:
+    """What SQL ``text`` and the user macros it names (``bodies``: name → their bodies), through the macros they
+    name, read beyond the database's rows: a macro whose body reads a table (it binds its table names when the query
+    runs, so a TEMP table of that name changes what it returns: hostile round 12, D03b) and a function whose result
+    the session picks (:data:`anon_sql.data.session.SESSION_READERS`: ``getvariable`` after ``SET VARIABLE`` split
+    every person, round 14, M35). Macros and functions are found by any token of the text, quoted or not (round 13,
+    M32: a macro named like a function sqlglot knows was read as that function, not as a call)."""
     import sqlglot
+
+    from .session import SESSION_READERS
 
     found: list[str] = []
     seen: set[str] = set()
-    todo = [text]
+    todo = [(text, None)]
     while todo:
+        sql, macro_of = todo.pop()
         try:
-            words = {t.text.lower() for t in sqlglot.tokenize(todo.pop(), read="duckdb")}
+            words = {t.text.lower() for t in sqlglot.tokenize(sql, read="duckdb")
+                     if t.token_type != sqlglot.TokenType.STRING}
         except sqlglot.errors.TokenError:
-            words = set(bodies)   # SQL the tokenizer cannot read: every macro may be in it
+            words = set(bodies) | SESSION_READERS   # SQL the tokenizer cannot read: it may call any of them
+        where = f"the macro {macro_of}, which calls" if macro_of else "the function"
+        found += [f"{where} {name} (its result is the session's: SET VARIABLE, SET, USE)"
+                  for name in sorted(words & SESSION_READERS)]
         for macro in sorted(words & set(bodies) - seen):
             seen.add(macro)
             for body in bodies[macro]:
@@ -265,7 +278,7 @@ def _macros_reading_tables(bodies: dict[str, list[str]], text: str) -> list[str]
                     continue
                 if next(parsed.find_all(exp.Table), None) is not None:
                     found.append(f"the macro {macro}, whose body reads a table")
-                todo.append(body)
+                todo.append((body, macro))
     return found
 
 

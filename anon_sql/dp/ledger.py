@@ -184,9 +184,11 @@ def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tup
     foreign = view_foreign_reads(con, schema_name, table_name)
     if foreign:   # bound when the query runs, beyond what a name can tell (hostile round 12, M27)
         raise SourceError(f"view {schema_name}.{table_name} reads {', '.join(foreign)[:400]}: a budgeted view may "
-                          "read only this database's tables and views by name, since a macro, a table function or "
-                          "another database's alias can bind to other data when a query runs; nothing was done: "
-                          "make the view read the tables directly, or put the budget on a table")
+                          "read only this database's tables and views by name, under DuckDB's default settings, "
+                          "since a macro, a table function, another database's alias, a session variable or setting "
+                          "can change its rows when a query runs; nothing was done: RESET the settings named (or "
+                          "run it in a fresh session), make the view read the tables directly, or put the budget on "
+                          "a table")
     return exp.table_(table_name, db=schema_name, quoted=True), f"{schema_name}.{table_name}"
 
 

@@ -123,6 +123,7 @@ def test_earlier_outputs_are_still_overwritten(work):
 
 
 def test_the_shell_history_is_never_the_database(work, monkeypatch):                            # SH03
+    from anon_sql.cli.output import remember_output
     from anon_sql.cli.sql import shell_history_file
 
     monkeypatch.delenv("ANON_SQL_HISTORY", raising=False)
@@ -134,7 +135,10 @@ def test_the_shell_history_is_never_the_database(work, monkeypatch):            
     with pytest.raises(TargetError, match=r"\$ANON_SQL_HISTORY"):
         shell_history_file(None, "./db.duckdb")
     (work / "h.txt").write_text("SELECT 1;\n", encoding="utf-8")
-    assert shell_history_file("h.txt", "db.duckdb").name == "h.txt"          # a history file: used as before
+    with pytest.raises(TargetError, match="--history 'h.txt' is an existing file anon_sql did not write"):
+        shell_history_file("h.txt", "db.duckdb")                # lines of text are no proof (round 14, M34)
+    remember_output(work / "h.txt")                              # as the shell records its history at exit
+    assert shell_history_file("h.txt", "db.duckdb").name == "h.txt"
 
 
 def test_the_shell_keeps_a_history_file_that_became_a_database(work, capsys):
@@ -149,8 +153,9 @@ def test_the_shell_keeps_a_history_file_that_became_a_database(work, capsys):
     save_shell_history(Readline(), work / "lv.duckdb")
     assert Readline.written == [] and (work / "lv.duckdb").read_bytes() == before
     assert "not written" in capsys.readouterr().err
-    save_shell_history(Readline(), work / "h.txt")
-    assert Readline.written == [work / "h.txt"]
+    (work / "h2.txt").unlink(missing_ok=True)
+    save_shell_history(Readline(), work / "h2.txt")          # a new history: written (and recorded as anon_sql's)
+    assert Readline.written == [work / "h2.txt"]
 
 
 def test_output_target_is_the_path_as_given(work):

@@ -74,7 +74,7 @@ def test_shell_with_piped_input_runs_statements_across_lines(db):
     assert r.exit_code == 2 and "statement 2 (line 2" in r.output   # numbered over the input (round 4, SH2)
 
 
-def _read_until(fd: int, marker: bytes, seen: bytearray, limit: float = 120.0) -> None:
+def read_until(fd: int, marker: bytes, seen: bytearray, limit: float = 120.0) -> None:
     """Read the terminal until ``marker`` appears in what was seen (a guard against hanging, not a timing test)."""
     end = time.monotonic() + limit
     while marker not in seen:
@@ -99,16 +99,16 @@ def test_shell_in_a_real_terminal_keeps_history(db, tmp_path):
     os.close(slave)
     seen = bytearray()
     try:
-        _read_until(master, b"anon> ", seen)
+        read_until(master, b"anon> ", seen)
         os.write(master, b"SELECT 40 + 2\r")
-        _read_until(master, b"...> ", seen)              # continuation prompt: the statement is not finished
+        read_until(master, b"...> ", seen)              # continuation prompt: the statement is not finished
         os.write(master, b"  AS answer;\r")
-        _read_until(master, b"(1 row)", seen)
+        read_until(master, b"(1 row)", seen)
         del seen[:]
         os.write(master, b"\x1b[A\x1b[A\r")              # Up, Up: the first line of the statement, from history
-        _read_until(master, b"...> ", seen)
+        read_until(master, b"...> ", seen)
         os.write(master, b"AS again;\r")
-        _read_until(master, b"(1 row)", seen)
+        read_until(master, b"(1 row)", seen)
         assert b"again" in seen and b"42" in seen
         os.write(master, b".quit\r")
         assert proc.wait(timeout=60) == 0

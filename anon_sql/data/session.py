@@ -1,0 +1,73 @@
+"""What of a DuckDB session can change what a view returns: the functions whose result the session chooses, and
+the settings a session may change that are more than tuning (speed, memory, output, logging).
+
+A budgeted view's units must be the database's, not the analyst's: ``SET VARIABLE split = true`` read through
+``getvariable``, or ``SET TimeZone`` changing a TIMESTAMPTZ's text, split each person into several units while the
+budget was charged as for people (hostile round 14, M35)."""
+from __future__ import annotations
+
+import functools
+
+import duckdb
+
+# functions a view or macro may call whose result the session picks: SET VARIABLE, SET, USE, the query's own text,
+# SET custom_user_agent
+SESSION_READERS = frozenset({
+    "getvariable", "current_setting", "current_query", "current_schema", "current_schemas", "current_database",
+    "current_catalog", "user_agent",
+})
+
+# settings that tune how a query runs or reports, not which rows it returns (a name, or a prefix ending in "_");
+# every other setting a session changes from DuckDB's default is refused for a budgeted view (fail closed: a
+# setting DuckDB adds later is checked until it is listed here)
+_TUNING = frozenset({
+    "access_mode", "active_grammar_extensions", "allocator_", "allow_", "allowed_", "approximate_join_order_threshold",
+    "arrow_", "asof_loop_join_threshold", "async_threads", "auto_checkpoint_skip_wal_threshold", "autoinstall_",
+    "autoload_known_extensions", "block_allocator_memory", "cache_local_files", "catalog_error_max_schemas",
+    "checkpoint_", "current_transaction_invalidation_policy", "custom_extension_repository", "custom_user_agent",
+    "debug_", "default_block_size", "default_secret_storage", "default_transaction_invalidation_policy",
+    "disable_parquet_prefetching", "disabled_compression_methods", "disabled_filesystems", "disabled_log_types",
+    "disabled_optimizers", "duckdb_api", "dynamic_or_filter_threshold", "enable_external_access",
+    "enable_external_file_cache", "enable_fsst_vectors", "enable_http_metadata_cache", "enable_logging",
+    "enable_macro_dependencies", "enable_optimistic_write", "enable_optimizer", "enable_profiling",
+    "enable_progress_bar", "enable_progress_bar_print", "enable_view_dependencies", "enabled_log_types",
+    "errors_as_json", "explain_output", "extension_directories", "extension_repository_directory",
+    "external_file_cache_", "external_threads", "file_search_path", "force_compression", "fsync_mode",
+    "geometry_minimum_shredding_size", "home_directory", "http_", "immediate_transaction_mode", "index_scan_",
+    "initial_column_segment_size", "late_materialization_max_rows", "lock_configuration", "log_query_path",
+    "logging_", "max_execution_time", "max_memory", "max_streaming_buffer_size", "max_temp_directory_size",
+    "max_vacuum_tasks", "memory_limit", "merge_join_threshold", "nested_loop_join_threshold",
+    "operator_memory_limit", "ordered_aggregate_threshold", "pandas_analyze_sample", "parquet_metadata_cache",
+    "parquet_prefetch_column_gap", "parquet_use_page_index", "partitioned_write_", "password", "perfect_ht_threshold",
+    "pin_threads", "pivot_filter_threshold", "prefer_range_joins", "prefetch_all_parquet_files", "profile_output",
+    "profiling_", "progress_bar_time", "python_", "read_ahead_depth", "redact_http_logs", "scheduler_process_partial",
+    "schema", "search_path", "secret_directory", "show_behavior", "standard_vector_size", "storage_",
+    "streaming_buffer_size", "temp_directory", "temp_file_encryption", "threads", "tracked_metrics", "user",
+    "username", "validate_external_file_cache", "variant_minimum_shredding_size", "wal_", "warnings_as_errors",
+    "worker_threads", "write_buffer_", "zstd_min_string_length",
+})
+
+
+def _tuning(name: str) -> bool:
+    return name in _TUNING or any(p.endswith("_") and name.startswith(p) for p in _TUNING)
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict[str, str | None]:
+    """DuckDB's default settings, as a fresh in-memory database of this process has them (the machine's time zone
+    included)."""
+    with duckdb.connect(":memory:") as fresh:
+        return {name: value for name, value in fresh.execute(_SETTINGS).fetchall()}
+
+
+_SETTINGS = "SELECT name, value FROM duckdb_settings()"
+
+
+def changed_settings(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The settings of ``con``'s session, other than tuning, whose value is not DuckDB's default (``SET``, ``SET
+    GLOBAL`` or the connection's config), as ``"TimeZone = 'Asia/Tokyo' (default 'Etc/UTC')"``. A setting a fresh
+    database does not have (an extension's) is not compared."""
+    defaults = _defaults()
+    return [f"{name} = {value!r} (default {defaults[name]!r})"
+            for name, value in con.execute(_SETTINGS).fetchall()
+            if name in defaults and not _tuning(name) and value != defaults[name]]

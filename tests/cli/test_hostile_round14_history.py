@@ -1,0 +1,104 @@
+"""Hostile round 14 (docs/hostile-round-14.md), M34: ``anon-sql shell --history big.csv`` read a user's 3,001-line
+CSV as its history and at ``.quit`` readline wrote back its last 1,000 lines (header and 2,002 rows gone). The
+history now follows every output's rule: an existing file is written only when anon_sql wrote it and it is unchanged
+since; the default ``~/.anon_sql_history`` of an earlier version is adopted when it holds a history's lines."""
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+from anon_sql.cli.output import remember_output
+from anon_sql.cli.sql import shell_history_file
+from anon_sql.errors import TargetError
+from test_cli_sql import read_until   # reads a terminal until a marker (no timing)
+
+
+def shell_on_a_terminal(folder, *args: str, typed: bytes = b"SELECT 42;\n.quit\n", env=None):
+    """``anon-sql shell`` with a terminal as stdin (interactive: it keeps a history); (exit code, stderr)."""
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "anon_sql.cli", "shell", *args], stdin=slave,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folder,
+                                env={**os.environ, "TERM": "dumb", **(env or {})})
+        os.close(slave)
+        os.write(master, typed)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+    return proc.returncode, err.decode()
+
+
+def test_m34_a_users_csv_given_as_history_is_refused_and_kept(tmp_path):                             # O13
+    big = tmp_path / "big.csv"
+    big.write_text("id,v\n" + "".join(f"{i},{i * 7}\n" for i in range(3000)), encoding="utf-8")
+    before = big.read_bytes()
+    code, err = shell_on_a_terminal(tmp_path, "--history", "big.csv")
+    assert code == 2, err
+    assert "--history 'big.csv' is an existing file anon_sql did not write" in err
+    assert big.read_bytes() == before
+
+
+def test_a_key_file_given_as_history_gains_no_line(tmp_path):                                         # O14
+    key = tmp_path / "my.key"
+    key.write_text("9f" * 32 + "\n", encoding="utf-8")
+    code, err = shell_on_a_terminal(tmp_path, "--history", "my.key")
+    assert code == 2 and key.read_text(encoding="utf-8") == "9f" * 32 + "\n", err
+
+
+def typed_in_a_session(folder, history: str, *lines: bytes) -> int:
+    """A real terminal session (stdin, stdout and stderr the pty, as a user's): each line typed at the prompt."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "anon_sql.cli", "shell", "--history", history], cwd=folder,
+                            stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    seen = bytearray()
+    try:
+        for line in lines:
+            read_until(master, b"anon> ", seen)
+            del seen[:]
+            os.write(master, line + b"\r")
+        read_until(master, b"anon> ", seen)
+        os.write(master, b".quit\r")
+        return proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+
+
+def test_the_shells_own_history_is_written_on_across_sessions(tmp_path):
+    assert typed_in_a_session(tmp_path, "h", b"SELECT 40 + 2;") == 0
+    assert "SELECT 40 + 2;" in (tmp_path / "h").read_text(encoding="utf-8")
+    assert typed_in_a_session(tmp_path, "h", b"SELECT 7;") == 0
+    lines = (tmp_path / "h").read_text(encoding="utf-8").splitlines()
+    assert "SELECT 40 + 2;" in lines and "SELECT 7;" in lines
+    with (tmp_path / "h").open("a", encoding="utf-8") as f:     # changed by someone else since: kept as it is
+        f.write("my own line\n")
+    code, err = shell_on_a_terminal(tmp_path, "--history", "h")
+    assert code == 2 and "changed since" in err
+    assert (tmp_path / "h").read_text(encoding="utf-8").endswith("my own line\n")
+
+
+def test_the_default_history_of_an_earlier_version_is_adopted(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("ANON_SQL_HISTORY", raising=False)
+    legacy = tmp_path / ".anon_sql_history"
+    legacy.write_text("SELECT 1;\n.tables\n", encoding="utf-8")
+    assert shell_history_file(None, None) == legacy.expanduser()
+    legacy.write_text('{"not": "a history"}\n', encoding="utf-8")     # the default name holding a JSON document
+    with pytest.raises(TargetError, match="anon_sql did not write"):
+        shell_history_file(None, None)
+
+
+def test_a_recorded_history_given_through_the_environment_is_used(tmp_path, monkeypatch):
+    history = tmp_path / "hist"
+    history.write_text("SELECT 1;\n", encoding="utf-8")
+    monkeypatch.setenv("ANON_SQL_HISTORY", str(history))
+    with pytest.raises(TargetError, match=r"\$ANON_SQL_HISTORY .* anon_sql did not write"):
+        shell_history_file(None, None)
+    remember_output(history)
+    assert shell_history_file(None, None) == history
