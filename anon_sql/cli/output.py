@@ -119,7 +119,7 @@ def remember_output(path: str | Path) -> None:
     """Record that anon_sql wrote ``path`` (its digest now), so that a later output may replace it. Best effort: a
     record that cannot be written only means the next output there is refused until the file is removed."""
     real = Path(os.path.expanduser(str(path))).resolve()
-    digest = _file_digest(real)
+    digest = _file_digest(real) if real.is_file() else None     # a FIFO or a device is not read (round 14, O11)
     if digest is None:
         return
     record = _outputs_record()
@@ -167,8 +167,11 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _data_file_kind(path: Path) -> str | None:
     """"DuckDB database" or "Parquet" when ``path`` is an existing file with that format's magic bytes (DuckDB: "DUCK"
-    at offset 8; Parquet: "PAR1" at the start), else None."""
+    at offset 8; Parquet: "PAR1" at the start), else None. A FIFO, socket or device is not opened: reading it would
+    block (hostile round 14, O11)."""
     try:
+        if not path.is_file():
+            return None
         with path.open("rb") as f:
             head = f.read(12)
     except OSError:              # no such file, or unreadable: the write itself says why
@@ -319,6 +322,7 @@ def json_option(fn: Callable) -> Callable:
         if json_target != "-":       # before the command runs: a refused target leaves everything as it was
             with cli_errors():
                 output_target("--json", json_target, inputs=inputs)
+                _one_file_per_output(ctx.params, json_target)
         try:
             quiet = contextlib.redirect_stdout(sys.stderr) if json_target == "-" else contextlib.nullcontext()
             with quiet:                     # stdout carries the JSON alone; a FILE target leaves stdout as it is
@@ -331,6 +335,21 @@ def json_option(fn: Callable) -> Callable:
                     write_json(ctx.meta[_RESULT], json_target, _inputs_now(inputs))
         return None
     return wrapper
+
+
+# the other output options of a command that takes --json: click parameter name -> how the user spells it
+_OTHER_OUTPUTS = {"html_path": "--html", "csv_path": "--csv", "history": "--history"}
+
+
+def _one_file_per_output(params: dict[str, Any], json_target: str) -> None:
+    """Refuse ``--json F`` beside another output option naming the same file: the second write would replace the
+    first without a word (hostile round 14, O07: ``report --json same.out --html same.out``)."""
+    json_path = Path(os.path.expanduser(json_target)).resolve()
+    for name, spelled in _OTHER_OUTPUTS.items():
+        other = params.get(name)
+        if isinstance(other, str) and other != "-" and Path(os.path.expanduser(other)).resolve() == json_path:
+            raise TargetError(f"--json {json_target!r} and {spelled} {other!r} are the same file: one output would "
+                              f"replace the other; give --json or {spelled} another file")
 
 
 class ProgressLine:

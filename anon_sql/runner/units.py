@@ -99,7 +99,7 @@ def unit_profile(con: Any, unit: str, quasi: list[str], src: Source, base: exp.T
         # the base rows are the distinct (QI tuple, unit): as many rows as people means one tuple per person, read
         # by a distinct count of the unit instead of a GROUP BY with each QI's min and max (issue 24.6)
         flagged = exp.select(col(UNIT), col(base_counts.WEIGHT),
-                             alias(exp.Is(this=col(UNIT), expression=exp.Null()), "__null")).from_(base.copy())
+                             alias(_missing(col(UNIT), src.types.get(unit)), "__null")).from_(base.copy())
         known = exp.Where(this=exp.Not(this=col("__null")))
         n_units, n_tuples, n_nulls = _one_row(con, exp.select(
             alias(exp.Count(this=exp.Distinct(expressions=[col(UNIT)])), "units"),
@@ -110,7 +110,7 @@ def unit_profile(con: Any, unit: str, quasi: list[str], src: Source, base: exp.T
             return int(n_units or 0), []
     key, rows, relation = ((col(UNIT), exp.Sum(this=col(base_counts.WEIGHT)), base) if base is not None
                            else (col(unit), exp.Count(this=exp.Star()), src.relation))
-    is_null = exp.Is(this=key, expression=exp.Null())
+    is_null = _missing(key, src.types.get(unit))
     per_unit = exp.select(alias(is_null, "__null"), alias(rows, "__rows"),
                           *_differs(quasi)).from_(relation.copy()).group_by(key.copy())
     known = exp.Where(this=exp.Not(this=col("__null")))
@@ -122,10 +122,24 @@ def unit_profile(con: Any, unit: str, quasi: list[str], src: Source, base: exp.T
         exp.Subquery(this=per_unit, alias=exp.TableAlias(this=exp.to_identifier("u"))))
     units, nulls, *counts = _one_row(con, totals)
     if nulls:
-        raise SourceError(f"privacy_unit {unit!r} of {src.label!r} is NULL on {counted(int(nulls), 'row')}: a row "
-                          "must belong to a person; fill or remove those rows (e.g. a view WHERE "
+        raise SourceError(f"privacy_unit {unit!r} of {src.label!r} is {_missing_word(src.types.get(unit))} on {counted(int(nulls), 'row')}: "
+                          "a row must belong to a person; fill or remove those rows (e.g. a view WHERE "
                           f"{unit} IS NOT NULL)")
     return int(units or 0), [(q, int(n)) for q, n in zip(quasi, counts) if n]
+
+
+def _missing(key: exp.Expression, type_name: str | None) -> exp.Expression:
+    """``key`` names no person: NULL, or NaN in a FLOAT / DOUBLE unit column (hostile round 12, U01: 60 NaN rows were
+    counted as one person, where NULL is refused)."""
+    is_null = exp.Is(this=key.copy(), expression=exp.Null())
+    if _missing_word(type_name) == "NULL":
+        return is_null
+    return exp.Or(this=is_null, expression=exp.Anonymous(this="isnan", expressions=[key.copy()]))
+
+
+def _missing_word(type_name: str | None) -> str:
+    """How the error names a unit value that names no person: "NULL", or "NULL or NaN" for a floating-point unit."""
+    return "NULL or NaN" if str(type_name or "").upper() in ("FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8") else "NULL"
 
 
 def require_unit_column(unit: str, src: Source) -> None:
@@ -194,12 +208,12 @@ def count_units(con: Any, unit: str, src: Source) -> int:
     """The distinct units of the source; refuses a unit column that is missing or holds NULLs (with their count)."""
     require_unit_column(unit, src)
     q = exp.select(alias(exp.Count(this=exp.Distinct(expressions=[col(unit)])), "units"),
-                   alias(exp.Sum(this=exp.Cast(this=exp.Is(this=col(unit), expression=exp.Null()),
+                   alias(exp.Sum(this=exp.Cast(this=_missing(col(unit), src.types.get(unit)),
                                                to=exp.DataType.build("INT"))), "nulls")).from_(src.relation.copy())
     units, nulls = _one_row(con, q)
     if nulls:
-        raise SourceError(f"privacy_unit {unit!r} of {src.label!r} is NULL on {counted(int(nulls), 'row')}: a row "
-                          "must belong to a person; fill or remove those rows (e.g. a view WHERE "
+        raise SourceError(f"privacy_unit {unit!r} of {src.label!r} is {_missing_word(src.types.get(unit))} on {counted(int(nulls), 'row')}: "
+                          "a row must belong to a person; fill or remove those rows (e.g. a view WHERE "
                           f"{unit} IS NOT NULL)")
     return int(units or 0)
 

@@ -104,3 +104,13 @@ def test_null_units_refused_by_a_level_release_leave_nothing(con):  # noqa: F811
         anon_sql.release(con, _policy(False).to_dict())
     assert tables(con) == before
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize("sensitive", [False, True])
+def test_nan_units_are_refused_like_null(con, sensitive):  # noqa: F811  (hostile round 12, U01)
+    con.execute("CREATE TABLE t AS SELECT CASE WHEN i < 60 THEN 'nan'::DOUBLE ELSE (i % 80)::DOUBLE END AS pid, "
+                "20 + i % 3 AS age, 'F' AS sex, 'a' AS dx FROM range(300) r(i)")
+    before = tables(con)
+    with pytest.raises(SourceError, match="'pid' of 't' is NULL or NaN on 60 rows"):
+        anon_sql.release(con, _policy(sensitive).to_dict())
+    assert tables(con) == before
