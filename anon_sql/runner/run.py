@@ -29,6 +29,7 @@ from .materialize import check_target, create_source_view, materialize, tidy
 from .digests import noise_flag_of, released_values_digest, source_digest, taxonomy_digests
 from .plan import make_context, placeholder, plan_dict, released_policy, signed_plan
 from .resolve import Resolved, discard_resolved, resolve_release
+from .user_indexes import recreate_indexes, user_indexes
 from .verify import failing_classes_records, failure_message, verify_release
 
 
@@ -75,6 +76,9 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
         # the earlier release's related tables this policy no longer names go with the replace (round 7, X05)
         stale = (related.stale_related(engine.con, r.policy)
                  if exists and engine.name == "duckdb" and not dry_run else [])
+        # a user's indexes on the table it replaces, created again on the new one (round 13, R6)
+        indexes = (user_indexes(engine.con, r.policy.name)
+                   if exists and engine.name == "duckdb" and not dry_run else [])
         udf = engine.pseudonym_function(r.policy)
         engine.prepare(r.models)
         options = {"dialect": engine.flavor, "engine": engine.name, "pseudonym_function": udf,
@@ -172,6 +176,7 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 if values is not None:
                     rel.info["released_values"] = values
             rel.recorded = engine.record(rel, plan, r.source.label)
+            recreate_indexes(engine.con, r.policy.name, indexes)
             if before_commit is not None:
                 before_commit(rel)
             engine.commit()
