@@ -5,7 +5,7 @@ quotes and comments never split), run one at a time, and stop at the first failu
 :class:`~anon_sql.errors.StatementError` naming the statement's number, line and column. Ordinary statements go to
 DuckDB unchanged; these go to :mod:`anon_sql.statements.views` (and :mod:`anon_sql.api`)::
 
-    CREATE [OR REPLACE] ANONYMIZED VIEW name WITH (...) AS SELECT quasi(...), ... FROM source
+    CREATE [OR REPLACE] ANONYMIZED VIEW [IF NOT EXISTS] name WITH (...) AS SELECT quasi(...), ... FROM source
     REFRESH ANONYMIZED VIEW name [KEEP PLAN]
     DROP ANONYMIZED VIEW [IF EXISTS] name
     SHOW ANONYMIZED VIEWS
@@ -127,6 +127,7 @@ class Command:
     replace: bool = False
     keep_plan: bool = False
     if_exists: bool = False
+    if_not_exists: bool = False
     target: str | None = None
     quoted: bool = False      # the name was written "quoted" (matched case-insensitively all the same, as DuckDB does)
     qualifier: tuple[str, ...] = ()   # what the name was qualified with (schema, or database and schema)
@@ -177,8 +178,12 @@ def parse_view_statement(stmt: Statement) -> Command:
     if kind == "create":
         replace = [t.word() for t in toks[1:3]] == ["OR", "REPLACE"]
         at = 5 if replace else 3
+        if_not_exists = [t.word() for t in toks[at:at + 3]] == ["IF", "NOT", "EXISTS"]
+        if if_not_exists and replace:
+            raise _Syntax("OR REPLACE and IF NOT EXISTS contradict each other: write one of them", toks[at])
+        at += 3 if if_not_exists else 0
         qualifier = tuple(_value(t) for t in toks[at:at + 6:2][:_parts(toks[at:]) - 1]) if len(toks) > at else ()
-        return Command("create", replace=replace, qualifier=qualifier)
+        return Command("create", replace=replace, qualifier=qualifier, if_not_exists=if_not_exists)
     if kind == "show":
         if len(toks) != 3 or toks[2].word() != "VIEWS":
             raise _Syntax("write SHOW ANONYMIZED VIEWS", toks[2] if len(toks) > 2 else toks[-1])
@@ -218,7 +223,11 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
     if cmd.name is not None:   # quoted or not: DuckDB matches a quoted name case-insensitively too (round 5, R19)
         cmd.name = views.canonical_name(con, cmd.name)
     if cmd.kind == "create":
-        rel = views.create_anonymized_view(con, Policy.from_sql(stmt.text), replace=cmd.replace)
+        policy = Policy.from_sql(stmt.text)
+        if cmd.if_not_exists and views.is_release(con, policy.name):    # round 14, E16: IF NOT EXISTS honoured
+            return Result(stmt, "create", message=f"anonymized view {policy.name} exists: nothing done (IF NOT "
+                                                  "EXISTS; REFRESH ANONYMIZED VIEW re-runs its policy)")
+        rel = views.create_anonymized_view(con, policy, replace=cmd.replace)
         return Result(stmt, "create", message=_release_line(rel), value=rel)
     if cmd.kind == "refresh":
         rel = views.refresh(con, cmd.name, keep_plan=cmd.keep_plan)

@@ -114,6 +114,15 @@ def _declared_json(policy: Policy) -> str:
     return json.dumps(policy.to_dict())
 
 
+def is_release(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """``name`` is an anonymized view of this database: recorded in the catalog, with its table there and anon_sql's
+    own (a user's table under a release's name is refused by :func:`require_owned`, exit 2)."""
+    if not catalog.is_installed(con) or versions.recorded(con, name) is None or not relation_exists(con, _table(name)):
+        return False
+    require_owned(con, name)
+    return True
+
+
 def create_anonymized_view(con: duckdb.DuckDBPyConnection, policy: Policy | dict | str, replace: bool = False):
     """``CREATE [OR REPLACE] ANONYMIZED VIEW``: release ``policy`` as version 1 (or the next version, replacing).
 
