@@ -65,6 +65,7 @@ def _chernoff(n: int, beta: float, gamma: float) -> float:
     return math.exp(-n * (gamma * math.log(gamma / beta) - (gamma - beta)))
 
 
+MIN_EPSILON_ANON = 0.01   # the smallest ε for sampling and suppression: k in about a second (0.005: 6 s, 0.001: 136 s)
 MAX_STEPS = 20_000   # sizes n examined for one δ(k); ε up to 3 needs far fewer (tests/dp)
 
 
@@ -93,6 +94,10 @@ def safepub_k(epsilon_anon: float, delta: float, beta: float | None = None) -> i
 
     ARX's ParameterCalculation increments k once more after its test succeeds; anon_sql returns the same k so that
     figures compare side by side with ARX (spec/09: 114 for ε = 2, δ = 1e-5)."""
+    if epsilon_anon < MIN_EPSILON_ANON:   # the sizes to examine grow as 1/ε: ε = 0.001 took minutes (round 14, S06)
+        raise PolicyError(f"differential_privacy epsilon = {epsilon_anon!r} (for sampling and suppression): SafePub "
+                          f"needs at least {MIN_EPSILON_ANON} (below it, it samples under 1% of the records and its k "
+                          "takes minutes to compute); raise epsilon, or use a DP query (docs/dp.md)")
     beta = sampling_rate(epsilon_anon) if beta is None else beta
     cache: dict = {}
     k = 1

@@ -62,3 +62,13 @@ def test_a_large_epsilon_is_refused_not_looped_on():
     with pytest.raises(PolicyError, match="epsilon = 5.0"):
         safepub_parameters(5.0, 1e-5)
     assert time.perf_counter() - started < 60
+
+
+def test_an_epsilon_too_small_to_compute_k_is_refused_at_once():
+    """Hostile round 14, S06: ε = 1e-6 ran for minutes (the sizes examined grow as 1/ε); refused before any of it."""
+    from anon_sql.models.safepub import MIN_EPSILON_ANON
+
+    for epsilon in (1e-6, 0.001, MIN_EPSILON_ANON / 2):
+        with pytest.raises(PolicyError, match="SafePub needs at least 0.01"):
+            safepub_parameters(epsilon, 1e-5)
+    assert safepub_parameters(MIN_EPSILON_ANON, 1e-5).k >= 2
