@@ -1,7 +1,9 @@
 """Shared fixtures: data locations, connections, and the seed 000 / Adult policies used across tests."""
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -17,6 +19,12 @@ settings.register_profile("anon_sql", deadline=None)
 settings.load_profile("anon_sql")
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+# Budgeted views are read with TimeZone = 'UTC' (anon_sql.data.session.PINNED), and DuckDB's default time zone is
+# the process's: the suite runs in UTC whatever the machine's zone (and its subprocesses inherit it); the tests that
+# need another zone set it themselves (tests/dp/test_hostile_round15_session.py).
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 # A few test modules reuse another folder's cases (e.g. the method battery's policies): every test folder is importable,
 # so that any one folder or file runs alone, not only the whole suite.

@@ -12,6 +12,7 @@ import json
 import math
 import numbers
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -139,8 +140,18 @@ def remember_output(path: str | Path) -> None:
 def adopt_default_history(path: str | Path) -> None:
     """Record the shell's default history file as anon_sql's own when it holds a history's lines and no record has
     it: written there before anon_sql recorded its outputs, it is kept and written on. Only for the default path
-    (``~/.anon_sql_history``, anon_sql's own name); a ``--history`` file must be anon_sql's by the record (M34)."""
-    real = Path(os.path.expanduser(str(path))).resolve()
+    (``~/.anon_sql_history``, anon_sql's own name), and only a regular file of one name there (not a symlink, not a
+    hard link); a ``--history`` file must be anon_sql's by the record (M34)."""
+    given = Path(os.path.expanduser(str(path)))
+    try:
+        status = given.lstat()
+    except OSError:
+        return
+    # only a regular file at that path itself, with no other name: a symlink's target or a hard link is another
+    # file of the user's (hostile round 15, M36: a dotfile link to a CSV was recorded, and --json replaced the CSV)
+    if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
+        return
+    real = given.resolve()
     if str(real) not in _recorded_outputs() and _holds_history(real):
         remember_output(real)
 

@@ -13,7 +13,7 @@ from .errors import cli_errors, database
 from .output import (adopt_default_history, json_option, note_script, output_target, remember_output, rows_text,
                      set_result)
 from ..common.wording import counted
-from ..errors import AnonSQLError, SourceError
+from ..errors import AnonSQLError, SourceError, TargetError
 
 if TYPE_CHECKING:                # imported where used: `anon-sql run --help` loads no pandas or duckdb
     import duckdb
@@ -146,7 +146,11 @@ def shell_history_file(history: str | None, db: str | None) -> Path:
     option = "$ANON_SQL_HISTORY" if env and not history else "--history"
     if not (history or env):
         adopt_default_history(HISTORY)
-    return output_target(option, history or env or HISTORY, db)
+    path = output_target(option, history or env or HISTORY, db)
+    if path.exists() and not path.is_file():     # readline blocks reading a FIFO or a terminal (round 15, H06/H07)
+        raise TargetError(f"{option} {str(history or env or HISTORY)!r} is not a regular file (a FIFO, a device): "
+                          f"the history is read and written whole; give {option} a file")
+    return path
 
 
 def _with_history(file: Path, db: str | None) -> None:

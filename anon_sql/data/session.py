@@ -11,11 +11,60 @@ import functools
 import duckdb
 
 # functions a view or macro may call whose result the session picks: SET VARIABLE, SET, USE, the query's own text,
-# SET custom_user_agent
+# SET custom_user_agent, the moment the query runs (``age(ts)`` counts from today); :func:`unstable_functions` adds
+# every function DuckDB itself marks other than CONSISTENT (hostile round 15, M38: ``in_search_path``,
+# ``txid_current``, ``current_query_id`` were missing from a list of names)
 SESSION_READERS = frozenset({
     "getvariable", "current_setting", "current_query", "current_schema", "current_schemas", "current_database",
-    "current_catalog", "user_agent",
+    "current_catalog", "user_agent", "age", "now", "today", "current_date", "current_time", "current_timestamp",
+    "localtime", "localtimestamp", "get_current_time", "get_current_timestamp", "transaction_timestamp",
 })
+# the settings whose default comes from the machine (the process's TZ, its locale), pinned for a budgeted view to a
+# value that does not (hostile round 15, M37: a process started with another TZ was "at the default")
+PINNED = {
+    "TimeZone": frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu",
+                           "GMT", "Etc/GMT", "Etc/GMT+0", "Etc/GMT-0", "Etc/GMT0", "GMT0", "GMT+0", "GMT-0",
+                           "Greenwich", "Etc/Greenwich"}),
+    "Calendar": frozenset({"gregorian"}),
+}
+_PINNED_TO = {"TimeZone": "UTC", "Calendar": "gregorian"}
+# a parameter of one of these types makes an overload depend on TimeZone / Calendar, which PINNED fixes
+_ZONED = ("TIME ZONE", "TIMESTAMPTZ", "TIMETZ")
+_UNSTABLE = ("SELECT DISTINCT lower(function_name), parameter_types FROM duckdb_functions() "
+             "WHERE stability IN ('CONSISTENT_WITHIN_QUERY', 'VOLATILE')")
+
+
+def unstable_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    """The functions whose result is not the same for the same arguments in every session: DuckDB's own marks
+    (``duckdb_functions().stability`` other than CONSISTENT: ``random``, ``nextval``, ``txid_current``,
+    ``in_search_path``, …) and :data:`SESSION_READERS`. An overload that is unstable only through a parameter with a
+    time zone (``year(TIMESTAMPTZ)``, ``TIMESTAMPTZ + INTERVAL``) is not counted: :data:`PINNED` fixes the time zone
+    and the calendar it reads."""
+    found = set(SESSION_READERS)
+    for name, parameters in con.execute(_UNSTABLE).fetchall():
+        if not any(z in str(t).upper() for t in parameters or () for z in _ZONED):
+            found.add(str(name))
+    return frozenset(found | registered_functions(con))
+
+
+def registered_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    """The functions of ``con`` that a fresh database lacks and that are no macro: a Python UDF the process registered
+    (DuckDB lists it as built-in and CONSISTENT whatever it computes) or an extension's. The reading session decides
+    what they are, so a budgeted view may not call them (as a TEMP macro: round 11, M21)."""
+    here = {r[0] for r in con.execute(_FUNCTIONS).fetchall()}
+    return frozenset(here - _builtin_functions())
+
+
+_FUNCTIONS = ("SELECT DISTINCT lower(function_name) FROM duckdb_functions() "
+              "WHERE function_type NOT IN ('macro', 'table_macro')")
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_functions() -> frozenset[str]:
+    """The functions of a fresh in-memory database of this process: DuckDB's own and its autoloaded extensions'."""
+    with duckdb.connect(":memory:") as fresh:
+        return frozenset(r[0] for r in fresh.execute(_FUNCTIONS).fetchall())
+
 
 # settings that tune how a query runs or reports, not which rows it returns (a name, or a prefix ending in "_");
 # every other setting a session changes from DuckDB's default is refused for a budgeted view (fail closed: a
@@ -64,10 +113,16 @@ _SETTINGS = "SELECT name, value FROM duckdb_settings()"
 
 
 def changed_settings(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The settings of ``con``'s session, other than tuning, whose value is not DuckDB's default (``SET``, ``SET
-    GLOBAL`` or the connection's config), as ``"TimeZone = 'Asia/Tokyo' (default 'Etc/UTC')"``. A setting a fresh
-    database does not have (an extension's) is not compared."""
+    """The settings of ``con``'s session, other than tuning, whose value is not the one a budgeted view is read
+    with: :data:`PINNED` (``"TimeZone = 'Asia/Tokyo' (a budgeted view is read with TimeZone = 'UTC')"``), else DuckDB's
+    default (``SET``, ``SET GLOBAL`` or the connection's config: ``"integer_division = 'true' (default
+    'false')"``). A setting a fresh database does not have (an extension's) is not compared."""
     defaults = _defaults()
-    return [f"{name} = {value!r} (default {defaults[name]!r})"
-            for name, value in con.execute(_SETTINGS).fetchall()
-            if name in defaults and not _tuning(name) and value != defaults[name]]
+    found = []
+    for name, value in con.execute(_SETTINGS).fetchall():
+        if name in PINNED:
+            if value not in PINNED[name]:
+                found.append(f"{name} = {value!r} (a budgeted view is read with {name} = {_PINNED_TO[name]!r})")
+        elif name in defaults and not _tuning(name) and value != defaults[name]:
+            found.append(f"{name} = {value!r} (default {defaults[name]!r})")
+    return found

@@ -186,26 +186,34 @@ _SCHEMAS = "SELECT lower(schema_name) FROM duckdb_schemas() WHERE database_name 
 _RELATIONS = ("SELECT lower(schema_name), lower(table_name) FROM duckdb_tables() WHERE database_name = "
               "current_database() AND NOT temporary UNION ALL SELECT lower(schema_name), lower(view_name) FROM "
               "duckdb_views() WHERE database_name = current_database() AND NOT temporary AND NOT internal")
+# the generated columns of this database's tables: computed when read, in the reading session (round 15, M41)
+_GENERATED = ("SELECT lower(schema_name), lower(table_name), column_name, generation_expression FROM duckdb_columns() "
+              "WHERE database_name = current_database() AND is_generated")
 # the user's macros (TEMP ones too; the package's `anon` macros aside: the DP query checks those against its own)
 _USER_MACROS = ("SELECT lower(function_name), macro_definition FROM duckdb_functions() WHERE database_name <> 'system' "
                 "AND NOT internal AND function_type IN ('macro', 'table_macro') AND lower(schema_name) <> 'anon'")
 
 
 def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> list[str]:
-    """What view ``schema.name`` (through nested views) reads other than this database's tables and views by name:
-    a table function or table macro (``query_table('visits')``, ``read_csv(…)``, ``src()``), another database's
-    table (an attached alias can be re-attached to other data), a name that is no table or view of this database
-    (``FROM 'visits.csv'``: a file found from the folder the query runs in), or SQL anon_sql cannot read. Each binds
-    when the view is read, beyond what :func:`view_input_shadows` can see (hostile round 12, M27: a renumbered copy
-    answered 1,800 people for 300 through each; round 13, M33: the relative path), or a user macro whose body reads
-    a table (round 12, D03b: a TEMP copy of its mapping table split every person), a function whose result the
-    session picks, and a setting of this session that is not DuckDB's default and can change what a query returns
-    (round 14, M35: ``getvariable`` after ``SET VARIABLE``, a TIMESTAMPTZ's text after ``SET TimeZone``;
-    :mod:`anon_sql.data.session`). A macro that computes from its arguments alone may stay. Empty for a table. The
-    catalog is read once, not per nested view."""
-    from .session import changed_settings
+    """What the budgeted relation ``schema.name`` — a view, through nested views, or a table with generated columns —
+    reads beyond this database's stored rows: a table function or table macro (``query_table('visits')``,
+    ``read_csv(…)``, ``src()``), another database's table (an attached alias can be re-attached to other data), a
+    name that is no table or view of this database (``FROM 'visits.csv'``: a file found from the folder the query runs
+    in), or SQL anon_sql cannot read. Each binds when the view is read, beyond what :func:`view_input_shadows` can see
+    (hostile round 12, M27: a renumbered copy answered 1,800 people for 300 through each; round 13, M33: the relative
+    path); a user macro whose body reads a table (round 12, D03b: a TEMP copy of its mapping table split every
+    person); a function whose result is not the same in every session, in the view, a macro it reaches or a generated
+    column it reads; and a setting of this session other than the one a budgeted view is read with (round 14, M35:
+    ``getvariable`` after ``SET VARIABLE``, a TIMESTAMPTZ's text after ``SET TimeZone``; round 15, M37, M38, M41: the
+    process's time zone, functions a list of names missed, a table's generated unit column;
+    :mod:`anon_sql.data.session`). A macro that computes from its arguments alone may stay. Empty for a table
+    without generated columns. The catalog is read once, not per nested view."""
+    from .session import changed_settings, unstable_functions
 
-    if _parsed_view(con, schema, name)[0] is None:
+    generated: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for s_name, t_name, column, expression in con.execute(_GENERATED).fetchall():
+        generated.setdefault((s_name, t_name), []).append((column, str(expression)))
+    if _parsed_view(con, schema, name)[0] is None and (schema.lower(), name.lower()) not in generated:
         return []
     schemas = {r[0] for r in con.execute(_SCHEMAS).fetchall()}
     relations = {(r[0], r[1]) for r in con.execute(_RELATIONS).fetchall()}
@@ -213,11 +221,16 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
     bodies: dict[str, list[str]] = {}
     for macro, body in con.execute(_USER_MACROS).fetchall():
         bodies.setdefault(macro, []).append(str(body))
+    unstable = unstable_functions(con)
 
     def walk(schema: str, name: str, depth: int) -> list[str]:
         text, tree = _parsed_view(con, schema, name)
-        if text is None or depth > 16:
+        if depth > 16:
             return []
+        if text is None:    # a table: what its generated columns compute, in the session that reads them
+            return [item for column, expression in generated.get((schema.lower(), name.lower()), [])
+                    for item in _reads_beyond_arguments(bodies, expression, unstable,
+                                                        f"the generated column {schema}.{name}.{column}")]
         if not isinstance(tree, exp.Create) or not isinstance(tree.expression, exp.Expression):
             return [f"view {schema}.{name}'s SQL, which anon_sql cannot read"]
         body = tree.expression
@@ -236,7 +249,7 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
                              "where the query runs)")
             else:
                 views.add((t.db or schema, t.name))
-        found += _reads_beyond_arguments(bodies, text)
+        found += _reads_beyond_arguments(bodies, text, unstable, f"view {schema}.{name}")
         for s, t in sorted(views):
             found += walk(s, t, depth + 1)
         return found
@@ -244,30 +257,34 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
     return sorted(set(walk(schema, name, 0))) + [f"this session's setting {c}" for c in changed_settings(con)]
 
 
-def _reads_beyond_arguments(bodies: dict[str, list[str]], text: str) -> list[str]:
-    """What SQL ``text`` and the user macros it names (``bodies``: name → their bodies), through the macros they
-    name, read beyond the database's rows: a macro whose body reads a table (it binds its table names when the query
-    runs, so a TEMP table of that name changes what it returns: hostile round 12, D03b) and a function whose result
-    the session picks (:data:`anon_sql.data.session.SESSION_READERS`: ``getvariable`` after ``SET VARIABLE`` split
-    every person, round 14, M35). Macros and functions are found by any token of the text, quoted or not (round 13,
-    M32: a macro named like a function sqlglot knows was read as that function, not as a call)."""
+def _reads_beyond_arguments(bodies: dict[str, list[str]], text: str, unstable: frozenset[str],
+                            label: str) -> list[str]:
+    """What SQL ``text`` (of ``label``: a view, a generated column) and the user macros it names (``bodies``: name →
+    their bodies), through the macros they name, read beyond the database's rows: a macro whose body reads a table
+    (it binds its table names when the query runs, so a TEMP table of that name changes what it returns: hostile
+    round 12, D03b) and a call of a function in ``unstable`` (:func:`anon_sql.data.session.unstable_functions`:
+    ``getvariable`` after ``SET VARIABLE`` split every person, round 14, M35). Macros are found by any token of the
+    text, quoted or not (round 13, M32: a macro named like a function sqlglot knows was read as that function, not as
+    a call); a function by its name before ``(``, or as a keyword (``current_date``)."""
     import sqlglot
-
-    from .session import SESSION_READERS
 
     found: list[str] = []
     seen: set[str] = set()
-    todo = [(text, None)]
+    todo = [(text, label)]
     while todo:
-        sql, macro_of = todo.pop()
+        sql, where = todo.pop()
         try:
-            words = {t.text.lower() for t in sqlglot.tokenize(sql, read="duckdb")
-                     if t.token_type != sqlglot.TokenType.STRING}
+            tokens = [t for t in sqlglot.tokenize(sql, read="duckdb") if t.token_type != sqlglot.TokenType.STRING]
         except sqlglot.errors.TokenError:
-            words = set(bodies) | SESSION_READERS   # SQL the tokenizer cannot read: it may call any of them
-        where = f"the macro {macro_of}, which calls" if macro_of else "the function"
-        found += [f"{where} {name} (its result is the session's: SET VARIABLE, SET, USE)"
-                  for name in sorted(words & SESSION_READERS)]
+            found.append(f"the SQL of {where}, which anon_sql cannot read")
+            continue
+        words = {t.text.lower() for t in tokens}
+        calls = {t.text.lower() for i, t in enumerate(tokens)
+                 if t.text.lower() in unstable and (
+                     t.token_type not in (sqlglot.TokenType.VAR, sqlglot.TokenType.IDENTIFIER)
+                     or (i + 1 < len(tokens) and tokens[i + 1].token_type == sqlglot.TokenType.L_PAREN))}
+        found += [f"{name}() in {where} (its result is not the same in every session: SET VARIABLE, SET, USE, the "
+                  "moment or the statements run)" for name in sorted(calls)]
         for macro in sorted(words & set(bodies) - seen):
             seen.add(macro)
             for body in bodies[macro]:
@@ -278,7 +295,7 @@ def _reads_beyond_arguments(bodies: dict[str, list[str]], text: str) -> list[str
                     continue
                 if next(parsed.find_all(exp.Table), None) is not None:
                     found.append(f"the macro {macro}, whose body reads a table")
-                todo.append((body, macro))
+                todo.append((body, f"the macro {macro}"))
     return found
 
 

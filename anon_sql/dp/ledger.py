@@ -183,12 +183,14 @@ def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tup
                           "another session")
     foreign = view_foreign_reads(con, schema_name, table_name)
     if foreign:   # bound when the query runs, beyond what a name can tell (hostile round 12, M27)
-        raise SourceError(f"view {schema_name}.{table_name} reads {', '.join(foreign)[:400]}: a budgeted view may "
-                          "read only this database's tables and views by name, under DuckDB's default settings, "
-                          "since a macro, a table function, another database's alias, a session variable or setting "
-                          "can change its rows when a query runs; nothing was done: RESET the settings named (or "
-                          "run it in a fresh session), make the view read the tables directly, or put the budget on "
-                          "a table")
+        raise SourceError(f"{schema_name}.{table_name} reads {', '.join(foreign)[:600]}: a budgeted view (or a "
+                          "table's generated column) may read only this database's tables and views by name, with "
+                          "functions that give the same result in every session, under TimeZone = 'UTC', Calendar = "
+                          "'gregorian' and DuckDB's defaults for the other settings that change results, since a "
+                          "macro, a table function, another database's alias, a session variable, a setting or the "
+                          "moment can change its rows when a query runs; nothing was done: SET or RESET the "
+                          "settings named, compute the unit from stored columns, or put the budget on a table of "
+                          "stored columns")
     return exp.table_(table_name, db=schema_name, quoted=True), f"{schema_name}.{table_name}"
 
 

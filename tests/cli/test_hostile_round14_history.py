@@ -102,3 +102,35 @@ def test_a_recorded_history_given_through_the_environment_is_used(tmp_path, monk
         shell_history_file(None, None)
     remember_output(history)
     assert shell_history_file(None, None) == history
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_m36_a_default_history_linked_to_a_users_file_is_never_adopted(tmp_path, monkeypatch, link):
+    """Hostile round 15, M36: ``~/.anon_sql_history`` a symlink to the user's CSV was adopted, the CSV recorded as
+    anon_sql's output, and the next ``--json data.csv`` replaced it."""
+    from click.testing import CliRunner
+
+    from anon_sql.cli.main import main
+
+    home = tmp_path / "home"
+    home.mkdir()
+    data = tmp_path / "data.csv"
+    data.write_text("id,v\n" + "".join(f"{i},{i * 7}\n" for i in range(3000)), encoding="utf-8")
+    before = data.read_bytes()
+    (home / ".anon_sql_history").symlink_to(data) if link == "symlink" else os.link(data, home / ".anon_sql_history")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("ANON_SQL_HISTORY", raising=False)
+    with pytest.raises(TargetError, match="anon_sql did not write"):
+        shell_history_file(None, None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.csv").write_text("age,sex\n" + "".join(f"{20 + i % 9},{'FM'[i % 2]}\n" for i in range(60)))
+    res = CliRunner().invoke(main, ["assess", "p.csv", "--quasi", "age,sex", "--json", "data.csv"])
+    assert res.exit_code == 2 and "'data.csv' is an existing file anon_sql did not write" in res.output, res.output
+    assert data.read_bytes() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_fifo_as_history_is_refused_without_blocking(tmp_path):                                 # round 15, H07
+    os.mkfifo(tmp_path / "ff")
+    with pytest.raises(TargetError, match="is not a regular file"):
+        shell_history_file(str(tmp_path / "ff"), None)

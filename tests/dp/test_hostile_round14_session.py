@@ -44,7 +44,7 @@ def no_budget(c) -> bool:
 ])
 def test_a_view_reading_the_session_is_refused_before_any_budget(con, unit):
     con.execute(f"CREATE VIEW v AS SELECT {unit} AS pid, grp, amount FROM visits")
-    with pytest.raises(AnonSQLError, match="its result is the session's"):
+    with pytest.raises(AnonSQLError, match="its result is not the same in every session"):
         anon_sql.execute(con, BUDGET)
     assert no_budget(con)
 
@@ -54,7 +54,7 @@ def test_a_macro_the_view_calls_that_reads_a_variable_is_refused(con):          
                 "THEN p * 10 + (hash(g) % 6)::BIGINT ELSE p END")
     con.execute("CREATE MACRO sp(p, g) AS inner_sp(p, g)")          # reached through a second macro
     con.execute("CREATE VIEW v AS SELECT sp(pid, grp) AS pid, amount FROM visits")
-    with pytest.raises(AnonSQLError, match="the macro inner_sp, which calls getvariable"):
+    with pytest.raises(AnonSQLError, match=r"getvariable\(\) in the macro inner_sp"):
         anon_sql.execute(con, BUDGET)
     assert no_budget(con)
 
