@@ -310,6 +310,37 @@ def refuse_temp_shadows(con: duckdb.DuckDBPyConnection, names: Any, doing: str) 
                           "it in another session")
 
 
+def refuse_shadowed_source(con: duckdb.DuckDBPyConnection, source: Any, doing: str) -> None:
+    """Refuse (:class:`SourceError`, exit 2) ``doing`` from the named ``source`` while a TEMP table or view of this
+    session shadows it — a database object of that name exists too, and DuckDB reads the TEMP one first — or shadows
+    what the source view reads (:func:`view_input_shadows`): a release would be made from the session's rows and
+    recorded as the database's source (hostile round 15, M39: REFRESH released a TEMP copy of 1,726 rows as version 2
+    of a 3,000-row source). A source that is itself only a TEMP object, a path or a Python object is read as given."""
+    if not isinstance(source, str) or not source.strip() or is_path(source):
+        return
+    table = source.rsplit(".", 1)[-1].lower()
+    shadows = temp_shadows(con, [source])
+    stored = con.execute(_STORED_NAMED, {"t": table}).fetchall()
+    if shadows and stored:
+        raise SourceError(f"{doing}: {', '.join(shadows)} of this session shadows the database's source {source!r} "
+                          "(DuckDB reads the TEMP one first), so the release would be made from the session's rows; "
+                          "nothing was done: drop or rename the TEMP object (e.g. DROP TABLE temp.main.<name>), or "
+                          "run it in another session")
+    for schema, name in stored:
+        found = view_input_shadows(con, schema, name)
+        if found:
+            raise SourceError(f"{doing}: {', '.join(found)[:300]} of this session shadows what the source view "
+                              f"{schema}.{name} reads (DuckDB binds its names when it is read); nothing was done: "
+                              "drop the TEMP object, or run it in another session")
+
+
+# the current database's stored (not TEMP) tables and views named $t, as (schema, name)
+_STORED_NAMED = ("SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT temporary AND database_name = "
+                 "current_database() AND lower(table_name) = $t UNION ALL SELECT schema_name, view_name FROM "
+                 "duckdb_views() WHERE NOT temporary AND NOT internal AND database_name = current_database() "
+                 "AND lower(view_name) = $t")
+
+
 def relation_exists(con: duckdb.DuckDBPyConnection, name: str | exp.Table) -> bool:
     """Is ``name`` (a table reference, or a string read as :func:`named_relation` reads it: the whole name first,
     then ``schema.name``) a table or view? Tables first, views only when it is

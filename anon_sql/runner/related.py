@@ -22,7 +22,7 @@ from ..catalog.store import released_names
 from ..common.columns import UNIT
 from ..common.sqlbuild import alias, col, dtype, ident, lit, render
 from ..common.wording import counted
-from ..data.source import Source, describe, resolve_source
+from ..data.source import Source, describe, refuse_shadowed_source, resolve_source
 from ..errors import PolicyError, SourceError
 from ..policy.model import Policy
 from .digests import table_content
@@ -68,6 +68,7 @@ def resolve_related(con: Any, policy: Policy, src: Source) -> list[RelatedTable]
         source = spec["source"]
         if source in outputs:
             raise PolicyError(f"{where} source {source!r} is a release's output; relate the raw table instead")
+        refuse_shadowed_source(con, source, f"{where} source {source!r}")   # round 15, M39 (U03)
         rel = resolve_source(con, source)
         if rel.label.lower() == src.label.lower():
             raise PolicyError(f"{where} source {source!r} is the unit table itself: its rows would be released a "

@@ -20,7 +20,7 @@ from ..errors import PolicyError, SourceError
 from ..methods import Method, Plan, get_method
 from ..models import PrivacyModel, build_models
 from ..policy.model import Attribute, Policy, coerce_policy
-from ..data.source import Source, check_count_column
+from ..data.source import Source, check_count_column, refuse_shadowed_source
 from ..common.sqlbuild import record_count, render
 from ..data.taxonomy import Taxonomy
 from ..catalog.taxonomy_lookup import resolve_taxonomies
@@ -131,6 +131,8 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
     sdc.refuse_elsewhere(engine.name, policy)   # before the engine registers anything
     if policy.related and not engine.releases_related:
         raise PolicyError(related.related_elsewhere(policy, engine.name))
+    if engine.name == "duckdb" and source is None:   # round 15, M39: never a TEMP copy named like the source
+        refuse_shadowed_source(engine.con, policy.source, f"release {policy.name!r}")
     src = registered = engine.register_source(source if source is not None else policy.source,
                                               policy.name + "__input")
     declared = set(policy.attributes)   # identifiers the policy names (not those default_role makes)

@@ -61,10 +61,14 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
     from ..runner.run import release_with_duckdb
 
     previous, prior = None, None
-    if replace and versions.recorded(con, policy.name) is not None and relation_exists(con, _table(policy.name)):
-        require_owned(con, policy.name)       # never snapshot, compare or replace a table that is not ours
+    if replace and versions.recorded(con, policy.name) is not None:
+        # version 1 of a release made without a statement is copied from anon.releases before anything replaces
+        # that row, whether or not its table is still there (hostile round 15, M40: a renamed table's release was
+        # refreshed as a new "version 1")
         prior = versions.recorded(con, policy.name)
-        previous = versions.snapshot(con, policy.name)
+        if relation_exists(con, _table(policy.name)):
+            require_owned(con, policy.name)       # never snapshot, compare or replace a table that is not ours
+            previous = versions.snapshot(con, policy.name)
 
     def write_version(rel) -> None:
         if keep_plan_of is not None:
