@@ -3,7 +3,6 @@ It is a no-op now when the release exists (nothing written, no version); a user'
 refused, and OR REPLACE with IF NOT EXISTS is a syntax error."""
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 import anon_sql
@@ -16,13 +15,8 @@ AS SELECT identifier(pid), quasi(age, taxonomy => {{'kind': 'interval', 'widths'
 
 
 @pytest.fixture
-def con():
-    c = duckdb.connect()
-    anon_sql.install(c)
-    c.execute("CREATE TABLE pt AS SELECT i AS pid, 20 + i % 50 AS age, CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END "
-              "AS sex FROM range(500) r(i)")
-    yield c
-    c.close()
+def con(patients):
+    return patients
 
 
 def versions(c) -> int:
@@ -33,7 +27,7 @@ def test_if_not_exists_creates_once_then_does_nothing(con):
     first = anon_sql.execute(con, CREATE.format(how="", exists="IF NOT EXISTS", name="lv"))[-1]
     assert first.kind == "create" and "version 1" in first.message
     before = con.execute("SELECT * FROM lv ORDER BY ALL").fetchall(), versions(con)
-    con.execute("INSERT INTO pt SELECT 1000 + i, 30, 'F' FROM range(10) r(i)")
+    con.execute("INSERT INTO pt SELECT 1000 + i, 30, 'F', 1000 + i FROM range(10) r(i)")
     again = anon_sql.execute(con, CREATE.format(how="", exists="IF NOT EXISTS", name="lv"))[-1]
     assert "exists: nothing done" in again.message
     assert (con.execute("SELECT * FROM lv ORDER BY ALL").fetchall(), versions(con)) == before

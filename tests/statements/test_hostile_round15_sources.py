@@ -3,7 +3,6 @@ source (or a related source) and released the session's rows as the next version
 source. M40: a release made without a statement whose table was renamed lost its version 1 at the next refresh."""
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 import anon_sql
@@ -17,13 +16,8 @@ POLICY = {"name": "lv", "source": "pt", "method": "levels", "default_role": "ins
 
 
 @pytest.fixture
-def con():
-    c = duckdb.connect()
-    anon_sql.install(c)
-    c.execute("CREATE TABLE pt AS SELECT i AS pid, 20 + i % 50 AS age, CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END "
-              "AS sex FROM range(500) r(i)")
-    yield c
-    c.close()
+def con(patients):
+    return patients
 
 
 def state(c) -> tuple:
@@ -74,7 +68,7 @@ def test_m40_a_refresh_after_the_table_was_renamed_keeps_version_1(con, gone):
     anon_sql.release(con, POLICY)                        # no statement: version 1 lives in anon.releases only
     first = con.execute("SELECT created_at, records_in FROM anon.releases WHERE release = 'lv'").fetchall()[0]
     con.execute(gone)
-    con.execute("INSERT INTO pt SELECT 1000 + i, 30, 'F' FROM range(10) r(i)")
+    con.execute("INSERT INTO pt SELECT 1000 + i, 30, 'F', 1000 + i FROM range(10) r(i)")
     anon_sql.execute(con, "REFRESH ANONYMIZED VIEW lv")
     rows = con.execute("SELECT version, action, records_in, created_at FROM anon.release_versions "
                        "WHERE release = 'lv' ORDER BY version").fetchall()

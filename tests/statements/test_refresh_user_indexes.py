@@ -3,7 +3,6 @@ with it). A refresh or replace now creates each of them again in its transaction
 one (a UNIQUE index they break), refuses with everything as it was."""
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 import anon_sql
@@ -16,14 +15,10 @@ AS SELECT identifier(pid), quasi(age, taxonomy => {{'kind': 'interval', 'widths'
 
 
 @pytest.fixture
-def con():
-    c = duckdb.connect()
-    anon_sql.install(c)
-    c.execute("CREATE TABLE pt AS SELECT i AS pid, 20 + i % 50 AS age, CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END "
-              "AS sex, i AS zip FROM range(500) r(i)")
-    anon_sql.execute(c, CREATE.format(replace=""))
-    yield c
-    c.close()
+def con(patients):
+    """`pt` and its release `lv` (version 1)."""
+    anon_sql.execute(patients, CREATE.format(replace=""))
+    return patients
 
 
 def indexes(c) -> list:
