@@ -214,3 +214,14 @@ def seed_db(tmp_path):
     path = tmp_path / "p.toml"
     path.write_text(Policy.from_dict(policy).to_toml())
     return db, str(path), tmp_path
+
+
+@pytest.fixture
+def patients():
+    """An in-memory database with the catalog and `pt`: 500 people (pid, age 20–69, sex F/M, zip = pid)."""
+    c = duckdb.connect()
+    anon_sql.install(c)
+    c.execute("CREATE TABLE pt AS SELECT i AS pid, 20 + i % 50 AS age, CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END "
+              "AS sex, i AS zip FROM range(500) r(i)")
+    yield c
+    c.close()

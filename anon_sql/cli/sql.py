@@ -164,15 +164,20 @@ def _with_history(file: Path, db: str | None) -> None:
         readline.read_history_file(file)
     except OSError:
         pass
-    readline.set_history_length(1000)
-    atexit.register(save_shell_history, readline, file, db)
+    readline.set_history_length(1000)    # the file keeps the newest 1,000 lines (the session's memory keeps all)
+    atexit.register(save_shell_history, readline, file, db, readline.get_current_history_length())
 
 
-def save_shell_history(readline, file: Path, db: str | None = None) -> None:
-    """Write the history at exit, checked again: a file that became a database during the session is kept."""
+def save_shell_history(readline, file: Path, db: str | None = None, read: int | None = None) -> None:
+    """At exit, add the lines typed in this session (after the ``read`` lines read from the file) to the history,
+    checked again: a file that became a database during the session is kept. Appended, not rewritten: two shells on
+    one history keep both sessions' lines (hostile round 15, H09)."""
     try:
         output_target("history", str(file), db)
-        readline.write_history_file(file)
+        if read is not None and file.is_file() and file.stat().st_size > 0:
+            readline.append_history_file(max(readline.get_current_history_length() - read, 0), file)
+        else:
+            readline.write_history_file(file)
         remember_output(file)
     except (OSError, AnonSQLError) as err:
         click.echo(f"warning: the shell history was not written to {file}: {err}", err=True)

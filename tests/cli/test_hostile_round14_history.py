@@ -134,3 +134,30 @@ def test_a_fifo_as_history_is_refused_without_blocking(tmp_path):               
     os.mkfifo(tmp_path / "ff")
     with pytest.raises(TargetError, match="is not a regular file"):
         shell_history_file(str(tmp_path / "ff"), None)
+
+
+def test_two_shells_on_one_history_keep_both_sessions_lines(tmp_path):                          # round 15, H09
+    assert typed_in_a_session(tmp_path, "h", b"SELECT 0;") == 0            # the history is anon_sql's
+    shells = []
+    for typed in (b"SELECT 11;", b"SELECT 22;"):
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "anon_sql.cli", "shell", "--history", "h"], cwd=tmp_path,
+                                stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        seen = bytearray()
+        read_until(master, b"anon> ", seen)
+        del seen[:]
+        os.write(master, typed + b"\r")
+        read_until(master, b"anon> ", seen)
+        shells.append((proc, master))
+    try:
+        for proc, master in shells:                   # both open at once; the first leaves, then the second
+            os.write(master, b".quit\r")
+            assert proc.wait(timeout=60) == 0
+    finally:
+        for proc, master in shells:
+            if proc.poll() is None:
+                proc.kill()
+            os.close(master)
+    lines = (tmp_path / "h").read_text(encoding="utf-8").splitlines()
+    assert {"SELECT 0;", "SELECT 11;", "SELECT 22;"} <= set(lines), lines
