@@ -530,6 +530,9 @@ def _stable_rows(con: duckdb.DuckDBPyConnection, table: exp.Table) -> tuple[exp.
     return rows, exp.Table(this=scratch.copy())
 
 
+_READ_ONLY = "SELECT readonly FROM duckdb_databases() WHERE database_name = current_database()"
+
+
 def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFrame:
     """Answer one `SELECT WITH DIFFERENTIAL_PRIVACY ...` and charge its table's budget; the answer is recorded in
     anon.privacy_ledger in the same transaction. Not reproducible: OpenDP's noise takes no seed."""
@@ -539,6 +542,10 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
     table, name = ledger.resolve_table(con, q.table)
     _refuse_volatile_calls(con, q)
     epsilon, delta, parts = plan_budget(q)
+    if con.execute(_READ_ONLY).fetchall()[0][0]:   # round 15, E50: DuckDB's raw UPDATE error, exit 4, before
+        raise PolicyError(f"a DP query on {name} charges its budget in anon.privacy_ledger, which a read-only "
+                          "database cannot record; nothing was answered or charged: open the database read-write "
+                          "(without --read-only)")
     try:
         con.begin()
     except duckdb.TransactionException:

@@ -122,3 +122,13 @@ def test_a_function_the_reading_process_registers_is_refused(con):
     with pytest.raises(AnonSQLError, match=r"unit_of\(\) in view main.v"):
         anon_sql.execute(con, BUDGET.format(t="v", u="pid"))
     assert no_budget(con)
+
+
+def test_e50_a_dp_query_on_a_read_only_database_is_refused_in_one_line(con, tmp_path):
+    anon_sql.execute(con, BUDGET.format(t="visits", u="pid"))
+    con.close()
+    ro = duckdb.connect(str(tmp_path / "db.duckdb"), read_only=True)
+    with pytest.raises(AnonSQLError, match="a read-only database cannot record; nothing was answered or charged"):
+        anon_sql.execute(ro, QUERY.format(t="visits", u="pid"))
+    assert ro.execute("SELECT queries FROM anon.privacy_budgets").fetchall() == [(0,)]
+    ro.close()
