@@ -55,7 +55,10 @@ def targets(path: str | Path, related: tuple[str, ...] = ()) -> list[Path]:
     if p.suffix.lower() == ".parquet":
         files += [p.with_name(p.stem + ".classes.parquet"), p.with_name(p.stem + ".metadata.parquet")]
         files += [p.with_name(f"{p.stem}.{n}.parquet") for n in related]
-    taken = [str(f) for f in files if f.exists() or f.is_symlink() or Path(str(f) + ".wal").exists()]   # dangling too
+    # a dangling symlink too; a DuckDB file's write-ahead log is named as such (round 15, E42: "share.duckdb already
+    # exists" when only share.duckdb.wal did)
+    taken = [str(f) for f in files if f.exists() or f.is_symlink()]
+    taken += [f"{f}.wal (a write-ahead log)" for f in files if str(f) not in taken and Path(str(f) + ".wal").exists()]
     if taken:
         raise TargetError(f"share target {str(p)!r}: {', '.join(taken)} already exists; anon_sql writes new files "
                           "and never overwrites one: remove it or choose another path")

@@ -169,3 +169,15 @@ def test_export_from_a_read_only_connection(tmp_path):
     shared = duckdb.connect(str(tmp_path / "ro.duckdb"), read_only=True)
     assert shared.execute("SELECT * FROM rl ORDER BY ALL").fetchall() == written
     shared.close()
+
+
+def test_a_stray_write_ahead_log_is_named_as_such(tmp_path):
+    """Hostile round 15, E42: a stray `share.duckdb.wal` (no `share.duckdb`) was reported as "share.duckdb already
+    exists"; the message names the log now (and the write is still refused: DuckDB would replay it)."""
+    from anon_sql.errors import TargetError
+    from anon_sql.publish.share import targets
+
+    (tmp_path / "share.duckdb.wal").write_bytes(b"\x00" * 16)
+    with pytest.raises(TargetError, match=r"share\.duckdb\.wal \(a write-ahead log\) already exists"):
+        targets(tmp_path / "share.duckdb")
+    assert targets(tmp_path / "other.duckdb") == [tmp_path / "other.duckdb"]
