@@ -18,6 +18,10 @@ from ..runner.run import release_with_duckdb
 from ..report.build import distributions, frame_records, metric_rows, set_param, size_histogram, verdict
 
 
+AUDIENCE = ("the data owner: the 'original' distributions and the records in are aggregates of the source, which the "
+            "release does not publish; share the files `anon-sql export` writes, not this report")
+
+
 def build_report(con, release_name: str, names: Sequence[str] | str | None = None, params: dict[str, Any] | None = None,
           classify: str | None = None, classify_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The full report of a materialized release: catalog row, checks, metrics (all by default), details tables and,
@@ -42,6 +46,9 @@ def build_report(con, release_name: str, names: Sequence[str] | str | None = Non
         "class_sizes": size_histogram(data.class_sizes),
         "ncp_by_qi": {q: values[f"ncp__{q}"] for q in data.quasi if f"ncp__{q}" in values},
         "distributions": distributions(data),
+        # the source's aggregates beside the release's: the data owner's evaluation, never a file to share
+        # (hostile round 15, E55; the shareable files are export's)
+        "audience": AUDIENCE,
     }
     if data.policy.related:   # the related tables released with it (docs/units.md); `check` verified them above
         report["related"] = [{"name": n, "table": f"{release_name}_{n}",

@@ -157,6 +157,8 @@ def render_html(report: dict[str, Any]) -> str:
                      + "".join(f"<figure>{c}</figure>" for c in charts) + "</div>")
     if r.get("distributions"):
         parts.append("<h2 id='distributions'>Original vs released, per quasi-identifier</h2>")
+        if r.get("audience"):
+            parts.append(f"<p class='sub' id='audience'>For {_e(r['audience'])}.</p>")
         parts += [_distribution(q, d) for q, d in r["distributions"].items()]
     parts += ["<h2>Checks</h2>", html_table(r["checks"]), "<h2>Metrics</h2>", html_table(r["metrics"])]
     for key, title in (("query_error_table", "Query error by dim × selectivity"),

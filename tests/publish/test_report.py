@@ -72,6 +72,9 @@ def test_html_is_self_contained_with_verdict_cards_and_svg_charts(odd, monkeypat
     assert "src=" not in page and "<script" not in page and "http://" not in page.replace(
         "http://www.w3.org/2000/svg", "")
     assert "zip &lt;&amp;&gt;" in page and ODD not in page   # the odd column name escaped in the charts too
+    # the source's aggregates are labelled as the data owner's, not for sharing (hostile round 15, E55)
+    assert "source" in rep["audience"] and "not this report" in rep["audience"]
+    assert page.index("id='audience'") > page.index("id='distributions'") and "anon-sql export" in page
 
 
 def test_distributions_are_recomputed_counts_of_original_and_release(odd):
