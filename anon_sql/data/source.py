@@ -186,6 +186,14 @@ _SCHEMAS = "SELECT lower(schema_name) FROM duckdb_schemas() WHERE database_name 
 _RELATIONS = ("SELECT lower(schema_name), lower(table_name) FROM duckdb_tables() WHERE database_name = "
               "current_database() AND NOT temporary UNION ALL SELECT lower(schema_name), lower(view_name) FROM "
               "duckdb_views() WHERE database_name = current_database() AND NOT temporary AND NOT internal")
+# every TEMP object of the session (TEMP tables, views, macros, types, sequences) as (what it is, lower-case name)
+_TEMP_OBJECTS = ("SELECT 'TEMP table ' || table_name, lower(table_name) FROM duckdb_tables() WHERE temporary "
+                 "UNION ALL SELECT 'TEMP view ' || view_name, lower(view_name) FROM duckdb_views() WHERE temporary "
+                 "AND NOT internal UNION ALL SELECT DISTINCT 'TEMP macro ' || function_name, lower(function_name) FROM "
+                 "duckdb_functions() WHERE database_name = 'temp' AND function_type IN ('macro', 'table_macro') "
+                 "UNION ALL SELECT 'TEMP type ' || type_name, lower(type_name) FROM duckdb_types() "
+                 "WHERE database_name = 'temp' AND NOT internal UNION ALL SELECT 'TEMP sequence "
+                 "' || sequence_name, lower(sequence_name) FROM duckdb_sequences() WHERE temporary")
 # the generated columns of this database's tables: computed when read, in the reading session (round 15, M41)
 _GENERATED = ("SELECT lower(schema_name), lower(table_name), column_name, generation_expression FROM duckdb_columns() "
               "WHERE database_name = current_database() AND is_generated")
@@ -222,6 +230,7 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
     for macro, body in con.execute(_USER_MACROS).fetchall():
         bodies.setdefault(macro, []).append(str(body))
     unstable = unstable_functions(con)
+    temp = {str(n): str(label) for label, n in con.execute(_TEMP_OBJECTS).fetchall()}
 
     def walk(schema: str, name: str, depth: int) -> list[str]:
         text, tree = _parsed_view(con, schema, name)
@@ -229,7 +238,7 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
             return []
         if text is None:    # a table: what its generated columns compute, in the session that reads them
             return [item for column, expression in generated.get((schema.lower(), name.lower()), [])
-                    for item in _reads_beyond_arguments(bodies, expression, unstable,
+                    for item in _reads_beyond_arguments(bodies, expression, unstable, temp,
                                                         f"the generated column {schema}.{name}.{column}")]
         if not isinstance(tree, exp.Create) or not isinstance(tree.expression, exp.Expression):
             return [f"view {schema}.{name}'s SQL, which anon_sql cannot read"]
@@ -249,7 +258,7 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
                              "where the query runs)")
             else:
                 views.add((t.db or schema, t.name))
-        found += _reads_beyond_arguments(bodies, text, unstable, f"view {schema}.{name}")
+        found += _reads_beyond_arguments(bodies, text, unstable, temp, f"view {schema}.{name}")
         for s, t in sorted(views):
             found += walk(s, t, depth + 1)
         return found
@@ -258,14 +267,17 @@ def view_foreign_reads(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
 
 
 def _reads_beyond_arguments(bodies: dict[str, list[str]], text: str, unstable: frozenset[str],
-                            label: str) -> list[str]:
+                            temp: dict[str, str], label: str) -> list[str]:
     """What SQL ``text`` (of ``label``: a view, a generated column) and the user macros it names (``bodies``: name →
     their bodies), through the macros they name, read beyond the database's rows: a macro whose body reads a table
     (it binds its table names when the query runs, so a TEMP table of that name changes what it returns: hostile
     round 12, D03b) and a call of a function in ``unstable`` (:func:`anon_sql.data.session.unstable_functions`:
     ``getvariable`` after ``SET VARIABLE`` split every person, round 14, M35). Macros are found by any token of the
     text, quoted or not (round 13, M32: a macro named like a function sqlglot knows was read as that function, not as
-    a call); a function by its name before ``(``, or as a keyword (``current_date``)."""
+    a call); a function by its name before ``(``, or as a keyword (``current_date``). A TEMP object of the session
+    (``temp``: lower-case name → what it is) named like any token of the text is refused too: DuckDB binds a type,
+    a sequence, a macro or a table name to the TEMP one first (hostile round 16: a TEMP TYPE named like the owner's
+    type made a cast keep fractions, and 300 people became 1,200 units)."""
     import sqlglot
 
     found: list[str] = []
@@ -279,6 +291,7 @@ def _reads_beyond_arguments(bodies: dict[str, list[str]], text: str, unstable: f
             found.append(f"the SQL of {where}, which anon_sql cannot read")
             continue
         words = {t.text.lower() for t in tokens}
+        found += [f"the {temp[w]} of this session, named like a word of {where}" for w in sorted(words & set(temp))]
         calls = {t.text.lower() for i, t in enumerate(tokens)
                  if t.text.lower() in unstable and (
                      t.token_type not in (sqlglot.TokenType.VAR, sqlglot.TokenType.IDENTIFIER)

@@ -132,3 +132,28 @@ def test_e50_a_dp_query_on_a_read_only_database_is_refused_in_one_line(con, tmp_
         anon_sql.execute(ro, QUERY.format(t="visits", u="pid"))
     assert ro.execute("SELECT queries FROM anon.privacy_budgets").fetchall() == [(0,)]
     ro.close()
+
+
+@pytest.mark.parametrize("where", ["view", "macro", "generated column"])
+def test_a_temp_type_named_like_the_owners_type_is_refused(con, where):
+    """Hostile round 16: the owner's `CREATE TYPE ukey AS BIGINT` cast in a view, a macro or a generated column; the
+    analyst's `CREATE TEMP TYPE ukey AS DOUBLE` binds first, the cast keeps fractions, 300 people become 1,200."""
+    con.execute("CREATE TYPE ukey AS BIGINT")
+    if where == "view":
+        con.execute("CREATE VIEW v AS SELECT ((pid * 10 + grp % 4)::DOUBLE / 10)::ukey AS pid, grp FROM visits")
+        target, unit = "v", "pid"
+    elif where == "macro":
+        con.execute("CREATE MACRO f(p, g) AS CASE WHEN 0.5::ukey = 0.5 THEN p * 10 + g % 4 ELSE p END")
+        con.execute("CREATE VIEW v AS SELECT f(pid, grp) AS pid, grp FROM visits")
+        target, unit = "v", "pid"
+    else:
+        con.execute("CREATE TABLE g (pid BIGINT, grp BIGINT, u BIGINT AS (CASE WHEN 0.5::ukey = 0.5 "
+                    "THEN pid * 10 + grp % 4 ELSE pid END))")
+        con.execute("INSERT INTO g SELECT pid, grp FROM visits")
+        target, unit = "g", "u"
+    anon_sql.execute(con, BUDGET.format(t=target, u=unit))
+    assert con.execute(f"SELECT count(DISTINCT {unit}) FROM {target}").fetchall()[0][0] == 300
+    con.execute("CREATE TEMP TYPE ukey AS DOUBLE")
+    with pytest.raises(AnonSQLError, match="TEMP type ukey of this session"):
+        anon_sql.execute(con, QUERY.format(t=target, u=unit))
+    assert con.execute("SELECT queries FROM anon.privacy_budgets").fetchall() == [(0,)]
