@@ -48,22 +48,33 @@ def unstable_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
 
 
 def registered_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
-    """The functions of ``con`` that a fresh database lacks and that are no macro: a Python UDF the process registered
-    (DuckDB lists it as built-in and CONSISTENT whatever it computes) or an extension's. The reading session decides
-    what they are, so a budgeted view may not call them (as a TEMP macro: round 11, M21)."""
-    here = {r[0] for r in con.execute(_FUNCTIONS).fetchall()}
-    return frozenset(here - _builtin_functions())
+    """The functions of ``con`` with a form (parameters and result) that a fresh database lacks, macros aside: a
+    Python UDF the process registered — DuckDB lists it as built-in and CONSISTENT whatever it computes, and under a
+    built-in's name it adds an overload that wins for its argument types (hostile round 16: ``hash(BIGINT)`` and
+    ``greatest(BIGINT, BIGINT)`` registered by the analyst split every person) — or an extension's. The reading
+    session decides what they are, so a budgeted view may not call them (as a TEMP macro: round 11, M21)."""
+    here = {(r[0], r[1]) for r in con.execute(_FUNCTIONS).fetchall()}
+    return frozenset(name for name, form in here - _builtin_functions())
 
 
-_FUNCTIONS = ("SELECT DISTINCT lower(function_name) FROM duckdb_functions() "
-              "WHERE function_type NOT IN ('macro', 'table_macro')")
+def overloaded_builtins(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    """The names of DuckDB's own functions to which this process added a form (:func:`registered_functions`): SQL
+    that anon_sql writes with them (a DP query's ``hash``) could call the process's code instead."""
+    builtin = {name for name, _ in _builtin_functions()}
+    return frozenset(registered_functions(con) & builtin)
+
+
+_FUNCTIONS = ("SELECT DISTINCT lower(function_name), function_type || '(' || CAST(parameter_types AS VARCHAR) || ') "
+              "-> ' || coalesce(return_type, '') FROM duckdb_functions() WHERE function_type NOT IN ('macro', "
+              "'table_macro')")
 
 
 @functools.lru_cache(maxsize=1)
-def _builtin_functions() -> frozenset[str]:
-    """The functions of a fresh in-memory database of this process: DuckDB's own and its autoloaded extensions'."""
+def _builtin_functions() -> frozenset[tuple[str, str]]:
+    """The functions of a fresh in-memory database of this process, with their forms: DuckDB's own and its
+    autoloaded extensions'."""
     with duckdb.connect(":memory:") as fresh:
-        return frozenset(r[0] for r in fresh.execute(_FUNCTIONS).fetchall())
+        return frozenset((r[0], r[1]) for r in fresh.execute(_FUNCTIONS).fetchall())
 
 
 # settings that tune how a query runs or reports, not which rows it returns (a name, or a prefix ending in "_");

@@ -15,6 +15,7 @@ import pandas as pd
 from sqlglot import exp
 
 from anon_sql.catalog.macro_trust import refuse_untrusted_macros
+from anon_sql.data.session import overloaded_builtins
 from anon_sql.dp import ledger, mechanisms
 from anon_sql.dp.query import Aggregate, BudgetStatement, DPQuery, is_dp_statement, parse_dp_select, parse_statement
 from anon_sql.errors import AnonSQLError, PolicyError, PrivacyRequirementError
@@ -538,6 +539,11 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
     anon.privacy_ledger in the same transaction. Not reproducible: OpenDP's noise takes no seed."""
     q = text if isinstance(text, DPQuery) else parse_dp_select(text)
     refuse_untrusted_macros(con, "a DP query")   # before anything is charged (round 8, D29: a shadowed hash)
+    overloaded = overloaded_builtins(con)   # a Python UDF added to a built-in's name (hostile round 16)
+    if overloaded:
+        raise PolicyError(f"this process registered its own form of DuckDB's {', '.join(sorted(overloaded))}: a DP "
+                          "query's SQL calls DuckDB's functions, and the process's code could answer instead; nothing "
+                          "was answered or charged: run the query in a process without those functions")
     ledger.ensure_ledger(con)
     table, name = ledger.resolve_table(con, q.table)
     _refuse_volatile_calls(con, q)

@@ -157,3 +157,24 @@ def test_a_temp_type_named_like_the_owners_type_is_refused(con, where):
     with pytest.raises(AnonSQLError, match="TEMP type ukey of this session"):
         anon_sql.execute(con, QUERY.format(t=target, u=unit))
     assert con.execute("SELECT queries FROM anon.privacy_budgets").fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize("name, types, result, view", [
+    ("greatest", ["BIGINT", "BIGINT"], "BIGINT", "SELECT greatest(pid, grp - 10) AS pid, grp FROM visits"),
+    ("hash", ["BIGINT"], "UBIGINT",
+     "SELECT CASE WHEN hash(grp) = grp * 10 + 1 THEN pid * 10 + grp % 4 ELSE pid END AS pid, grp FROM visits"),
+])
+def test_a_udf_overloading_a_builtin_is_refused(con, name, types, result, view):
+    """Hostile round 16: a Python UDF registered under a built-in's name adds an overload that wins for its argument
+    types; DuckDB lists it as built-in and CONSISTENT. The view is refused, and so is any DP query of that process
+    (its own SQL calls hash)."""
+    con.execute(f"CREATE VIEW v AS {view}")
+    anon_sql.execute(con, BUDGET.format(t="v", u="pid"))
+    anon_sql.execute(con, BUDGET.format(t="visits", u="pid"))
+    udf = (lambda a, b: a * 10 + 1) if len(types) == 2 else (lambda a: a * 10 + 1)
+    con.create_function(name, udf, types, result)
+    with pytest.raises(AnonSQLError, match=f"registered its own form of DuckDB's {name}"):
+        anon_sql.execute(con, QUERY.format(t="v", u="pid"))
+    with pytest.raises(AnonSQLError, match=f"registered its own form of DuckDB's {name}"):
+        anon_sql.execute(con, QUERY.format(t="visits", u="pid"))
+    assert con.execute("SELECT sum(queries) FROM anon.privacy_budgets").fetchall() == [(0,)]
