@@ -33,6 +33,7 @@ def install(con: duckdb.DuckDBPyConnection, inside: bool = False) -> None:
     the caller's transaction is open, so the catalog commits (or not) with the command that needs it (issue 28: a
     crash leaves no catalog, or the catalog with the command's result); the caller registers the UDFs before it
     (:func:`register_functions`: a registration rolled back with a transaction cannot be made again)."""
+    require_own_schema(con)
     con.execute(_sql_file("catalog.sql"))
     from ..udfs import duckdb_udfs
 
@@ -42,6 +43,37 @@ def install(con: duckdb.DuckDBPyConnection, inside: bool = False) -> None:
     from ..sdc.masking import install_masking   # pandas-free import path of the CLI: loaded on use
 
     install_masking(con, inside)     # anon.partial, anon.hash, …: persisted macros a policy's `mask` compiles to
+
+
+# the columns every anon_sql catalog's anon.releases has had: a schema anon whose releases table lacks them is a user's
+_RELEASES_CORE = ("release", "policy", "method", "source", "records_in", "records_out", "status", "plan", "created_at")
+_ANON_RELEASES = ("SELECT lower(column_name) FROM duckdb_columns() WHERE database_name = current_database() AND "
+                  "schema_name = 'anon' AND table_name = 'releases'")
+_ANON_OBJECTS = ("SELECT 'table ' || table_name FROM duckdb_tables() WHERE database_name = current_database() AND "
+                 "schema_name = 'anon' UNION ALL SELECT 'view ' || view_name FROM duckdb_views() WHERE database_name = "
+                 "current_database() AND schema_name = 'anon' AND NOT internal UNION ALL SELECT DISTINCT 'macro ' || "
+                 "function_name FROM duckdb_functions() WHERE database_name = current_database() AND schema_name = "
+                 "'anon' UNION ALL SELECT 'sequence ' || sequence_name FROM duckdb_sequences() WHERE database_name = "
+                 "current_database() AND schema_name = 'anon' UNION ALL SELECT 'type ' || type_name FROM duckdb_types() "
+                 "WHERE database_name = current_database() AND schema_name = 'anon' AND NOT internal ORDER BY 1")
+
+
+def require_own_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Refuse (:class:`~anon_sql.errors.TargetError`, exit 2) to install the catalog into a schema ``anon`` that is
+    not anon_sql's: one without anon_sql's ``anon.releases`` that holds anything. Installing replaces the catalog's
+    macros and adds columns to its tables (hostile round 16: a user's macro ``anon.capped_sum`` was replaced and their
+    ``anon.releases`` altered, exit 0). An empty schema ``anon`` is used."""
+    columns = {r[0] for r in con.execute(_ANON_RELEASES).fetchall()}
+    if columns and set(_RELEASES_CORE) <= columns:
+        return
+    found = [r[0] for r in con.execute(_ANON_OBJECTS).fetchall()]
+    if found:
+        from ..errors import TargetError
+
+        raise TargetError(f"schema anon holds {', '.join(found[:5])}{' …' if len(found) > 5 else ''}, and is not "
+                          "anon_sql's catalog: anon_sql keeps its catalog in schema anon and would replace or alter "
+                          "what is there; nothing was changed: move your objects to a schema of another name, or use "
+                          "another database")
 
 
 def upgrade(con: duckdb.DuckDBPyConnection) -> None:

@@ -32,16 +32,19 @@ DEMO_MARK = "anon_sql demo data: `anon-sql demo` may replace this table"
 def load_demo_data(con: duckdb.DuckDBPyConnection, table: str = "adult_sample") -> None:
     """Create ``table`` from the packaged 3,000-row Adult sample, marked by a table comment as the demo's own; a table
     of that name the demo did not create is never replaced (:class:`ReleaseExistsError`)."""
-    _refuse_foreign(con, table)
     path = resources.files("anon_sql.examples").joinpath("adult_sample.csv")
     name = exp.Table(this=ident(table))
     with resources.as_file(path) as real:
         query = exp.select("*").from_(file_relation(str(real)))
+        _refuse_foreign(con, table, query)
         con.execute(render(exp.Create(this=name, kind="TABLE", replace=True, expression=query)))
     con.execute(render(exp.Comment(this=name.copy(), kind="TABLE", expression=lit(DEMO_MARK))))
 
 
-def _refuse_foreign(con: duckdb.DuckDBPyConnection, table: str) -> None:
+def _refuse_foreign(con: duckdb.DuckDBPyConnection, table: str, sample: exp.Select) -> None:
+    """Refuse to replace ``table`` unless it is the demo's, as the demo loaded it: marked by the demo's comment, with
+    the sample's columns and exactly its rows (hostile round 16: a user added a column and rows to the demo's table,
+    and the next demo replaced it, exit 0)."""
     found = existing(con, [table]).get(table.lower())
     if found is None:
         return
@@ -51,6 +54,17 @@ def _refuse_foreign(con: duckdb.DuckDBPyConnection, table: str) -> None:
         raise ReleaseExistsError(
             f"this database already has a {found[1]} named {found[0]!r} that the demo did not create; the demo never "
             "overwrites your tables: run it on another --db file, or without --db (in memory)")
+    mine = exp.select("*").from_(exp.Table(this=ident(table)))
+    same_columns = (con.execute(render(mine.limit(0))).description == con.execute(render(sample.limit(0))).description)
+    differ = same_columns and any(
+        con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(exp.Subquery(
+            this=exp.except_(a.copy(), b.copy(), distinct=False), alias=exp.TableAlias(this=ident("d")))))
+                    ).fetchall()[0][0] for a, b in ((mine, sample), (sample, mine)))
+    if not same_columns or differ:
+        raise ReleaseExistsError(
+            f"table {table!r} is the demo's but has changed since the demo loaded it (columns or rows added, edited or "
+            "removed); the demo never overwrites your changes: run it on another --db file, or without --db (in "
+            f"memory), or DROP TABLE {table} first")
 
 
 def _refuse_foreign_release(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
