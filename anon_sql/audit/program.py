@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..catalog.macro_trust import macro_problems, package_macros
-from ..catalog.read import recorded_release, table_columns
+from ..catalog.read import recorded_release, related_tables, table_columns
 from ..compiler.checks_summary import summary_rows
-from ..errors import PrivacyRequirementError
+from ..errors import PrivacyRequirementError, SourceError
 
 FORMAT = 10    # 2: the noise count from the table; 3: records_in recounted from the source (issue 28.8); 4: people;
 # 5: the declared policy and the source digest; 6: the policy row of a release without one, the models' requirement;
@@ -348,6 +348,12 @@ def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
     described = table_columns(con, name) if row is not None else []
     if row is None or not described:
         return None
+    shadows = con.execute(_TEMP_NAMED, {"t": [n.lower() for n in (name, *related_tables(con, name))]}).fetchall()
+    if shadows:   # the compiled path reads the release by name too (hostile round 16, M47: a TEMP copy passed)
+        raise SourceError(f"release {name!r}: {', '.join(r[0] for r in shadows)} of this session shadows the "
+                          "database's object of that name (DuckDB reads the TEMP one first), so anon_sql would work "
+                          "on the wrong object; nothing was done: drop or rename the TEMP object (e.g. DROP TABLE "
+                          "temp.main.<name>), or run it in another session")
     try:
         program = load_program(program_digest(name, row, described))
     except (TypeError, ValueError):      # an unreadable stored policy: compiling says what is wrong with it
@@ -356,6 +362,12 @@ def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
         return None
     guard_macros(con)
     return run_program(con, program, row, [c for c, _ in described])
+
+
+# the session's TEMP tables and views named (in any case) like one of $t, as "TEMP table name"
+_TEMP_NAMED = ("SELECT 'TEMP table ' || table_name FROM duckdb_tables() WHERE temporary AND list_contains($t, "
+               "lower(table_name)) UNION ALL SELECT 'TEMP view ' || view_name FROM duckdb_views() WHERE temporary "
+               "AND NOT internal AND list_contains($t, lower(view_name)) ORDER BY 1")
 
 
 def guard_macros(con: Any) -> None:

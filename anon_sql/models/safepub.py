@@ -38,6 +38,9 @@ def _check(epsilon: float, delta: float) -> None:
         raise PolicyError(f"differential_privacy epsilon = {epsilon!r}: must be a finite number > 0 (e.g. 2.0)")
     if not isinstance(delta, (int, float)) or isinstance(delta, bool) or not (0 < delta < 1):
         raise PolicyError(f"differential_privacy delta = {delta!r}: must be in (0, 1), typically 1e-5 or smaller")
+    if delta < MIN_DELTA:   # k grows with log(1/δ) and each k examines more sizes (round 16, E14: 1e-300 never finished)
+        raise PolicyError(f"differential_privacy delta = {delta!r}: SafePub needs at least {MIN_DELTA:g} (its k takes "
+                          "minutes to compute below it); typical values are 1e-5 to 1e-10")
 
 
 def sampling_rate(epsilon_anon: float) -> float:
@@ -65,6 +68,7 @@ def _chernoff(n: int, beta: float, gamma: float) -> float:
     return math.exp(-n * (gamma * math.log(gamma / beta) - (gamma - beta)))
 
 
+MIN_DELTA = 1e-20         # the smallest δ: k in seconds (ε = 0.01, δ = 1e-20: 20 s; ε = 2: 0.5 s)
 MIN_EPSILON_ANON = 0.01   # the smallest ε for sampling and suppression: k in about a second (0.005: 6 s, 0.001: 136 s)
 MAX_STEPS = 20_000   # sizes n examined for one δ(k); ε up to 3 needs far fewer (tests/dp)
 

@@ -72,3 +72,5 @@ def test_an_epsilon_too_small_to_compute_k_is_refused_at_once():
         with pytest.raises(PolicyError, match="SafePub needs at least 0.01"):
             safepub_parameters(epsilon, 1e-5)
     assert safepub_parameters(MIN_EPSILON_ANON, 1e-5).k >= 2
+    with pytest.raises(PolicyError, match="SafePub needs at least 1e-20"):     # round 16, E14: δ = 1e-300 ran on
+        safepub_parameters(0.01, 1e-300)
