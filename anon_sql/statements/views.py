@@ -84,6 +84,21 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
             versions.discard_snapshots(con)
 
 
+def _taxonomy_digests_now(con: duckdb.DuckDBPyConnection, policy: Policy) -> dict:
+    """The digests of the taxonomies ``policy`` reads now (as a release records them), or {} when they cannot be read
+    (the release's own error then stands)."""
+    from ..catalog.taxonomy_lookup import resolve_taxonomies
+    from ..data.source import resolve_source
+    from ..runner.digests import taxonomy_digests
+
+    try:
+        src = resolve_source(con, policy.source)
+        taxonomies = resolve_taxonomies(con, policy, src, True, catalog_con=con, check=False)
+        return taxonomy_digests(policy, taxonomies, src.types)
+    except (AnonSQLError, duckdb.Error):
+        return {}
+
+
 class _TaxonomyMoved(PrivacyRequirementError):
     """KEEP PLAN refused because a taxonomy changed (exit 3)."""
 
@@ -179,6 +194,11 @@ def refresh(con: duckdb.DuckDBPyConnection, name: str, keep_plan: bool = False):
     except _TaxonomyMoved:
         raise
     except PrivacyRequirementError as err:
+        # a taxonomy replaced since is the cause to name, before the data (hostile round 13, T8: new bands that left a
+        # class of one were reported as "the current data")
+        now = _taxonomy_digests_now(con, fixed) if recorded_digests else {}
+        if now:
+            _same_taxonomies(name, recorded_digests, now)
         raise PrivacyRequirementError(
             f"REFRESH ANONYMIZED VIEW {name} KEEP PLAN: the stored plan {plan} no longer meets the policy on the "
             f"current data, so the current version is kept unchanged ({err}); REFRESH without KEEP PLAN plans "
