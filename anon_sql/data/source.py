@@ -175,9 +175,25 @@ def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
                        | {f.sql_name().lower() for f in tree.find_all(exp.Func) if not isinstance(f, exp.Anonymous)})
     named = {"t": sorted({t.lower() for _, t in tables}), "f": functions}
     found = [r[0] for r in con.execute(_TEMP, named).fetchall()]
+    found += _temp_types_named_in(con, text)    # a cast to a user type binds it too (hostile round 16, E08)
     for s, t in sorted(tables):
         found += view_input_shadows(con, s, t, depth + 1)
     return sorted(set(found))
+
+
+def _temp_types_named_in(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
+    """The TEMP types and sequences of this session named like a word of SQL ``text`` (DuckDB binds them first)."""
+    import sqlglot
+
+    kinds = con.execute(_TEMP_OBJECTS).fetchall()
+    wanted = {name: label for label, name in kinds if label.startswith(("TEMP type ", "TEMP sequence "))}
+    if not wanted:
+        return []
+    try:
+        words = {t.text.lower() for t in sqlglot.tokenize(text, read="duckdb")}
+    except sqlglot.errors.TokenError:
+        return sorted(wanted.values())
+    return [wanted[w] for w in sorted(words & set(wanted))]
 
 
 # the schemas of the current database: a two-part name whose first part is none of them names another database

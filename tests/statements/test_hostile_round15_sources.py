@@ -74,3 +74,14 @@ def test_m40_a_refresh_after_the_table_was_renamed_keeps_version_1(con, gone):
                        "WHERE release = 'lv' ORDER BY version").fetchall()
     assert [(v, a, n) for v, a, n, _ in rows] == [(1, "create", 500), (2, "refresh", 510)]
     assert str(rows[0][3]) == str(first[0])
+
+
+def test_a_temp_type_under_a_source_view_refuses_the_refresh(con):                          # round 16, E08
+    con.execute("CREATE TYPE agetype AS INTEGER")
+    con.execute("CREATE VIEW pv AS SELECT pid, age::agetype AS age, sex FROM pt")
+    anon_sql.release(con, {**POLICY, "source": "pv"})
+    before = state(con)
+    con.execute("CREATE TEMP TYPE agetype AS ENUM ('17', '90')")
+    with pytest.raises(AnonSQLError, match="TEMP type agetype of this session shadows what the source view main.pv"):
+        anon_sql.execute(con, "REFRESH ANONYMIZED VIEW lv")
+    assert state(con) == before
