@@ -339,6 +339,25 @@ def refuse_temp_shadows(con: duckdb.DuckDBPyConnection, names: Any, doing: str) 
                           "it in another session")
 
 
+def refuse_reserved_temp(con: duckdb.DuckDBPyConnection, release: str, doing: str) -> None:
+    """Refuse (:class:`SourceError`, exit 2) ``doing`` while the session holds a TEMP table or view named like one of
+    the release's working tables — ``<release>__…`` or ``__anon_…`` — which the release would replace and then drop
+    (hostile round 17, M48: a user's TEMP ``adult_demo__base`` was gone after a refresh, and after a refused CREATE)."""
+    name = str(release).rsplit(".", 1)[-1].lower()
+    found = [r[0] for r in con.execute(_RESERVED_TEMP, {"p": name + "__"}).fetchall()]
+    if found:
+        raise SourceError(f"{doing}: {', '.join(found)} of this session has a name anon_sql keeps for the working "
+                          f"tables of a release ({name}__… and __anon_…), which it would replace and drop; nothing "
+                          "was done: rename that TEMP table (ALTER TABLE … RENAME TO …), or run it in another session")
+
+
+# TEMP tables and views whose name starts (in any case) with $p or "__anon_"
+_RESERVED_TEMP = ("SELECT 'TEMP table ' || table_name FROM duckdb_tables() WHERE temporary AND (starts_with("
+                  "lower(table_name), $p) OR starts_with(lower(table_name), '__anon_')) UNION ALL SELECT 'TEMP view ' "
+                  "|| view_name FROM duckdb_views() WHERE temporary AND NOT internal AND (starts_with(lower(view_name), "
+                  "$p) OR starts_with(lower(view_name), '__anon_')) ORDER BY 1")
+
+
 def refuse_shadowed_source(con: duckdb.DuckDBPyConnection, source: Any, doing: str) -> None:
     """Refuse (:class:`SourceError`, exit 2) ``doing`` from the named ``source`` while a TEMP table or view of this
     session shadows it — a database object of that name exists too, and DuckDB reads the TEMP one first — or shadows

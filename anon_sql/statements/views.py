@@ -21,7 +21,7 @@ from ..catalog import identity
 from ..catalog.ownership import legacy_working, require_owned
 from ..catalog.read import related_tables
 from ..policy.model import Policy, coerce_policy
-from ..data.source import relation_exists
+from ..data.source import refuse_reserved_temp, relation_exists
 from ..common.rollback import rollback_keeping_cause
 from ..common.sqlbuild import col, ident, lit, render
 from ..common.wording import counted
@@ -60,6 +60,7 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
     matches refuses the refresh, everything rolled back."""
     from ..runner.run import release_with_duckdb
 
+    refuse_reserved_temp(con, policy.name, f"anonymized view {policy.name!r}")   # round 17, M48
     previous, prior = None, None
     if replace and versions.recorded(con, policy.name) is not None:
         # version 1 of a release made without a statement is copied from anon.releases before anything replaces
