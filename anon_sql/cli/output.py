@@ -12,7 +12,6 @@ import json
 import math
 import numbers
 import os
-import stat
 import sys
 import time
 from pathlib import Path
@@ -72,12 +71,16 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     return path
 
 
+def state_folder() -> Path:
+    """anon_sql's own folder for what it keeps between commands (the outputs record, the shell's history):
+    ``$ANON_SQL_STATE_DIR``, else ``$XDG_STATE_HOME/anon_sql``, else ``~/.local/state/anon_sql``."""
+    return Path(os.environ.get("ANON_SQL_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"), "anon_sql"))
+
+
 def _outputs_record() -> Path:
-    """Where anon_sql records the output files it wrote (path → sha256): ``$ANON_SQL_STATE_DIR``, else
-    ``$XDG_STATE_HOME/anon_sql``, else ``~/.local/state/anon_sql``; ``outputs.json`` there."""
-    base = os.environ.get("ANON_SQL_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"), "anon_sql")
-    return Path(base) / "outputs.json"
+    """Where anon_sql records the output files it wrote (path → sha256): ``outputs.json`` in :func:`state_folder`."""
+    return state_folder() / "outputs.json"
 
 
 def _file_digest(path: Path) -> str | None:
@@ -135,37 +138,6 @@ def remember_output(path: str | Path) -> None:
         os.replace(spare, record)
     except OSError:
         pass
-
-
-def adopt_default_history(path: str | Path) -> None:
-    """Record the shell's default history file as anon_sql's own when it holds a history's lines and no record has
-    it: written there before anon_sql recorded its outputs, it is kept and written on. Only for the default path
-    (``~/.anon_sql_history``, anon_sql's own name), and only a regular file of one name there (not a symlink, not a
-    hard link); a ``--history`` file must be anon_sql's by the record (M34)."""
-    given = Path(os.path.expanduser(str(path)))
-    try:
-        status = given.lstat()
-    except OSError:
-        return
-    # only a regular file at that path itself, with no other name: a symlink's target or a hard link is another
-    # file of the user's (hostile round 15, M36: a dotfile link to a CSV was recorded, and --json replaced the CSV)
-    if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
-        return
-    real = given.resolve()
-    if str(real) not in _recorded_outputs() and _holds_history(real):
-        remember_output(real)
-
-
-def _holds_history(path: Path) -> bool:
-    """``path`` is a non-empty file of lines of text that are no JSON, HTML or XML document, or libedit's header."""
-    try:
-        if not path.is_file() or path.stat().st_size == 0:
-            return False
-        with path.open("rb") as f:
-            text = f.read(4096).decode("utf-8-sig", errors="replace").strip()
-    except OSError:
-        return False
-    return bool(text) and (text.startswith("_HiStOrY_V2_") or text[0] not in "{[<")
 
 
 def _same_file(a: Path, b: Path) -> bool:

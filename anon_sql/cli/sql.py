@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 import click
 
 from .errors import cli_errors, database
-from .output import (adopt_default_history, json_option, note_script, output_target, remember_output, rows_text,
-                     set_result)
+from .output import json_option, note_script, output_target, remember_output, rows_text, set_result, state_folder
 from ..common.wording import counted
 from ..errors import AnonSQLError, SourceError, TargetError
 
@@ -20,7 +19,11 @@ if TYPE_CHECKING:                # imported where used: `anon-sql run --help` lo
     import pandas as pd
 
 MAX_ROWS = 40
-HISTORY = "~/.anon_sql_history"
+# the shell's history lives in anon_sql's state folder (cli/output.py's state_folder), a file no user names; the
+# default of earlier versions, ~/.anon_sql_history, is only read, to start the new file (round 16, H06: a user's CSV
+# at that path was adopted and cut to 1,000 lines)
+HISTORY = "history"
+LEGACY_HISTORY = "~/.anon_sql_history"
 HELP = """Statements end with ';' and may span lines. Besides DuckDB SQL:
   CREATE [OR REPLACE] ANONYMIZED VIEW name WITH (k = 5, ...) AS SELECT quasi(col, taxonomy => 't'), ... FROM source;
   REFRESH ANONYMIZED VIEW name [KEEP PLAN];    DROP ANONYMIZED VIEW [IF EXISTS] name;
@@ -115,7 +118,8 @@ def run_cmd(script: BinaryIO, db: str | None, read_only: bool) -> None:
 @click.command("shell")
 @click.option("--db", default=None, help="DuckDB database file (default: in-memory).")
 @click.option("--history", default=None,
-              help=f"History file (default: $ANON_SQL_HISTORY, else {HISTORY}).")
+              help="History file (default: $ANON_SQL_HISTORY, else `history` in anon_sql's state folder, "
+                   "$ANON_SQL_STATE_DIR or ~/.local/state/anon_sql).")
 @click.option("--read-only", "read_only", is_flag=True, help=READ_ONLY_HELP)
 @json_option
 def shell_cmd(db: str | None, history: str | None, read_only: bool) -> None:
@@ -139,17 +143,21 @@ def shell_cmd(db: str | None, history: str | None, read_only: bool) -> None:
 
 
 def shell_history_file(history: str | None, db: str | None) -> Path:
-    """The shell's history file (``--history``, else ``$ANON_SQL_HISTORY``, else ~/.anon_sql_history), refused with
+    """The shell's history file (``--history``, else ``$ANON_SQL_HISTORY``, else ``history`` in anon_sql's state
+    folder), refused with
     :class:`anon_sql.errors.TargetError` when it is the ``--db`` database or another DuckDB / Parquet file
     (hostile round 10, M13: the history was written over the database at ``.quit``)."""
     env = os.environ.get("ANON_SQL_HISTORY")
     option = "$ANON_SQL_HISTORY" if env and not history else "--history"
-    if not (history or env):
-        adopt_default_history(HISTORY)
-    path = output_target(option, history or env or HISTORY, db)
+    given = history or env
+    if not given:
+        state = state_folder()
+        state.mkdir(parents=True, exist_ok=True)     # anon_sql's own folder
+        given = str(state / HISTORY)
+    path = output_target(option, given, db)
     if path.exists() and not path.is_file():     # readline blocks reading a FIFO or a terminal (round 15, H06/H07)
-        raise TargetError(f"{option} {str(history or env or HISTORY)!r} is not a regular file (a FIFO, a device): "
-                          f"the history is read and written whole; give {option} a file")
+        raise TargetError(f"{option} {given!r} is not a regular file (a FIFO, a device): the history is read and "
+                          f"written whole; give {option} a file")
     return path
 
 
@@ -160,8 +168,12 @@ def _with_history(file: Path, db: str | None) -> None:
         import readline
     except ImportError:    # pragma: no cover - Windows without pyreadline
         return
+    legacy = Path(os.path.expanduser(LEGACY_HISTORY))
+    # an earlier version's lines, read only: the new file does not exist yet, so at exit it is written whole
+    default = file == state_folder() / HISTORY
+    start = legacy if default and not file.exists() and legacy.is_file() else file
     try:
-        readline.read_history_file(file)
+        readline.read_history_file(start)
     except OSError:
         pass
     readline.set_history_length(1000)    # the file keeps the newest 1,000 lines (the session's memory keeps all)

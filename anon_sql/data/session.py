@@ -123,16 +123,17 @@ def _defaults() -> dict[str, str | None]:
 _SETTINGS = "SELECT name, value FROM duckdb_settings()"
 
 
-def changed_settings(con: duckdb.DuckDBPyConnection) -> list[str]:
+def changed_settings(con: duckdb.DuckDBPyConnection, zone: bool = True) -> list[str]:
     """The settings of ``con``'s session, other than tuning, whose value is not the one a budgeted view is read
     with: :data:`PINNED` (``"TimeZone = 'Asia/Tokyo' (a budgeted view is read with TimeZone = 'UTC')"``), else DuckDB's
     default (``SET``, ``SET GLOBAL`` or the connection's config: ``"integer_division = 'true' (default
-    'false')"``). A setting a fresh database does not have (an extension's) is not compared."""
+    'false')"``). A setting a fresh database does not have (an extension's) is not compared. ``zone=False``: the
+    pinned settings are not compared (a DP query over a table of stored columns reads no time zone)."""
     defaults = _defaults()
     found = []
     for name, value in con.execute(_SETTINGS).fetchall():
         if name in PINNED:
-            if value not in PINNED[name]:
+            if zone and value not in PINNED[name]:
                 found.append(f"{name} = {value!r} (a budgeted view is read with {name} = {_PINNED_TO[name]!r})")
         elif name in defaults and not _tuning(name) and value != defaults[name]:
             found.append(f"{name} = {value!r} (default {defaults[name]!r})")

@@ -175,9 +175,25 @@ def view_input_shadows(con: duckdb.DuckDBPyConnection, schema: str, name: str, d
                        | {f.sql_name().lower() for f in tree.find_all(exp.Func) if not isinstance(f, exp.Anonymous)})
     named = {"t": sorted({t.lower() for _, t in tables}), "f": functions}
     found = [r[0] for r in con.execute(_TEMP, named).fetchall()]
+    found += _temp_types_named_in(con, text)    # a cast to a user type binds it too (hostile round 16, E08)
     for s, t in sorted(tables):
         found += view_input_shadows(con, s, t, depth + 1)
     return sorted(set(found))
+
+
+def _temp_types_named_in(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
+    """The TEMP types and sequences of this session named like a word of SQL ``text`` (DuckDB binds them first)."""
+    import sqlglot
+
+    kinds = con.execute(_TEMP_OBJECTS).fetchall()
+    wanted = {name: label for label, name in kinds if label.startswith(("TEMP type ", "TEMP sequence "))}
+    if not wanted:
+        return []
+    try:
+        words = {t.text.lower() for t in sqlglot.tokenize(text, read="duckdb")}
+    except sqlglot.errors.TokenError:
+        return sorted(wanted.values())
+    return [wanted[w] for w in sorted(words & set(wanted))]
 
 
 # the schemas of the current database: a two-part name whose first part is none of them names another database
@@ -321,6 +337,25 @@ def refuse_temp_shadows(con: duckdb.DuckDBPyConnection, names: Any, doing: str) 
                           "(DuckDB reads the TEMP one first), so anon_sql would work on the wrong object; nothing "
                           "was done: drop or rename the TEMP object (e.g. DROP TABLE temp.main.<name>), or run "
                           "it in another session")
+
+
+def refuse_reserved_temp(con: duckdb.DuckDBPyConnection, release: str, doing: str) -> None:
+    """Refuse (:class:`SourceError`, exit 2) ``doing`` while the session holds a TEMP table or view named like one of
+    the release's working tables — ``<release>__…`` or ``__anon_…`` — which the release would replace and then drop
+    (hostile round 17, M48: a user's TEMP ``adult_demo__base`` was gone after a refresh, and after a refused CREATE)."""
+    name = str(release).rsplit(".", 1)[-1].lower()
+    found = [r[0] for r in con.execute(_RESERVED_TEMP, {"p": name + "__"}).fetchall()]
+    if found:
+        raise SourceError(f"{doing}: {', '.join(found)} of this session has a name anon_sql keeps for the working "
+                          f"tables of a release ({name}__… and __anon_…), which it would replace and drop; nothing "
+                          "was done: rename that TEMP table (ALTER TABLE … RENAME TO …), or run it in another session")
+
+
+# TEMP tables and views whose name starts (in any case) with $p or "__anon_"
+_RESERVED_TEMP = ("SELECT 'TEMP table ' || table_name FROM duckdb_tables() WHERE temporary AND (starts_with("
+                  "lower(table_name), $p) OR starts_with(lower(table_name), '__anon_')) UNION ALL SELECT 'TEMP view ' "
+                  "|| view_name FROM duckdb_views() WHERE temporary AND NOT internal AND (starts_with(lower(view_name), "
+                  "$p) OR starts_with(lower(view_name), '__anon_')) ORDER BY 1")
 
 
 def refuse_shadowed_source(con: duckdb.DuckDBPyConnection, source: Any, doing: str) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 from sqlglot import exp
 
 from anon_sql.catalog.macro_trust import refuse_untrusted_macros
-from anon_sql.data.session import overloaded_builtins
+from anon_sql.data.session import changed_settings, overloaded_builtins
 from anon_sql.dp import ledger, mechanisms
 from anon_sql.dp.query import Aggregate, BudgetStatement, DPQuery, is_dp_statement, parse_dp_select, parse_statement
 from anon_sql.errors import AnonSQLError, PolicyError, PrivacyRequirementError
@@ -139,8 +139,11 @@ def _cut(base: exp.Select, m: int) -> exp.Select:
             cut = _cut_pass(base, None if cut is None else _subquery(cut, "__dp_cut"))
         return cut
     # a sorted list of distinct hashes measured faster than min(DISTINCT h, m) at 10M rows (bench/bench_dp.py)
+    # the order written out: list_sort's default follows the session's default_order (hostile round 17, M49: DESC kept
+    # 9 groups a person for m = 4)
     nth = exp.Anonymous(this="list_extract", expressions=[exp.Anonymous(this="list_sort", expressions=[
-        exp.ArrayAgg(this=exp.Distinct(expressions=[_col(_HASH)]))]), exp.convert(m)])
+        exp.ArrayAgg(this=exp.Distinct(expressions=[_col(_HASH)])), exp.Literal.string("ASC"),
+        exp.Literal.string("NULLS LAST")]), exp.convert(m)])
     return (exp.select(exp.alias_(_col(_UNIT), _PICK_UNIT, quoted=True), exp.alias_(nth, _PICK_HASH, quoted=True))
             .from_(_subquery(base.copy(), "__dp_rows_cut")).group_by(_col(_UNIT)))
 
@@ -538,6 +541,11 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
     """Answer one `SELECT WITH DIFFERENTIAL_PRIVACY ...` and charge its table's budget; the answer is recorded in
     anon.privacy_ledger in the same transaction. Not reproducible: OpenDP's noise takes no seed."""
     q = text if isinstance(text, DPQuery) else parse_dp_select(text)
+    changed = changed_settings(con, zone=False)   # the DP SQL's own results (round 17, M49: default_order)
+    if changed:
+        raise PolicyError(f"this session's setting {', '.join(changed)} changes what SQL returns, and a DP query's "
+                          "bounds are computed in SQL; nothing was answered or charged: RESET it, or run the query in "
+                          "a fresh session")
     refuse_untrusted_macros(con, "a DP query")   # before anything is charged (round 8, D29: a shadowed hash)
     overloaded = overloaded_builtins(con)   # a Python UDF added to a built-in's name (hostile round 16)
     if overloaded:

@@ -22,8 +22,8 @@ from ..engines import DuckDBEngine, Engine
 from ..methods import dp_search
 from ..errors import PrivacyRequirementError
 from ..common.columns import SIZE
-from ..data.source import Source
-from ..policy.model import Policy
+from ..data.source import Source, refuse_reserved_temp
+from ..policy.model import Policy, coerce_policy
 from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
 from .digests import noise_flag_of, released_values_digest, source_digest, taxonomy_digests
@@ -49,6 +49,8 @@ def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = F
     t0 = time.perf_counter()
     if engine.name == "duckdb":   # the compiled SQL calls anon.* macros and built-ins a macro may shadow (round 8, M4)
         refuse_untrusted_macros(engine.con, "a release")
+        if before_commit is None:   # (a statement checks before its snapshot of the previous version)
+            refuse_reserved_temp(engine.con, coerce_policy(policy).name, "a release")
     with probed_once():    # the catalog is probed once per release, not once per stage that reads it
         with engine.stage("prepare"):
             resolved = resolve_release(engine, policy, source, base=True)

@@ -21,7 +21,7 @@ from ..catalog import identity
 from ..catalog.ownership import legacy_working, require_owned
 from ..catalog.read import related_tables
 from ..policy.model import Policy, coerce_policy
-from ..data.source import relation_exists
+from ..data.source import refuse_reserved_temp, relation_exists
 from ..common.rollback import rollback_keeping_cause
 from ..common.sqlbuild import col, ident, lit, render
 from ..common.wording import counted
@@ -60,6 +60,7 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
     matches refuses the refresh, everything rolled back."""
     from ..runner.run import release_with_duckdb
 
+    refuse_reserved_temp(con, policy.name, f"anonymized view {policy.name!r}")   # round 17, M48
     previous, prior = None, None
     if replace and versions.recorded(con, policy.name) is not None:
         # version 1 of a release made without a statement is copied from anon.releases before anything replaces
@@ -82,6 +83,21 @@ def _run_version(con: duckdb.DuckDBPyConnection, policy: Policy, action: str, de
     finally:
         if previous is not None:
             versions.discard_snapshots(con)
+
+
+def _taxonomy_digests_now(con: duckdb.DuckDBPyConnection, policy: Policy) -> dict:
+    """The digests of the taxonomies ``policy`` reads now (as a release records them), or {} when they cannot be read
+    (the release's own error then stands)."""
+    from ..catalog.taxonomy_lookup import resolve_taxonomies
+    from ..data.source import resolve_source
+    from ..runner.digests import taxonomy_digests
+
+    try:
+        src = resolve_source(con, policy.source)
+        taxonomies = resolve_taxonomies(con, policy, src, True, catalog_con=con, check=False)
+        return taxonomy_digests(policy, taxonomies, src.types)
+    except (AnonSQLError, duckdb.Error):
+        return {}
 
 
 class _TaxonomyMoved(PrivacyRequirementError):
@@ -179,6 +195,11 @@ def refresh(con: duckdb.DuckDBPyConnection, name: str, keep_plan: bool = False):
     except _TaxonomyMoved:
         raise
     except PrivacyRequirementError as err:
+        # a taxonomy replaced since is the cause to name, before the data (hostile round 13, T8: new bands that left a
+        # class of one were reported as "the current data")
+        now = _taxonomy_digests_now(con, fixed) if recorded_digests else {}
+        if now:
+            _same_taxonomies(name, recorded_digests, now)
         raise PrivacyRequirementError(
             f"REFRESH ANONYMIZED VIEW {name} KEEP PLAN: the stored plan {plan} no longer meets the policy on the "
             f"current data, so the current version is kept unchanged ({err}); REFRESH without KEEP PLAN plans "

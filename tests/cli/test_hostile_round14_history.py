@@ -1,7 +1,7 @@
 """Hostile round 14 (docs/hostile-round-14.md), M34: ``anon-sql shell --history big.csv`` read a user's 3,001-line
 CSV as its history and at ``.quit`` readline wrote back its last 1,000 lines (header and 2,002 rows gone). The
 history now follows every output's rule: an existing file is written only when anon_sql wrote it and it is unchanged
-since; the default ``~/.anon_sql_history`` of an earlier version is adopted when it holds a history's lines."""
+since; the default history is a file in anon_sql's own state folder (the old ``~/.anon_sql_history`` is only read)."""
 from __future__ import annotations
 
 import os
@@ -83,15 +83,38 @@ def test_the_shells_own_history_is_written_on_across_sessions(tmp_path):
     assert (tmp_path / "h").read_text(encoding="utf-8").endswith("my own line\n")
 
 
-def test_the_default_history_of_an_earlier_version_is_adopted(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path))
+def test_the_default_history_is_anon_sqls_own_file_and_the_old_one_is_only_read(tmp_path, monkeypatch):
+    """The default history lives in anon_sql's state folder; ``~/.anon_sql_history`` of earlier versions is read to
+    start it and never written (round 15, M36: a symlink there was adopted; round 16, H06: a CSV moved there was cut
+    to its last 1,000 lines)."""
+    home, state = tmp_path / "home", tmp_path / "state"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("ANON_SQL_STATE_DIR", str(state))
     monkeypatch.delenv("ANON_SQL_HISTORY", raising=False)
-    legacy = tmp_path / ".anon_sql_history"
-    legacy.write_text("SELECT 1;\n.tables\n", encoding="utf-8")
-    assert shell_history_file(None, None) == legacy.expanduser()
-    legacy.write_text('{"not": "a history"}\n', encoding="utf-8")     # the default name holding a JSON document
-    with pytest.raises(TargetError, match="anon_sql did not write"):
-        shell_history_file(None, None)
+    assert shell_history_file(None, None) == state / "history"
+    legacy = home / ".anon_sql_history"
+    legacy.write_text("id,v\n" + "".join(f"{i},{i * 7}\n" for i in range(3000)), encoding="utf-8")
+    before = legacy.read_bytes()
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "anon_sql.cli", "shell"], cwd=tmp_path, stdin=slave,
+                            stdout=slave, stderr=slave, close_fds=True,
+                            env={**os.environ, "HOME": str(home), "ANON_SQL_STATE_DIR": str(state)})
+    os.close(slave)
+    seen = bytearray()
+    try:
+        read_until(master, b"anon> ", seen)
+        os.write(master, b"SELECT 5;\r")
+        read_until(master, b"(1 row)", seen)
+        os.write(master, b".quit\r")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert legacy.read_bytes() == before                                  # never written
+    lines = (state / "history").read_text(encoding="utf-8").splitlines()
+    assert lines[-1] == ".quit" and "SELECT 5;" in lines and "2999,20993" in lines   # started from the old lines
 
 
 def test_a_recorded_history_given_through_the_environment_is_used(tmp_path, monkeypatch):
@@ -105,9 +128,9 @@ def test_a_recorded_history_given_through_the_environment_is_used(tmp_path, monk
 
 
 @pytest.mark.parametrize("link", ["symlink", "hardlink"])
-def test_m36_a_default_history_linked_to_a_users_file_is_never_adopted(tmp_path, monkeypatch, link):
+def test_m36_a_default_history_linked_to_a_users_file_is_never_recorded(tmp_path, monkeypatch, link):
     """Hostile round 15, M36: ``~/.anon_sql_history`` a symlink to the user's CSV was adopted, the CSV recorded as
-    anon_sql's output, and the next ``--json data.csv`` replaced it."""
+    anon_sql's output, and the next ``--json data.csv`` replaced it. The old path is only read now."""
     from click.testing import CliRunner
 
     from anon_sql.cli.main import main
@@ -120,8 +143,7 @@ def test_m36_a_default_history_linked_to_a_users_file_is_never_adopted(tmp_path,
     (home / ".anon_sql_history").symlink_to(data) if link == "symlink" else os.link(data, home / ".anon_sql_history")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("ANON_SQL_HISTORY", raising=False)
-    with pytest.raises(TargetError, match="anon_sql did not write"):
-        shell_history_file(None, None)
+    assert shell_history_file(None, None).name == "history"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "p.csv").write_text("age,sex\n" + "".join(f"{20 + i % 9},{'FM'[i % 2]}\n" for i in range(60)))
     res = CliRunner().invoke(main, ["assess", "p.csv", "--quasi", "age,sex", "--json", "data.csv"])

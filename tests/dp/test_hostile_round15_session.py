@@ -178,3 +178,37 @@ def test_a_udf_overloading_a_builtin_is_refused(con, name, types, result, view):
     with pytest.raises(AnonSQLError, match=f"registered its own form of DuckDB's {name}"):
         anon_sql.execute(con, QUERY.format(t="visits", u="pid"))
     assert con.execute("SELECT sum(queries) FROM anon.privacy_budgets").fetchall() == [(0,)]
+
+
+def test_m49_a_dp_query_on_a_table_refuses_a_changed_sort_order_and_bounds_groups(con):
+    """Hostile round 17, M49: the cut of a person's groups (m > 3) sorted with the session's default_order; after
+    `SET default_order = 'DESC'` each person kept 9 of 12 groups for m = 4, charged as for 4. The query is refused
+    under a changed setting, and the sort order is written out in the SQL."""
+    from anon_sql.dp import dp_query
+
+    con.execute("CREATE TABLE twelve AS SELECT p AS pid, g AS grp FROM range(300) a(p), range(12) b(g)")
+    anon_sql.execute(con, BUDGET.format(t="twelve", u="pid"))
+    q = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 50, delta = 1e-6, max_groups_contributed = 4) "
+         "grp, COUNT(*) AS n FROM twelve GROUP BY grp")
+    con.execute("SET default_order = 'DESC'")
+    with pytest.raises(AnonSQLError, match="this session's setting default_order = 'DESC'"):
+        dp_query(con, q)
+    assert con.execute("SELECT queries FROM anon.privacy_budgets").fetchall() == [(0,)]
+    con.execute("RESET default_order")
+    answer = dp_query(con, q)
+    assert answer["n"].sum() <= 300 * 4 * 1.1, answer        # about 1,200: 4 groups a person (noise at ε 50 ~ 1)
+
+
+def test_the_group_cut_writes_its_sort_order(con):
+    """The cut for m > 3 sorts each person's hashes with list_sort: the order is written out, not the session's."""
+    from anon_sql.dp import dp_query
+
+    con.execute("CREATE TABLE twelve AS SELECT p AS pid, g AS grp FROM range(300) a(p), range(12) b(g)")
+    anon_sql.execute(con, BUDGET.format(t="twelve", u="pid"))
+    con.execute("CALL enable_logging('QueryLog')")
+    dp_query(con, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 50, delta = 1e-6, max_groups_contributed = 5) "
+                  "grp, COUNT(*) AS n FROM twelve GROUP BY grp")
+    con.execute("CALL disable_logging()")
+    logged = [r[0] for r in con.execute("SELECT message FROM duckdb_logs WHERE type = 'QueryLog'").fetchall()]
+    sorts = [m for m in logged if "LIST_SORT(" in m.upper()]
+    assert sorts and all("'ASC', 'NULLS LAST'" in m for m in sorts), sorts

@@ -74,3 +74,35 @@ def test_m40_a_refresh_after_the_table_was_renamed_keeps_version_1(con, gone):
                        "WHERE release = 'lv' ORDER BY version").fetchall()
     assert [(v, a, n) for v, a, n, _ in rows] == [(1, "create", 500), (2, "refresh", 510)]
     assert str(rows[0][3]) == str(first[0])
+
+
+def test_a_temp_type_under_a_source_view_refuses_the_refresh(con):                          # round 16, E08
+    con.execute("CREATE TYPE agetype AS INTEGER")
+    con.execute("CREATE VIEW pv AS SELECT pid, age::agetype AS age, sex FROM pt")
+    anon_sql.release(con, {**POLICY, "source": "pv"})
+    before = state(con)
+    con.execute("CREATE TEMP TYPE agetype AS ENUM ('17', '90')")
+    with pytest.raises(AnonSQLError, match="TEMP type agetype of this session shadows what the source view main.pv"):
+        anon_sql.execute(con, "REFRESH ANONYMIZED VIEW lv")
+    assert state(con) == before
+
+
+@pytest.mark.parametrize("temp, statement", [
+    ("__anon_previous_rows", "REFRESH ANONYMIZED VIEW lv"),
+    ("lv__base", "REFRESH ANONYMIZED VIEW lv KEEP PLAN"),
+    ("LV__kept", "REFRESH ANONYMIZED VIEW lv"),
+    ("__anon_previous_classes", "release"),
+])
+def test_m48_a_users_temp_table_named_like_a_working_table_is_refused_and_kept(con, temp, statement):
+    """Hostile round 17, M48: a user's TEMP table named like a release's working table (`<release>__base`,
+    `__anon_previous_rows`, …) was replaced and dropped by a refresh that succeeded and by a refused CREATE."""
+    anon_sql.release(con, POLICY)
+    con.execute(f"CREATE TEMP TABLE \"{temp}\" AS SELECT 'my session result' AS note")
+    before = state(con)
+    with pytest.raises(AnonSQLError, match=f"TEMP table {temp} of this session has a name anon_sql keeps"):
+        if statement == "release":
+            anon_sql.release(con, POLICY, replace=True)
+        else:
+            anon_sql.execute(con, statement)
+    assert con.execute(f'SELECT note FROM temp.main."{temp}"').fetchall() == [("my session result",)]
+    assert state(con) == before

@@ -105,3 +105,14 @@ def test_keep_plan_refuses_unreadable_digests(db, forged):
     assert err.value.exit_code == 3
     [res] = execute(db, "REFRESH ANONYMIZED VIEW ages_k5")          # planning again is fine, and says so
     assert res.value.info["version"]["plan_changed"] is True
+
+
+def test_keep_plan_names_the_rebuilt_taxonomy_even_when_the_new_bands_fail_k(db):
+    """Hostile round 13, T8: bands rebuilt so that a class falls below k were reported as the data's fault ("the
+    stored plan no longer meets the policy on the current data"); the taxonomy is named first."""
+    build_taxonomy_from_column(db, "ages", "adult", "age", {"kind": "interval", "widths": [1, 1]}, replace=True)
+    db.execute("DELETE FROM adult WHERE patient_id % 10 <> 0")    # 300 rows: single years leave classes below k
+    with pytest.raises(StatementError) as err:
+        execute(db, "REFRESH ANONYMIZED VIEW ages_k5 KEEP PLAN")
+    assert err.value.exit_code == 3
+    assert "age (taxonomy 'ages') is not the one the stored plan was made with" in str(err.value), str(err.value)
