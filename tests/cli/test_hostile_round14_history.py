@@ -49,11 +49,13 @@ def test_a_key_file_given_as_history_gains_no_line(tmp_path):                   
     assert code == 2 and key.read_text(encoding="utf-8") == "9f" * 32 + "\n", err
 
 
-def typed_in_a_session(folder, history: str, *lines: bytes) -> int:
-    """A real terminal session (stdin, stdout and stderr the pty, as a user's): each line typed at the prompt."""
+def typed_in_a_session(folder, history: str | None, *lines: bytes, env: dict | None = None) -> int:
+    """A real terminal session (stdin, stdout and stderr the pty, as a user's): each line typed at the prompt
+    (``history`` None: the default history)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "anon_sql.cli", "shell", "--history", history], cwd=folder,
-                            stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    proc = subprocess.Popen([sys.executable, "-m", "anon_sql.cli", "shell", *(["--history", history] if history else [])],
+                            cwd=folder, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                            env={**os.environ, **(env or {})})
     os.close(slave)
     seen = bytearray()
     try:
@@ -96,22 +98,8 @@ def test_the_default_history_is_anon_sqls_own_file_and_the_old_one_is_only_read(
     legacy = home / ".anon_sql_history"
     legacy.write_text("id,v\n" + "".join(f"{i},{i * 7}\n" for i in range(3000)), encoding="utf-8")
     before = legacy.read_bytes()
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "anon_sql.cli", "shell"], cwd=tmp_path, stdin=slave,
-                            stdout=slave, stderr=slave, close_fds=True,
-                            env={**os.environ, "HOME": str(home), "ANON_SQL_STATE_DIR": str(state)})
-    os.close(slave)
-    seen = bytearray()
-    try:
-        read_until(master, b"anon> ", seen)
-        os.write(master, b"SELECT 5;\r")
-        read_until(master, b"(1 row)", seen)
-        os.write(master, b".quit\r")
-        assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
+    assert typed_in_a_session(tmp_path, None, b"SELECT 5;",
+                              env={"HOME": str(home), "ANON_SQL_STATE_DIR": str(state)}) == 0
     assert legacy.read_bytes() == before                                  # never written
     lines = (state / "history").read_text(encoding="utf-8").splitlines()
     assert lines[-1] == ".quit" and "SELECT 5;" in lines and "2999,20993" in lines   # started from the old lines
