@@ -214,12 +214,20 @@ def parse_view_statement(stmt: Statement) -> Command:
     return cmd
 
 
+# the anonymized-view statements that write the database (a read-only one refuses them in one line)
+_WRITES = {"create": "CREATE ANONYMIZED VIEW", "refresh": "REFRESH ANONYMIZED VIEW", "drop": "DROP ANONYMIZED VIEW"}
+_READ_ONLY = "SELECT readonly FROM duckdb_databases() WHERE database_name = current_database()"
+
+
 def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) -> Result:
     from .. import api
     from . import views
     from ..policy.model import Policy
 
     _current_schema(con, cmd)
+    if cmd.kind in _WRITES and con.execute(_READ_ONLY).fetchall()[0][0]:   # round 17, X08: DuckDB's raw error, exit 4
+        raise PolicyError(f"{_WRITES[cmd.kind]} writes to the database, which is open read-only; nothing was done: "
+                          "open it read-write (without --read-only)")
     if cmd.name is not None:   # quoted or not: DuckDB matches a quoted name case-insensitively too (round 5, R19)
         cmd.name = views.canonical_name(con, cmd.name)
     if cmd.kind == "create":
