@@ -24,7 +24,7 @@ from ..models import ClassStats, SensitiveCounts, TCloseness
 from ..models.hierarchical import resolve_taxonomy, taxonomy_nodes
 from ..data.source import Source, resolve_source, unregister
 from ..common.columns import UNIT
-from ..common.sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render
+from ..common.sqlbuild import alias, and_all, col, ident, null_safe_eq, record_count, render, scratch_name
 from ..data.taxonomy import Taxonomy
 from ..udfs import kernels
 from ..udfs import risk_kernels as rk
@@ -158,7 +158,7 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
         raise PolicyError(f"taxonomies given for {unknown_tax}, which are not sensitive attributes ({sensitive})")
     registered: list[str] = []
     try:
-        src = _resolve(con, source, "__anon_assess_source", registered)
+        src = _resolve(con, source, scratch_name("__anon_assess_source"), registered)
         _check_columns(src, quasi, sensitive)
         if count_column is not None and (count_column not in src.columns or count_column in quasi + sensitive):
             raise PolicyError(f"count_column {count_column!r} must be another column of {src.label!r} "
@@ -170,7 +170,7 @@ def assess(con: duckdb.DuckDBPyConnection, source: Any, quasi: Sequence[str] | s
             base = _base_counts(con, src, quasi + sensitive, count_column)
         pop_counts = None
         if population is not None and (isinstance(population, bool) or not isinstance(population, (int, float))):
-            psrc = _resolve(con, population, "__anon_assess_population", registered)
+            psrc = _resolve(con, population, scratch_name("__anon_assess_population"), registered)
             missing = [q for q in quasi if q not in psrc.columns]
             if missing:
                 raise PolicyError(f"population {psrc.label!r} lacks quasi-identifier(s) {missing}")

@@ -151,6 +151,7 @@ def shell_history_file(history: str | None, db: str | None) -> Path:
     option = "$ANON_SQL_HISTORY" if env and not history else "--history"
     given = history or env
     if not given:
+        option = "the default history"     # (round 18, H10: the message named --history, which was not given)
         state = state_folder()
         state.mkdir(parents=True, exist_ok=True)     # anon_sql's own folder
         given = str(state / HISTORY)

@@ -1,9 +1,10 @@
 """Small builders over sqlglot so that every name and literal in generated SQL is a quoted node, never pasted text."""
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from functools import cache
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable, Iterator, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -174,12 +175,30 @@ def parse(sql: str, dialect: str = "duckdb") -> exp.Expression:
     return sqlglot.parse_one(sql, read=dialect)
 
 
-def create_from_frame(con: Any, frame: Any, scratch: str, create: Callable[[exp.Table], Any]) -> Any:
-    """Register a pandas ``frame`` on ``con`` under the scratch view name ``scratch`` for one statement, run
-    ``create(view)`` (a CREATE … AS SELECT * FROM the view, the caller's way), unregister it, and return what
-    ``create`` returned: the one way numpy results reach a table, on the engines and in the SDC modules alike."""
-    con.register(scratch, frame)
+def scratch_name(base: str) -> str:
+    """``base`` with a random suffix: a name anon_sql registers or creates for one statement, which no object of the
+    user's holds (hostile round 18, M50: a DataFrame the user registered as ``__anon_share_metadata`` was replaced by
+    an export's and then unregistered)."""
+    import secrets
+
+    return f"{base}_{secrets.token_hex(8)}"
+
+
+@contextlib.contextmanager
+def registered_frame(con: Any, frame: Any, base: str) -> Iterator[str]:
+    """``frame`` registered on ``con`` under a fresh :func:`scratch_name` for the ``with`` block, then unregistered."""
+    name = scratch_name(base)
+    con.register(name, frame)
     try:
-        return create(exp.Table(this=ident(scratch)))
+        yield name
     finally:
-        con.unregister(scratch)
+        con.unregister(name)
+
+
+def create_from_frame(con: Any, frame: Any, scratch: str, create: Callable[[exp.Table], Any]) -> Any:
+    """Register a pandas ``frame`` on ``con`` under a fresh scratch view name (``scratch`` and a random suffix) for
+    one statement, run ``create(view)`` (a CREATE … AS SELECT * FROM the view, the caller's way), unregister it, and
+    return what ``create`` returned: the one way numpy results reach a table, on the engines and in the SDC modules
+    alike."""
+    with registered_frame(con, frame, scratch) as name:
+        return create(exp.Table(this=ident(name)))

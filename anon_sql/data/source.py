@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ import duckdb
 from sqlglot import exp
 
 from ..errors import SourceError
-from ..common.sqlbuild import col, ident, lit, render
+from ..common.sqlbuild import col, ident, lit, render, scratch_name
 
 FILE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 ACCEPTED = ("a table or view name, a .csv/.tsv/.parquet path (str or pathlib.Path), a pandas or Polars DataFrame "
@@ -348,7 +347,8 @@ def refuse_reserved_temp(con: duckdb.DuckDBPyConnection, release: str, doing: st
     if found:
         raise SourceError(f"{doing}: {', '.join(found)} of this session has a name anon_sql keeps for the working "
                           f"tables of a release ({name}__… and __anon_…), which it would replace and drop; nothing "
-                          "was done: rename that TEMP table (ALTER TABLE … RENAME TO …), or run it in another session")
+                          "was done: rename or drop that TEMP object (a DataFrame you registered: con.unregister(name)), or run it "
+                          "in another session")
 
 
 # TEMP tables and views whose name starts (in any case) with $p or "__anon_"
@@ -457,7 +457,6 @@ def unregister(con: duckdb.DuckDBPyConnection, name: str) -> None:
     con.execute(render(exp.Drop(tables=[temp], kind="VIEW", exists=True)))
 
 
-_scratch = itertools.count(1)
 
 
 @contextlib.contextmanager
@@ -469,7 +468,7 @@ def temporary_table(con: duckdb.DuckDBPyConnection, source: Any) -> Iterator[str
     if (isinstance(source, str) and not is_path(source)) or isinstance(source, exp.Table):
         yield source   # a name, or a table reference (a release's working view)
         return
-    name = f"{INPUT_NAME}_{next(_scratch)}"
+    name = scratch_name(INPUT_NAME)     # a name no view of the user's holds (hostile round 18, M50)
     if isinstance(source, str):
         if not Path(source).exists():
             raise SourceError(f"source file {source!r} does not exist")

@@ -15,7 +15,7 @@ from ..compiler.views import WORK_SCHEMA, ReleaseNames, tuple_map_table
 from ..methods import AssignmentPlan
 from ..policy.model import Policy
 from ..data.source import Source, relation_exists, resolve_source
-from ..common.sqlbuild import render
+from ..common.sqlbuild import ident, registered_frame, render
 from .base import Engine
 
 
@@ -84,12 +84,11 @@ class DuckDBEngine(Engine):
                              (names.noise, plan.noise), (tuples, plan.tuple_classes)):
             if frame is None:
                 continue
-            self._con.register("__anon_plan_frame", frame)
             temporary = exp.Properties(expressions=[exp.TemporaryProperty()]) if table is tuples else None
-            self._con.execute(render(exp.Create(this=table.copy(), kind="TABLE", replace=True,
-                                                expression=exp.select("*").from_("__anon_plan_frame"),
-                                                properties=temporary)))
-            self._con.unregister("__anon_plan_frame")
+            with registered_frame(self._con, frame, "__anon_plan_frame") as name:
+                self._con.execute(render(exp.Create(this=table.copy(), kind="TABLE", replace=True,
+                                                    expression=exp.select("*").from_(exp.Table(this=ident(name))),
+                                                    properties=temporary)))
             if table is not tuples:
                 self.created.append(table.name)
 

@@ -34,7 +34,7 @@ from ..audit import recheck as audit
 from ..compiler.views import EC_ID
 from ..errors import PrivacyRequirementError, TargetError
 from ..data.source import describe
-from ..common.sqlbuild import col, ident, lit, render
+from ..common.sqlbuild import col, ident, lit, render, scratch_name
 
 STORAGE_VERSION = "v1.0.0"     # storage format 64: DuckDB 1.0 and every later release read it
 SUFFIXES = (".duckdb", ".parquet")
@@ -260,27 +260,28 @@ def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadat
                   extra: dict[str, exp.Select]) -> None:
     partial = _partial(path)
     janitor = _Janitor([(partial, path)])
-    attach = exp.Attach(this=exp.Alias(this=lit(str(partial)), alias=ident(_ALIAS)), expressions=[
+    share = scratch_name(_ALIAS)    # no database the user attached has it (hostile round 18, H08)
+    attach = exp.Attach(this=exp.Alias(this=lit(str(partial)), alias=ident(share)), expressions=[
         exp.AttachOption(this=exp.var("STORAGE_VERSION"), expression=lit(STORAGE_VERSION)),
         exp.AttachOption(this=exp.var("READ_WRITE"))])   # explicit: a read-only connection attaches read-only
     con.execute(render(attach))
-    frame = "__anon_share_metadata"
+    frame = scratch_name("__anon_share_metadata")
     try:
         for table, query in ((name, queries[0]), (name + "__classes", queries[1]), *extra.items()):
-            con.execute(render(exp.Create(this=exp.Table(this=ident(table), db=ident(_ALIAS)), kind="TABLE",
+            con.execute(render(exp.Create(this=exp.Table(this=ident(table), db=ident(share)), kind="TABLE",
                                           expression=query)))
         con.register(frame, metadata)
-        con.execute(render(exp.Create(this=exp.Table(this=audit.metadata_table(name).this, db=ident(_ALIAS)),
+        con.execute(render(exp.Create(this=exp.Table(this=audit.metadata_table(name).this, db=ident(share)),
                                       kind="TABLE", expression=exp.select("*").from_(exp.Table(this=ident(frame))))))
     except BaseException:
         with contextlib.suppress(duckdb.Error):
-            con.execute(render(exp.Detach(this=ident(_ALIAS))))
+            con.execute(render(exp.Detach(this=ident(share))))
         janitor.close(False)
         raise
     finally:
         con.unregister(frame)
     try:
-        con.execute(render(exp.Detach(this=ident(_ALIAS))))
+        con.execute(render(exp.Detach(this=ident(share))))
     except BaseException:
         janitor.close(False)
         raise
@@ -289,7 +290,7 @@ def _write_duckdb(con, path: Path, name: str, queries: list[exp.Select], metadat
 
 def _write_parquet(con, files: list[Path], queries: list[exp.Select], metadata: pd.DataFrame,
                    extra: list[exp.Select]) -> None:
-    frame = "__anon_share_metadata"
+    frame = scratch_name("__anon_share_metadata")
     con.register(frame, metadata)
     partials = [_partial(f) for f in files]
     janitor = _Janitor(list(zip(partials, files)))

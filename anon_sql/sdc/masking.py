@@ -15,6 +15,7 @@ from anon_sql.errors import PolicyError
 
 from .portable import hex_fraction, keyed_digest
 from .sqlparts import call, col, ident, lit, render, table_or_subquery
+from ..common.sqlbuild import registered_frame
 
 if TYPE_CHECKING:                # pandas is loaded by the fake mask only: `anon-sql check` reads masking_sql()
     import pandas as pd
@@ -254,14 +255,10 @@ def fake_mapping(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column
     _provider(spec.get("locale", "en_US"), spec.get("provider"))   # refuse a bad provider before reading anything
     values = [r[0] for r in con.execute(render(fake_sources_query(source, column))).fetchall()]
     frame = fake_frame(values, spec, seed)
-    view = "__anon_fake_frame"
-    con.register(view, frame)
-    try:
+    with registered_frame(con, frame, "__anon_fake_frame") as view:
         con.execute(render(exp.Create(this=exp.Table(this=ident(mapping_table)), kind="TABLE", replace=True,
                                       properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
                                       expression=exp.select("*").from_(table_or_subquery(view)))))
-    finally:
-        con.unregister(view)
     return frame
 
 

@@ -1,0 +1,48 @@
+"""Hostile round 18, M50: anon_sql registered its scratch frames under fixed names (`__anon_share_metadata`,
+`__anon_tax_frame`, `__anon_assess_source`, …) and unregistered them after, so a DataFrame the user had registered
+under such a name was replaced, then gone. Every scratch name now carries a random suffix."""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import pytest
+
+import anon_sql
+from anon_sql.common.sqlbuild import scratch_name
+from anon_sql.data.builtin_taxonomies import load_builtin_taxonomy
+
+POLICY = {"name": "lv", "source": "pt", "method": "levels", "default_role": "insensitive",
+          "attributes": {"pid": {"role": "identifier"},
+                         "age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [10, 20]}},
+                         "sex": {"role": "quasi", "taxonomy": {"kind": "top"}}},
+          "privacy": {"k": 5}, "method_params": {"levels": {"age": 1, "sex": 0}}}
+NAMES = ["__anon_share_metadata", "__anon_tax_frame", "__anon_assess_source", "__anon_classes_frame",
+         "__anon_plan_frame", "__anon_input_1"]
+
+
+def test_scratch_names_are_fresh():
+    assert scratch_name("__x") != scratch_name("__x") and scratch_name("__x").startswith("__x_")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_m50_a_frame_the_user_registered_survives_export_taxonomy_and_assess(patients, tmp_path, name):
+    con = patients
+    anon_sql.release(con, POLICY)       # (a release refuses while one is registered: round 17, M48's reserved names)
+    con.register(name, pd.DataFrame({"note": ["my registered frame"]}))
+    anon_sql.execute(con, f"EXPORT ANONYMIZED VIEW lv TO '{tmp_path / 'out.parquet'}'")
+    anon_sql.store_taxonomy(con, dataclasses.replace(load_builtin_taxonomy("adult_sex"), name="my_sex"),
+                            replace=False)
+    anon_sql.assess(con, con.execute("SELECT * FROM pt").df(), quasi=["age", "sex"])
+    assert con.execute(f'SELECT * FROM "{name}"').fetchall() == [("my registered frame",)]
+
+
+def test_an_export_beside_a_database_attached_as_the_old_share_alias(patients, tmp_path):
+    """Hostile round 18, H08: the export attached its new file under a fixed alias `__anon_share`; a database the user
+    attached under that name failed the export with DuckDB's raw message. The alias is fresh per export now."""
+    anon_sql.release(patients, POLICY)
+    patients.execute("ATTACH ':memory:' AS __anon_share")
+    patients.execute("CREATE TABLE __anon_share.notes AS SELECT 'mine' AS note")
+    anon_sql.execute(patients, f"EXPORT ANONYMIZED VIEW lv TO '{tmp_path / 'o.duckdb'}'")
+    assert (tmp_path / "o.duckdb").exists()
+    assert patients.execute("SELECT note FROM __anon_share.notes").fetchall() == [("mine",)]
