@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
 from .sqlparts import fill, ident, render, execute_tree, store_frame, table_or_subquery
+from ..common.sqlbuild import scratch_name
 
 SUPPRESSED = -1  # the code of a suppressed (NULL) cell
 
@@ -177,7 +178,7 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
     clash = set(code_names) & set(columns)
     if clash:
         raise PolicyError(f"the source has a column named {sorted(clash)[0]!r}, which local suppression uses; rename it")
-    coded, mapping = f"{output}__sdc_coded", f"{output}__sdc_map"
+    coded, mapping = scratch_name(f"{output}__sdc_coded"), scratch_name(f"{output}__sdc_map")   # round 19, M51
     codes_sql = [fill("CASE WHEN __q IS NULL THEN -1 ELSE DENSE_RANK() OVER (ORDER BY __q) - 1 END",
                       names={"__q": q}).as_(ident(c)) for q, c in zip(quasi, code_names)]
     try:

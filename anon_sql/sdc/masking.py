@@ -15,7 +15,7 @@ from anon_sql.errors import PolicyError
 
 from .portable import hex_fraction, keyed_digest
 from .sqlparts import call, col, ident, lit, render, table_or_subquery
-from ..common.sqlbuild import registered_frame
+from ..common.sqlbuild import registered_frame, scratch_name
 
 if TYPE_CHECKING:                # pandas is loaded by the fake mask only: `anon-sql check` reads masking_sql()
     import pandas as pd
@@ -294,7 +294,7 @@ def fake_select(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column:
                 columns: list[str] | None = None) -> exp.Select:
     """``SELECT`` every column of ``source`` with ``column`` replaced by Faker values (``spec``: provider, locale,
     consistent), joined in SQL from the mapping :func:`fake_mapping` builds in DuckDB (NULL stays NULL)."""
-    mapping_table = mapping_table or f"__anon_fake_{column}"
+    mapping_table = mapping_table or scratch_name(f"__anon_fake_{column}")   # round 19, M51
     frame = fake_mapping(con, source, column, spec, seed, mapping_table)
     return fake_join(source, column, spec, seed, mapping_table, len(frame), key_columns, columns)
 

@@ -20,6 +20,7 @@ from ..common.columns import is_numeric
 from ..errors import PolicyError
 from . import microaggregation, pram
 from .sqlparts import fill, ident, render, execute_tree, store_frame, table_or_subquery
+from ..common.sqlbuild import scratch_name
 
 KINDS: dict[str, dict[str, Any]] = {
     # kind: required keys, optional keys with defaults, whether the column must be numeric
@@ -208,7 +209,7 @@ seed ⇒ same output."""
         specs[column] = validate_perturbation(spec, column, type_of[column])
     groups = validate_groups(specs)
 
-    work = f"{output}__sdc_work"
+    work = scratch_name(f"{output}__sdc_work")     # fresh names: never a table of the user's (round 19, M51)
     _store_sql(con, work, fill("SELECT * FROM __src", tables={"__src": table_name}))
     number = fill("SELECT __k AS __r, * FROM __w", names={"__r": ROW, "__k": row_key}, tables={"__w": work}) \
         if row_key is not None else fill("SELECT rowid AS __r, * FROM __w", names={"__r": ROW}, tables={"__w": work})
@@ -227,7 +228,7 @@ seed ⇒ same output."""
                 continue
             unit_columns = groups.get(spec["group"], [column]) if spec.get("group") else [column]
             unit = spec["group"] if spec.get("group") else column
-            target = f"{output}__sdc_{len(created)}"
+            target = scratch_name(f"{output}__sdc_{len(created)}")
             created.append(target)
             result.details[unit] = _perturb_unit(con, work, target, unit, unit_columns, spec, int(seed), created)
             for c in unit_columns:

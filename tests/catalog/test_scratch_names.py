@@ -46,3 +46,41 @@ def test_an_export_beside_a_database_attached_as_the_old_share_alias(patients, t
     anon_sql.execute(patients, f"EXPORT ANONYMIZED VIEW lv TO '{tmp_path / 'o.duckdb'}'")
     assert (tmp_path / "o.duckdb").exists()
     assert patients.execute("SELECT note FROM __anon_share.notes").fetchall() == [("mine",)]
+
+
+def test_m51_the_standalone_sdc_functions_keep_a_users_tables_of_their_old_work_names(tmp_path):
+    """Hostile round 19, M51: perturb, local_suppression and fake_select replaced and dropped TEMP tables named
+    `<output>__sdc_work`, `<output>__sdc_<i>`, `<output>__sdc_coded`, `__anon_fake_<column>`."""
+    import duckdb
+
+    from anon_sql.sdc.local_suppression import local_suppression
+    from anon_sql.sdc.masking import fake_select
+    from anon_sql.sdc.perturb import perturb
+
+    c = duckdb.connect()
+    c.execute("CREATE TABLE people AS SELECT i AS id, 20 + i % 50 AS age, ['F','M'][i % 2 + 1] AS sex, "
+              "['a','b','c'][i % 3 + 1] AS race FROM range(600) t(i)")
+    mine = ("out__sdc_work", "out__sdc_work_n", "out__sdc_0", "people__suppressed__sdc_coded",
+            "people__suppressed__sdc_map", "__anon_fake_race")
+    for t in mine:
+        c.execute(f"CREATE TEMP TABLE {t} AS SELECT 'my session table' AS note")
+    perturb(c, "people", {"age": {"kind": "microaggregation", "k": 3}}, seed=1, output="out")
+    local_suppression(c, "people", ["age", "sex"], 3)
+    fake_select(c, "people", "race", {"provider": "name"}, 1)
+    for t in mine:
+        assert c.execute(f"SELECT note FROM temp.main.{t}").fetchall() == [("my session table",)], t
+
+
+def test_m53_a_check_of_a_slicing_release_keeps_a_users_view_of_its_old_scratch_name(patients):
+    """Hostile round 19, M53: `check` of a slicing release replaced and dropped a TEMP view named
+    `__anon_check_slicing_source`."""
+    con = patients
+    anon_sql.release(con, {"name": "sl", "source": "pt", "method": "slicing", "seed": 0,
+                           "default_role": "insensitive",
+                           "attributes": {"pid": {"role": "identifier"}, "age": {"role": "quasi"},
+                                          "sex": {"role": "quasi"}, "zip": {"role": "sensitive"}},
+                           "privacy": {"k": 5, "l_diversity": {"kind": "slicing", "l": 2}, "max_suppression": 0.05},
+                           "method_params": {"columns": 2}})
+    con.execute("CREATE TEMP VIEW __anon_check_slicing_source AS SELECT 'my session view' AS note")
+    anon_sql.check(con, "sl")
+    assert con.execute("SELECT note FROM __anon_check_slicing_source").fetchall() == [("my session view",)]
