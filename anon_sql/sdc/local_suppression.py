@@ -20,7 +20,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
-from .sqlparts import fill, ident, render, execute_tree, store_frame, table_or_subquery
+from .sqlparts import claim_output, execute_tree, fill, ident, mark_output, render, store_frame, table_or_subquery
 from ..common.sqlbuild import scratch_name
 
 SUPPRESSED = -1  # the code of a suppressed (NULL) cell
@@ -171,6 +171,8 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
     quasi = list(quasi)
     source_name = source.name if isinstance(source, exp.Table) else str(source)
     output = output or f"{source_name}__suppressed"
+    if not temporary:
+        claim_output(con, output, "local_suppression")
     rel = con.sql(render(fill("SELECT * FROM __s", tables={"__s": source})))
     columns = list(rel.columns)
     validate_local_suppression(quasi, k, importance, columns)
@@ -211,6 +213,8 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
             exp.alias_(table_or_subquery(mapping), "m", table=True), on=on, join_type="left")
         temp = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
         execute_tree(con, exp.Create(this=table_or_subquery(output), kind="TABLE", replace=True, expression=q, properties=temp))
+        if not temporary:
+            mark_output(con, output)
         return result
     finally:
         for t in (coded, mapping):

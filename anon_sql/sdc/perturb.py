@@ -19,7 +19,7 @@ from sqlglot import exp
 from ..common.columns import is_numeric
 from ..errors import PolicyError
 from . import microaggregation, pram
-from .sqlparts import fill, ident, render, execute_tree, store_frame, table_or_subquery
+from .sqlparts import claim_output, execute_tree, fill, ident, mark_output, render, store_frame, table_or_subquery
 from ..common.sqlbuild import scratch_name
 
 KINDS: dict[str, dict[str, Any]] = {
@@ -198,6 +198,8 @@ seed ⇒ same output."""
         raise PolicyError(f"seed = {seed!r} must be an integer >= 0")
     source_name = table_name.name if isinstance(table_name, exp.Table) else str(table_name)
     output = output or f"{source_name}__perturbed"
+    if not temporary:
+        claim_output(con, output, "perturb")
     columns, types = _describe(con, table_name)
     if ROW in columns or (row_id is not None and row_id in columns):
         raise PolicyError(f"the source already has a column named {row_id or ROW!r}; rename it or pick another row_id")
@@ -251,6 +253,8 @@ seed ⇒ same output."""
         q = q.order_by(exp.column(ROW, table="w", quoted=True))
         temp = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
         execute_tree(con, exp.Create(this=table_or_subquery(output), kind="TABLE", replace=True, expression=q, properties=temp))
+        if not temporary:
+            mark_output(con, output)
     finally:
         for t in [*created, work]:
             _drop(con, t)

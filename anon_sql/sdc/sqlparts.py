@@ -70,3 +70,27 @@ def store_frame(con, name: str | exp.Table, frame) -> None:
     for the one statement, then unregistered)."""
     create_from_frame(con, frame, f"__anon_sdc_frame_{abs(hash(str(name))) % 10**9}", lambda view: execute_tree(
         con, fill("CREATE OR REPLACE TEMP TABLE __t AS SELECT * FROM __v", tables={"__t": name, "__v": view})))
+
+
+# the comment an SDC function writes on its output table: the mark that lets a later call replace it
+SDC_OUTPUT_MARK = "anon_sql sdc output: perturb / local_suppression may replace this table"
+_EXISTING = ("SELECT 'table', comment FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary "
+             "AND schema_name = current_schema() AND lower(table_name) = lower($n) UNION ALL SELECT 'view', NULL FROM "
+             "duckdb_views() WHERE database_name = current_database() AND NOT temporary AND NOT internal AND "
+             "schema_name = current_schema() AND lower(view_name) = lower($n)")
+
+
+def claim_output(con, output: str, what: str) -> None:
+    """Refuse (:class:`~anon_sql.errors.PolicyError`, exit 2) to write ``output`` over a table or view of that name
+    that no SDC function wrote (hostile round 19, M52: the default ``<table>__perturbed`` replaced a user's table)."""
+    from ..errors import PolicyError
+
+    for kind, comment in con.execute(_EXISTING, {"n": str(output)}).fetchall():
+        if kind != "table" or comment != SDC_OUTPUT_MARK:
+            raise PolicyError(f"{what}: output {str(output)!r} is an existing {kind} that {what} did not write; it "
+                              "never replaces one: pass another output=, or drop that one first")
+
+
+def mark_output(con, output: str) -> None:
+    """Mark ``output`` as an SDC function's (a table comment), so that a later call may replace it."""
+    execute_tree(con, exp.Comment(this=table_or_subquery(output), kind="TABLE", expression=lit(SDC_OUTPUT_MARK)))

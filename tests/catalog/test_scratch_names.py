@@ -84,3 +84,31 @@ def test_m53_a_check_of_a_slicing_release_keeps_a_users_view_of_its_old_scratch_
     con.execute("CREATE TEMP VIEW __anon_check_slicing_source AS SELECT 'my session view' AS note")
     anon_sql.check(con, "sl")
     assert con.execute("SELECT note FROM __anon_check_slicing_source").fetchall() == [("my session view",)]
+
+
+def test_m52_an_sdc_output_never_replaces_a_users_table_but_replaces_its_own():
+    """Hostile round 19, M52: perturb / local_suppression wrote their default output (`<table>__perturbed`,
+    `<table>__suppressed`) with CREATE OR REPLACE over a user's table of that name. A user's table is refused now;
+    the function's own earlier output (marked by its comment) is replaced as before."""
+    import duckdb
+
+    from anon_sql.errors import PolicyError
+    from anon_sql.sdc.local_suppression import local_suppression
+    from anon_sql.sdc.perturb import perturb
+
+    c = duckdb.connect()
+    c.execute("CREATE TABLE people AS SELECT i AS id, 20 + i % 50 AS age, ['F','M'][i % 2 + 1] AS sex "
+              "FROM range(600) t(i)")
+    for name in ("people__perturbed", "people__suppressed"):
+        c.execute(f"CREATE TABLE {name} AS SELECT 'my notes' AS note")
+    with pytest.raises(PolicyError, match="output 'people__perturbed' is an existing table that perturb did not"):
+        perturb(c, "people", {"age": {"kind": "microaggregation", "k": 3}}, seed=1)
+    with pytest.raises(PolicyError, match="output 'people__suppressed' is an existing table"):
+        local_suppression(c, "people", ["age", "sex"], 3)
+    for name in ("people__perturbed", "people__suppressed"):
+        assert c.execute(f"SELECT note FROM {name}").fetchall() == [("my notes",)]
+        c.execute(f"DROP TABLE {name}")
+    for _ in range(2):      # its own output: written, then replaced
+        perturb(c, "people", {"age": {"kind": "microaggregation", "k": 3}}, seed=1)
+        local_suppression(c, "people", ["age", "sex"], 3)
+    assert c.execute("SELECT count(*) FROM people__perturbed").fetchall() == [(600,)]
