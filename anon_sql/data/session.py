@@ -69,12 +69,10 @@ _FUNCTIONS = ("SELECT DISTINCT lower(function_name), function_type || '(' || CAS
               "'table_macro')")
 
 
-@functools.lru_cache(maxsize=1)
 def _builtin_functions() -> frozenset[tuple[str, str]]:
     """The functions of a fresh in-memory database of this process, with their forms: DuckDB's own and its
     autoloaded extensions'."""
-    with duckdb.connect(":memory:") as fresh:
-        return frozenset((r[0], r[1]) for r in fresh.execute(_FUNCTIONS).fetchall())
+    return _fresh()[1]
 
 
 # settings that tune how a query runs or reports, not which rows it returns (a name, or a prefix ending in "_");
@@ -112,12 +110,18 @@ def _tuning(name: str) -> bool:
     return name in _TUNING or any(p.endswith("_") and name.startswith(p) for p in _TUNING)
 
 
-@functools.lru_cache(maxsize=1)
 def _defaults() -> dict[str, str | None]:
     """DuckDB's default settings, as a fresh in-memory database of this process has them (the machine's time zone
     included)."""
+    return _fresh()[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _fresh() -> tuple[dict[str, str | None], frozenset[tuple[str, str]]]:
+    """One fresh in-memory database of this process, read once: its settings and its functions' forms."""
     with duckdb.connect(":memory:") as fresh:
-        return {name: value for name, value in fresh.execute(_SETTINGS).fetchall()}
+        return (dict(fresh.execute(_SETTINGS).fetchall()),
+                frozenset((r[0], r[1]) for r in fresh.execute(_FUNCTIONS).fetchall()))
 
 
 _SETTINGS = "SELECT name, value FROM duckdb_settings()"

@@ -15,6 +15,7 @@ import pandas as pd
 from sqlglot import exp
 
 from anon_sql.catalog.macro_trust import refuse_untrusted_macros
+from anon_sql.catalog.read import is_read_only
 from anon_sql.data.session import changed_settings, overloaded_builtins
 from anon_sql.dp import ledger, mechanisms
 from anon_sql.dp.query import Aggregate, BudgetStatement, DPQuery, is_dp_statement, parse_dp_select, parse_statement
@@ -534,9 +535,6 @@ def _stable_rows(con: duckdb.DuckDBPyConnection, table: exp.Table) -> tuple[exp.
     return rows, exp.Table(this=scratch.copy())
 
 
-_READ_ONLY = "SELECT readonly FROM duckdb_databases() WHERE database_name = current_database()"
-
-
 def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFrame:
     """Answer one `SELECT WITH DIFFERENTIAL_PRIVACY ...` and charge its table's budget; the answer is recorded in
     anon.privacy_ledger in the same transaction. Not reproducible: OpenDP's noise takes no seed."""
@@ -556,7 +554,7 @@ def dp_query(con: duckdb.DuckDBPyConnection, text: str | DPQuery) -> pd.DataFram
     table, name = ledger.resolve_table(con, q.table)
     _refuse_volatile_calls(con, q)
     epsilon, delta, parts = plan_budget(q)
-    if con.execute(_READ_ONLY).fetchall()[0][0]:   # round 15, E50: DuckDB's raw UPDATE error, exit 4, before
+    if is_read_only(con):   # round 15, E50: DuckDB's raw UPDATE error, exit 4, before
         raise PolicyError(f"a DP query on {name} charges its budget in anon.privacy_ledger, which a read-only "
                           "database cannot record; nothing was answered or charged: open the database read-write "
                           "(without --read-only)")

@@ -34,6 +34,7 @@ import pandas as pd
 import sqlglot
 
 from ..catalog import store as catalog
+from ..catalog.read import is_read_only
 from ..errors import (AnonSQLError, PolicyError, PrivacyRequirementError, SourceError, StatementError,
                       is_environment)
 from ..common.wording import counted
@@ -216,7 +217,6 @@ def parse_view_statement(stmt: Statement) -> Command:
 
 # the anonymized-view statements that write the database (a read-only one refuses them in one line)
 _WRITES = {"create": "CREATE ANONYMIZED VIEW", "refresh": "REFRESH ANONYMIZED VIEW", "drop": "DROP ANONYMIZED VIEW"}
-_READ_ONLY = "SELECT readonly FROM duckdb_databases() WHERE database_name = current_database()"
 
 
 def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) -> Result:
@@ -225,7 +225,7 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
     from ..policy.model import Policy
 
     _current_schema(con, cmd)
-    if cmd.kind in _WRITES and con.execute(_READ_ONLY).fetchall()[0][0]:   # round 17, X08: DuckDB's raw error, exit 4
+    if cmd.kind in _WRITES and is_read_only(con):   # round 17, X08: DuckDB's raw error, exit 4
         raise PolicyError(f"{_WRITES[cmd.kind]} writes to the database, which is open read-only; nothing was done: "
                           "open it read-write (without --read-only)")
     if cmd.name is not None:   # quoted or not: DuckDB matches a quoted name case-insensitively too (round 5, R19)
