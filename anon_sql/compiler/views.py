@@ -152,25 +152,22 @@ def release_step(ci: CompileInput, names: ReleaseNames) -> Statements:
         return [("release rows", exp.Create(this=names.rows, kind="TABLE", expression=grouped[0])),
                 ("release table", create_view(names.table, repeated_rows(names.rows, grouped[1]), ci.dialect)),
                 ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True), ci.dialect))]
-    if grouped is not None and counts_people_from_base(ci):
-        # DuckDB with a privacy unit: the table written in one statement from its groups (no unit per row, no
-        # session table of the groups: nothing but the table reads them); the checks count people in the base
-        # counts of the kept classes (a session table through the same map), and verify reconciles each class's
-        # rows in the table with that table's; suppression deletes from the table and the people (issue 24.6)
-        people = people_table(names.release)
-        return [("release people", _temporary(people.copy(), people_query(ci, names))),
-                ("release table", exp.Create(this=names.table, kind="TABLE", expression=released)),
-                ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True, rows=people),
-                                            ci.dialect))]
     if grouped is not None:
-        # DuckDB: the rows with their counts in a session table, the released table written once from them, and
-        # the checks over the counts (one row per group, not a second pass over every released row: issue 29)
+        # DuckDB: the rows with their counts in a session table, the released table written once from them; the
+        # checks read the counts (one row per group, not a second pass over every released row: issue 29) and so
+        # do the digests the release records (runner/digests.py: the same digests over the groups, issue 24.6).
+        # With a privacy unit the checks count people in the base counts of the kept classes instead (a session
+        # table through the same map: the groups hold no unit), and verify reconciles each class's rows in the
+        # table with that table's; suppression deletes from the table, the rows and the people (issue 24.6)
         rows = counted_rows_table(names.release)
-        return [("release rows", _temporary(rows.copy(), grouped[0])),
+        people = people_table(names.release) if counts_people_from_base(ci) else None
+        checked = checks_view(ci, names, counted_rows=True, rows=people.copy() if people is not None else rows)
+        return [*([("release people", _temporary(people.copy(), people_query(ci, names)))] if people is not None
+                  else []),
+                ("release rows", _temporary(rows.copy(), grouped[0])),
                 ("release table", exp.Create(this=names.table, kind="TABLE",
                                              expression=repeated_rows(rows, grouped[1]))),
-                ("checks view", create_view(names.checks, checks_view(ci, names, counted_rows=True, rows=rows),
-                                            ci.dialect))]
+                ("checks view", create_view(names.checks, checked, ci.dialect))]
     return [("release table", exp.Create(this=names.table, kind="TABLE", expression=released)),
             ("checks view", create_view(names.checks, checks_view(ci, names), ci.dialect))]
 

@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from ..catalog.store import recorded_taxonomy_digests
+from ..data.base_counts import WEIGHT
 from ..common.content_kinds import CONTENT_SHA256_COUNTED
 from ..data.taxonomy import Taxonomy, needs_values
 from ..policy.model import Policy
@@ -131,19 +132,32 @@ def _group_keys(c: str, kind: str) -> list[Any]:
     return [exp.func("VARIANT_TYPEOF", x.copy()), *keys] if kind == "VARIANT" else keys
 
 
-def content_digest_query(table: Any, columns: list[str], types: dict[str, str] | None = None) -> Any:
+def _multiplicity(weight: str | None) -> Any:
+    """How many released rows a row of the digested relation stands for: ``COUNT(*)`` over the table itself, the
+    sum of ``weight`` over the rows a release wrote its table from (each repeated ``weight`` times: the same
+    digest without reading every released row again, issue 24.6)."""
+    from sqlglot import exp
+
+    if weight is None:
+        return exp.Count(this=exp.Star())
+    return exp.Cast(this=exp.Sum(this=exp.column(weight, quoted=True)), to=exp.DataType.build("BIGINT"))
+
+
+def content_digest_query(table: Any, columns: list[str], types: dict[str, str] | None = None,
+                         weight: str | None = None) -> Any:
     """One row, one text: the digest of ``table``'s rows over ``columns`` (``types``: column → DuckDB type) — the
     same rows in any order give the same digest, and other rows cannot be computed to give it (hostile round 10,
     B40: a sum of DuckDB's invertible row hash let 50 rows be solved for; round 11, M24: it stayed for tables of
     over a million rows). One GROUP BY of the rows (each column by :func:`_group_keys`), each distinct row with its
     count written as one JSON object (``to_json``: strings escaped, NULL as ``null``), md5, sorted, concatenated,
     sha256 (:data:`CONTENT_SHA256_COUNTED`). A released table repeats its rows, so this costs about one GROUP BY
-    (bench/bench_released_values.py)."""
+    (bench/bench_released_values.py). ``weight``: ``table`` holds rows with their multiplicity in that column
+    (:func:`_multiplicity`), and the digest is that of the rows repeated."""
     from sqlglot import exp
 
     keys = [k for c in columns for k in _group_keys(c, str((types or {}).get(c, "")).upper())]
     counted = exp.select(*[exp.alias_(k, f"c{i}") for i, k in enumerate(keys)],
-                         exp.alias_(exp.Count(this=exp.Star()), "n")).from_(table.copy()).group_by(
+                         exp.alias_(_multiplicity(weight), "n")).from_(table.copy()).group_by(
         *[k.copy() for k in keys])
     fields = [*(f"c{i}" for i in range(len(keys))), "n"]
     row = exp.Struct(expressions=[exp.PropertyEQ(this=exp.Literal.string(f), expression=exp.column(f))
@@ -157,7 +171,7 @@ def content_digest_query(table: Any, columns: list[str], types: dict[str, str] |
         exp.Subquery(this=hashed, alias=exp.TableAlias(this=exp.to_identifier("r"))))
 
 
-def released_values_query(table: Any, columns: list[str]) -> Any:
+def released_values_query(table: Any, columns: list[str], weight: str | None = None) -> Any:
     """One row: per column of ``columns``, the sha256 of the column's released values with the rows holding each,
     then (two columns or more) the same of their combinations: what the release records and ``check`` recomputes,
     so that a value put back or changed since the release fails even where every class keeps its size (hostile
@@ -165,7 +179,8 @@ def released_values_query(table: Any, columns: list[str]) -> Any:
     text hashed: ``length:value`` (NULL: ``NULL``) then ``<US>rows``, sorted, joined by ``<RS>`` — length-prefixed,
     so no value can spell another's separators. One scan of the table (a GROUP BY of the columns, materialized);
     its few rows are spread over the digests (``i``: the column, or the combination) and each digest's counts summed
-    in one GROUP BY — one aggregate per digest as a subquery each cost DuckDB's planner 50 ms on Adult (issue 29.1)."""
+    in one GROUP BY — one aggregate per digest as a subquery each cost DuckDB's planner 50 ms on Adult (issue 29.1).
+    ``weight``: as for :func:`content_digest_query`."""
     from sqlglot import exp
 
     from ..common.sqlbuild import lit
@@ -173,7 +188,7 @@ def released_values_query(table: Any, columns: list[str]) -> Any:
     cols = [exp.column(c, quoted=True) for c in columns]
     n = len(cols)
     counted = exp.select(*[exp.alias_(c.copy(), f"q{i}") for i, c in enumerate(cols)],
-                         exp.alias_(exp.Count(this=exp.Star()), "n")).from_(table.copy()).group_by(
+                         exp.alias_(_multiplicity(weight), "n")).from_(table.copy()).group_by(
         *[c.copy() for c in cols])   # the columns, not the aliases: a column of the table may be named q1
 
     def text(i: int) -> exp.Expression:
@@ -232,14 +247,16 @@ def content_columns(columns: Any, noise_flag: str | None) -> list[str]:
     return [c for c in columns if c != noise_flag]
 
 
-def released_values_digest(con: Any, table: Any, columns: list[str], noise_flag: str | None = None
-                           ) -> dict[str, Any] | None:
+def released_values_digest(con: Any, table: Any, columns: list[str], noise_flag: str | None = None,
+                           counted: Any = None) -> dict[str, Any] | None:
     """``{"columns": column → digest, "together": digest or None, "types": column → type, "content": …}`` of
     ``table``'s released values (:func:`released_values_query`) over the columns of ``columns`` it has, with the type
     of every column of the table as DuckDB names it (an ENUM with its dictionary: round 10, C09 / C10 put raw values
     in a type or a retyped column), and ``content``: the digest of its rows over :func:`content_columns`
     (:func:`table_content`; round 10, M15: an insensitive column set to raw values). None when it has none of
-    ``columns``: nothing to record."""
+    ``columns``: nothing to record. ``counted``: the session table of rows with their counts (``__w``) that the
+    release wrote ``table`` from (compiler/views.py ``release_step``); the digests are read from it — the same
+    digests, over a fraction of the rows — when its counts add up to the table's rows, else from the table."""
     from ..common.sqlbuild import render
     from ..data.source import describe
 
@@ -247,18 +264,44 @@ def released_values_digest(con: Any, table: Any, columns: list[str], noise_flag:
     columns = digested_columns(columns, [r[0] for r in described])
     if not columns:
         return None
-    found = [str(v) for v in con.execute(render(released_values_query(table, columns))).fetchall()[0]]
+    rows = _rows_of(con, table)
+    weight = WEIGHT if counted is not None and _counted_rows(con, counted) == rows else None
+    read = counted if weight else table
+    found = [str(v) for v in con.execute(render(released_values_query(read, columns, weight))).fetchall()[0]]
     hashed = content_columns([r[0] for r in described], noise_flag)
     types = {str(r[0]): str(r[1]) for r in described if r[0] in hashed}   # θ's flag never leaves
     return {"columns": dict(zip(columns, found)), "together": found[len(columns)] if len(found) > len(columns) else None,
-            "types": types, "content": table_content(con, table, hashed, types)}
+            "types": types, "content": table_content(con, table, hashed, types, counted=read if weight else None,
+                                                     rows=rows)}
 
 
-def table_content(con: Any, table: Any, columns: list[str], types: dict[str, str]) -> dict[str, Any]:
+def _rows_of(con: Any, table: Any) -> int:
+    """The rows of ``table``."""
+    from sqlglot import exp
+
+    from ..common.sqlbuild import render
+
+    return int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))).fetchall()[0][0])
+
+
+def _counted_rows(con: Any, counted: Any) -> int:
+    """The rows a table of rows with their counts stands for (the sum of ``__w``)."""
+    from sqlglot import exp
+
+    from ..common.sqlbuild import render
+
+    total = exp.Coalesce(this=exp.Sum(this=exp.column(WEIGHT, quoted=True)), expressions=[exp.Literal.number(0)])
+    return int(con.execute(render(exp.select(total).from_(counted.copy()))).fetchall()[0][0])
+
+
+def table_content(con: Any, table: Any, columns: list[str], types: dict[str, str], counted: Any = None,
+                  rows: int | None = None) -> dict[str, Any]:
     """``{"hash", "kind", "rows", "columns", "duckdb"}``: the digest of ``table``'s rows over ``columns``
     (:func:`content_digest_query` of :data:`CONTENT_SHA256_COUNTED`; ``types``: column → DuckDB type, as the caller
     described the table) with DuckDB's version (a value's text, and ``hash``, may differ across versions) — what
-    ``check`` recomputes for a released table and each related table."""
+    ``check`` recomputes for a released table and each related table. ``counted``: the table of rows with their
+    counts ``__w`` that ``table`` repeats (:func:`released_values_digest` checked that they add up to its ``rows``):
+    the digest is read from it."""
     import duckdb
 
     from ..common.sqlbuild import render
@@ -271,8 +314,10 @@ def table_content(con: Any, table: Any, columns: list[str], types: dict[str, str
         raise PolicyError(f"column {variant[0]!r} is of type {types[variant[0]]}: a VARIANT's values change type "
                           "without changing their text, so anon_sql cannot record what it releases (nor export it); "
                           "cast the column to JSON or VARCHAR in a view of the source, or leave it out")
-    rows = int(con.execute(render(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))).fetchall()[0][0])
-    found = str(con.execute(render(content_digest_query(table, columns, types))).fetchall()[0][0])
+    rows = _rows_of(con, table) if rows is None else rows
+    query = (content_digest_query(counted, columns, types, weight=WEIGHT) if counted is not None
+             else content_digest_query(table, columns, types))
+    found = str(con.execute(render(query)).fetchall()[0][0])
     return {"hash": found, "kind": CONTENT_SHA256_COUNTED, "rows": rows, "columns": list(columns),
             "duckdb": duckdb.__version__}
 

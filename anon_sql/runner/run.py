@@ -170,13 +170,14 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
             if dry_run:
                 engine.rollback()
                 return rel
-            tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source),
-                 rows=compiled.counted_rows if compiled.written else None, people=compiled.people)
             if engine.name == "duckdb":   # the table as released: each QI's values with their rows, which check
-                values = released_values_digest(engine.con, names.table, list(r.policy.quasi),
-                                                noise_flag_of(policy))   # (M9, M15)
+                values = released_values_digest(   # (M9, M15), read from the rows it was written from
+                    engine.con, names.table, list(r.policy.quasi), noise_flag_of(policy),
+                    counted=compiled.counted_rows if compiled.written else None)
                 if values is not None:
                     rel.info["released_values"] = values
+            tidy(engine, names, session_bound=udf is not None or engine.session_bound(r.source),
+                 rows=compiled.counted_rows if compiled.written else None, people=compiled.people)
             rel.recorded = engine.record(rel, plan, r.source.label)
             recreate_indexes(engine.con, r.policy.name, indexes)
             if before_commit is not None:

@@ -1,5 +1,5 @@
-"""A DuckDB Mondrian release with a privacy unit (issue 24.6): its table written in one statement from the source's
-rows counted per (QI tuple, other columns) with no session table of groups, ``__assignment`` read from base counts
+"""A DuckDB Mondrian release with a privacy unit (issue 24.6): its table written from the source's rows counted per
+(QI tuple, other columns) — a session table of groups that the recorded digests read too —, ``__assignment`` read from base counts
 that are already one row per (person, QI tuple), and the unit profile read by a distinct count. Against a pandas
 oracle over the source's rows through the plan (``__source`` and ``__assignment``): each class's people, a person's
 rows all in one class, the released QI values covering every row of the class's people, the released rows the
@@ -73,7 +73,7 @@ def test_mondrian_classes_count_people_and_cover_their_rows(people, sensitive):
         assert "reconciliation" not in str(err)   # the table always holds the rows of the people counted
         return   # refusals are tested elsewhere
     sql = "\n".join(rel.sql)
-    assert "__people" in sql and '"mw__rows"' not in sql        # the path under test: no session table of groups
+    assert "__people" in sql and '"mw__rows"' in sql            # the path under test: people counted from base
     src = con.execute("SELECT s.__unit AS pid, s.age, s.sex, s.dx, s.note, a.ec_id FROM anon_work.mw__source AS s "
                       "JOIN anon_work.mw__assignment AS a USING (__row)").df()
     assert len(src) == len(rows)                               # every source row has one class
@@ -142,9 +142,9 @@ def duckdb_table(name: str):
     return exp.Table(this=exp.to_identifier(name))
 
 
-def test_level_release_keeps_its_session_table_free_path():
-    """A level release with a unit is written the same way (one statement, no session table of groups): its rows
-    are pandas' rows of the kept people."""
+def test_level_release_counts_people_from_base():
+    """A level release with a unit is written the same way (from its groups, its people counted in the base
+    counts): its rows are pandas' rows of the kept people."""
     con = duckdb.connect()
     anon_sql.install(con)
     rows = [(p, 20 + p % 7, "FM"[p % 2], "ab"[v % 2], "x") for p in range(30) for v in range(1 + p % 3)]
@@ -153,7 +153,7 @@ def test_level_release_keeps_its_session_table_free_path():
     policy.update(method="levels", method_params={"levels": {"age": 1, "sex": 1}})
     rel = anon_sql.release(con, policy)
     sql = "\n".join(rel.sql)
-    assert "__people" in sql and '"lv__rows"' not in sql
+    assert "__people" in sql and '"lv__rows"' in sql
     assert con.execute("SELECT COUNT(*) FROM lv").fetchall()[0][0] == len(rows)
     assert rel.info["people"] == {"in": 30, "released": 30, "suppressed": 0}
 
