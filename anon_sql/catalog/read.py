@@ -42,13 +42,6 @@ def is_installed(con: Any) -> bool:
     return bool(rows[0][0])
 
 
-def is_read_only(con: Any) -> bool:
-    """Is the current database attached read-only (``--read-only``, ``read_only=True``)? A statement that writes
-    is refused in one line before it runs, instead of DuckDB's raw error (hostile rounds 15 and 17, E50, X08)."""
-    return bool(con.execute("SELECT readonly FROM duckdb_databases() WHERE database_name = current_database()"
-                            ).fetchall()[0][0])
-
-
 def forget_installed(con: Any) -> None:
     """Forget that :func:`is_installed` found ``con``'s catalog: a rolled-back transaction installed it."""
     known = _INSTALLED.get()

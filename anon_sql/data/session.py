@@ -142,3 +142,10 @@ def changed_settings(con: duckdb.DuckDBPyConnection, zone: bool = True) -> list[
         elif name in defaults and not _tuning(name) and value != defaults[name]:
             found.append(f"{name} = {value!r} (default {defaults[name]!r})")
     return found
+
+
+def is_read_only(con: duckdb.DuckDBPyConnection) -> bool:
+    """Is the current database attached read-only (``--read-only``, ``read_only=True``)? A statement that writes
+    is refused in one line before it runs, instead of DuckDB's raw error (hostile rounds 15 and 17, E50, X08)."""
+    return bool(con.execute("SELECT readonly FROM duckdb_databases() WHERE database_name = current_database()"
+                            ).fetchall()[0][0])

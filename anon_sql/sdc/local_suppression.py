@@ -20,7 +20,8 @@ import pandas as pd
 from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
-from .sqlparts import claim_output, execute_tree, fill, ident, mark_output, render, store_frame, table_or_subquery
+from .sqlparts import (claim_output, create_output, execute_tree, fill, ident, mark_output, render, store_frame,
+                       table_or_subquery)
 from ..common.sqlbuild import scratch_name
 
 SUPPRESSED = -1  # the code of a suppressed (NULL) cell
@@ -171,8 +172,7 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
     quasi = list(quasi)
     source_name = source.name if isinstance(source, exp.Table) else str(source)
     output = output or f"{source_name}__suppressed"
-    if not temporary:
-        claim_output(con, output, "local_suppression")
+    claim_output(con, output, "local_suppression", temporary)
     rel = con.sql(render(fill("SELECT * FROM __s", tables={"__s": source})))
     columns = list(rel.columns)
     validate_local_suppression(quasi, k, importance, columns)
@@ -211,8 +211,7 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
                         for c in code_names])
         q = exp.select(*projections).from_(exp.alias_(table_or_subquery(coded), "s", table=True)).join(
             exp.alias_(table_or_subquery(mapping), "m", table=True), on=on, join_type="left")
-        temp = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
-        execute_tree(con, exp.Create(this=table_or_subquery(output), kind="TABLE", replace=True, expression=q, properties=temp))
+        create_output(con, output, q, temporary)
         if not temporary:
             mark_output(con, output)
         return result

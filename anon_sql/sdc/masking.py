@@ -14,7 +14,7 @@ from sqlglot import exp
 from anon_sql.errors import PolicyError
 
 from .portable import hex_fraction, keyed_digest
-from .sqlparts import call, col, ident, lit, render, table_or_subquery
+from .sqlparts import call, claim_output, col, create_output, ident, lit, render, table_or_subquery
 from ..common.sqlbuild import registered_frame, scratch_name
 
 if TYPE_CHECKING:                # pandas is loaded by the fake mask only: `anon-sql check` reads masking_sql()
@@ -253,12 +253,11 @@ def fake_mapping(con: duckdb.DuckDBPyConnection, source: str | exp.Table, column
     (seed, value) — the same person keeps the same fake name everywhere, in every release with that seed.
     ``consistent = false``: a pool (slot, fake) of as many fakes as there are distinct values; rows draw a slot."""
     _provider(spec.get("locale", "en_US"), spec.get("provider"))   # refuse a bad provider before reading anything
+    claim_output(con, mapping_table, "fake_select", temporary=True)   # never a user's table (round 20, M55)
     values = [r[0] for r in con.execute(render(fake_sources_query(source, column))).fetchall()]
     frame = fake_frame(values, spec, seed)
     with registered_frame(con, frame, "__anon_fake_frame") as view:
-        con.execute(render(exp.Create(this=exp.Table(this=ident(mapping_table)), kind="TABLE", replace=True,
-                                      properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
-                                      expression=exp.select("*").from_(table_or_subquery(view)))))
+        create_output(con, mapping_table, exp.select("*").from_(table_or_subquery(view)), temporary=True)
     return frame
 
 

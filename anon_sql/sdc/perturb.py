@@ -19,7 +19,8 @@ from sqlglot import exp
 from ..common.columns import is_numeric
 from ..errors import PolicyError
 from . import microaggregation, pram
-from .sqlparts import claim_output, execute_tree, fill, ident, mark_output, render, store_frame, table_or_subquery
+from .sqlparts import (claim_output, create_output, execute_tree, fill, ident, mark_output, render, store_frame,
+                       table_or_subquery)
 from ..common.sqlbuild import scratch_name
 
 KINDS: dict[str, dict[str, Any]] = {
@@ -198,8 +199,7 @@ seed ⇒ same output."""
         raise PolicyError(f"seed = {seed!r} must be an integer >= 0")
     source_name = table_name.name if isinstance(table_name, exp.Table) else str(table_name)
     output = output or f"{source_name}__perturbed"
-    if not temporary:
-        claim_output(con, output, "perturb")
+    claim_output(con, output, "perturb", temporary)
     columns, types = _describe(con, table_name)
     if ROW in columns or (row_id is not None and row_id in columns):
         raise PolicyError(f"the source already has a column named {row_id or ROW!r}; rename it or pick another row_id")
@@ -251,8 +251,7 @@ seed ⇒ same output."""
         for t in joins:
             q = q.join(exp.alias_(table_or_subquery(t), alias[t], table=True), using=[ident(ROW)], join_type="left")
         q = q.order_by(exp.column(ROW, table="w", quoted=True))
-        temp = exp.Properties(expressions=[exp.TemporaryProperty()]) if temporary else None
-        execute_tree(con, exp.Create(this=table_or_subquery(output), kind="TABLE", replace=True, expression=q, properties=temp))
+        create_output(con, output, q, temporary)
         if not temporary:
             mark_output(con, output)
     finally:

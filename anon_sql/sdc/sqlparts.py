@@ -8,6 +8,7 @@ import sqlglot
 from sqlglot import exp
 
 from ..common.sqlbuild import col, create_from_frame, func, ident, lit, render, table as table_ref
+from ..data.session import is_read_only
 
 DIALECT = "duckdb"
 call = func   # a (schema-qualified) function or macro call
@@ -80,17 +81,61 @@ _EXISTING = ("SELECT 'table', comment FROM duckdb_tables() WHERE database_name =
              "schema_name = current_schema() AND lower(view_name) = lower($n)")
 
 
-def claim_output(con, output: str, what: str) -> None:
-    """Refuse (:class:`~anon_sql.errors.PolicyError`, exit 2) to write ``output`` over a table or view of that name
-    that no SDC function wrote (hostile round 19, M52: the default ``<table>__perturbed`` replaced a user's table)."""
+_TEMP_NAMED = ("SELECT 'TEMP table' FROM duckdb_tables() WHERE temporary AND lower(table_name) = lower($n) UNION ALL "
+               "SELECT 'TEMP view' FROM duckdb_views() WHERE temporary AND NOT internal AND lower(view_name) = lower($n)")
+_HERE = "SELECT current_database(), current_schema()"
+
+
+def claim_output(con, output: str, what: str, temporary: bool = False) -> None:
+    """Refuse (:class:`~anon_sql.errors.PolicyError`, exit 2) to write ``output`` where it would replace or hide an
+    object no SDC function wrote: a table or view of that name in the current schema that does not carry the mark
+    (hostile round 19, M52), and any TEMP table or view of that name in the session — a TEMP output would replace it,
+    and a persistent one would be hidden behind it, its mark landing on the user's object (round 20, M54, M55). A
+    name with a dot, a TEMP output named like a table or view of the current schema (it would hide it), and a
+    persistent output on a read-only database are refused too (round 20, S19, S16, R01)."""
     from ..errors import PolicyError
 
-    for kind, comment in con.execute(_EXISTING, {"n": str(output)}).fetchall():
+    name = str(output)
+    if not name or "." in name:
+        raise PolicyError(f"{what}: output {name!r} must be a bare table name (it is written to the current schema"
+                          f"{'' if not temporary else ' of the session TEMP tables'}): pass output='name'")
+    for (kind,) in con.execute(_TEMP_NAMED, {"n": name}).fetchall():
+        effect = ("it never replaces one" if temporary else
+                  "the output would be hidden behind it for this session")
+        raise PolicyError(f"{what}: output {name!r} is the name of a {kind} of this session that {what} did not "
+                          f"create; {effect}: pass another output=, or drop that one first")
+    if temporary:   # a TEMP table would hide a table or view of the current schema for the session (round 20, S16)
+        for kind, _ in con.execute(_EXISTING, {"n": name}).fetchall():
+            raise PolicyError(f"{what}: output {name!r} is the name of a {kind} of this database; a TEMP table of "
+                              "that name would hide it for this session: pass another name")
+        return
+    if is_read_only(con):
+        raise PolicyError(f"{what} writes table {name!r}, and the database is open read-only; nothing was done: open "
+                          "it read-write")
+    for kind, comment in con.execute(_EXISTING, {"n": name}).fetchall():
         if kind != "table" or comment != SDC_OUTPUT_MARK:
-            raise PolicyError(f"{what}: output {str(output)!r} is an existing {kind} that {what} did not write; it "
+            raise PolicyError(f"{what}: output {name!r} is an existing {kind} that {what} did not write; it "
                               "never replaces one: pass another output=, or drop that one first")
 
 
+def output_table(con, output: str) -> exp.Table:
+    """Where an SDC function writes a persistent ``output``, by its whole name: the current database and schema —
+    the place :func:`claim_output` looked (an unqualified name resolves to a TEMP object first: round 20, M54)."""
+    database, schema = con.execute(_HERE).fetchall()[0]
+    return exp.Table(this=ident(output), db=ident(schema), catalog=ident(database))
+
+
+def create_output(con, output: str, query: exp.Expression, temporary: bool = False) -> None:
+    """``CREATE OR REPLACE [TEMP] TABLE output AS query``, after :func:`claim_output`: a TEMP table of the session,
+    or a table at :func:`output_table`."""
+    if temporary:
+        execute_tree(con, exp.Create(this=exp.Table(this=ident(output)), kind="TABLE", replace=True, expression=query,
+                                     properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
+    else:
+        execute_tree(con, exp.Create(this=output_table(con, output), kind="TABLE", replace=True, expression=query))
+
+
 def mark_output(con, output: str) -> None:
-    """Mark ``output`` as an SDC function's (a table comment), so that a later call may replace it."""
-    execute_tree(con, exp.Comment(this=table_or_subquery(output), kind="TABLE", expression=lit(SDC_OUTPUT_MARK)))
+    """Mark ``output`` (in the current database and schema) as an SDC function's (a table comment), so that a later
+    call may replace it."""
+    execute_tree(con, exp.Comment(this=output_table(con, output), kind="TABLE", expression=lit(SDC_OUTPUT_MARK)))

@@ -34,7 +34,7 @@ import pandas as pd
 import sqlglot
 
 from ..catalog import store as catalog
-from ..catalog.read import is_read_only
+from ..data.session import is_read_only
 from ..errors import (AnonSQLError, PolicyError, PrivacyRequirementError, SourceError, StatementError,
                       is_environment)
 from ..common.wording import counted
