@@ -93,11 +93,13 @@ def owned(con: Any, release: str, has_table: bool | None = None) -> dict[tuple[s
 
 
 def mismatches(con: Any, release: str, comments: dict[tuple[str | None, str], str | None] | None = None,
-               has_owned: bool | None = None, related: Sequence[str] = ()) -> dict[tuple[str | None, str], str]:
+               has_owned: bool | None = None, related: Sequence[str] = (), marker_only: bool = False
+               ) -> dict[tuple[str | None, str], str]:
     """Each table named like one release ``release`` wrote that is not the one it wrote, with why: (schema, name)
     → reason. Tables that do not exist, and releases recorded before identities (the name decides), give none.
     ``comments`` / ``has_owned``: what the caller's catalog scan already read (:func:`seen`, :func:`owned`);
-    ``related``: the names of the release's related tables, checked too."""
+    ``related``: the names of the release's related tables, checked too; ``marker_only``: only tables that are not
+    the object anon_sql wrote at all (its marker gone), not ones whose columns were altered since."""
     recorded = owned(con, release, has_owned)
     if not recorded:
         return {}
@@ -109,7 +111,7 @@ def mismatches(con: Any, release: str, comments: dict[tuple[str | None, str], st
         if now.comment != row["marker"]:
             out[key] = ("it does not carry the marker anon_sql wrote on it (its comment is "
                         f"{now.comment!r}): it was dropped and created again, not by anon_sql")
-        elif now.fingerprint != row["fingerprint"]:
+        elif now.fingerprint != row["fingerprint"] and not marker_only:
             out[key] = "its columns or their types changed since anon_sql wrote it"
     return out
 

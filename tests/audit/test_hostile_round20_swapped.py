@@ -1,0 +1,42 @@
+"""Hostile round 20, U05 / U06: a release's table dropped (here renamed away) and a table of the user's created under
+its name. ``check`` reached DuckDB's binder (exit 1, "internal error") and export gave its raw Binder Error; now
+check fails one ``table`` row naming why (exit 3), export refuses in one line (exit 2) and writes nothing, and the
+table put back passes again."""
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import anon_sql
+from anon_sql.errors import SourceError
+
+
+POLICY = {"name": "rel", "source": "t", "method": "levels", "method_params": {"levels": {"age": 1}},
+          "attributes": {"age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [10, 100]}},
+                         "dx": {"role": "insensitive"}},
+          "privacy": {"k": 2}}
+
+
+@pytest.fixture
+def con(monkeypatch, tmp_path):
+    monkeypatch.setenv("ANON_SQL_CACHE", "off")
+    c = duckdb.connect()
+    c.execute("CREATE TABLE t AS SELECT 20 + range % 30 AS age, 'd' || (range % 4) AS dx FROM range(200)")
+    anon_sql.release(c, POLICY)
+    return c
+
+
+@pytest.mark.parametrize("same_columns", [False, True])
+def test_check_and_export_of_a_swapped_table(con, tmp_path, same_columns):
+    con.execute("ALTER TABLE rel RENAME TO rel_kept")
+    con.execute("CREATE TABLE rel AS SELECT * FROM rel_kept" if same_columns else "CREATE TABLE rel AS SELECT 1 AS x")
+    found = anon_sql.check(con, "rel")
+    assert list(found["check"]) == ["table"] and not found["passed"].any()
+    assert "not the table anon_sql released" in found["message"].iloc[0]
+    target = tmp_path / "out.parquet"
+    with pytest.raises(SourceError, match="not the table anon_sql released"):
+        anon_sql.export(con, "rel", str(target))
+    assert not target.exists()
+    con.execute("DROP TABLE rel")
+    con.execute("ALTER TABLE rel_kept RENAME TO rel")   # the released table back: it passes
+    assert anon_sql.check(con, "rel")["passed"].all()
