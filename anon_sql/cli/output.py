@@ -59,6 +59,10 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
                               f"there would replace it; give {option} another file")
     if real.is_dir():
         raise TargetError(f"{option} {target!r} is a folder; give {option} a file path")
+    if path.is_symlink() and not path.exists():   # a dangling link: writing creates the file it points to, elsewhere
+        raise TargetError(f"{option} {target!r} is a symbolic link to a file that does not exist "
+                          f"({os.readlink(path)!r}): anon_sql does not write through it; give {option} another file "
+                          "(hostile round 21, W47b)")
     kind = _data_file_kind(real)
     if kind:
         raise TargetError(f"{option} {target!r} is an existing {kind} file: anon_sql writes its output over a file of "

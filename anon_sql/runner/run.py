@@ -22,7 +22,7 @@ from ..engines import DuckDBEngine, Engine
 from ..methods import dp_search
 from ..errors import PrivacyRequirementError
 from ..common.columns import SIZE
-from ..data.source import Source, refuse_reserved_temp
+from ..data.source import Source, refuse_reserved_temp, refuse_temp_shadows
 from ..policy.model import Policy, coerce_policy
 from .result import Release
 from .materialize import check_target, create_source_view, materialize, tidy
@@ -50,7 +50,12 @@ def release_on(engine: Engine, policy: Policy | dict | str, *, replace: bool = F
     if engine.name == "duckdb":   # the compiled SQL calls anon.* macros and built-ins a macro may shadow (round 8, M4)
         refuse_untrusted_macros(engine.con, "a release")
         if before_commit is None:   # (a statement checks before its snapshot of the previous version)
-            refuse_reserved_temp(engine.con, coerce_policy(policy).name, "a release")
+            declared = coerce_policy(policy)
+            refuse_reserved_temp(engine.con, declared.name, "a release")
+            # a TEMP object named like the table (or a related table) the release writes would be what its SQL reads
+            # and deletes from (hostile round 21, W31: DuckDB's raw errors; the statements refuse it already)
+            refuse_temp_shadows(engine.con, [declared.name, *(f"{declared.name}_{r}" for r in declared.related or {})],
+                                f"release {declared.name!r}")
     with probed_once():    # the catalog is probed once per release, not once per stage that reads it
         with engine.stage("prepare"):
             resolved = resolve_release(engine, policy, source, base=True)

@@ -98,7 +98,8 @@ def claim_output(con, output: str, what: str, temporary: bool = False) -> None:
     name = str(output)
     if not name or "." in name:
         raise PolicyError(f"{what}: output {name!r} must be a bare table name (it is written to the current schema"
-                          f"{'' if not temporary else ' of the session TEMP tables'}): pass output='name'")
+                          f"{'' if not temporary else ' of the session TEMP tables'}; without output=, it is the "
+                          "source's name and a suffix): pass output='name'")
     for (kind,) in con.execute(_TEMP_NAMED, {"n": name}).fetchall():
         effect = ("it never replaces one" if temporary else
                   "the output would be hidden behind it for this session")

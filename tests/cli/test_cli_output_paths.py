@@ -85,6 +85,14 @@ def test_a_symlink_to_the_database_is_refused(work):
     refused(work, ["check", "lv", *DB, "--json", "link.json"])
 
 
+def test_a_dangling_symlink_is_not_written_through(work):
+    """Hostile round 21, W47b: ``--json`` given a link to a file that does not exist wrote that file elsewhere."""
+    (work / "elsewhere").mkdir()
+    (work / "dangling.json").symlink_to(work / "elsewhere" / "made.json")
+    refused(work, ["check", "lv", *DB, "--json", "dangling.json"])
+    assert not (work / "elsewhere" / "made.json").exists() and (work / "dangling.json").is_symlink()
+
+
 def test_a_shared_duckdb_file_or_a_parquet_file_is_refused(work):                               # AS10h
     refused(work, ["check", "lv", *DB, "--json", "lv.duckdb"], guarded="lv.duckdb")
     assert CliRunner().invoke(main, ["export", "lv", *DB, "--to", "lv.parquet"]).exit_code == 0
