@@ -86,14 +86,23 @@ class MondrianResult:
 
 
 WIDTHS = ("leaves", "distinct", "mixed")
-_DENSE_CELLS = 20_000_000
+_DENSE_CELLS = 20_000_000   # the largest dense (segment × value) histogram, in cells
+_DENSE_PER_ROW = 4          # and at most this many cells per row it counts (at least _DENSE_MIN)
+_DENSE_MIN = 65_536
+
+
+def _dense(cells: int, rows: int) -> bool:
+    """Count per segment with a dense (segment × value) histogram rather than by sorting the rows: when the
+    histogram is small, and not much larger than the rows it counts — a 20M-cell histogram over 31,500 QI tuples cost
+    0.8 s of a 1M-people partition that sorting does in 0.07 s (issue 29). Both give the same counts."""
+    return cells <= min(_DENSE_CELLS, max(_DENSE_PER_ROW * rows, _DENSE_MIN))
 
 
 def _distinct(order: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Distinct values per segment of a (segment-grouped) code array."""
     seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
     span = int(order.max()) + 1 if len(order) else 1
-    if len(starts) * span <= _DENSE_CELLS:
+    if _dense(len(starts) * span, len(order)):
         present = np.bincount(seg * span + order, minlength=len(starts) * span) > 0
         return present.reshape(len(starts), span).sum(axis=1)
     return np.bincount(np.unique(seg * span + order) // span, minlength=len(starts))
@@ -151,7 +160,7 @@ def median_cut(seg: np.ndarray, key: np.ndarray, w: np.ndarray, m: int) -> np.nd
     """Per segment: the key value whose cut (key <= cut | key > cut) splits the weight closest to half (ties: the
     lower cut). Every segment given has at least two distinct keys."""
     kmax = int(key.max()) + 1
-    if m * kmax <= _DENSE_CELLS:   # histogram per segment
+    if _dense(m * kmax, len(key)):   # histogram per segment
         hist = np.bincount(seg * kmax + key, weights=w, minlength=m * kmax).reshape(m, kmax)
         present = np.bincount(seg * kmax + key, minlength=m * kmax).reshape(m, kmax) > 0
         cum = np.cumsum(hist, axis=1)

@@ -164,11 +164,21 @@ def content_digest_query(table: Any, columns: list[str], types: dict[str, str] |
                                   for f in fields])
     hashed = exp.select(exp.alias_(exp.func("MD5", exp.func("TO_JSON", row)), "h")).from_(
         exp.Subquery(this=counted, alias=exp.TableAlias(this=exp.to_identifier("g"))))
-    h = exp.Collate(this=exp.column("h"), expression=exp.var("C"))
-    joined = exp.GroupConcat(this=exp.Order(this=exp.column("h"), expressions=[exp.Ordered(this=h)]),
-                             separator=exp.Literal.string(""))
+    # the sorted hashes concatenated, in 256 buckets by their first two hex digits (each bucket sorted and joined in
+    # parallel, the buckets joined in their order): the very same text as one sorted LISTAGG, whose single ordered
+    # group ran on one thread (a fifth of a 10M-row unit release's digest, issue 24.6)
+    def joined_by(text: str, key: str) -> exp.Expression:   # LISTAGG(text, '' ORDER BY key COLLATE C)
+        order = exp.Ordered(this=exp.Collate(this=exp.column(key), expression=exp.var("C")))
+        return exp.GroupConcat(this=exp.Order(this=exp.column(text), expressions=[order]),
+                               separator=exp.Literal.string(""))
+
+    bucket = exp.Substring(this=exp.column("h"), start=exp.Literal.number(1), length=exp.Literal.number(2))
+    buckets = (exp.select(exp.alias_(bucket, "b"), exp.alias_(joined_by("h", "h"), "s"))
+               .from_(exp.Subquery(this=hashed, alias=exp.TableAlias(this=exp.to_identifier("r"))))
+               .group_by(exp.column("b")))
+    joined = joined_by("s", "b")
     return exp.select(exp.func("SHA256", exp.Coalesce(this=joined, expressions=[exp.Literal.string("")]))).from_(
-        exp.Subquery(this=hashed, alias=exp.TableAlias(this=exp.to_identifier("r"))))
+        exp.Subquery(this=buckets, alias=exp.TableAlias(this=exp.to_identifier("k"))))
 
 
 def released_values_query(table: Any, columns: list[str], weight: str | None = None) -> Any:

@@ -304,3 +304,18 @@ def test_m30_a_variant_column_is_refused_at_release(column):
                             "{'age': 0}}) AS SELECT identifier(pid), quasi(age, taxonomy => {'kind': 'top'}), "
                             f"insensitive({name}) FROM src")
     assert c.execute("SELECT database_name, schema_name, table_name FROM duckdb_tables() ORDER BY ALL").fetchall() == before
+
+
+def test_the_bucketed_digest_is_the_one_sorted_listagg_over_every_bucket():
+    """The digest query joins the sorted md5s in 256 buckets by their first two hex digits (issue 24.6: one ordered
+    group ran on one thread): on a table whose distinct rows fill every bucket, it is the oracle's digest — the same
+    text, not a tree of digests."""
+    from anon_sql.runner.digests import content_digest_query
+
+    with duckdb.connect() as c:
+        c.execute("CREATE TABLE big AS SELECT 'v' || (range % 3000) AS a, range % 7 AS b, NULL::VARCHAR AS c "
+                  "FROM range(9000)")
+        types = {c_: t for c_, t, *_ in c.execute("DESCRIBE big").fetchall()}
+        query = content_digest_query(exp.Table(this=exp.to_identifier("big")), list(types), types)
+        assert c.execute(render(query)).fetchall()[0][0] == oracle_digest(c, "big")   # 9,000 distinct rows: every
+        # one of the 256 buckets holds about 35 of them
