@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..catalog.macro_trust import macro_problems, package_macros
-from ..catalog.read import recorded_release, related_tables, table_columns
+from ..catalog.read import not_released_objects, recorded_release, related_tables, table_columns
 from ..compiler.checks_summary import summary_rows
 from ..errors import PrivacyRequirementError, SourceError
 
@@ -340,6 +340,31 @@ def _recorded_attributes(con: Any, name: str) -> list[dict[str, Any]]:
         return []
 
 
+def released_table_problem(con: Any, name: str, row: dict[str, Any], columns: Sequence[str]) -> str | None:
+    """Why recorded release ``name``'s table cannot be checked as the table anon_sql released, or None: it (or a
+    related table) is not the object anon_sql wrote (:func:`anon_sql.catalog.read.not_released_objects`), or a
+    column the release recorded (``row``'s ``released_values`` types) is gone from ``columns`` — dropped or renamed
+    since (hostile round 22, Y22–Y27: DuckDB's binder error, exit 1). No sqlglot: it runs before a cached program."""
+    problem = not_released_objects(con, name)
+    if problem:
+        return problem
+    try:
+        recorded = json.loads(row.get("released_values") or "{}").get("types") or {}
+    except (TypeError, ValueError, AttributeError):
+        return None   # an unreadable record: the values rows say so
+    gone = [c for c in recorded if c not in set(columns)] if columns else []   # none: bound elsewhere (search_path)
+    if gone:
+        return (f"table {name!r} has lost column {gone[0]!r} of the release (dropped or renamed since anon_sql wrote "
+                "it)")
+    return None
+
+
+def problem_rows(problem: str) -> list[dict[str, Any]]:
+    """The one failing ``table`` row of a release whose table is not the one released (:func:`released_table_problem`)."""
+    return [table_check_row("table", 0, required="the table anon_sql released (its marker and columns)",
+                            message=problem, passed=False)]
+
+
 def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
     """The check rows of recorded release ``name`` from its cached program, or None when there is none (not a
     recorded release, table missing, not compiled before on this machine, or the cache is off): then
@@ -354,6 +379,9 @@ def cached_rows(con: Any, name: str) -> list[dict[str, Any]] | None:
                           "database's object of that name (DuckDB reads the TEMP one first), so anon_sql would work "
                           "on the wrong object; nothing was done: drop or rename the TEMP object (e.g. DROP TABLE "
                           "temp.main.<name>), or run it in another session")
+    problem = released_table_problem(con, name, row, [c for c, _ in described])
+    if problem:   # nothing of a program can be read over another table (hostile round 22, Y66: a cached one passed)
+        return problem_rows(problem)
     try:
         program = load_program(program_digest(name, row, described))
     except (TypeError, ValueError):      # an unreadable stored policy: compiling says what is wrong with it

@@ -48,7 +48,8 @@ _SHARED = "__anon_shared"
 
 def require_recorded(con: duckdb.DuckDBPyConnection, name: str, identity: bool = True) -> dict[str, Any]:
     """The catalog row of release ``name``; :class:`SourceError` when no such release exists in this database, and
-    (``identity``) when its table or a related table is not the one anon_sql wrote (:func:`swapped_tables`)."""
+    (``identity``) when its table or a related table is not the one anon_sql wrote, or has lost a released column
+    (:func:`anon_sql.audit.program.released_table_problem`)."""
     row = catalog.recorded_release(con, name)
     if row is None:
         known = catalog.released_names(con)
@@ -59,26 +60,17 @@ def require_recorded(con: duckdb.DuckDBPyConnection, name: str, identity: bool =
     if not relation_exists(con, exp.Table(this=ident(name))):   # one name, dots and all (issue 28.7)
         raise SourceError(f"release {name!r} is recorded in anon.releases but its table is missing from this "
                           "database; release it again")
-    swapped = swapped_tables(con, name) if identity else None
-    if swapped:
-        raise SourceError(f"release {name!r}: {swapped}; nothing was read: restore the table anon_sql released, or "
+    problem = check_program.released_table_problem(con, name, row, _bound_columns(con, name)) \
+        if identity else None
+    if problem:
+        raise SourceError(f"release {name!r}: {problem}; nothing was read: restore the table anon_sql released, or "
                           "release it again")
     return row
 
 
-def swapped_tables(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
-    """Why the table of release ``name`` (or one of its related tables) is not the object anon_sql wrote at all — its
-    marker is gone (:func:`anon_sql.catalog.identity.mismatches`) —, or None (hostile round 20, U05 / U06: a table
-    the user dropped and created again under the name reached DuckDB's binder, exit 1). A table of anon_sql's whose
-    columns were altered since is checked row by row: its ``types`` / ``values`` / ``contents`` rows fail."""
-    from ..catalog.identity import mismatches
-
-    related = related_tables(con, name)
-    found = mismatches(con, name, related=related, marker_only=True)
-    for key in [(None, name), *((None, r) for r in related)]:
-        if key in found:
-            return f"table {key[1]!r} is not the table anon_sql released: {found[key]}"
-    return None
+def _bound_columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
+    """The columns of the relation ``name`` binds to, as the check program reads it (the ``search_path`` too)."""
+    return [str(r[0]) for r in describe(con, exp.Table(this=ident(name)))]
 
 
 def metadata_table(name: str) -> exp.Table:
@@ -111,10 +103,9 @@ def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, An
     if is_shared(con, name):
         return _recheck_shared(con, name)
     row = require_recorded(con, name, identity=False)   # an unknown release is named before the macros are compared
-    swapped = swapped_tables(con, name)
-    if swapped:   # nothing of the program can be read over another table: one failing row (exit 3)
-        return [check_program.table_check_row("table", 0, required="the table anon_sql released (its marker and "
-                                              "columns)", message=swapped, passed=False)]
+    problem = check_program.released_table_problem(con, name, row, _bound_columns(con, name))
+    if problem:   # nothing of the program can be read over another table: one failing row (exit 3)
+        return check_program.problem_rows(problem)
     check_program.guard_macros(con)
     program, columns, table_rows = _recorded_program(con, name, row, table_checks=True)
     return [*check_program.run_program(con, program, row, columns, table_rows), *_recorded_related_rows(con, name)]

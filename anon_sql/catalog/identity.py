@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from sqlglot import exp
 
 from .names import WORK_SCHEMA, working
+from .read import has_owned_objects
 from ..common.sqlbuild import ident, lit, render
 
 MARKER = "anon_sql release"
@@ -33,8 +34,6 @@ _WHERE = ("database_name = current_database() AND ((schema_name = current_schema
 _COMMENTS = f"SELECT schema_name = $w, table_name, comment FROM duckdb_tables() WHERE {_WHERE}"
 _COLUMNS = (f"SELECT schema_name = $w, table_name, list([column_name, data_type] ORDER BY column_index) "
             f"FROM duckdb_columns() WHERE {_WHERE} GROUP BY ALL")
-_HAS_OWNED = ("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-              "AND schema_name = 'anon' AND table_name = 'owned_objects'")
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ def owned(con: Any, release: str, has_table: bool | None = None) -> dict[tuple[s
     """The ``anon.owned_objects`` rows of ``release``, by (schema, name); empty when none is recorded (a catalog
     from before issue 28). ``has_table``: whether ``anon.owned_objects`` exists, when the caller knows."""
     if has_table is None:
-        has_table = bool(con.execute(_HAS_OWNED).fetchall()[0][0])
+        has_table = has_owned_objects(con)
     if not has_table:
         return {}
     cur = con.execute("SELECT * FROM anon.owned_objects WHERE release = ?", [release])
@@ -93,13 +92,11 @@ def owned(con: Any, release: str, has_table: bool | None = None) -> dict[tuple[s
 
 
 def mismatches(con: Any, release: str, comments: dict[tuple[str | None, str], str | None] | None = None,
-               has_owned: bool | None = None, related: Sequence[str] = (), marker_only: bool = False
-               ) -> dict[tuple[str | None, str], str]:
+               has_owned: bool | None = None, related: Sequence[str] = ()) -> dict[tuple[str | None, str], str]:
     """Each table named like one release ``release`` wrote that is not the one it wrote, with why: (schema, name)
     → reason. Tables that do not exist, and releases recorded before identities (the name decides), give none.
     ``comments`` / ``has_owned``: what the caller's catalog scan already read (:func:`seen`, :func:`owned`);
-    ``related``: the names of the release's related tables, checked too; ``marker_only``: only tables that are not
-    the object anon_sql wrote at all (its marker gone), not ones whose columns were altered since."""
+    ``related``: the names of the release's related tables, checked too."""
     recorded = owned(con, release, has_owned)
     if not recorded:
         return {}
@@ -111,7 +108,7 @@ def mismatches(con: Any, release: str, comments: dict[tuple[str | None, str], st
         if now.comment != row["marker"]:
             out[key] = ("it does not carry the marker anon_sql wrote on it (its comment is "
                         f"{now.comment!r}): it was dropped and created again, not by anon_sql")
-        elif now.fingerprint != row["fingerprint"] and not marker_only:
+        elif now.fingerprint != row["fingerprint"]:
             out[key] = "its columns or their types changed since anon_sql wrote it"
     return out
 
@@ -149,7 +146,7 @@ def mark(con: Any, release: str, related: Sequence[str] = ()) -> list[tuple[str,
 
 def forget_identity(con: Any, release: str) -> None:
     """Delete the identity rows of ``release`` (DROP ANONYMIZED VIEW, inside its transaction)."""
-    if con.execute(_HAS_OWNED).fetchall()[0][0]:
+    if has_owned_objects(con):
         con.execute(render(exp.delete(OWNED.copy(), where=exp.EQ(this=exp.column("release"),
                                                                    expression=lit(release)))))
 

@@ -42,6 +42,40 @@ def is_installed(con: Any) -> bool:
     return bool(rows[0][0])
 
 
+_HAS_OWNED = ("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+              "AND schema_name = 'anon' AND table_name = 'owned_objects'")
+# the release's own objects ($n: its table and related tables, current schema) recorded in anon.owned_objects that
+# are now a table without the marker anon_sql wrote on it, or a view
+_UNMARKED = ("SELECT t.table_name, 'table' FROM duckdb_tables() t JOIN anon.owned_objects o ON o.release = $r AND "
+             "o.schema_name IS NULL AND o.object = t.table_name WHERE t.database_name = current_database() AND "
+             "t.schema_name = current_schema() AND list_contains($n, t.table_name) AND t.comment IS DISTINCT FROM "
+             "o.marker UNION ALL SELECT v.view_name, 'view' FROM duckdb_views() v JOIN anon.owned_objects o ON "
+             "o.release = $r AND o.schema_name IS NULL AND o.object = v.view_name WHERE v.database_name = "
+             "current_database() AND v.schema_name = current_schema() AND NOT v.internal AND list_contains($n, "
+             "v.view_name) ORDER BY 1")
+
+
+def has_owned_objects(con: Any) -> bool:
+    """Does the catalog record what anon_sql created (``anon.owned_objects``, issue 28)?"""
+    return bool(con.execute(_HAS_OWNED).fetchall()[0][0])
+
+
+def not_released_objects(con: Any, name: str) -> str | None:
+    """Why the table of release ``name`` (or one of its related tables) is not the object anon_sql wrote — it no
+    longer carries the marker (dropped and created again by someone else) or a view stands in its place —, or None;
+    None too for a catalog from before ownership was recorded. Constant SQL (``anon-sql check`` runs it before a
+    cached program: hostile round 22, Y62–Y66b; rounds 20 and 22, U05 / U06 / Y29)."""
+    if not has_owned_objects(con):
+        return None
+    found = con.execute(_UNMARKED, {"r": name, "n": [name, *related_tables(con, name)]}).fetchall()
+    if not found:
+        return None
+    table, kind = found[0]
+    why = ("a view stands under its name" if kind == "view" else
+           "it does not carry the marker anon_sql wrote on it: it was dropped and created again, not by anon_sql")
+    return f"table {table!r} is not the table anon_sql released ({why})"
+
+
 def forget_installed(con: Any) -> None:
     """Forget that :func:`is_installed` found ``con``'s catalog: a rolled-back transaction installed it."""
     known = _INSTALLED.get()
@@ -87,4 +121,5 @@ def table_columns(con: Any, name: str) -> list[tuple[str, str]]:
 
 
 __all__ = ["is_installed", "probed_once", "forget_installed", "recorded_release", "related_tables",
+           "has_owned_objects", "not_released_objects",
            "table_columns"]

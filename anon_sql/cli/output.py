@@ -40,7 +40,7 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
     it is empty (hostile rounds 12 and 13, M26 / M31) — the shell's history too (round 14, M34: readline wrote a
     user's 3,001-line CSV back as its last 1,000 lines)."""
     path = Path(os.path.expanduser(target))
-    real = path.resolve()
+    real = _resolved(option, target)
     guarded = dict(inputs or {})
     if db:
         guarded.setdefault("--db", db)
@@ -48,9 +48,10 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
         if not given:
             continue
         given_path = Path(given).expanduser()
-        names = {given_path.resolve()}
+        names = {_resolved_or_absolute(given_path)}
         if spelled == "--db":     # DuckDB's write-ahead log: the path as given (or as resolved) plus ".wal"
-            names |= {Path(f"{given_path}.wal").resolve(), Path(f"{given_path.resolve()}.wal")}
+            names |= {_resolved_or_absolute(Path(f"{given_path}.wal")),
+                      Path(f"{_resolved_or_absolute(given_path)}.wal")}
         if real in names or any(_same_file(path, n) for n in names):
             what = "the database" if spelled == "--db" else "the input"
             wal = " (its write-ahead log)" if real.name.endswith(".wal") and spelled == "--db" else ""
@@ -73,6 +74,23 @@ def output_target(option: str, target: str, db: str | None = None, inputs: dict[
                           f"file such as a JSON or CSV source, a text); give {option} another file (or remove that "
                           "one first)")
     return path
+
+
+def _resolved(option: str, target: str) -> Path:
+    """An output path with every link followed; a loop of links is refused (hostile round 22, Y36: a traceback)."""
+    try:
+        return Path(os.path.expanduser(target)).resolve()
+    except (RuntimeError, OSError) as err:
+        raise TargetError(f"{option} {target!r} cannot be followed to a file ({err}); give {option} another file"
+                          ) from None
+
+
+def _resolved_or_absolute(path: Path) -> Path:
+    """An input path with every link followed, or as it stands where it cannot be (a loop: it names no file)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        return path.absolute()
 
 
 def state_folder() -> Path:
@@ -331,10 +349,10 @@ _OTHER_OUTPUTS = {"html_path": "--html", "csv_path": "--csv", "history": "--hist
 def _one_file_per_output(params: dict[str, Any], json_target: str) -> None:
     """Refuse ``--json F`` beside another output option naming the same file: the second write would replace the
     first without a word (hostile round 14, O07: ``report --json same.out --html same.out``)."""
-    json_path = Path(os.path.expanduser(json_target)).resolve()
+    json_path = _resolved("--json", json_target)
     for name, spelled in _OTHER_OUTPUTS.items():
         other = params.get(name)
-        if isinstance(other, str) and other != "-" and Path(os.path.expanduser(other)).resolve() == json_path:
+        if isinstance(other, str) and other != "-" and _resolved(spelled, other) == json_path:
             raise TargetError(f"--json {json_target!r} and {spelled} {other!r} are the same file: one output would "
                               f"replace the other; give --json or {spelled} another file")
 

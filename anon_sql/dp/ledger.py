@@ -18,7 +18,7 @@ from sqlglot import exp
 from anon_sql.catalog import owned_rows
 from anon_sql.common.wording import counted
 from anon_sql.data.session import is_read_only
-from anon_sql.data.source import refuse_temp_shadows, view_foreign_reads, view_input_shadows
+from anon_sql.data.source import refuse_temp_shadows, temp_shadows, view_foreign_reads, view_input_shadows
 from anon_sql.errors import PolicyError, PrivacyRequirementError, ResourceError, SourceError
 
 __all__ = ["Budget", "ensure_ledger", "create_budget", "show_budgets", "drop_budget", "active_budget",
@@ -171,6 +171,10 @@ def resolve_table(con: duckdb.DuckDBPyConnection, table: str | exp.Table) -> tup
         "ORDER BY table_schema = current_schema() DESC, table_schema",
         [node.name, schema, schema]).fetchall()
     if not rows:
+        if temp_shadows(con, [node.name]):   # a TEMP object of the session (hostile round 22, Y46: "not found")
+            raise SourceError(f"{node.sql(dialect='duckdb')} is a TEMP table or view of this session: a privacy "
+                              "budget belongs to a table or view stored in the database; store it, or budget the "
+                              "table it reads")
         raise SourceError(f"table {node.sql(dialect='duckdb')} not found: create it first or check the name")
     schema_name, table_name = rows[0]
     # a TEMP table or view of that name is what the query's SQL would read (round 10, M12: a TEMP view renumbering

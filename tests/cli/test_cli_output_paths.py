@@ -93,6 +93,16 @@ def test_a_dangling_symlink_is_not_written_through(work):
     assert not (work / "elsewhere" / "made.json").exists() and (work / "dangling.json").is_symlink()
 
 
+@pytest.mark.parametrize("option", ["--json", "--html"])
+def test_a_loop_of_symlinks_is_refused_in_one_line(work, option):
+    """Hostile round 22, Y36 / Y36b: a RuntimeError traceback (exit 1) from following the links."""
+    (work / "loop1.out").symlink_to(work / "loop2.out")
+    (work / "loop2.out").symlink_to(work / "loop1.out")
+    args = ["check", "lv", *DB, "--json", "loop1.out"] if option == "--json" else \
+        ["report", "lv", *DB, "--html", "loop1.out"]
+    refused(work, args, says=option)
+
+
 def test_a_shared_duckdb_file_or_a_parquet_file_is_refused(work):                               # AS10h
     refused(work, ["check", "lv", *DB, "--json", "lv.duckdb"], guarded="lv.duckdb")
     assert CliRunner().invoke(main, ["export", "lv", *DB, "--to", "lv.parquet"]).exit_code == 0
