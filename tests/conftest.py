@@ -64,9 +64,13 @@ def check_cache(tmp_path_factory):
 # one place (each module used to ask for its own with getOrCreate, the last call's settings winning). Settings for
 # tests on small data: one shuffle partition (a job over a few thousand rows is all task overhead), no UI, the JVM's
 # quick JIT only (-XX:TieredStopAtLevel=1: a test JVM lives minutes, and C2's compiling cost more CPU than it saved);
-# 4 GB of driver memory for the opt-in 1M-row runs (Mondrian there ran out of Spark's default 1 GB). docs/testing.md
-# has the measurements. ANON_SQL_TEST_SPARK_CONF (JSON, a test-only hook) adds or overrides settings, to measure another choice.
-SPARK_TEST_CONF = {"spark.driver.memory": "4g", "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+# 4 GB of driver memory for the opt-in 1M-row runs (Mondrian there ran out of Spark's default 1 GB); a 256 MB code
+# cache: with the quick JIT alone the JVM's default is 48 MB, and one worker's session compiling every test's generated
+# classes filled it ("CodeCache is full", then VirtualMachineError and a dead gateway for every later Spark test: CI,
+# session 17). docs/testing.md has the measurements. ANON_SQL_TEST_SPARK_CONF (JSON, a test-only hook) adds or
+# overrides settings, to measure another choice.
+SPARK_TEST_CONF = {"spark.driver.memory": "4g",
+                   "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"}
 SPARK_TEST_SHUFFLE_PARTITIONS = 1
 
 
