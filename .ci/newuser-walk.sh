@@ -124,4 +124,26 @@ sed 's/^name = "visits_k5"/name = "visits_k5"/' visits.toml > /dev/null
 printf "CREATE ANONYMIZED VIEW IF NOT EXISTS visits_k5 WITH (method = 'optimal', seed = 0, k = 5, privacy_unit = 'patient_id') AS SELECT identifier(patient_id), quasi(age, taxonomy => {'kind': 'interval', 'widths': [10, 20, 40]}), quasi(sex, taxonomy => {'kind': 'top'}), sensitive(diagnosis) FROM visits;\n" > ine.sql
 expect 0 create-if-not-exists-noop "$A" run ine.sql --db units.duckdb
 grep -q "nothing done" out.create-if-not-exists-noop && echo "ok   IF NOT EXISTS: nothing done" || { echo "UNEXPECTED IF NOT EXISTS output"; fails=$((fails+1)); }
+# session 17's steps: a release table swapped by the user (check 3, export 2), an output path that is a dangling
+# symlink (2), a standalone SDC output beside a user's TEMP table of its name (the user's table intact)
+cp clinic.duckdb swapped.duckdb
+"$PY" -c "import duckdb; c=duckdb.connect('swapped.duckdb'); c.execute('ALTER TABLE adult_k10 RENAME TO mine_k10'); c.execute('CREATE TABLE adult_k10 AS SELECT * FROM mine_k10')"
+expect 3 check-swapped-table "$A" check adult_k10 --db swapped.duckdb
+expect 2 export-swapped-table "$A" export adult_k10 --db swapped.duckdb --to swapped.parquet
+ln -sfn elsewhere/made.json dangling.json
+expect 2 json-to-dangling-symlink "$A" check adult_k10 --db clinic.duckdb --json dangling.json
+test ! -e elsewhere/made.json && echo "ok   nothing written through the link" || { echo "UNEXPECTED written through a dangling link"; fails=$((fails+1)); }
+"$PY" -c "
+import duckdb
+from anon_sql.sdc.perturb import perturb
+c = duckdb.connect('clinic.duckdb')
+c.execute('CREATE TEMP TABLE adult_sample__perturbed AS SELECT 42 AS mine')
+try:
+    perturb(c, 'adult_sample', {'age': {'kind': 'top_code', 'above': 80}}, seed=1)
+    print('UNEXPECTED perturb wrote beside a TEMP table of its output name')
+except Exception as e:
+    print('ok   perturb refused:', type(e).__name__)
+assert c.execute('SELECT * FROM temp.main.adult_sample__perturbed').fetchall() == [(42,)]
+" | tee out.sdc-temp
+grep -q UNEXPECTED out.sdc-temp && fails=$((fails+1))
 echo "new-user walk: $fails unexpected"
