@@ -215,7 +215,15 @@ def from_arx_text(text: str, name: str, spec: dict | None = None) -> Taxonomy:
         raise TaxonomyError(f"taxonomy {name!r}{where} has a single column: an ARX hierarchy gives each value and its "
                             f"generalizations on one line, separated by ';' (value;level1;...;*){hint}")
     padded = [r + [r[-1]] * (width - len(r)) for r in rows]
-    return Taxonomy(name, pd.DataFrame(padded), kind="file", spec=spec or {"kind": "file"})
+    try:
+        return Taxonomy(name, pd.DataFrame(padded), kind="file", spec=spec or {"kind": "file"})
+    except TaxonomyError as err:   # a short row's padding may be the conflict: say which row was padded (round 22, Y60)
+        short = next((r for r in rows if len(r) < width), None)
+        if short is None or "inconsistent" not in str(err):
+            raise
+        raise TaxonomyError(f"{err} — note: row {';'.join(short)!r} has {len(short)} of {width} values and was "
+                            f"padded with its last value {short[-1]!r}; give every row all {width} levels if that "
+                            "was not meant") from None
 
 
 def from_mapping(name: str, mapping: dict[Any, Sequence[Any]], top: bool = True) -> Taxonomy:

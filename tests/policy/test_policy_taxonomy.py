@@ -165,3 +165,16 @@ def test_builtin_taxonomy_fingerprinted_once():
     b = taxonomies.load_builtin_taxonomy("adult_sex")
     assert a is not b and a.levels is not b.levels
     assert b.__dict__.get("_fingerprint") == a.fingerprint() == tx.from_arx_text(a.to_arx_csv(), "x").fingerprint()
+
+
+def test_a_short_row_whose_padding_conflicts_is_named():
+    """Hostile round 22, Y60: ``b;x`` after ``a;x;*`` is padded to ``b;x;x``, and the conflict at level 2 was reported
+    without the row that made it."""
+    from anon_sql.errors import TaxonomyError
+
+    try:
+        tx.from_arx_text("a;x;*\nb;x\n", "t")
+    except TaxonomyError as err:
+        assert "row 'b;x' has 2 of 3 values and was padded" in str(err)
+    else:
+        raise AssertionError("the inconsistent taxonomy was accepted")
