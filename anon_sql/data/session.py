@@ -144,6 +144,16 @@ def changed_settings(con: duckdb.DuckDBPyConnection, zone: bool = True) -> list[
     return found
 
 
+def refuse_read_only(con: duckdb.DuckDBPyConnection, what: str) -> None:
+    """Refuse (:class:`~anon_sql.errors.PolicyError`, exit 2) ``what`` — something that writes the database — in one
+    line before it runs when the database is open read-only, instead of DuckDB's raw error (exit 4)."""
+    if is_read_only(con):
+        from ..errors import PolicyError
+
+        raise PolicyError(f"{what} writes to the database, which is open read-only; nothing was done: open it "
+                          "read-write (without --read-only)")
+
+
 def is_read_only(con: duckdb.DuckDBPyConnection) -> bool:
     """Is the current database attached read-only (``--read-only``, ``read_only=True``)? A statement that writes
     is refused in one line before it runs, instead of DuckDB's raw error (hostile rounds 15 and 17, E50, X08)."""

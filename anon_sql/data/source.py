@@ -457,8 +457,6 @@ def unregister(con: duckdb.DuckDBPyConnection, name: str) -> None:
     con.execute(render(exp.Drop(tables=[temp], kind="VIEW", exists=True)))
 
 
-
-
 @contextlib.contextmanager
 def temporary_table(con: duckdb.DuckDBPyConnection, source: Any) -> Iterator[str]:
     """A table name for any source, valid inside the ``with``: a table/view name as given; a path or a Python object

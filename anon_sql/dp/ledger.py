@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from anon_sql.catalog import owned_rows
 from anon_sql.common.wording import counted
-from anon_sql.data.session import is_read_only
+from anon_sql.data.session import refuse_read_only
 from anon_sql.data.source import refuse_temp_shadows, temp_shadows, view_foreign_reads, view_input_shadows
 from anon_sql.errors import PolicyError, PrivacyRequirementError, ResourceError, SourceError
 
@@ -240,18 +240,10 @@ def active_budget(con: duckdb.DuckDBPyConnection, table_name: str, *, ensure: bo
     return _row_to_budget(row[0]) if row else None
 
 
-def _writable(con: duckdb.DuckDBPyConnection, what: str) -> None:
-    """Refuse in one line a budget statement on a database open read-only (hostile rounds 19 and 20, G20, R05a:
-    DuckDB's raw error, exit 4)."""
-    if is_read_only(con):
-        raise PolicyError(f"{what} writes to the database, which is open read-only; nothing was done: open it "
-                          "read-write (without --read-only)")
-
-
 def create_budget(con: duckdb.DuckDBPyConnection, table: str, *, epsilon: float, delta: float,
                   privacy_unit: str) -> Budget:
     """Give a table a total (ε, δ) for DP queries about its units. δ must be in (0, 1/number of units)."""
-    _writable(con, "CREATE PRIVACY BUDGET")
+    refuse_read_only(con, "CREATE PRIVACY BUDGET")   # hostile rounds 19 and 20, G20, R05a
     epsilon = _number("epsilon", epsilon)
     delta = _number("delta", delta)
     if epsilon <= 0:
@@ -307,7 +299,7 @@ def show_budgets(con: duckdb.DuckDBPyConnection, include_dropped: bool = False) 
 
 def drop_budget(con: duckdb.DuckDBPyConnection, table: str) -> Budget:
     """Mark the table's budget dropped (its rows and ledger stay); PrivacyRequirementError when it has none."""
-    _writable(con, "DROP PRIVACY BUDGET")
+    refuse_read_only(con, "DROP PRIVACY BUDGET")
     _, name = resolve_table(con, table)
 
     def drop() -> Budget:

@@ -15,8 +15,7 @@ import pandas as pd
 from sqlglot import exp
 
 from anon_sql.catalog.macro_trust import refuse_untrusted_macros
-from anon_sql.data.session import is_read_only
-from anon_sql.data.session import changed_settings, overloaded_builtins
+from anon_sql.data.session import changed_settings, is_read_only, overloaded_builtins
 from anon_sql.dp import ledger, mechanisms
 from anon_sql.dp.query import Aggregate, BudgetStatement, DPQuery, is_dp_statement, parse_dp_select, parse_statement
 from anon_sql.errors import AnonSQLError, PolicyError, PrivacyRequirementError

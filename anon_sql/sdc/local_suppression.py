@@ -20,7 +20,7 @@ import pandas as pd
 from sqlglot import exp
 
 from ..errors import PolicyError, PrivacyRequirementError
-from .sqlparts import (claim_output, create_output, execute_tree, fill, ident, mark_output, render, store_frame,
+from .sqlparts import (claim_output, create_output, execute_tree, fill, ident, render, store_frame,
                        table_or_subquery)
 from ..common.sqlbuild import scratch_name
 
@@ -212,8 +212,6 @@ def local_suppression(con, source: str | exp.Table, quasi: Sequence[str], k: int
         q = exp.select(*projections).from_(exp.alias_(table_or_subquery(coded), "s", table=True)).join(
             exp.alias_(table_or_subquery(mapping), "m", table=True), on=on, join_type="left")
         create_output(con, output, q, temporary)
-        if not temporary:
-            mark_output(con, output)
         return result
     finally:
         for t in (coded, mapping):

@@ -19,7 +19,7 @@ from sqlglot import exp
 from ..common.columns import is_numeric
 from ..errors import PolicyError
 from . import microaggregation, pram
-from .sqlparts import (claim_output, create_output, execute_tree, fill, ident, mark_output, render, store_frame,
+from .sqlparts import (claim_output, create_output, execute_tree, fill, ident, render, store_frame,
                        table_or_subquery)
 from ..common.sqlbuild import scratch_name
 
@@ -252,8 +252,6 @@ seed ⇒ same output."""
             q = q.join(exp.alias_(table_or_subquery(t), alias[t], table=True), using=[ident(ROW)], join_type="left")
         q = q.order_by(exp.column(ROW, table="w", quoted=True))
         create_output(con, output, q, temporary)
-        if not temporary:
-            mark_output(con, output)
     finally:
         for t in [*created, work]:
             _drop(con, t)

@@ -8,7 +8,7 @@ import sqlglot
 from sqlglot import exp
 
 from ..common.sqlbuild import col, create_from_frame, func, ident, lit, render, table as table_ref
-from ..data.session import is_read_only
+from ..data.session import refuse_read_only
 
 DIALECT = "duckdb"
 call = func   # a (schema-qualified) function or macro call
@@ -110,9 +110,7 @@ def claim_output(con, output: str, what: str, temporary: bool = False) -> None:
             raise PolicyError(f"{what}: output {name!r} is the name of a {kind} of this database; a TEMP table of "
                               "that name would hide it for this session: pass another name")
         return
-    if is_read_only(con):
-        raise PolicyError(f"{what} writes table {name!r}, and the database is open read-only; nothing was done: open "
-                          "it read-write")
+    refuse_read_only(con, f"{what} (table {name!r})")
     for kind, comment in con.execute(_EXISTING, {"n": name}).fetchall():
         if kind != "table" or comment != SDC_OUTPUT_MARK:
             raise PolicyError(f"{what}: output {name!r} is an existing {kind} that {what} did not write; it "
@@ -128,15 +126,12 @@ def output_table(con, output: str) -> exp.Table:
 
 def create_output(con, output: str, query: exp.Expression, temporary: bool = False) -> None:
     """``CREATE OR REPLACE [TEMP] TABLE output AS query``, after :func:`claim_output`: a TEMP table of the session,
-    or a table at :func:`output_table`."""
+    or a table at :func:`output_table` marked as an SDC function's (a table comment on that same whole name), so that
+    a later call may replace it."""
     if temporary:
         execute_tree(con, exp.Create(this=exp.Table(this=ident(output)), kind="TABLE", replace=True, expression=query,
                                      properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
-    else:
-        execute_tree(con, exp.Create(this=output_table(con, output), kind="TABLE", replace=True, expression=query))
-
-
-def mark_output(con, output: str) -> None:
-    """Mark ``output`` (in the current database and schema) as an SDC function's (a table comment), so that a later
-    call may replace it."""
-    execute_tree(con, exp.Comment(this=output_table(con, output), kind="TABLE", expression=lit(SDC_OUTPUT_MARK)))
+        return
+    table = output_table(con, output)
+    execute_tree(con, exp.Create(this=table.copy(), kind="TABLE", replace=True, expression=query))
+    execute_tree(con, exp.Comment(this=table, kind="TABLE", expression=lit(SDC_OUTPUT_MARK)))

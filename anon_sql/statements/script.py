@@ -34,7 +34,7 @@ import pandas as pd
 import sqlglot
 
 from ..catalog import store as catalog
-from ..data.session import is_read_only
+from ..data.session import refuse_read_only
 from ..errors import (AnonSQLError, PolicyError, PrivacyRequirementError, SourceError, StatementError,
                       is_environment)
 from ..common.wording import counted
@@ -225,9 +225,8 @@ def _run_command(con: duckdb.DuckDBPyConnection, stmt: Statement, cmd: Command) 
     from ..policy.model import Policy
 
     _current_schema(con, cmd)
-    if cmd.kind in _WRITES and is_read_only(con):   # round 17, X08: DuckDB's raw error, exit 4
-        raise PolicyError(f"{_WRITES[cmd.kind]} writes to the database, which is open read-only; nothing was done: "
-                          "open it read-write (without --read-only)")
+    if cmd.kind in _WRITES:   # round 17, X08: DuckDB's raw error, exit 4
+        refuse_read_only(con, _WRITES[cmd.kind])
     if cmd.name is not None:   # quoted or not: DuckDB matches a quoted name case-insensitively too (round 5, R19)
         cmd.name = views.canonical_name(con, cmd.name)
     if cmd.kind == "create":
