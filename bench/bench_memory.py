@@ -9,6 +9,10 @@ ARX q8 case), ``mondrian`` = Mondrian (bench_mondrian.py's policy: 8 QIs, age nu
 30,162 rows is Adult itself; larger sizes are bench/generate.py's seeded resample. Targets: optimal at 300k < 300 MB,
 Mondrian at 30k near anonypy's 92 MB / umbra-k's 162 MB, Mondrian at 1M < 600 MB. The child reports its own
 ``ru_maxrss`` (RUSAGE_SELF) once the release is done.
+
+Each record also carries a second floor in ``extra``: the same process plus one in-memory copy of the table
+(``CREATE TABLE ... AS SELECT *``). An in-memory release holds its released table beside its source, so no release
+of every row can peak below that copy floor; the 300k target's 250 MB is measured against both.
 """
 from __future__ import annotations
 
@@ -46,16 +50,18 @@ def _child(kind: str, rows: int) -> None:
         if not path.exists():
             generate(rows, path)
         con.execute("CREATE TABLE adult AS SELECT * FROM read_parquet(?)", [str(path)])
-    qis = Q8 if kind in ("optimal", "floor") else MQIS
-    if kind == "floor":
+    qis = Q8 if kind in ("optimal", "floor", "copy") else MQIS
+    if kind in ("floor", "copy"):
         quoted = ", ".join('"' + q + '"' for q in qis)          # bench-only SQL text over fixed column names
         con.execute(f"SELECT {quoted}, count(*) FROM adult GROUP BY ALL").fetchall()
+        if kind == "copy":
+            con.execute("CREATE TABLE adult_copy AS SELECT * FROM adult")
     elif kind == "optimal":
         anon_sql.release(con, arx_policy("q8_k5_s0"))
     elif kind == "mondrian":
         anon_sql.release(con, mondrian_policy("mem_mondrian", "adult", "mondrian", MQIS, k=10))
     else:
-        raise SystemExit(f"unknown case kind {kind!r}: use optimal, mondrian or floor")
+        raise SystemExit(f"unknown case kind {kind!r}: use optimal, mondrian, floor or copy")
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)   # kB → MB
 
 
@@ -68,15 +74,17 @@ def peak(kind: str, rows: int) -> float:
 
 
 def measure(cases: list[str]) -> list[Result]:
-    results, floors = [], {}
+    results, floors, copies = [], {}, {}
     for case in cases:
         kind, rows_text = case.split(":")
         rows = int(rows_text)
         if rows not in floors:
-            floors[rows] = peak("floor", rows)
+            floors[rows], copies[rows] = peak("floor", rows), peak("copy", rows)
         value = peak(kind, rows)
         results.append(Result("memory", f"{kind} release, peak RSS", value, "load + bare GROUP BY, peak RSS",
-                              floors[rows], rows=rows, unit="MB", target=TARGETS.get((kind, rows), "")))
+                              floors[rows], rows=rows, unit="MB", target=TARGETS.get((kind, rows), ""),
+                              extra={"load + GROUP BY + one copy of the table, peak RSS (MB)": round(copies[rows], 1),
+                                     "release / copy floor": round(value / copies[rows], 2)}))
     return results
 
 

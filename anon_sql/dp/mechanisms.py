@@ -11,11 +11,14 @@ import math
 import sys
 from dataclasses import dataclass
 
-import opendp.prelude as dp
+# OpenDP's core modules, not opendp.prelude: the prelude imports its extras (scikit-learn, scipy, polars), about
+# 1 s and 60 MB that every release paid for importing this module (issue 29)
+from opendp import accuracy, domains, measurements, measures, metrics, transformations
+from opendp.mod import enable_features
 
 from anon_sql.errors import AnonSQLError, PolicyError
 
-dp.enable_features("contrib")
+enable_features("contrib")
 
 __all__ = ["Noised", "Selected", "noisy_counts", "noisy_sums", "select_partitions", "count_accuracy",
            "sum_accuracy", "count_measurement", "sum_measurement", "threshold_measurement", "quantile_candidates",
@@ -45,19 +48,19 @@ class Selected:
 
 def count_measurement(scale: float):
     """Discrete Laplace (OpenDP's make_laplace over integers) on a vector of counts, L1 input distance."""
-    return dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), scale=scale)
+    return measurements.make_laplace(domains.vector_domain(domains.atom_domain(T="i64")), metrics.l1_distance(T="i64"), scale=scale)
 
 
 def sum_measurement(scale: float):
     """Laplace on a vector of floats (OpenDP's make_laplace), L1 input distance."""
-    return dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float),
+    return measurements.make_laplace(domains.vector_domain(domains.atom_domain(T=float, nan=False)), metrics.l1_distance(T=float),
                              scale=scale)
 
 
 def threshold_measurement(scale: float, threshold: int):
     """OpenDP's make_laplace_threshold on a map group key -> count of units, L0/L1/L∞ input distance."""
-    return dp.m.make_laplace_threshold(dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T="i64")),
-                                       dp.l01inf_distance(dp.absolute_distance(T="i64")), scale=scale,
+    return measurements.make_laplace_threshold(domains.map_domain(domains.atom_domain(T=str), domains.atom_domain(T="i64")),
+                                       metrics.l01inf_distance(metrics.absolute_distance(T="i64")), scale=scale,
                                        threshold=threshold)
 
 
@@ -173,12 +176,12 @@ def selection_threshold(max_groups: int, epsilon: float, delta: float) -> tuple[
 
 def count_accuracy(scale: float, alpha: float) -> float:
     """Half-width a with P[|noise| ≥ a] = α for discrete Laplace of this scale (OpenDP's accuracy function)."""
-    return float(dp.discrete_laplacian_scale_to_accuracy(scale, alpha))
+    return float(accuracy.discrete_laplacian_scale_to_accuracy(scale, alpha))
 
 
 def sum_accuracy(scale: float, alpha: float) -> float:
     """Half-width scale·ln(1/α) with P[|noise| ≥ a] = α for continuous Laplace (OpenDP's accuracy function)."""
-    return float(dp.laplacian_scale_to_accuracy(scale, alpha))
+    return float(accuracy.laplacian_scale_to_accuracy(scale, alpha))
 
 
 def quantile_candidates(low: float, high: float, count: int = QUANTILE_CANDIDATES) -> list[float]:
@@ -194,8 +197,8 @@ def quantile_candidates(low: float, high: float, count: int = QUANTILE_CANDIDATE
 def quantile_score_transformation(candidates: list[float], alpha: float):
     """OpenDP's make_quantile_score_candidates over float vectors with the symmetric distance (a unit adding k
     values moves the input by k)."""
-    return dp.t.make_quantile_score_candidates(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                                               dp.symmetric_distance(), candidates, alpha)
+    return transformations.make_quantile_score_candidates(domains.vector_domain(domains.atom_domain(T=float, nan=False)),
+                                               metrics.symmetric_distance(), candidates, alpha)
 
 
 def quantile_fraction(alpha: float) -> tuple[int, int]:
@@ -224,7 +227,7 @@ def noisy_quantiles(scores: list[list[int]], candidates: list[float], alpha: flo
     metric = quantile_score_transformation(candidates, alpha).output_metric
 
     def make(scale: float):
-        return dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T="u64")), metric, dp.max_divergence(),
+        return measurements.make_noisy_max(domains.vector_domain(domains.atom_domain(T="u64")), metric, measures.max_divergence(),
                                    scale=scale, negate=True)
     share = epsilon / groups_per_unit
     scale = 2.0 * float(d_scores) / share

@@ -14,13 +14,16 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
-import opendp.prelude as dp
+# OpenDP's core modules, not opendp.prelude: the prelude imports its extras (scikit-learn, scipy, polars), about
+# 1 s and 60 MB that every release paid for importing this module (issue 29)
+from opendp import domains, measurements, measures, metrics
+from opendp.mod import enable_features
 
 from ..errors import AnonSQLError, PolicyError
 from .base import LevelPlan, MethodContext
 from .lattice import Lattice
 
-dp.enable_features("contrib")
+enable_features("contrib")
 
 __all__ = ["MAX_SEARCH_NODES", "generalization_intensity", "noisy_max_measurement", "choose_index",
            "search_scores", "search_levels"]
@@ -37,8 +40,8 @@ def generalization_intensity(node: Sequence[int], heights: Sequence[int]) -> flo
 def noisy_max_measurement(scale: float):
     """OpenDP's report-noisy-max (exponential noise: the exponential mechanism's pure-DP form) over float scores
     that move monotonically (all up or all down) when one record is added or removed."""
-    return dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                               dp.linf_distance(T=float, monotonic=True), dp.max_divergence(), scale=scale)
+    return measurements.make_noisy_max(domains.vector_domain(domains.atom_domain(T=float, nan=False)),
+                               metrics.linf_distance(T=float, monotonic=True), measures.max_divergence(), scale=scale)
 
 
 def choose_index(scores: Sequence[float], sensitivity: float, epsilon: float) -> tuple[int, float, float]:

@@ -19,7 +19,6 @@ from ..catalog.read import probed_once
 from ..common.rollback import rollback_keeping_cause
 from ..compiler.views import ReleaseNames, compile_release
 from ..engines import DuckDBEngine, Engine
-from ..methods import dp_search
 from ..errors import PrivacyRequirementError
 from ..common.columns import SIZE
 from ..data.source import Source, refuse_reserved_temp, refuse_temp_shadows
@@ -104,6 +103,8 @@ def run_resolved(engine: Engine, r: Resolved, *, replace: bool = False, dry_run:
                 say("planning")
                 ctx = make_context(r, engine.con, names.source_relation(), say)
                 if r.sampling is not None and r.sampling.parameters.epsilon_search > 0:   # SafePub's DP search
+                    from ..methods import dp_search   # OpenDP: loaded by the releases that use it (issue 29)
+
                     params = r.sampling.parameters
                     plan = dp_search.search_levels(ctx, params.epsilon_search, params.k, r.sampling.sampled)
                 else:
