@@ -1,0 +1,121 @@
+"""A released table is written from its rows with counts cut into pieces (compiler/release.py ``pieces_query``), so
+that DuckDB repeats them on every thread: the pieces must stand for exactly the same records in exactly the same
+order as the rows they were cut from, whatever the counts, the threads and the row-group size — and cut nothing
+when the table is small or the connection does not preserve insertion order."""
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from sqlglot import exp
+
+import anon_sql
+from anon_sql.common.sqlbuild import render
+from anon_sql.compiler.release import pieces_query, repeated_rows
+
+from conftest import data_path
+
+COLS = ["a", "b"]
+ROWS = exp.Table(this=exp.to_identifier("r", quoted=True))
+PIECES = exp.Table(this=exp.to_identifier("p", quoted=True))
+
+
+def _expanded(con: duckdb.DuckDBPyConnection, table: exp.Table) -> list[tuple]:
+    """The records a table of rows with counts stands for, in its order (the released table's statement)."""
+    return con.execute(render(repeated_rows(table, COLS))).fetchall()
+
+
+def _cut(con: duckdb.DuckDBPyConnection, row_group_rows: int | None = None) -> int:
+    """Write ``p`` from ``r`` (pieces); its rows."""
+    query = pieces_query(ROWS, COLS) if row_group_rows is None else pieces_query(ROWS, COLS, row_group_rows)
+    con.execute(f"CREATE OR REPLACE TABLE p AS {render(query)}")
+    return con.execute("SELECT count(*) FROM p").fetchall()[0][0]
+
+
+def _rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
+    con.register("frame_view", frame)
+    con.execute("CREATE OR REPLACE TABLE r AS SELECT a, b, ec_id, CAST(__w AS BIGINT) AS __w FROM frame_view")
+    con.unregister("frame_view")
+
+
+row = st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.integers(-3, 3), st.integers(0, 5),
+                st.integers(1, 40))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(row, max_size=30), row_group_rows=st.integers(1, 16), threads=st.integers(1, 3))
+def test_pieces_stand_for_the_same_records_in_the_same_order(rows, row_group_rows, threads):
+    con = duckdb.connect()
+    con.execute(f"SET threads = {threads}")
+    _rows(con, pd.DataFrame(rows, columns=["a", "b", "ec_id", "__w"]).astype({"b": "int64", "ec_id": "int64"})
+          if rows else pd.DataFrame({"a": pd.Series([], dtype=object), "b": pd.Series([], dtype="int64"),
+                                     "ec_id": pd.Series([], dtype="int64"), "__w": pd.Series([], dtype="int64")}))
+    _cut(con, row_group_rows)
+    assert _expanded(con, PIECES) == _expanded(con, ROWS)
+    assert con.execute("SELECT count(*) FROM p WHERE __w < 1").fetchall()[0][0] == 0
+    total = sum(r[3] for r in rows)
+    if total >= 4 * row_group_rows:   # cut: no piece larger than the size the statement chose
+        step = -(-total // (threads * 2 * row_group_rows))
+        assert con.execute("SELECT coalesce(max(__w), 0) FROM p").fetchall()[0][0] <= max(step, 1)
+
+
+def test_a_large_table_is_cut_and_repeats_in_order():
+    """1M records in 50 rows, DuckDB's own row-group size: cut into several row groups of pieces, the records and
+    their order unchanged."""
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    _rows(con, pd.DataFrame({"a": [f"v{i % 7}" for i in range(50)], "b": range(50), "ec_id": [i // 5 for i in range(50)],
+                             "__w": [20_000] * 50}))
+    pieces = _cut(con)
+    assert pieces > 2 * 122_880          # at least two row groups: more than one thread repeats them
+    assert _expanded(con, PIECES) == _expanded(con, ROWS)
+
+
+def test_nothing_is_cut_when_small_or_unordered():
+    con = duckdb.connect()
+    _rows(con, pd.DataFrame({"a": ["x", "y"], "b": [1, 2], "ec_id": [0, 1], "__w": [1000, 5]}))
+    assert _cut(con) == 2                # below four row groups of records: one piece per row
+    _rows(con, pd.DataFrame({"a": ["x"] * 10, "b": range(10), "ec_id": range(10), "__w": [100_000] * 10}))
+    con.execute("SET preserve_insertion_order = false")
+    assert _cut(con) == 10               # no order to keep: pieces would not keep the release order either
+    con.execute("SET preserve_insertion_order = true")
+    assert _cut(con) > 10
+
+
+def test_an_empty_table_has_no_pieces():
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (a VARCHAR, b BIGINT, ec_id BIGINT, __w BIGINT)")
+    assert _cut(con) == 0
+
+
+def test_a_large_release_written_from_pieces_checks(tmp_path):
+    """A level release of 600,000 records (its rows cut into pieces): every record written once, in class order,
+    and the release's own digests and checks hold when checked again."""
+    con = duckdb.connect(str(tmp_path / "big.duckdb"))
+    anon_sql.install(con)
+    adult = data_path("adult", "adult.csv")
+    con.execute("CREATE TABLE a AS SELECT * FROM read_csv(?, delim = ';', header = true)", [str(adult)])
+    # 17 copies of Adult and its even ages once more: counts of every parity, so that a piece too many shows
+    con.execute("CREATE TABLE big AS SELECT a.age, a.sex, a.\"salary-class\", a.race FROM range(17) r(i), a "
+                "UNION ALL SELECT age, sex, \"salary-class\", race FROM a WHERE age % 2 = 0")
+    policy = {"name": "big_rel", "source": "big", "method": "levels", "default_role": "insensitive",
+              "attributes": {"age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [10, 20]}},
+                             "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
+                             "salary-class": {"role": "sensitive"}},
+              "privacy": {"k": 5}, "method_params": {"levels": {"age": 1, "sex": 0}}}
+    rel = anon_sql.release(con, policy)
+    n = con.execute("SELECT count(*) FROM big").fetchall()[0][0]
+    assert rel.records_out == n == con.execute("SELECT count(*) FROM big_rel").fetchall()[0][0] > 4 * 122_880
+    out_of_order = con.execute("SELECT count(*) FROM (SELECT ec_id, lag(ec_id) OVER (ORDER BY rowid) AS before "
+                               "FROM big_rel) WHERE ec_id < before").fetchall()[0][0]
+    assert out_of_order == 0
+    # the raw columns' records as in the source, and every class as large as the catalog recorded it
+    pairs = "SELECT sex, \"salary-class\", count(*) FROM {} GROUP BY ALL"
+    assert sorted(con.execute(pairs.format("big_rel")).fetchall()) == sorted(con.execute(pairs.format("big")).fetchall())
+    sizes = "SELECT ec_id, {} FROM {} {}"
+    assert (sorted(con.execute(sizes.format("count(*)", "big_rel", "GROUP BY ec_id")).fetchall())
+            == sorted(con.execute(sizes.format("size", "anon.equivalence_classes", "WHERE release = 'big_rel'"))
+                      .fetchall()))
+    checks = anon_sql.check(con, "big_rel")
+    assert bool(checks["passed"].all()), checks[~checks["passed"]]
