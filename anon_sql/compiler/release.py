@@ -439,35 +439,48 @@ ROW_GROUP_ROWS = 122_880
 def pieces_query(rows: exp.Table, data_cols: Sequence[str], row_group_rows: int = ROW_GROUP_ROWS) -> exp.Select:
     """``rows`` (released values with their counts ``__w``, in release order) with each count cut into pieces of
     at most ``s`` records, in the same order: the same records, in as many rows as make two row groups per thread.
-    DuckDB repeats the rows of one scanned row group on one thread, and a table of rows with counts is a few
+    DuckDB repeats the rows of one scanned row group on one thread, and a table of rows with counts is often a few
     thousand rows — one row group — so writing 10M released records from it ran on one thread (issue 29: 1.9 s
-    against 1.0 s from the pieces, the same rows in the same order). ``s`` is read from ``rows`` when the
-    statement runs: the largest count (nothing cut) below four row groups of records or without
-    ``preserve_insertion_order`` (the pieces keep the release order only with it). ``row_group_rows``: a test's
+    against 1.0 s from the pieces, the same rows in the same order). No rows at all (:func:`written_rows` then reads
+    ``rows`` itself) when cutting does not pay, as read from ``rows`` when the statement runs: fewer than four row
+    groups of records, rows that fill two row groups per thread already (a copy would cost without helping), or
+    no ``preserve_insertion_order`` (the pieces keep the release order only with it). ``row_group_rows``: a test's
     smaller row group, to cut small tables."""
     w = col(WEIGHT)
     total = exp.Sum(this=w.copy())
     threads = exp.Cast(this=exp.Anonymous(this="current_setting", expressions=[lit("threads")]), to=dtype("BIGINT"))
     ordered = exp.Cast(this=exp.Anonymous(this="current_setting", expressions=[lit("preserve_insertion_order")]),
                        to=dtype("BOOLEAN"))
-    per_piece = exp.Paren(this=exp.Mul(this=threads, expression=exp.Literal.number(2 * row_group_rows)))
-    # DuckDB's greatest / least skip NULLs (an empty table: no rows to cut), as written: not sqlglot's portable form
-    cut = exp.Anonymous(this="greatest", expressions=[exp.Literal.number(1), exp.Ceil(this=exp.Div(
-        this=total.copy(), expression=per_piece))])
-    whole = exp.Anonymous(this="greatest", expressions=[exp.Literal.number(1), exp.Max(this=w.copy())])
-    step = exp.Case(ifs=[exp.If(this=exp.and_(exp.GTE(this=total.copy(), expression=exp.Literal.number(
-        4 * row_group_rows)), ordered), true=cut)], default=whole)
+    per_thread = exp.Paren(this=exp.Mul(this=threads, expression=exp.Literal.number(2 * row_group_rows)))
+    pays = exp.and_(exp.GTE(this=total.copy(), expression=exp.Literal.number(4 * row_group_rows)),
+                    exp.LT(this=exp.Count(this=exp.Star()), expression=per_thread.copy()), ordered)
+    # DuckDB's greatest / least skip NULLs, as written: not sqlglot's portable form
+    step = exp.Anonymous(this="greatest", expressions=[exp.Literal.number(1), exp.Ceil(this=exp.Div(
+        this=total.copy(), expression=per_thread.copy()))])
 
-    def size() -> exp.Expression:   # one uncorrelated scalar subquery: DuckDB computes it once
-        return exp.Subquery(this=exp.select(exp.Cast(this=step.copy(), to=dtype("BIGINT"))).from_(rows.copy()))
+    def scalar(e: exp.Expression) -> exp.Expression:   # an uncorrelated scalar subquery: DuckDB computes it once
+        return exp.Subquery(this=exp.select(e.copy()).from_(rows.copy()))
 
+    size = exp.Cast(this=step, to=dtype("BIGINT"))
     kept = [col(c) for c in data_cols] + [col(EC_ID)]
     starts = exp.Unnest(expressions=[exp.Anonymous(this="range", expressions=[exp.Literal.number(0), w.copy(),
-                                                                               size()])])
-    cut_rows = exp.select(*[c.copy() for c in kept], w.copy(), alias(starts, "__j")).from_(rows.copy())
-    piece = exp.Anonymous(this="least", expressions=[exp.Sub(this=w.copy(), expression=col("__j")), size()])
+                                                                               scalar(size)])])
+    cut_rows = (exp.select(*[c.copy() for c in kept], w.copy(), alias(starts, "__j")).from_(rows.copy())
+                .where(scalar(pays)))
+    piece = exp.Anonymous(this="least", expressions=[exp.Sub(this=w.copy(), expression=col("__j")), scalar(size)])
     return exp.select(*[c.copy() for c in kept], alias(piece, WEIGHT)).from_(
         exp.Subquery(this=cut_rows, alias=exp.TableAlias(this=ident("p"))))
+
+
+def written_rows(pieces: exp.Table, rows: exp.Table, data_cols: Sequence[str]) -> exp.Select:
+    """The released table's statement from the pieces of :func:`pieces_query` when there are any, else from
+    ``rows`` themselves: each written ``__w`` times, in order (one of the two is read, the other gives no row)."""
+    kept = [col(c) for c in data_cols] + [col(EC_ID), col(WEIGHT)]
+    none_cut = exp.Not(this=exp.Exists(this=exp.select(exp.Literal.number(1)).from_(pieces.copy())))
+    either = exp.union(exp.select(*[c.copy() for c in kept]).from_(pieces.copy()),
+                       exp.select(*[c.copy() for c in kept]).from_(rows.copy()).where(none_cut), distinct=False)
+    return _each_record(exp.select(exp.Star()).from_(exp.Subquery(this=either, alias=exp.TableAlias(
+        this=ident("w")))), data_cols)
 
 
 _REPEATED = "anon_sql.repeated"   # meta key of a release query built by _each_record: its released columns

@@ -22,7 +22,8 @@ from .names import (BASE_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEEP, SC
                     drop_unit_statement, noise_flag, released_columns, unit_columns)
 from .release import (ROW_KEY, counted_rows_table, counts_people_from_base, data_columns, grouped_release,
                       people_query, people_table, pieces_query, pieces_table, release_reads_base,
-                      release_table_query, repeated_rows, row_map_query, row_map_table, uses_row_map)
+                      release_table_query, repeated_rows, row_map_query, row_map_table, uses_row_map,
+                      written_rows)
 from .source import source_statement, source_view, work_schema_statement
 
 __all__ = ["BASE_STATEMENT", "COUNTED_ROWS", "DROPPED_VIEWS", "EC_ID", "KEEP", "KEPT_WORKING", "ROW_KEY",
@@ -162,15 +163,15 @@ def release_step(ci: CompileInput, names: ReleaseNames) -> Statements:
         rows = counted_rows_table(names.release)
         people = people_table(names.release) if counts_people_from_base(ci) else None
         checked = checks_view(ci, names, counted_rows=True, rows=people.copy() if people is not None else rows)
-        # the table is written from the rows cut into pieces (compiler/release.py pieces_query: repeated on every
-        # thread, not one), dropped once it is written
+        # the table is written from the rows cut into pieces where that pays (compiler/release.py pieces_query:
+        # repeated on every thread, not one), dropped once it is written
         pieces = pieces_table(names.release)
         return [*([("release people", _temporary(people.copy(), people_query(ci, names)))] if people is not None
                   else []),
                 ("release rows", _temporary(rows.copy(), grouped[0])),
                 ("release pieces", _temporary(pieces.copy(), pieces_query(rows, grouped[1]))),
                 ("release table", exp.Create(this=names.table, kind="TABLE",
-                                             expression=repeated_rows(pieces, grouped[1]))),
+                                             expression=written_rows(pieces, rows, grouped[1]))),
                 ("drop release pieces", exp.Drop(tables=[pieces.copy()], kind="TABLE", exists=True)),
                 ("checks view", create_view(names.checks, checked, ci.dialect))]
     return [("release table", exp.Create(this=names.table, kind="TABLE", expression=released)),

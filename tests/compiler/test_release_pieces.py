@@ -1,7 +1,8 @@
 """A released table is written from its rows with counts cut into pieces (compiler/release.py ``pieces_query``), so
-that DuckDB repeats them on every thread: the pieces must stand for exactly the same records in exactly the same
-order as the rows they were cut from, whatever the counts, the threads and the row-group size — and cut nothing
-when the table is small or the connection does not preserve insertion order."""
+that DuckDB repeats them on every thread: the table's statement (``written_rows``: the pieces, or the rows when
+none were cut) must write exactly the records of the rows in exactly their order, whatever the counts, the threads
+and the row-group size — and nothing is cut when the records are few, when the rows fill the threads already, or
+when the connection does not preserve insertion order."""
 from __future__ import annotations
 
 import duckdb
@@ -12,7 +13,7 @@ from sqlglot import exp
 
 import anon_sql
 from anon_sql.common.sqlbuild import render
-from anon_sql.compiler.release import pieces_query, repeated_rows
+from anon_sql.compiler.release import pieces_query, repeated_rows, written_rows
 
 from conftest import data_path
 
@@ -22,8 +23,14 @@ PIECES = exp.Table(this=exp.to_identifier("p", quoted=True))
 
 
 def _expanded(con: duckdb.DuckDBPyConnection, table: exp.Table) -> list[tuple]:
-    """The records a table of rows with counts stands for, in its order (the released table's statement)."""
+    """The records a table of rows with counts stands for, in its order."""
     return con.execute(render(repeated_rows(table, COLS))).fetchall()
+
+
+def _written(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+    """What the released table's statement writes from ``p`` and ``r``, in its order (as a table, as it runs)."""
+    con.execute(f"CREATE OR REPLACE TABLE t AS {render(written_rows(PIECES, ROWS, COLS))}")
+    return con.execute("SELECT * FROM t ORDER BY rowid").fetchall()
 
 
 def _cut(con: duckdb.DuckDBPyConnection, row_group_rows: int | None = None) -> int:
@@ -51,13 +58,16 @@ def test_pieces_stand_for_the_same_records_in_the_same_order(rows, row_group_row
     _rows(con, pd.DataFrame(rows, columns=["a", "b", "ec_id", "__w"]).astype({"b": "int64", "ec_id": "int64"})
           if rows else pd.DataFrame({"a": pd.Series([], dtype=object), "b": pd.Series([], dtype="int64"),
                                      "ec_id": pd.Series([], dtype="int64"), "__w": pd.Series([], dtype="int64")}))
-    _cut(con, row_group_rows)
-    assert _expanded(con, PIECES) == _expanded(con, ROWS)
+    pieces = _cut(con, row_group_rows)
+    assert _written(con) == _expanded(con, ROWS)
     assert con.execute("SELECT count(*) FROM p WHERE __w < 1").fetchall()[0][0] == 0
     total = sum(r[3] for r in rows)
-    if total >= 4 * row_group_rows:   # cut: no piece larger than the size the statement chose
+    pays = total >= 4 * row_group_rows and len(rows) < threads * 2 * row_group_rows
+    assert (pieces > 0) == pays
+    if pays:   # cut: the pieces are those records, none larger than the size the statement chose
+        assert _expanded(con, PIECES) == _expanded(con, ROWS)
         step = -(-total // (threads * 2 * row_group_rows))
-        assert con.execute("SELECT coalesce(max(__w), 0) FROM p").fetchall()[0][0] <= max(step, 1)
+        assert con.execute("SELECT max(__w) FROM p").fetchall()[0][0] <= step
 
 
 def test_a_large_table_is_cut_and_repeats_in_order():
@@ -69,18 +79,25 @@ def test_a_large_table_is_cut_and_repeats_in_order():
                              "__w": [20_000] * 50}))
     pieces = _cut(con)
     assert pieces > 2 * 122_880          # at least two row groups: more than one thread repeats them
-    assert _expanded(con, PIECES) == _expanded(con, ROWS)
+    assert _written(con) == _expanded(con, PIECES) == _expanded(con, ROWS)
 
 
-def test_nothing_is_cut_when_small_or_unordered():
+def test_nothing_is_cut_when_it_does_not_pay():
     con = duckdb.connect()
+    con.execute("SET threads = 2")
     _rows(con, pd.DataFrame({"a": ["x", "y"], "b": [1, 2], "ec_id": [0, 1], "__w": [1000, 5]}))
-    assert _cut(con) == 2                # below four row groups of records: one piece per row
+    assert _cut(con) == 0                # below four row groups of records
+    assert _written(con) == _expanded(con, ROWS)
     _rows(con, pd.DataFrame({"a": ["x"] * 10, "b": range(10), "ec_id": range(10), "__w": [100_000] * 10}))
     con.execute("SET preserve_insertion_order = false")
-    assert _cut(con) == 10               # no order to keep: pieces would not keep the release order either
+    assert _cut(con) == 0                # no order to keep: pieces would not keep the release order either
     con.execute("SET preserve_insertion_order = true")
     assert _cut(con) > 10
+    # rows that fill two row groups per thread already: a copy into pieces would cost without helping
+    con.execute("CREATE OR REPLACE TABLE r AS SELECT 'x' AS a, i AS b, i AS ec_id, CAST(2 AS BIGINT) AS __w "
+                "FROM range(2 * 2 * 122880) t(i)")
+    assert _cut(con) == 0
+    assert _written(con) == _expanded(con, ROWS)
 
 
 def test_an_empty_table_has_no_pieces():
