@@ -4,8 +4,8 @@ same run, with the load average, rows, commit and date.
 
     python -m bench                 # --quick (default): a few minutes
     python -m bench --full          # the scale curve at 1M, 10M and 100M rows (out of core), releases at 2M / 10M
-                                    # rows, every ARX case, units, DP, Spark (12 minutes on an idle 2-core machine, +3 for the
-                                    # first run's 100M-row file)
+                                    # rows, every ARX case, units, DP, Spark (12 minutes on an idle 2-core
+                                    # machine, +3 for the first run's 100M-row file)
     python -m bench --only memory release --out /tmp/benchmarks.md
     python -m bench --full --max-rows 1000000   # leave the 10M / 100M runs out (a loaded machine)
     python -m bench --full --only units         # privacy units at 1M and 10M rows (opt-in: not in --quick)
@@ -192,12 +192,14 @@ def write_doc(records: list[dict], profile: str, skipped: list[str], failed: lis
         "Where the time goes for each target not met, its floor and what would meet it: the reading of the figures "
         "below the tables (bench/benchmarks_notes.md).",
         "",
-        "Regenerate: `python -m bench` (a few minutes) or `python -m bench --full` (the scale curve to 100M rows out of "
-        "core, units, DP and Spark; 12 minutes on an idle machine, 3 more the first time for the 100M-row file; its plot needs the `bench` extra, `pip install -e \".[bench]\"`); "
-        "`--max-rows N` leaves out the runs of larger tables (the page lists them under Not run), `--render FILE` "
-        "writes the page from kept records (`--results`). The targets' table comes from `bench/targets.py`. The Python peers (`bench/bench_mondrian.py` "
-        "beside anonypy) and the search at scale (`bench/bench_search.py --rows ...`) run by hand. Each script also runs alone (see its docstring) and `--json FILE` appends its "
-        "records in the common format of `bench/results.py`.",
+        "Regenerate: `python -m bench` (a few minutes) or `python -m bench --full` (the scale curve to 100M rows "
+        "out of core, units, DP and Spark; 12 minutes on an idle machine, 3 more the first time for the 100M-row "
+        "file; its plot needs the `bench` extra, `pip install -e \".[bench]\"`); `--max-rows N` leaves out the runs "
+        "of larger tables (the page lists them under Not run), `--render FILE` writes the page from kept records "
+        "(`--results`). The targets' table comes from `bench/targets.py`. The Python peers "
+        "(`bench/bench_mondrian.py` beside anonypy) and the search at scale (`bench/bench_search.py --rows ...`) run "
+        "by hand. Each script also runs alone (see its docstring) and `--json FILE` appends its records in the "
+        "common format of `bench/results.py`.",
         "",
     ]
     for suite in TITLES:

@@ -48,20 +48,21 @@ class Selected:
 
 def count_measurement(scale: float):
     """Discrete Laplace (OpenDP's make_laplace over integers) on a vector of counts, L1 input distance."""
-    return measurements.make_laplace(domains.vector_domain(domains.atom_domain(T="i64")), metrics.l1_distance(T="i64"), scale=scale)
+    return measurements.make_laplace(domains.vector_domain(domains.atom_domain(T="i64")), metrics.l1_distance(T="i64"),
+                                     scale=scale)
 
 
 def sum_measurement(scale: float):
     """Laplace on a vector of floats (OpenDP's make_laplace), L1 input distance."""
-    return measurements.make_laplace(domains.vector_domain(domains.atom_domain(T=float, nan=False)), metrics.l1_distance(T=float),
-                             scale=scale)
+    return measurements.make_laplace(domains.vector_domain(domains.atom_domain(T=float, nan=False)),
+                                     metrics.l1_distance(T=float), scale=scale)
 
 
 def threshold_measurement(scale: float, threshold: int):
     """OpenDP's make_laplace_threshold on a map group key -> count of units, L0/L1/L∞ input distance."""
-    return measurements.make_laplace_threshold(domains.map_domain(domains.atom_domain(T=str), domains.atom_domain(T="i64")),
-                                       metrics.l01inf_distance(metrics.absolute_distance(T="i64")), scale=scale,
-                                       threshold=threshold)
+    return measurements.make_laplace_threshold(
+        domains.map_domain(domains.atom_domain(T=str), domains.atom_domain(T="i64")),
+        metrics.l01inf_distance(metrics.absolute_distance(T="i64")), scale=scale, threshold=threshold)
 
 
 def infinite_scale_error(sensitivity: float, epsilon: float) -> PolicyError:
@@ -197,8 +198,8 @@ def quantile_candidates(low: float, high: float, count: int = QUANTILE_CANDIDATE
 def quantile_score_transformation(candidates: list[float], alpha: float):
     """OpenDP's make_quantile_score_candidates over float vectors with the symmetric distance (a unit adding k
     values moves the input by k)."""
-    return transformations.make_quantile_score_candidates(domains.vector_domain(domains.atom_domain(T=float, nan=False)),
-                                               metrics.symmetric_distance(), candidates, alpha)
+    return transformations.make_quantile_score_candidates(
+        domains.vector_domain(domains.atom_domain(T=float, nan=False)), metrics.symmetric_distance(), candidates, alpha)
 
 
 def quantile_fraction(alpha: float) -> tuple[int, int]:
@@ -227,8 +228,8 @@ def noisy_quantiles(scores: list[list[int]], candidates: list[float], alpha: flo
     metric = quantile_score_transformation(candidates, alpha).output_metric
 
     def make(scale: float):
-        return measurements.make_noisy_max(domains.vector_domain(domains.atom_domain(T="u64")), metric, measures.max_divergence(),
-                                   scale=scale, negate=True)
+        return measurements.make_noisy_max(domains.vector_domain(domains.atom_domain(T="u64")), metric,
+                                           measures.max_divergence(), scale=scale, negate=True)
     share = epsilon / groups_per_unit
     scale = 2.0 * float(d_scores) / share
     if not math.isfinite(scale):

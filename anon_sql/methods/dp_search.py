@@ -41,7 +41,8 @@ def noisy_max_measurement(scale: float):
     """OpenDP's report-noisy-max (exponential noise: the exponential mechanism's pure-DP form) over float scores
     that move monotonically (all up or all down) when one record is added or removed."""
     return measurements.make_noisy_max(domains.vector_domain(domains.atom_domain(T=float, nan=False)),
-                               metrics.linf_distance(T=float, monotonic=True), measures.max_divergence(), scale=scale)
+                                       metrics.linf_distance(T=float, monotonic=True), measures.max_divergence(),
+                                       scale=scale)
 
 
 def choose_index(scores: Sequence[float], sensitivity: float, epsilon: float) -> tuple[int, float, float]:

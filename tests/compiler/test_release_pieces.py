@@ -75,8 +75,8 @@ def test_a_large_table_is_cut_and_repeats_in_order():
     their order unchanged."""
     con = duckdb.connect()
     con.execute("SET threads = 2")
-    _rows(con, pd.DataFrame({"a": [f"v{i % 7}" for i in range(50)], "b": range(50), "ec_id": [i // 5 for i in range(50)],
-                             "__w": [20_000] * 50}))
+    _rows(con, pd.DataFrame({"a": [f"v{i % 7}" for i in range(50)], "b": range(50),
+                             "ec_id": [i // 5 for i in range(50)], "__w": [20_000] * 50}))
     pieces = _cut(con)
     assert pieces > 2 * 122_880          # at least two row groups: more than one thread repeats them
     assert _written(con) == _expanded(con, PIECES) == _expanded(con, ROWS)
@@ -129,7 +129,8 @@ def test_a_large_release_written_from_pieces_checks(tmp_path):
     assert out_of_order == 0
     # the raw columns' records as in the source, and every class as large as the catalog recorded it
     pairs = "SELECT sex, \"salary-class\", count(*) FROM {} GROUP BY ALL"
-    assert sorted(con.execute(pairs.format("big_rel")).fetchall()) == sorted(con.execute(pairs.format("big")).fetchall())
+    released = sorted(con.execute(pairs.format("big_rel")).fetchall())
+    assert released == sorted(con.execute(pairs.format("big")).fetchall())
     sizes = "SELECT ec_id, {} FROM {} {}"
     assert (sorted(con.execute(sizes.format("count(*)", "big_rel", "GROUP BY ec_id")).fetchall())
             == sorted(con.execute(sizes.format("size", "anon.equivalence_classes", "WHERE release = 'big_rel'"))
