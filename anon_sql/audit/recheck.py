@@ -91,13 +91,20 @@ def recheck(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame:
     return pd.DataFrame(recheck_rows(con, name))
 
 
-def recheck_rows(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
+# recheck_rows' ``cached`` when the caller has not asked the cache yet
+NOT_ASKED: Any = object()
+
+
+def recheck_rows(con: duckdb.DuckDBPyConnection, name: str, cached: Any = NOT_ASKED) -> list[dict[str, Any]]:
     """One row per check (``check``, ``classes``, ``failing_classes``, ``failing_records``, ``worst_value``,
     ``passed``): every model of the stored policy over the released table, then reconciliation, suppression,
     class count and released columns against the catalog (a shared file: against its metadata row). Needs no
     pandas (``anon-sql check`` starts at once); a program compiled before comes from the local cache
-    (:mod:`anon_sql.audit.program`), one compiled here is cached when it read nothing but the policy."""
-    cached = check_program.cached_rows(con, name)
+    (:mod:`anon_sql.audit.program`), one compiled here is cached when it read nothing but the policy. ``cached``:
+    what :func:`anon_sql.audit.program.cached_rows` gave a caller that asked it already (``anon-sql check``), so
+    that the cached program does not run twice, nor its probes."""
+    if cached is NOT_ASKED:
+        cached = check_program.cached_rows(con, name)
     if cached is not None:
         return [*cached, *_recorded_related_rows(con, name)]
     if is_shared(con, name):
@@ -690,6 +697,6 @@ def derived_groups(con: duckdb.DuckDBPyConnection, declared: Policy, relation: e
             pass
 
 
-__all__ = ["require_recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table",
+__all__ = ["NOT_ASKED", "require_recorded", "recheck", "recheck_rows", "prepare_check", "is_shared", "metadata_table",
            "recorded_levels", "recorded_policies", "layout_misfit", "recorded_digest_columns",
            "derived_groups"]
