@@ -24,6 +24,7 @@ KEEP = "__keep"
 
 
 BASE_STATEMENT = "base counts"   # the runner skips it when resolve already made the table
+CARRY_STATEMENT = "carried counts"   # likewise (the base counts grouped with released non-key columns)
 
 
 DROP_UNIT_STATEMENT = "drop unit column"   # run after verification, not with the other statements
@@ -125,6 +126,9 @@ class CompileInput:
     numeric_sensitive: set[str] = field(default_factory=set)
     engine: str = "duckdb"            # what runs the SQL (the engine's own objects: compiler/dialect.py's Target)
     base: exp.Table | None = None     # the base counts the engine already holds (made by resolve), if any
+    # released non-key columns resolve grouped with the base counts (``<release>__carry``: the released rows are
+    # grouped from it, not from a second pass over the source); () when it made none
+    carried: tuple[str, ...] = ()
     # the engine keeps a release written as repeated rows as the rows with their counts (``__rows``, one per source
     # combination: a released row may be in several), the table a view repeating them, and the checks aggregate the
     # counts (Spark: see SparkEngine.keeps_counted_rows)

@@ -26,6 +26,21 @@ def expands_base(ci: CompileInput, data_cols: list[str]) -> bool:
             and set(data_cols) <= set(base_counts.keys(ci.policy) + unit_columns(ci.policy)))
 
 
+def carry_candidates(policy, columns: Sequence[str]) -> list[str]:
+    """The released columns a level release on DuckDB may group with its base counts (resolve decides whether it
+    pays): plain insensitive columns — no mask, no perturbation, not a key of the base counts — of a release with
+    no count column, no privacy unit and no related tables, whose released value is the source's own."""
+    if policy.count_column or policy.privacy_unit or policy.related or policy.related_sensitive:
+        return []
+    keyed = set(base_counts.keys(policy))
+    out = []
+    for c in released_columns(policy, columns):
+        attr = policy.attributes.get(c)
+        if c not in keyed and attr is not None and attr.role == "insensitive" and not attr.options:
+            out.append(c)
+    return out
+
+
 def data_columns(ci: CompileInput) -> list[str]:
     """Released columns other than the count column (and the noise flag of an assignment plan, if any)."""
     cols = [c for c in released_columns(ci.policy, ci.columns) if c != ci.policy.count_column]
@@ -364,8 +379,15 @@ def _grouped_joined_release(ci: CompileInput, names: ReleaseNames, data_cols: li
     quasi = list(ci.policy.quasi)
     others = [c for c in data_cols if c not in quasi]
     key = tuple_hash(ci, [col(q) for q in quasi])
-    grouped = (exp.select(alias(key, ROW_KEY), *[col(c) for c in others], alias(exp.Count(this=exp.Star()), WEIGHT))
-               .from_(names.source.copy())
+    if ci.carried and set(others) <= set(base_counts.keys(ci.policy)) | set(ci.carried):
+        # resolve grouped these columns with the base counts (base_counts.create_carried_tables): the groups are
+        # summed from those counts, not from a second pass over the source's rows (issue 29.2)
+        rows_of: exp.Expression = base_counts.carry_table(names.release)
+        count: exp.Expression = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
+    else:
+        rows_of, count = names.source.copy(), exp.Count(this=exp.Star())
+    grouped = (exp.select(alias(key, ROW_KEY), *[col(c) for c in others], alias(count, WEIGHT))
+               .from_(rows_of)
                .group_by(key.copy(), *[col(c) for c in others]))
     combos = row_map.copy()
     combos.set("alias", exp.TableAlias(this=ident("k")))

@@ -17,22 +17,23 @@ from ..methods.base import LevelPlan
 from .classes import checks_view, class_stats_query, classes_view
 from .general import (assignment_query, assignment_reads_base, base_table, general_view, kept_tuples_query,
                       tuple_map_table, uses_base_table, uses_tuple_map)
-from .names import (BASE_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEEP, SCHEMA_STATEMENT, SOURCE_STATEMENT,
-                    WEIGHT, CompiledRelease, CompileInput, ReleaseNames, class_level_quasi, create_view,
-                    drop_unit_statement, noise_flag, released_columns, unit_columns)
+from .names import (BASE_STATEMENT, CARRY_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEEP, SCHEMA_STATEMENT,
+                    SOURCE_STATEMENT, WEIGHT, CompiledRelease, CompileInput, ReleaseNames, class_level_quasi,
+                    create_view, drop_unit_statement, noise_flag, released_columns, unit_columns)
 from .release import (ROW_KEY, counted_rows_table, counts_people_from_base, data_columns, grouped_release,
                       people_query, people_table, pieces_query, pieces_table, release_reads_base,
                       release_table_query, repeated_rows, row_map_query, row_map_table, uses_row_map,
                       written_rows)
 from .source import source_statement, source_view, work_schema_statement
 
-__all__ = ["BASE_STATEMENT", "COUNTED_ROWS", "DROPPED_VIEWS", "EC_ID", "KEEP", "KEPT_WORKING", "ROW_KEY",
-           "SCHEMA_STATEMENT", "SIZE", "SOURCE_STATEMENT", "WEIGHT", "WORKING", "WORK_SCHEMA", "CompileInput",
-           "CompiledRelease", "ReleaseNames", "assignment_query", "base_table", "checks_view", "class_level_quasi",
-           "class_stats_query", "classes_view", "compile_release", "counted_rows_table", "general_view", "grouped_release", "noise_flag",
-           "release_table_query", "released_columns", "repeated_rows", "row_map_table", "source_statement",
-           "source_view", "tuple_map_table", "uses_base_table", "uses_row_map", "uses_tuple_map",
-           "work_schema_statement", "working", "DROP_UNIT_STATEMENT", "drop_unit_statement", "unit_columns"]
+__all__ = ["BASE_STATEMENT", "CARRY_STATEMENT", "COUNTED_ROWS", "DROPPED_VIEWS", "EC_ID", "KEEP", "KEPT_WORKING",
+           "ROW_KEY", "SCHEMA_STATEMENT", "SIZE", "SOURCE_STATEMENT", "WEIGHT", "WORKING", "WORK_SCHEMA",
+           "CompileInput", "CompiledRelease", "ReleaseNames", "assignment_query", "base_table", "checks_view",
+           "class_level_quasi", "class_stats_query", "classes_view", "compile_release", "counted_rows_table",
+           "general_view", "grouped_release", "noise_flag", "release_table_query", "released_columns",
+           "repeated_rows", "row_map_table", "source_statement", "source_view", "tuple_map_table", "uses_base_table",
+           "uses_row_map", "uses_tuple_map", "work_schema_statement", "working", "DROP_UNIT_STATEMENT",
+           "drop_unit_statement", "unit_columns"]
 
 
 _COMPILED: dict[tuple, CompiledRelease] = {}
@@ -68,7 +69,7 @@ def _compile_key(ci: CompileInput, names: ReleaseNames) -> tuple | None:
     return (names.release, names.schema, names.work, ci.policy.to_json(), render(ci.relation), tuple(ci.columns),
             tuple(ci.plan.levels.items()), ci.plan.signatures, taxonomies, tuple(models), ci.dialect, ci.schema,
             ci.pseudonym_function, tuple(sorted(ci.numeric_sensitive)), ci.engine,
-            render(ci.base) if ci.base is not None else None, ci.counted_rows)
+            render(ci.base) if ci.base is not None else None, ci.counted_rows, ci.carried)
 
 
 def compile_release(ci: CompileInput, names: ReleaseNames | None = None) -> CompiledRelease:
@@ -127,6 +128,10 @@ def base_counts_step(ci: CompileInput, names: ReleaseNames) -> Statements:
     """The base counts as a session table, where the target keeps one: a level plan's, or a tuple plan's (Mondrian)."""
     if not _reads_base(ci):
         return []
+    if ci.carried:   # resolve made them with the carried counts: the same two statements
+        carry, base = base_counts.create_carried_tables(ci.policy, names.source, base_counts.temp_table(names.release),
+                                                        base_counts.carry_table(names.release), ci.carried)
+        return [(CARRY_STATEMENT, carry), (BASE_STATEMENT, base)]
     return [(BASE_STATEMENT, base_counts.create_base_table(ci.policy, names.source, base_counts.temp_table(names.release),
                                                    UNIT))]
 
@@ -200,8 +205,11 @@ def drop_tuple_maps_step(ci: CompileInput, names: ReleaseNames) -> Statements:
 
 
 def drop_base_step(ci: CompileInput, names: ReleaseNames) -> Statements:
-    return ([("drop base counts", base_counts.drop_base_table(base_counts.temp_table(names.release)))]
-            if _reads_base(ci) else [])
+    if not _reads_base(ci):
+        return []
+    carried = ([("drop carried counts", base_counts.drop_base_table(base_counts.carry_table(names.release)))]
+               if ci.carried else [])
+    return [("drop base counts", base_counts.drop_base_table(base_counts.temp_table(names.release))), *carried]
 
 
 def drop_unit_step(ci: CompileInput, names: ReleaseNames) -> Statements:

@@ -5,12 +5,12 @@ DuckDB level release scans the source once for planning and once to write the re
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from sqlglot import exp
 
 from ..common.columns import UNIT
-from ..common.sqlbuild import alias, col, dtype, ident, record_count, render
+from ..common.sqlbuild import alias, col, dtype, ident, lit, record_count, render
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 WEIGHT = "__w"
 SUFFIX = "__base"
+CARRY_SUFFIX = "__carry"
 
 
 def keys(policy: Any) -> list[str]:
@@ -48,6 +49,72 @@ def create_base_table(policy: Any, relation: exp.Expression, table: exp.Table, u
     """``CREATE OR REPLACE TEMP TABLE table AS <query>`` (DuckDB)."""
     return exp.Create(this=table.copy(), kind="TABLE", replace=True, expression=query(policy, relation, unit),
                       properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+
+
+def carry_table(release_name: str) -> exp.Table:
+    """The session-temporary table of a release's base counts that also carry released non-key columns
+    (``temp.main."<release>__carry"``, :func:`create_carried_tables`)."""
+    return exp.Table(this=ident(release_name + CARRY_SUFFIX), db=ident("main"), catalog=ident("temp"))
+
+
+def carry_table_of(base: exp.Table) -> exp.Table:
+    """The carried counts' table of the base counts ``base`` (:func:`temp_table`'s release)."""
+    return carry_table(base.name.removesuffix(SUFFIX))
+
+
+def create_carried_tables(policy: Any, relation: exp.Expression, table: exp.Table, carry: exp.Table,
+                          carried: Sequence[str]) -> tuple[exp.Create, exp.Create]:
+    """The base counts made in the same pass as counts that also group by the released non-key columns
+    ``carried`` (a level release with no count column and no unit): ``carry`` = the source grouped by (keys,
+    carried) with ``__w``, then ``table`` = ``carry`` summed over the keys alone — the base counts as
+    :func:`create_base_table` makes them (``__w`` a BIGINT, as ``COUNT(*)`` gives it). The released rows are then
+    grouped from ``carry``, not from a second pass over the source (issue 29.2)."""
+    keyed = [col(c) for c in dict.fromkeys([*keys(policy), *carried])]
+    counted = (exp.select(*keyed, alias(exp.Count(this=exp.Star()), WEIGHT)).from_(relation.copy())
+               .group_by(*[k.copy() for k in keyed]))
+    summed = exp.Cast(this=exp.Sum(this=col(WEIGHT)), to=dtype("BIGINT"))
+    base = (exp.select(*[col(c) for c in keys(policy)], alias(summed, WEIGHT)).from_(carry.copy())
+            .group_by(*[col(c) for c in keys(policy)]))
+    temp = exp.Properties(expressions=[exp.TemporaryProperty()])
+    return (exp.Create(this=carry.copy(), kind="TABLE", replace=True, expression=counted, properties=temp),
+            exp.Create(this=table.copy(), kind="TABLE", replace=True, expression=base, properties=temp.copy()))
+
+
+#: the share of the source's vectors the carry probe reads, and the fewest sampled rows it decides on
+CARRY_SAMPLE_PERCENT = 1
+CARRY_MIN_SAMPLED = 16_384
+
+
+def carry_probe(relation: exp.Expression, columns: Sequence[str], seed: int) -> exp.Select:
+    """One row (sampled rows, distinct (columns) tuples among them, tuples seen once): a seeded system sample of
+    :data:`CARRY_SAMPLE_PERCENT` of the source's vectors, what :func:`worth_carrying` reads."""
+    tuple_key = exp.Anonymous(this="hash", expressions=[col(c) for c in columns])
+    sample = exp.select(exp.Star()).from_(relation.copy())
+    sample.set("sample", exp.TableSample(method=exp.Var(this="SYSTEM"), percent=lit(CARRY_SAMPLE_PERCENT),
+                                         seed=lit(seed)))
+    per_tuple = (exp.select(alias(tuple_key, "__k"), alias(exp.Count(this=exp.Star()), "__n"))
+                 .from_(exp.Subquery(this=sample, alias=exp.TableAlias(this=ident("__s"))))
+                 .group_by(col("__k")))
+    once = exp.Filter(this=exp.Count(this=exp.Star()),
+                      expression=exp.Where(this=exp.EQ(this=col("__n"), expression=lit(1))))
+    return exp.select(alias(exp.Coalesce(this=exp.Sum(this=col("__n")), expressions=[lit(0)]), "sampled"),
+                      alias(exp.Count(this=exp.Star()), "distinct_tuples"), alias(once, "singles")).from_(
+        exp.Subquery(this=per_tuple, alias=exp.TableAlias(this=ident("__t"))))
+
+
+def worth_carrying(sampled: int, distinct_tuples: int, singles: int, percent: float | None = None,
+                   min_sampled: int | None = None) -> bool:
+    """Whether grouping the source by (keys, carried) surely gives at most a quarter of its rows, from a sample of
+    ``sampled`` rows of ``percent`` of the source: its distinct tuples are at most those the sample saw plus one
+    per row of the tuples it never saw, whose share of the rows Good–Turing estimates as ``singles / sampled``
+    (an upper estimate: near-unique rows, where carrying would cost a pass, are never carried). Below
+    ``min_sampled`` sampled rows (a small source) the second pass it would save is cheap: no. ``percent`` /
+    ``min_sampled``: default :data:`CARRY_SAMPLE_PERCENT` / :data:`CARRY_MIN_SAMPLED`."""
+    percent = CARRY_SAMPLE_PERCENT if percent is None else percent
+    if sampled < (CARRY_MIN_SAMPLED if min_sampled is None else min_sampled):
+        return False
+    rows = sampled * 100.0 / percent
+    return distinct_tuples + rows * singles / sampled <= rows / 4
 
 
 def drop_base_table(table: exp.Table) -> exp.Drop:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 from sqlglot import exp
@@ -103,10 +103,16 @@ class Engine(ABC):
 
         return base_counts.temp_table(release)
 
-    def base_counts(self, policy: Policy, relation: exp.Expression, table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
+    def base_counts(self, policy: Policy, relation: exp.Expression, table: exp.Table,
+                    carried: Sequence[str] = ()) -> Callable[[str], pd.DataFrame] | None:
         """Aggregate the source once into ``table`` (level plans) and return a per-column value-count reader, or
-        None when the engine does not keep such a table."""
+        None when the engine does not keep such a table. ``carried``: released non-key columns that
+        :meth:`carried_columns` chose, grouped in the same pass into :meth:`carry_table`."""
         return None
+
+    def carried_columns(self, policy: Policy, relation: exp.Expression, candidates: Sequence[str]) -> tuple[str, ...]:
+        """The released non-key columns worth grouping with the base counts (none on engines that keep no base)."""
+        return ()
 
     def drop_base(self, table: exp.Table) -> None:
         """Drop the base counts :meth:`base_counts` made, once the release no longer needs them."""

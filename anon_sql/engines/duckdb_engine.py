@@ -2,7 +2,7 @@
 that the release is recorded in."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import duckdb
 import pandas as pd
@@ -60,10 +60,25 @@ class DuckDBEngine(Engine):
         # an in-memory source (DataFrame, Arrow, relation) is registered per release: its views read it by that name
         return resolve_source(self._con, source, label=label)
 
-    def base_counts(self, policy: Policy, relation: exp.Expression,
-                    table: exp.Table) -> Callable[[str], pd.DataFrame] | None:
-        self._con.execute(render(base_counts.create_base_table(policy, relation, table)))
+    def base_counts(self, policy: Policy, relation: exp.Expression, table: exp.Table,
+                    carried: Sequence[str] = ()) -> Callable[[str], pd.DataFrame] | None:
+        if carried:   # the released non-key columns grouped in the same pass (base_counts.create_carried_tables)
+            carry = base_counts.carry_table_of(table)
+            for statement in base_counts.create_carried_tables(policy, relation, table, carry, carried):
+                self._con.execute(render(statement))
+        else:
+            self._con.execute(render(base_counts.create_base_table(policy, relation, table)))
         return base_counts.reader(self._con, policy, table)
+
+    def carried_columns(self, policy: Policy, relation: exp.Expression, candidates: Sequence[str]) -> tuple[str, ...]:
+        """The ``candidates`` (released non-key columns) worth grouping with the base counts: all of them when a
+        seeded sample of the source says that (keys, candidates) groups it at least four to one
+        (:func:`anon_sql.data.base_counts.worth_carrying`), else none."""
+        if not candidates:
+            return ()
+        probe = base_counts.carry_probe(relation, [*base_counts.keys(policy), *candidates], policy.seed)
+        sampled, distinct, singles = self._con.execute(render(probe)).fetchone()
+        return tuple(candidates) if base_counts.worth_carrying(int(sampled), int(distinct), int(singles)) else ()
 
     def pseudonym_function(self, policy: Policy) -> str | None:
         ids = [a for a in policy.attributes.values() if a.role == "identifier" and a.action == "pseudonymize"]

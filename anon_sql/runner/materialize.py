@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..compiler.views import (BASE_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEPT_WORKING, SCHEMA_STATEMENT,
-                              SOURCE_STATEMENT, CompileInput, CompiledRelease, ReleaseNames, source_statement,
-                              work_schema_statement)
+from ..compiler.views import (BASE_STATEMENT, CARRY_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEPT_WORKING,
+                              SCHEMA_STATEMENT, SOURCE_STATEMENT, CompileInput, CompiledRelease, ReleaseNames,
+                              source_statement, work_schema_statement)
 from ..engines import Engine
 from ..errors import PolicyError
 from ..methods import AssignmentPlan, Plan
@@ -76,7 +76,8 @@ def materialize(engine: Engine, compiled: CompiledRelease, plan: Plan, policy: P
     made = not compiled.names.work and policy.privacy.max_suppression <= 0
     unread = frozenset() if made else compiled.unread(DROPPED_VIEWS)
     for i, ((what, stmt), text) in enumerate(zip(compiled.statements, texts)):
-        if (what in (SCHEMA_STATEMENT, SOURCE_STATEMENT, DROP_UNIT_STATEMENT) or (what == BASE_STATEMENT and base_made)
+        if (what in (SCHEMA_STATEMENT, SOURCE_STATEMENT, DROP_UNIT_STATEMENT)
+                or (what in (BASE_STATEMENT, CARRY_STATEMENT) and base_made)
                 or i in unread):
             continue
         if stmt.key == "create":

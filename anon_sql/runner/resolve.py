@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from ..data import base_counts
 from ..common.columns import is_numeric
+from ..compiler.release import carry_candidates
 from ..compiler.views import CompileInput
 from ..engines import DuckDBEngine, Engine
 from ..errors import PolicyError, SourceError
@@ -53,12 +54,14 @@ class Resolved:
                                               # table's sensitive values (runner/related.py), else None
     base_rows: Any = None                     # the base counts as fetched for the coverage check (Arrow), or None
     registered: Source | None = None          # the source as registered, before any sample, perturbation or join
+    carried: tuple[str, ...] = ()             # released columns grouped with the base counts (``<release>__carry``)
 
     def compile_input(self, plan: Plan, policy: Policy | None = None, **options: Any) -> CompileInput:
         """The compiler's input for ``plan`` (``policy``: the policy as released, default the effective one)."""
         return CompileInput(policy or self.policy, self.source.relation, self.source.columns, plan, self.taxonomies,
                             self.models, numeric_sensitive=self.numeric_sensitive, base=self.base,
-                            types=dict(self.source.types), sdc_prepared=self.sdc is not None, **options)
+                            types=dict(self.source.types), sdc_prepared=self.sdc is not None, carried=self.carried,
+                            **options)
 
 
 def effective_policy(policy: Policy, src: Source) -> Policy:
@@ -176,20 +179,26 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
         prepared, src = prepared
     counts = None
     table = None
+    carried: tuple[str, ...] = ()
     try:
         # with a unit too (issue 24.6): the unit's profile, the coverage counts and Mondrian's people per
         # combination then read the base rows (one per person and combination), not the source's rows three times
         if base and (method.plan_kind == "levels" or (on_combinations and (not policy.privacy_unit or from_base))):
             table = engine.base_table(policy.name)
-            counts = engine.base_counts(policy, src.relation, table)
+            # a level release also groups its plain released columns in the same pass when that groups the rows
+            # at least four to one (DuckDB): its released rows are then grouped from those counts (issue 29.2)
+            carried = (engine.carried_columns(policy, src.relation, carry_candidates(policy, src.columns))
+                       if method.plan_kind == "levels" else ())
+            counts = engine.base_counts(policy, src.relation, table, carried)
             if counts is not None and hasattr(counts, "share"):   # a search codes the rows: read them whole once
                 counts.share = method.reads == "base"
             table = table if counts is not None else None
+            carried = carried if table is not None else ()
     except BaseException:
         sdc.discard_prepared(engine.con, prepared)
         raise
     resolved = Resolved(policy, src, 0, method, {}, [], base=table, sdc=prepared, units=unit_count, related=tables,
-                        varying=varying, unit_rows=unit_rows, registered=registered)
+                        varying=varying, unit_rows=unit_rows, registered=registered, carried=carried)
     try:
         if from_base:
             resolved.units, resolved.varying = units.profile_units(engine.con, policy, src, method, table)
@@ -218,5 +227,7 @@ def discard_resolved(engine: Engine | Any, resolved: Resolved) -> None:
     nothing."""
     if resolved.base is not None:
         as_engine(engine).drop_base(resolved.base)
+        if resolved.carried:
+            as_engine(engine).drop(base_counts.carry_table_of(resolved.base))
     if resolved.sdc is not None:
         sdc.discard_prepared(as_engine(engine).con, resolved.sdc)

@@ -225,7 +225,7 @@ def _needed_suppression(engine: Engine, r: Resolved, plan, policy: Policy, v, op
         names = ReleaseNames(policy.name, work=engine.work_schema)
         compiled = compile_release(r.compile_input(plan, trial_policy, **options), names)
         if r.base is not None:   # the release's last statement dropped the temp base counts: make them again
-            engine.base_counts(policy, r.source.relation, r.base)
+            engine.base_counts(policy, r.source.relation, r.base, r.carried)
         materialize(engine, compiled, plan, trial_policy, replace=True, base_made=r.base is not None)
         suppression.settle(engine, compiled.names, compiled.counted_rows, written=compiled.written,
                            people=compiled.people)

@@ -91,7 +91,7 @@ class SparkEngine(Engine):
         refused replacement must leave it whole)."""
         return exp.Table(this=ident(self._fresh(release + base_counts.SUFFIX)))
 
-    def base_counts(self, policy: Any, relation: exp.Expression, table: exp.Table) -> Any:
+    def base_counts(self, policy: Any, relation: exp.Expression, table: exp.Table, carried: Any = ()) -> Any:
         """The source aggregated once into a cached temporary view (one scan); the taxonomy coverage check, the
         searches and the release statement of a level plan read it instead of the source."""
         self._cache(table.name, base_counts.query(policy, relation), lazy=False)
