@@ -175,13 +175,25 @@ def assignment_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     row: rows equal in every column are consecutive under the ``__source`` view's ``row_number()`` order, so the
     source grouped by all its columns, each group's first ``__row`` a running sum of the group sizes in that order,
     and ``generate_series`` over each group give the same pairs (the class is a function of the QI values). It
-    sorts the distinct rows, not every row (issue 17.3)."""
+    sorts the distinct rows, not every row (issue 17.3). :func:`assignment_spans_query` then
+    :func:`assignment_from_spans`, in one statement."""
+    spans = exp.Subquery(this=assignment_spans_query(ci, names), alias=exp.TableAlias(this=ident("k")))
+    return assignment_from_spans(spans)
+
+
+SPAN_START = "__start"   # an assignment span's first ``__row`` less one; its rows are in ``WEIGHT``
+
+
+def assignment_spans_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
+    """The spans of ``__row`` numbers :func:`assignment_query` expands, in ``__row`` order: each group of rows
+    equal in every column (those of a person, with a unit) as (``__start``, ``ec_id``, ``__w``), its rows being
+    ``__start`` + 1 … ``__start`` + ``__w``."""
     # rows equal in these columns are consecutive under __row's order; with a unit, a person's rows (the unit and
     # the QIs lead the order) are one run: one group per person instead of one per distinct row
     cols = row_order(ci)
     if ci.policy.privacy_unit:
         cols = cols[:1 + len([q for q in ci.policy.quasi if q in ci.columns])]
-    n, start, i = "__n", "__start", "__i"
+    n, start = "__n", SPAN_START
     if assignment_reads_base(ci):
         # every column is a key of the base counts: its rows are the source grouped by all its columns, counted
         grouped = exp.select(*[col(c) for c in cols], alias(col(WEIGHT), n)).from_(ci.base.copy())
@@ -206,14 +218,20 @@ def assignment_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
     started = exp.select(exp.Star(), alias(exp.Sub(this=running, expression=col(n)), start)).from_(
         exp.Subquery(this=grouped, alias=exp.TableAlias(this=ident("d"))))
     assigned, on = tuple_join(ci, names, "r", "a")
-    kept = (exp.select(col(start, "r"), col(n, "r"), col(EC_ID, "a"))
+    return (exp.select(col(start, "r"), col(EC_ID, "a"), alias(exp.Cast(this=col(n, "r"), to=dtype("BIGINT")),
+                                                              WEIGHT))
             .from_(exp.Subquery(this=started, alias=exp.TableAlias(this=ident("r"))))
             .join(assigned, on=on)
             .order_by(col(start, "r")))
-    series = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(1), end=col(n))])
-    repeated = exp.select(col(start), col(EC_ID), alias(series, i)).from_(
-        exp.Subquery(this=kept, alias=exp.TableAlias(this=ident("k"))))
-    row = exp.Cast(this=exp.Add(this=col(start), expression=col(i)), to=dtype("BIGINT"))
+
+
+def assignment_from_spans(spans: exp.Expression) -> exp.Select:
+    """``__row`` → ``ec_id`` for every row of the spans ``spans`` (a relation of :func:`assignment_spans_query`'s
+    columns), in their order."""
+    i = "__i"
+    series = exp.Unnest(expressions=[exp.GenerateSeries(start=lit(1), end=col(WEIGHT))])
+    repeated = exp.select(col(SPAN_START), col(EC_ID), alias(series, i)).from_(spans)
+    row = exp.Cast(this=exp.Add(this=col(SPAN_START), expression=col(i)), to=dtype("BIGINT"))
     return exp.select(alias(row, ROW_ID), col(EC_ID)).from_(
         exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("x"))))
 

@@ -458,7 +458,8 @@ def pieces_table(release_name: str) -> exp.Table:
 ROW_GROUP_ROWS = 122_880
 
 
-def pieces_query(rows: exp.Table, data_cols: Sequence[str], row_group_rows: int = ROW_GROUP_ROWS) -> exp.Select:
+def pieces_query(rows: exp.Table, data_cols: Sequence[str], row_group_rows: int = ROW_GROUP_ROWS,
+                 offset: str | None = None) -> exp.Select:
     """``rows`` (released values with their counts ``__w``, in release order) with each count cut into pieces of
     at most ``s`` records, in the same order: the same records, in as many rows as make two row groups per thread.
     DuckDB repeats the rows of one scanned row group on one thread, and a table of rows with counts is often a few
@@ -467,7 +468,8 @@ def pieces_query(rows: exp.Table, data_cols: Sequence[str], row_group_rows: int 
     ``rows`` itself) when cutting does not pay, as read from ``rows`` when the statement runs: fewer than four row
     groups of records, rows that fill two row groups per thread already (a copy would cost without helping), or
     no ``preserve_insertion_order`` (the pieces keep the release order only with it). ``row_group_rows``: a test's
-    smaller row group, to cut small tables."""
+    smaller row group, to cut small tables. ``offset``: a column of ``data_cols`` that numbers the records (the
+    first ``__row`` of an assignment span), advanced in each piece by the records of the pieces before it."""
     w = col(WEIGHT)
     total = exp.Sum(this=w.copy())
     threads = exp.Cast(this=exp.Anonymous(this="current_setting", expressions=[lit("threads")]), to=dtype("BIGINT"))
@@ -490,19 +492,25 @@ def pieces_query(rows: exp.Table, data_cols: Sequence[str], row_group_rows: int 
     cut_rows = (exp.select(*[c.copy() for c in kept], w.copy(), alias(starts, "__j")).from_(rows.copy())
                 .where(scalar(pays)))
     piece = exp.Anonymous(this="least", expressions=[exp.Sub(this=w.copy(), expression=col("__j")), scalar(size)])
-    return exp.select(*[c.copy() for c in kept], alias(piece, WEIGHT)).from_(
+    out = [alias(exp.Add(this=c.copy(), expression=col("__j")), offset) if c.name == offset else c.copy()
+           for c in kept]
+    return exp.select(*out, alias(piece, WEIGHT)).from_(
         exp.Subquery(this=cut_rows, alias=exp.TableAlias(this=ident("p"))))
 
 
-def written_rows(pieces: exp.Table, rows: exp.Table, data_cols: Sequence[str]) -> exp.Select:
-    """The released table's statement from the pieces of :func:`pieces_query` when there are any, else from
-    ``rows`` themselves: each written ``__w`` times, in order (one of the two is read, the other gives no row)."""
+def pieces_or_rows(pieces: exp.Table, rows: exp.Table, data_cols: Sequence[str]) -> exp.Subquery:
+    """The pieces of :func:`pieces_query` when there are any, else ``rows`` themselves (one of the two is read,
+    the other gives no row): ``data_cols``, ``ec_id`` and ``__w``, in order."""
     kept = [col(c) for c in data_cols] + [col(EC_ID), col(WEIGHT)]
     none_cut = exp.Not(this=exp.Exists(this=exp.select(exp.Literal.number(1)).from_(pieces.copy())))
     either = exp.union(exp.select(*[c.copy() for c in kept]).from_(pieces.copy()),
                        exp.select(*[c.copy() for c in kept]).from_(rows.copy()).where(none_cut), distinct=False)
-    return _each_record(exp.select(exp.Star()).from_(exp.Subquery(this=either, alias=exp.TableAlias(
-        this=ident("w")))), data_cols)
+    return exp.Subquery(this=either, alias=exp.TableAlias(this=ident("w")))
+
+
+def written_rows(pieces: exp.Table, rows: exp.Table, data_cols: Sequence[str]) -> exp.Select:
+    """The released table's statement from :func:`pieces_or_rows`: each written ``__w`` times, in order."""
+    return _each_record(exp.select(exp.Star()).from_(pieces_or_rows(pieces, rows, data_cols)), data_cols)
 
 
 _REPEATED = "anon_sql.repeated"   # meta key of a release query built by _each_record: its released columns

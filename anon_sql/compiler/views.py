@@ -11,17 +11,18 @@ from sqlglot import exp
 
 from ..catalog.names import COUNTED_ROWS, KEPT_WORKING, WORK_SCHEMA, WORKING, working
 from ..common.columns import EC_ID, SIZE, UNIT
-from ..common.sqlbuild import render
+from ..common.sqlbuild import ident, render
 from ..data import base_counts
 from ..methods.base import LevelPlan
 from .classes import checks_view, class_stats_query, classes_view
-from .general import (assignment_query, assignment_reads_base, base_table, general_view, kept_tuples_query,
-                      tuple_map_table, uses_base_table, uses_tuple_map)
+from .general import (SPAN_START, assignment_from_spans, assignment_query, assignment_reads_base,
+                      assignment_spans_query, base_table, general_view, kept_tuples_query, tuple_map_table,
+                      uses_base_table, uses_tuple_map)
 from .names import (BASE_STATEMENT, CARRY_STATEMENT, DROP_UNIT_STATEMENT, DROPPED_VIEWS, KEEP, SCHEMA_STATEMENT,
                     SOURCE_STATEMENT, WEIGHT, CompiledRelease, CompileInput, ReleaseNames, class_level_quasi,
                     create_view, drop_unit_statement, noise_flag, released_columns, unit_columns)
 from .release import (ROW_KEY, counted_rows_table, counts_people_from_base, data_columns, grouped_release,
-                      people_query, people_table, pieces_query, pieces_table, release_reads_base,
+                      people_query, people_table, pieces_or_rows, pieces_query, pieces_table, release_reads_base,
                       release_table_query, repeated_rows, row_map_query, row_map_table, uses_row_map,
                       written_rows)
 from .source import source_statement, source_view, work_schema_statement
@@ -189,11 +190,34 @@ def drop_row_map_step(ci: CompileInput, names: ReleaseNames) -> Statements:
 
 
 def assignment_step(ci: CompileInput, names: ReleaseNames) -> Statements:
-    """The ``__assignment`` table of a plan with QI tuples that did not bring one."""
+    """The ``__assignment`` table of a plan with QI tuples that did not bring one. Where the target keeps session
+    tables, its spans (a few thousand rows: one row group, which DuckDB expands on one thread) are kept in one and
+    cut into pieces that fill every thread, as the released table's rows are (:func:`pieces_query`), both dropped
+    once the table is written: the same pairs in the same order (issue 29.2: at 100M rows its one-thread write was
+    5 s)."""
     if not (uses_tuple_map(ci) and ci.plan.assignment is None):
         return []
-    return [("assignment", exp.Create(this=names.assignment.copy(), kind="TABLE", replace=True,
-                                      expression=assignment_query(ci, names)))]
+    if not ci.target.session_tables:
+        return [("assignment", exp.Create(this=names.assignment.copy(), kind="TABLE", replace=True,
+                                          expression=assignment_query(ci, names)))]
+    spans = assignment_spans_table(names.release)
+    pieces = assignment_pieces_table(names.release)
+    written = assignment_from_spans(pieces_or_rows(pieces, spans, [SPAN_START]))
+    return [("assignment spans", _temporary(spans.copy(), assignment_spans_query(ci, names))),
+            ("assignment pieces", _temporary(pieces.copy(), pieces_query(spans, [SPAN_START], offset=SPAN_START))),
+            ("assignment", exp.Create(this=names.assignment.copy(), kind="TABLE", replace=True, expression=written)),
+            *[(f"drop {what}", exp.Drop(tables=[table.copy()], kind="TABLE", exists=True))
+              for what, table in (("assignment pieces", pieces), ("assignment spans", spans))]]
+
+
+def assignment_spans_table(release_name: str) -> exp.Table:
+    """The session-temporary table of a release's assignment spans (:func:`assignment_spans_query`)."""
+    return exp.Table(this=ident(release_name + "__spans"), db=ident("main"), catalog=ident("temp"))
+
+
+def assignment_pieces_table(release_name: str) -> exp.Table:
+    """The session-temporary table of those spans cut into pieces (:func:`pieces_query`)."""
+    return exp.Table(this=ident(release_name + "__spanpieces"), db=ident("main"), catalog=ident("temp"))
 
 
 def drop_tuple_maps_step(ci: CompileInput, names: ReleaseNames) -> Statements:

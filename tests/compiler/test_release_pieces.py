@@ -2,7 +2,8 @@
 that DuckDB repeats them on every thread: the table's statement (``written_rows``: the pieces, or the rows when
 none were cut) must write exactly the records of the rows in exactly their order, whatever the counts, the threads
 and the row-group size — and nothing is cut when the records are few, when the rows fill the threads already, or
-when the connection does not preserve insertion order."""
+when the connection does not preserve insertion order. The ``__assignment`` of a plan with QI tuples is written
+from its spans of row numbers cut the same way, and must number the same rows in the same order."""
 from __future__ import annotations
 
 import duckdb
@@ -13,7 +14,9 @@ from sqlglot import exp
 
 import anon_sql
 from anon_sql.common.sqlbuild import render
-from anon_sql.compiler.release import pieces_query, repeated_rows, written_rows
+from anon_sql.compiler import views
+from anon_sql.compiler.general import assignment_from_spans, assignment_query, uses_tuple_map
+from anon_sql.compiler.release import pieces_or_rows, pieces_query, repeated_rows, written_rows
 
 from conftest import data_path
 
@@ -137,3 +140,71 @@ def test_a_large_release_written_from_pieces_checks(tmp_path):
                       .fetchall()))
     checks = anon_sql.check(con, "big_rel")
     assert bool(checks["passed"].all()), checks[~checks["passed"]]
+
+
+# -- the assignment of a plan with QI tuples (Mondrian): its spans of row numbers cut the same way ---------------
+SPANS = exp.Table(this=exp.to_identifier("s", quoted=True))
+SPAN_PIECES = exp.Table(this=exp.to_identifier("sp", quoted=True))
+
+
+def _assigned(con: duckdb.DuckDBPyConnection, relation: exp.Expression) -> list[tuple]:
+    return con.execute(render(assignment_from_spans(relation))).fetchall()
+
+
+span = st.tuples(st.integers(0, 5), st.integers(1, 40))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spans=st.lists(span, max_size=30), row_group_rows=st.integers(1, 16), threads=st.integers(1, 3))
+def test_assignment_pieces_number_the_same_rows_in_the_same_order(spans, row_group_rows, threads):
+    """Spans (first row number less one, class, rows) cut into pieces whose first row number advances by the rows
+    of the pieces before: the same (row, class) pairs, in the same order, whether cut or not."""
+    con = duckdb.connect()
+    con.execute(f"SET threads = {threads}")
+    starts = [sum(w for _, w in spans[:i]) for i in range(len(spans))]
+    con.execute("CREATE TABLE s (__start BIGINT, ec_id BIGINT, __w BIGINT)")
+    if spans:
+        con.executemany("INSERT INTO s VALUES (?, ?, ?)", [(s, e, w) for s, (e, w) in zip(starts, spans)])
+    con.execute(f"CREATE TABLE sp AS {render(pieces_query(SPANS, ['__start'], row_group_rows, offset='__start'))}")
+    uncut = _assigned(con, exp.Subquery(this=exp.select("*").from_(SPANS), alias=exp.TableAlias(
+        this=exp.to_identifier("k"))))
+    assert uncut == [(starts[i] + j + 1, e) for i, (e, w) in enumerate(spans) for j in range(w)]
+    assert _assigned(con, pieces_or_rows(SPAN_PIECES, SPANS, ["__start"])) == uncut
+    total = sum(w for _, w in spans)
+    cut = con.execute("SELECT count(*) FROM sp").fetchall()[0][0]
+    assert (cut > 0) == (total >= 4 * row_group_rows and len(spans) < threads * 2 * row_group_rows)
+
+
+def test_a_large_mondrian_assignment_from_pieces_is_the_one_statement_assignment(tmp_path, monkeypatch):
+    """A Mondrian release of ~530,000 records (its assignment spans cut into pieces): the ``__assignment`` table is
+    the one the single statement (:func:`assignment_query`, the form other engines run) writes, row for row and in
+    order, and it numbers every row once."""
+    con = duckdb.connect(str(tmp_path / "m.duckdb"))
+    anon_sql.install(con)
+    adult = data_path("adult", "adult.csv")
+    con.execute("CREATE TABLE a AS SELECT * FROM read_csv(?, delim = ';', header = true)", [str(adult)])
+    con.execute("CREATE TABLE big AS SELECT a.age, a.sex, a.\"salary-class\", a.race FROM range(17) r(i), a "
+                "UNION ALL SELECT age, sex, \"salary-class\", race FROM a WHERE age % 2 = 0")
+    policy = {"name": "cut", "source": "big", "method": "mondrian", "default_role": "insensitive", "seed": 3,
+              "attributes": {"age": {"role": "quasi"}, "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
+                             "salary-class": {"role": "sensitive"}},
+              "privacy": {"k": 5}}
+    rel = anon_sql.release(con, policy)
+    assert "__spanpieces" in "\n".join(rel.sql)
+    n = con.execute("SELECT count(*) FROM big").fetchall()[0][0]
+    cut = con.execute("SELECT __row, ec_id FROM anon_work.cut__assignment ORDER BY rowid").fetchall()
+    assert [r for r, _ in cut] == list(range(1, n + 1))
+
+    def one_statement(ci, names):
+        if not (uses_tuple_map(ci) and ci.plan.assignment is None):
+            return []
+        return [("assignment", exp.Create(this=names.assignment.copy(), kind="TABLE", replace=True,
+                                          expression=assignment_query(ci, names)))]
+
+    monkeypatch.setattr(views, "STEPS", tuple(one_statement if s is views.assignment_step else s
+                                              for s in views.STEPS))
+    whole = anon_sql.release(con, {**policy, "name": "whole"})
+    assert "__spanpieces" not in "\n".join(whole.sql)
+    assert con.execute("SELECT __row, ec_id FROM anon_work.whole__assignment ORDER BY rowid").fetchall() == cut
+    assert not [t for t, in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+                if t.startswith(("cut__", "whole__"))]
