@@ -32,7 +32,7 @@ from ..policy.model import Policy
 from ..data.source import (describe, file_relation, is_path, readable_relation, refuse_temp_shadows,
                            relation_exists, table_relation)
 from ..data.taxonomy import TOP
-from ..common.sqlbuild import ident, lit, record_count, render, scratch_name
+from ..common.sqlbuild import alias, col, ident, lit, record_count, registered_frame, render, scratch_name
 from .contents import file_contents_row
 from .related_checks import related_rows, related_table
 from ..common.content_kinds import KINDS
@@ -306,7 +306,9 @@ def _recheck_shared(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str,
 def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnection, name: str,
                   related: tuple[str, ...] = ()) -> exp.Table:
     """The released table of ``con``'s file as seen from ``private``: the file attached read-only (else, e.g. an
-    in-memory ``con``, a copy of the table's rows and of its ``related`` tables' beside it)."""
+    in-memory ``con`` or a file this process holds open, a copy of the table's rows and of its ``related`` tables'
+    beside it, each column of its own type: an ENUM read through Arrow would come back as VARCHAR and fail the
+    ``types`` check of a table nobody edited)."""
     path = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0][0]
     if path:
         try:
@@ -317,8 +319,12 @@ def _shared_table(con: duckdb.DuckDBPyConnection, private: duckdb.DuckDBPyConnec
             pass
     for source, copy in ((name, _SHARED), *((f"{name}_{n}", f"{_SHARED}_{n}") for n in related)):
         if relation_exists(con, source):
-            private.register(copy, con.sql(render(exp.select("*").from_(exp.Table(this=ident(source)))))
-                             .to_arrow_table())
+            typed = [alias(exp.Cast(this=col(c), to=exp.DataType.build(t, dialect="duckdb")), c)
+                     for c, t, *_ in describe(con, exp.Table(this=ident(source)))]
+            rows = con.sql(render(exp.select("*").from_(exp.Table(this=ident(source))))).to_arrow_table()
+            with registered_frame(private, rows, "__anon_shared_rows") as frame:
+                private.execute(render(exp.Create(this=exp.Table(this=ident(copy)), kind="TABLE",
+                                                  expression=exp.select(*typed).from_(exp.Table(this=ident(frame))))))
     return exp.Table(this=ident(_SHARED))
 
 

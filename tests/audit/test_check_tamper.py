@@ -113,7 +113,9 @@ def test_every_kind_of_edit_is_caught(db, statement, broken):
 
 
 def test_mondrian_and_theta_edits_exit_3(db):
-    edit(db, "UPDATE rm SET age = '[0-99]' WHERE rowid = (SELECT min(rowid) FROM rm)",
+    # Mondrian's class values are an ENUM of the released values: the column retyped to take a new one
+    edit(db, "ALTER TABLE rm ALTER age TYPE VARCHAR",
+         "UPDATE rm SET age = '[0-99]' WHERE rowid = (SELECT min(rowid) FROM rm)",
          f"CREATE OR REPLACE VIEW {working('rm', 'checks')} AS SELECT 1 AS ec_id, TRUE AS __all_ok",
          # θ: the noise record removed (and the noise mark hidden): the class falls below θ and below k
          "DELETE FROM rt WHERE is_noise",
@@ -239,8 +241,12 @@ def test_check_on_a_shared_file_recomputes_every_model_and_never_writes_it(share
     ("rl", ["UPDATE rl SET diag = 'flu' WHERE ec_id = 2"], {"l_distinct__diag"}),
     ("rl", ["DELETE FROM rl WHERE ec_id = 1"], {"reconciliation", "classes", "max_suppression"}),
     ("rl", ["ALTER TABLE rl ADD COLUMN name VARCHAR DEFAULT 'Ann'"], {"columns"}),
-    # one record moved to a class of its own: below k
-    ("rm", ["UPDATE rm SET age = '[0-99]' WHERE rowid = (SELECT min(rowid) FROM rm)"], {"k"}),
+    # one record moved to a class of its own: below k (a value of its own, the column retyped from its ENUM; or
+    # another class's value, which the ENUM holds)
+    ("rm", ["ALTER TABLE rm ALTER age TYPE VARCHAR",
+            "UPDATE rm SET age = '[0-99]' WHERE rowid = (SELECT min(rowid) FROM rm)"], {"k", "types"}),
+    ("rm", ["UPDATE rm SET age = (SELECT age FROM rm WHERE age IS DISTINCT FROM (SELECT age FROM rm WHERE rowid = "
+            "(SELECT min(rowid) FROM rm)) ORDER BY rowid LIMIT 1) WHERE rowid = (SELECT min(rowid) FROM rm)"], {"k"}),
     ("rt", ["DELETE FROM rt WHERE rowid = (SELECT min(rowid) FROM rt)"], {"reconciliation"}),
     # the classes table and the metadata's stored checks are never trusted
     ("rl", ["UPDATE rl SET diag = 'flu' WHERE ec_id = 2", "UPDATE rl__classes SET size = 99",
@@ -320,3 +326,25 @@ def test_a_shared_file_checks_with_the_package_macros_whatever_it_holds(shared_f
     edit(str(path), THETA_BROKEN)
     res = CliRunner().invoke(main, ["check", "rt", "--db", str(path)])
     assert res.exit_code == 3 and "theta__disease" in res.output, res.output
+
+
+@pytest.mark.parametrize("policy", [levels_policy(), mondrian_policy()], ids=["levels", "mondrian"])
+def test_an_unedited_shared_file_open_in_this_process_passes(tmp_path, policy):
+    """A shared file this process holds open (read-write: it cannot be attached again) is checked from a copy of its
+    table; the copy keeps each column's type, so the generalized columns' ENUMs pass the ``types`` check (they came
+    back as VARCHAR through Arrow and failed it)."""
+    con = duckdb.connect()
+    anon_sql.install(con)
+    con.execute(PATIENTS)
+    anon_sql.release(con, policy)
+    enums = [c for c, t in con.execute(f"SELECT column_name, data_type FROM duckdb_columns() "
+                                        f"WHERE table_name = '{policy['name']}'").fetchall() if t.startswith("ENUM")]
+    assert enums == ["age", "sex"]
+    path = tmp_path / "shared.duckdb"
+    anon_sql.export(con, policy["name"], str(path))
+    shared = duckdb.connect(str(path))
+    try:
+        frame = anon_sql.check(shared, policy["name"])
+    finally:
+        shared.close()
+    assert frame["passed"].all(), frame.loc[~frame["passed"], ["check", "message"]].to_dict("records")
