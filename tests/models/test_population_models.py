@@ -508,7 +508,7 @@ def test_nulls_and_values_the_source_lacks(con):
     assert "*" in released and out[["age", "color"]].isna().any().any()   # both NULL forms are exercised
     # by hand (the population is the source twice plus 6 records): age NULL → 3·2 + 2 = 8; [20-22] → 3·2 + the
     # extra 21 (pink, matched by *) = 7; [30-42] → 6·2 + 35 = 13; [31-41] (overlapping it) → 4·2 + 35 = 9
-    by_age = dict(zip(rel.classes["age"].fillna("NULL"), rel.classes["k_map_value"]))
+    by_age = dict(zip(rel.classes["age"].astype(object).fillna("NULL"), rel.classes["k_map_value"]))   # an ENUM
     assert by_age == {"NULL": 8, "[20-22]": 7, "[30-42]": 13, "[31-41]": 9}
     want = population_oracle(out, con.execute("SELECT * FROM p").df(), ["age", "color"], rel.plan, False, {})
     got = {(int(e), None if pd.isna(a) else str(a), None if pd.isna(b) else str(b)): float(v)

@@ -74,7 +74,7 @@ def test_probe_counts_the_sampled_tuples(rows):
         con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
     probe = base_counts.carry_probe(exp.to_table("t"), ["x", "y", "z"], seed=3)
     probe.find(exp.TableSample).set("percent", exp.Literal.number(100))
-    sampled, distinct, singles = con.execute(render(probe)).fetchone()
+    sampled, distinct, singles = con.execute(render(probe)).fetchall()[0]
     sizes = pd.DataFrame(rows, columns=["x", "y", "z"], dtype=object).value_counts(dropna=False)
     assert (sampled, distinct, singles) == (len(rows), len(sizes), int((sizes == 1).sum()))
 
