@@ -117,3 +117,29 @@ def test_tuple_classes_refuses_a_tuple_split_across_classes():
     assert got == {(1.0, "a"): 1, (2.0, "b"): 2, (None, None): 3}
     assert tuple_classes(combos, np.array([1, 2, 2, 3, 3])) is None     # (1, a) in classes 1 and 2
     assert tuple_classes(combos, np.array([1, 1, 2, 3, 4])) is None     # the NULL tuple in classes 3 and 4
+
+
+def test_class_values_are_enums_in_text_order():
+    """Mondrian's released QIs are ENUMs of the values its classes release (``__ec_values`` as written), listed in
+    text order: ordering and comparing them is ordering and comparing their text, NULLs stay NULL, and the released
+    values are exactly the class values."""
+    con = duckdb.connect()
+    anon_sql.install(con)
+    con.register("frame", _table())
+    con.execute("CREATE TABLE t AS SELECT * FROM frame")
+    con.unregister("frame")
+    anon_sql.release(con, _policy("rel", {"k": 5}, None, grouped=True))
+    types = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'rel'").fetchall())
+    values = working("rel", "ec_values")
+    for q in ("age", "zip", "sex"):
+        domain = con.execute(f"SELECT enum_range(NULL::{types[q]})").fetchall()[0][0]
+        assert types[q].startswith("ENUM") and domain == sorted(domain)
+        held = {v for (v,) in con.execute(f"SELECT DISTINCT {q}::VARCHAR FROM {values} WHERE {q} IS NOT NULL")
+                .fetchall()}
+        assert set(domain) == held
+        by_enum = [v for (v,) in con.execute(f"SELECT {q}::VARCHAR FROM rel ORDER BY {q}, rowid").fetchall()]
+        by_text = [v for (v,) in con.execute(f"SELECT {q}::VARCHAR FROM rel ORDER BY {q}::VARCHAR, rowid")
+                   .fetchall()]
+        assert by_enum == by_text
+    assert types["disease"] == "VARCHAR"
+    assert con.execute("SELECT count(*) FROM rel WHERE age IS NULL").fetchall()[0][0] > 0   # NULLs kept
