@@ -109,16 +109,22 @@ def test_an_empty_table_has_no_pieces():
     assert _cut(con) == 0
 
 
-def test_a_large_release_written_from_pieces_checks(tmp_path):
-    """A level release of 600,000 records (its rows cut into pieces): every record written once, in class order,
-    and the release's own digests and checks hold when checked again."""
-    con = duckdb.connect(str(tmp_path / "big.duckdb"))
+def _big_adult(path) -> duckdb.DuckDBPyConnection:
+    """A file database with anon_sql installed and table ``big``: 17 copies of Adult's age, sex, salary-class and
+    race and its even ages once more (~530,000 rows: counts of every parity, so that a piece too many shows)."""
+    con = duckdb.connect(str(path))
     anon_sql.install(con)
     adult = data_path("adult", "adult.csv")
     con.execute("CREATE TABLE a AS SELECT * FROM read_csv(?, delim = ';', header = true)", [str(adult)])
-    # 17 copies of Adult and its even ages once more: counts of every parity, so that a piece too many shows
     con.execute("CREATE TABLE big AS SELECT a.age, a.sex, a.\"salary-class\", a.race FROM range(17) r(i), a "
                 "UNION ALL SELECT age, sex, \"salary-class\", race FROM a WHERE age % 2 = 0")
+    return con
+
+
+def test_a_large_release_written_from_pieces_checks(tmp_path):
+    """A level release of 600,000 records (its rows cut into pieces): every record written once, in class order,
+    and the release's own digests and checks hold when checked again."""
+    con = _big_adult(tmp_path / "big.duckdb")
     policy = {"name": "big_rel", "source": "big", "method": "levels", "default_role": "insensitive",
               "attributes": {"age": {"role": "quasi", "taxonomy": {"kind": "interval", "widths": [10, 20]}},
                              "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
@@ -179,12 +185,7 @@ def test_a_large_mondrian_assignment_from_pieces_is_the_one_statement_assignment
     """A Mondrian release of ~530,000 records (its assignment spans cut into pieces): the ``__assignment`` table is
     the one the single statement (:func:`assignment_query`, the form other engines run) writes, row for row and in
     order, and it numbers every row once."""
-    con = duckdb.connect(str(tmp_path / "m.duckdb"))
-    anon_sql.install(con)
-    adult = data_path("adult", "adult.csv")
-    con.execute("CREATE TABLE a AS SELECT * FROM read_csv(?, delim = ';', header = true)", [str(adult)])
-    con.execute("CREATE TABLE big AS SELECT a.age, a.sex, a.\"salary-class\", a.race FROM range(17) r(i), a "
-                "UNION ALL SELECT age, sex, \"salary-class\", race FROM a WHERE age % 2 = 0")
+    con = _big_adult(tmp_path / "m.duckdb")
     policy = {"name": "cut", "source": "big", "method": "mondrian", "default_role": "insensitive", "seed": 3,
               "attributes": {"age": {"role": "quasi"}, "sex": {"role": "quasi", "taxonomy": {"kind": "top"}},
                              "salary-class": {"role": "sensitive"}},
