@@ -150,8 +150,10 @@ class Engine(ABC):
         return table
 
     @abstractmethod
-    def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str]) -> None:
-        """The plan's assignment / class-value / noise frames as tables of the release."""
+    def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str], every_class: bool = False
+                   ) -> None:
+        """The plan's assignment / class-value / noise frames as tables of the release (``every_class``: no class
+        can be suppressed, so every class value is a released value)."""
 
     @abstractmethod
     def drop(self, name: str | exp.Table) -> None:

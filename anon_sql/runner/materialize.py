@@ -65,7 +65,8 @@ def materialize(engine: Engine, compiled: CompiledRelease, plan: Plan, policy: P
     count statement is skipped when resolve already made that table (``base_made``); ``replace`` drops the existing
     table of the release's name first."""
     if isinstance(plan, AssignmentPlan):
-        engine.write_plan(compiled.names, plan, policy.quasi)
+        # nothing suppressible: every class is released, so its values may be typed by exactly those released
+        engine.write_plan(compiled.names, plan, policy.quasi, every_class=policy.privacy.max_suppression <= 0)
     if replace:
         engine.drop(compiled.names.table)
     texts = compiled.sql(pretty=True)    # rendered once: the same text is stored with the release
