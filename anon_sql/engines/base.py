@@ -150,10 +150,10 @@ class Engine(ABC):
         return table
 
     @abstractmethod
-    def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str], every_class: bool = False
+    def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str], enum_values: bool = False
                    ) -> None:
-        """The plan's assignment / class-value / noise frames as tables of the release (``every_class``: no class
-        can be suppressed, so every class value is a released value)."""
+        """The plan's assignment / class-value / noise frames as tables of the release (``enum_values``: the class
+        values' text columns typed by their values, where the engine has such types: every class is released)."""
 
     @abstractmethod
     def drop(self, name: str | exp.Table) -> None:

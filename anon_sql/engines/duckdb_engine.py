@@ -92,15 +92,14 @@ class DuckDBEngine(Engine):
         self._con.execute(text if text is not None else render(stmt))
         self.created.append(stmt.this.name)
 
-    def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str], every_class: bool = False
+    def write_plan(self, names: ReleaseNames, plan: AssignmentPlan, quasi: list[str], enum_values: bool = False
                    ) -> None:
         # the QI tuple → ec_id map is session-temporary (the compiled release drops it): the general view's join
         tuples = tuple_map_table(names.release) if plan.tuple_classes is not None else None
-        # a plan with QI tuples (Mondrian) writes its table from grouped rows: its class values as ENUMs, when every
-        # class is released (no suppression budget). An ENUM's dictionary leaves with the table (an export, a
-        # shared file): a suppressed class's values must never be in it, so with a budget they stay text
-        values = (enum_columns(plan.class_values, quasi)
-                  if plan.class_values is not None and tuples is not None and every_class else plan.class_values)
+        # the class values as ENUMs when asked (Mondrian with every class released: an ENUM's dictionary leaves with
+        # the table, to an export or a shared file, so it must hold released values only)
+        values = (enum_columns(plan.class_values, quasi) if plan.class_values is not None and enum_values
+                  else plan.class_values)
         for table, frame in ((names.assignment, plan.assignment), (names.ec_values, values),
                              (names.noise, plan.noise), (tuples, plan.tuple_classes)):
             if frame is None:

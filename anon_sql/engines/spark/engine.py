@@ -253,7 +253,7 @@ class SparkEngine(Engine):
         self.register_frame(self.spark.createDataFrame(table.cast(schema)), name)
         return exp.Table(this=ident(name))
 
-    def write_plan(self, names: Any, plan: Any, quasi: list[str], every_class: bool = False) -> None:
+    def write_plan(self, names: Any, plan: Any, quasi: list[str], enum_values: bool = False) -> None:
         """The plan's assignment and class values (Spark DataFrames or pandas), and noise records as cached views,
         typed as on DuckDB: keys BIGINT, released quasi-identifier values text, other columns their source type."""
         from pyspark.sql import types as T
