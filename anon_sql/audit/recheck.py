@@ -32,7 +32,8 @@ from ..policy.model import Policy
 from ..data.source import (describe, file_relation, is_path, readable_relation, refuse_temp_shadows,
                            relation_exists, table_relation)
 from ..data.taxonomy import TOP
-from ..common.sqlbuild import alias, col, ident, lit, record_count, registered_frame, render, scratch_name
+from ..common.sqlbuild import (alias, col, ident, lit, record_count, registered_frame, render, scratch_name,
+                               session_table)
 from .contents import file_contents_row
 from .related_checks import related_rows, related_table
 from ..common.content_kinds import KINDS
@@ -686,7 +687,7 @@ def derived_groups(con: duckdb.DuckDBPyConnection, declared: Policy, relation: e
     policy = _without_identifiers(declared)
     ci = CompileInput(policy, relation.copy(), columns, AssignmentPlan(pd.DataFrame(), pd.DataFrame()), {}, [])
     # a fresh name: a view of the user's named like it is never replaced or dropped (hostile round 19, M53)
-    view = exp.Table(this=ident(scratch_name(_DERIVE_VIEW)), db=ident("main"), catalog=ident("temp"))
+    view = session_table(scratch_name(_DERIVE_VIEW))
     create = exp.Create(this=view.copy(), kind="VIEW", replace=True,
                         expression=source_view(ci, ReleaseNames(policy.name)),
                         properties=exp.Properties(expressions=[exp.TemporaryProperty()]))

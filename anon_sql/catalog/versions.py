@@ -16,7 +16,7 @@ import pandas as pd
 from sqlglot import exp
 
 from . import store as catalog
-from ..common.sqlbuild import col, ident, lit, render
+from ..common.sqlbuild import col, ident, lit, render, session_table
 
 _PREV_ROWS = "__anon_previous_rows"
 _PREV_CLASSES = "__anon_previous_classes"
@@ -25,10 +25,6 @@ _TRACE = exp.Table(this=ident("search_trace"), db=ident("anon"))
 _TRACE_COLUMNS = ("release", "step", "node", "event", "violations", "distinct_rows", "feasible", "score")
 _VERSIONS = exp.Table(this=ident("release_versions"), db=ident("anon"))
 _CLASSES = exp.Table(this=ident("equivalence_classes"), db=ident("anon"))
-
-
-def _temp(name: str) -> exp.Table:
-    return exp.Table(this=ident(name), db=ident("main"), catalog=ident("temp"))
 
 
 def _where_release(name: str) -> exp.Expression:
@@ -60,7 +56,7 @@ def snapshot(con: duckdb.DuckDBPyConnection, name: str) -> Snapshot:
         exp.and_(_where_release(name), *([exp.Is(this=col("version"), expression=exp.Null())]
                                          if _trace_has_versions(con) else [])))
     for table, q in ((_PREV_ROWS, rows_q), (_PREV_CLASSES, classes_q), (_PREV_TRACE, trace_q)):
-        con.execute(render(exp.Create(this=_temp(table), kind="TABLE", replace=True, expression=q,
+        con.execute(render(exp.Create(this=session_table(table), kind="TABLE", replace=True, expression=q,
                                       properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
     last = latest(con, name) or {}
     return Snapshot(name, None if row is None else row.get("plan"),
@@ -84,14 +80,14 @@ def _number_trace(con: duckdb.DuckDBPyConnection, name: str, version: int, previ
     if previous is None or last is None:
         return
     restored = exp.select(*[col(c) for c in _TRACE_COLUMNS], exp.alias_(lit(last), "version")).from_(
-        _temp(_PREV_TRACE))
+        session_table(_PREV_TRACE))
     con.execute(render(exp.insert(restored, _TRACE.copy(), columns=[*_TRACE_COLUMNS, "version"])))
 
 
 def discard_snapshots(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the temp snapshot tables (whatever happened to the new version)."""
     for table in (_PREV_ROWS, _PREV_CLASSES, _PREV_TRACE):
-        con.execute(render(exp.Drop(tables=[_temp(table)], kind="TABLE", exists=True)))
+        con.execute(render(exp.Drop(tables=[session_table(table)], kind="TABLE", exists=True)))
 
 
 def _count(con: duckdb.DuckDBPyConnection, q: exp.Expression) -> int:
@@ -106,7 +102,7 @@ def _columns(con: duckdb.DuckDBPyConnection, table: exp.Table) -> list[str]:
 def _diff(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, int]:
     """Rows added / removed (multiset, ec_id aside, values compared as text) and classes added / removed / resized
     (by released quasi-identifier values) between the snapshot and the release now in place."""
-    new_t, old_t = exp.Table(this=ident(name)), _temp(_PREV_ROWS)
+    new_t, old_t = exp.Table(this=ident(name)), session_table(_PREV_ROWS)
     old_cols = set(_columns(con, old_t))
     common = [c for c in _columns(con, new_t) if c in old_cols and c != "ec_id"]
 
@@ -120,7 +116,7 @@ def _diff(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, int]:
         return exp.select(col("qi_values"), col("size")).from_(t.copy())
 
     new_c = exp.select(col("qi_values"), col("size")).from_(_CLASSES.copy()).where(_where_release(name))
-    old_c = exp.Table(this=ident(_PREV_CLASSES), db=ident("main"), catalog=ident("temp"))
+    old_c = session_table(_PREV_CLASSES)
     changed_new = exp.except_(new_c, classes(old_c), distinct=False)
     gone_old = exp.except_(classes(old_c), new_c.copy(), distinct=False)
     in_old = exp.select(col("qi_values")).from_(old_c.copy())

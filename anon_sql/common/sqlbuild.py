@@ -46,6 +46,12 @@ def table(name: str | exp.Table, schema: str | None = None, alias: str | None = 
     return t
 
 
+def session_table(name: str) -> exp.Table:
+    """``temp.main."<name>"``: a table or view of this session only (DuckDB's TEMP catalog), named exactly so that
+    it never resolves to a database object of the same name."""
+    return exp.Table(this=ident(name), db=ident("main"), catalog=ident("temp"))
+
+
 def lit(value: Any) -> exp.Expression:
     """A SQL literal for a Python scalar (None → NULL, bool → TRUE/FALSE, numbers, strings)."""
     if value is None:

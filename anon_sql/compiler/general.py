@@ -10,7 +10,7 @@ from sqlglot import exp
 from ..methods.base import ROW_ID, AssignmentPlan, LevelPlan
 from ..data import base_counts
 from ..common.columns import EC_ID, UNIT
-from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq, prerendered
+from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq, prerendered, session_table
 from ..data.taxonomy import TOP, Taxonomy
 from .dialect import dialect_target
 from .source import row_order
@@ -132,8 +132,7 @@ def assignment_reads_base(ci: CompileInput) -> bool:
 def tuple_map_table(release_name: str, kept: bool = False) -> exp.Table:
     """The session-temporary map QI tuple → ``ec_id`` of an assignment plan (:func:`uses_tuple_map`); ``kept``: the
     same map restricted to the kept classes, which the release statement joins."""
-    return exp.Table(this=ident(release_name + ("__kept" if kept else "__tuples")), db=ident("main"),
-                     catalog=ident("temp"))
+    return session_table(release_name + ("__kept" if kept else "__tuples"))
 
 
 def kept_tuples_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:

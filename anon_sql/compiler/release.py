@@ -9,7 +9,7 @@ from sqlglot import exp
 from ..methods.base import LevelPlan
 from ..data import base_counts
 from ..common.columns import EC_ID, UNIT
-from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq
+from ..common.sqlbuild import alias, and_all, col, dtype, ident, lit, null_safe_eq, session_table
 from .classes import classes_select, signed
 from .signature import SIGNATURE, signatures_query
 from .general import (base_general, base_table, level_base, level_combos, people_from_base, tuple_base,
@@ -56,13 +56,13 @@ def uses_row_map(ci: CompileInput) -> bool:
 
 def row_map_table(release_name: str) -> exp.Table:
     """The session-temporary map original QI tuple → (released QI values, ec_id) of the kept classes."""
-    return exp.Table(this=ident(release_name + "__map"), db=ident("main"), catalog=ident("temp"))
+    return session_table(release_name + "__map")
 
 
 def counted_rows_table(release_name: str) -> exp.Table:
     """DuckDB: the session-temporary table of a release's rows with their counts (``__w``), which the released
     table is written from and the checks aggregate (:func:`grouped_release`)."""
-    return exp.Table(this=ident(release_name + "__rows"), db=ident("main"), catalog=ident("temp"))
+    return session_table(release_name + "__rows")
 
 
 ROW_KEY = "__h"   # the row map's join key: a seeded hash of the original QI tuple
@@ -291,7 +291,7 @@ def counts_people_from_base(ci: CompileInput) -> bool:
 
 def people_table(release_name: str) -> exp.Table:
     """The session-temporary table of a release's people per class (:func:`people_query`), which its checks read."""
-    return exp.Table(this=ident(release_name + "__people"), db=ident("main"), catalog=ident("temp"))
+    return session_table(release_name + "__people")
 
 
 def people_query(ci: CompileInput, names: ReleaseNames) -> exp.Select:
@@ -451,7 +451,7 @@ def _ordered_rows(ci: CompileInput, query: exp.Select, items: list[exp.Expressio
 def pieces_table(release_name: str) -> exp.Table:
     """DuckDB: the session-temporary table of a release's rows with their counts cut into pieces
     (:func:`pieces_query`), which the released table is written from; dropped once it is written."""
-    return exp.Table(this=ident(release_name + "__pieces"), db=ident("main"), catalog=ident("temp"))
+    return session_table(release_name + "__pieces")
 
 
 # DuckDB's rows per row group, its unit of parallel work when it scans a table

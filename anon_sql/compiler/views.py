@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from ..catalog.names import COUNTED_ROWS, KEPT_WORKING, WORK_SCHEMA, WORKING, working
 from ..common.columns import EC_ID, SIZE, UNIT
-from ..common.sqlbuild import ident, render
+from ..common.sqlbuild import render, session_table
 from ..data import base_counts
 from ..methods.base import LevelPlan
 from .classes import checks_view, class_stats_query, classes_view
@@ -212,12 +212,12 @@ def assignment_step(ci: CompileInput, names: ReleaseNames) -> Statements:
 
 def assignment_spans_table(release_name: str) -> exp.Table:
     """The session-temporary table of a release's assignment spans (:func:`assignment_spans_query`)."""
-    return exp.Table(this=ident(release_name + "__spans"), db=ident("main"), catalog=ident("temp"))
+    return session_table(release_name + "__spans")
 
 
 def assignment_pieces_table(release_name: str) -> exp.Table:
     """The session-temporary table of those spans cut into pieces (:func:`pieces_query`)."""
-    return exp.Table(this=ident(release_name + "__spanpieces"), db=ident("main"), catalog=ident("temp"))
+    return session_table(release_name + "__spanpieces")
 
 
 def drop_tuple_maps_step(ci: CompileInput, names: ReleaseNames) -> Statements:

@@ -16,7 +16,7 @@ import duckdb
 from sqlglot import exp
 
 from ..errors import SourceError
-from ..common.sqlbuild import col, ident, lit, render, scratch_name
+from ..common.sqlbuild import col, ident, lit, render, scratch_name, session_table
 
 FILE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 ACCEPTED = ("a table or view name, a .csv/.tsv/.parquet path (str or pathlib.Path), a pandas or Polars DataFrame "
@@ -453,7 +453,7 @@ def unregister(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Drop what :func:`register_input_view` or :func:`temporary_table` created under ``name`` (no error when gone)."""
     with contextlib.suppress(duckdb.Error):
         con.unregister(name)
-    temp = exp.Table(this=ident(name), db=ident("main"), catalog=ident("temp"))
+    temp = session_table(name)
     con.execute(render(exp.Drop(tables=[temp], kind="VIEW", exists=True)))
 
 
