@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from sqlglot import exp
 
 from ..common.columns import UNIT
-from ..common.sqlbuild import alias, col, dtype, ident, lit, record_count, render
+from ..common.sqlbuild import alias, col, dtype, ident, lit, record_count, render, session_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,7 +42,7 @@ def query(policy: Any, relation: exp.Expression, unit: str | None = None) -> exp
 
 def temp_table(release_name: str) -> exp.Table:
     """The session-temporary table that holds a release's base counts (``temp.main."<release>__base"``)."""
-    return exp.Table(this=ident(release_name + SUFFIX), db=ident("main"), catalog=ident("temp"))
+    return session_table(release_name + SUFFIX)
 
 
 def create_base_table(policy: Any, relation: exp.Expression, table: exp.Table, unit: str | None = None) -> exp.Create:
@@ -54,12 +54,7 @@ def create_base_table(policy: Any, relation: exp.Expression, table: exp.Table, u
 def carry_table(release_name: str) -> exp.Table:
     """The session-temporary table of a release's base counts that also carry released non-key columns
     (``temp.main."<release>__carry"``, :func:`create_carried_tables`)."""
-    return exp.Table(this=ident(release_name + CARRY_SUFFIX), db=ident("main"), catalog=ident("temp"))
-
-
-def carry_table_of(base: exp.Table) -> exp.Table:
-    """The carried counts' table of the base counts ``base`` (:func:`temp_table`'s release)."""
-    return carry_table(base.name.removesuffix(SUFFIX))
+    return session_table(release_name + CARRY_SUFFIX)
 
 
 def create_carried_tables(policy: Any, relation: exp.Expression, table: exp.Table, carry: exp.Table,

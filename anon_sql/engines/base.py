@@ -107,7 +107,8 @@ class Engine(ABC):
                     carried: Sequence[str] = ()) -> Callable[[str], pd.DataFrame] | None:
         """Aggregate the source once into ``table`` (level plans) and return a per-column value-count reader, or
         None when the engine does not keep such a table. ``carried``: released non-key columns that
-        :meth:`carried_columns` chose, grouped in the same pass into :meth:`carry_table`."""
+        :meth:`carried_columns` chose, grouped in the same pass into the release's carried counts
+        (:func:`anon_sql.data.base_counts.carry_table`)."""
         return None
 
     def carried_columns(self, policy: Policy, relation: exp.Expression, candidates: Sequence[str]) -> tuple[str, ...]:

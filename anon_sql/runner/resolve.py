@@ -193,7 +193,6 @@ def resolve_release(engine: Engine | Any, policy: Policy | dict | str, source: A
             if counts is not None and hasattr(counts, "share"):   # a search codes the rows: read them whole once
                 counts.share = method.reads == "base"
             table = table if counts is not None else None
-            carried = carried if table is not None else ()
     except BaseException:
         sdc.discard_prepared(engine.con, prepared)
         raise
@@ -228,6 +227,6 @@ def discard_resolved(engine: Engine | Any, resolved: Resolved) -> None:
     if resolved.base is not None:
         as_engine(engine).drop_base(resolved.base)
         if resolved.carried:
-            as_engine(engine).drop(base_counts.carry_table_of(resolved.base))
+            as_engine(engine).drop(base_counts.carry_table(resolved.policy.name))
     if resolved.sdc is not None:
         sdc.discard_prepared(as_engine(engine).con, resolved.sdc)
