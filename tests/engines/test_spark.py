@@ -99,8 +99,8 @@ def levels_release(engines):
     seen = []
     real = driver_checks.checks_on_driver
 
-    def spy(session, compiled):
-        out = real(session, compiled)
+    def spy(compiled, driver):
+        out = real(compiled, driver)
         seen.append(None if out is None else out.copy())
         return out
 

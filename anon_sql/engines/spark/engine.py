@@ -15,6 +15,7 @@ from ..base import Engine
 from ...data.source import Source, is_path
 from ...common.sqlbuild import ident, render
 from . import ctes, driver_checks, maps, ownership, planning, udfs
+from .driver_tables import DriverFirstSQL, DriverTables
 from .ownership import UNITS_SUFFIX
 from .session import JobCounter, SparkSQL, require_pyspark, resolve_spark_source, table_exists, temporary_view
 
@@ -55,6 +56,7 @@ class SparkEngine(Engine):
         # the queries of the views and lazy caches this release defined: a view over the release is defined again
         # over the rows kept with the unit when the unit leaves the release (drop_unit)
         self.defined: dict[str, tuple[exp.Expression, bool]] = {}
+        self.driver = DriverTables(spark)   # the release's small tables computed on the driver (driver_tables.py)
 
     @property
     def con(self) -> SparkSQL:
@@ -96,7 +98,8 @@ class SparkEngine(Engine):
         searches and the release statement of a level plan read it instead of the source."""
         self._cache(table.name, base_counts.query(policy, relation), lazy=False)
         self.scratch.append(table.name)
-        return base_counts.reader(self.sq, policy, table)
+        self.driver.offer(table.name)   # copied to the driver by the first query that reads it there
+        return base_counts.reader(DriverFirstSQL(self.sq, self.driver), policy, table)
 
     def drop_base(self, table: exp.Table) -> None:
         """Kept once the release is committed (its temporary views read the base counts, like ``__source``); a
@@ -142,6 +145,7 @@ class SparkEngine(Engine):
         if name is None:
             name = self._fresh(f"{self.release_name}{maps.SUFFIX}{len(self.maps) + 1}")
             maps.register_map_view(self.spark, rows, name)
+            self.driver.offer_rows(name, maps.COLUMNS, rows)
             self.maps[rows] = name
             self.created.append(name)
             self.sql.append(maps.statement(name, rows))
@@ -159,6 +163,8 @@ class SparkEngine(Engine):
         SDC preparation's dozen working tables took 126 s to release 300 rows that way, 28 s as checkpoints
         (docs/spark.md, "Working tables")."""
         name = stmt.this.name   # ``text`` (DuckDB-flavoured) is not used: the tree is rewritten for Spark
+        if (stmt.args.get("kind") == "TABLE" or cache) and self._create_on_driver(name, stmt.expression):
+            return
         query = stmt.expression.copy()
         for part in ctes.hoist_shared(query, name, self._fresh):
             if part.materialized:
@@ -176,6 +182,24 @@ class SparkEngine(Engine):
         self._run(name, temporary_view(name, query))
         self.defined[name] = (query, False)
 
+    def _create_on_driver(self, name: str, query: exp.Expression) -> bool:
+        """The table ``name`` computed on the driver when everything ``query`` reads is small (:mod:`.driver_tables`),
+        registered as a cached view with the types Spark gives ``query`` (analysed, not run: DuckDB's ``ROW_NUMBER``
+        is a BIGINT where Spark's is an INT, its sum of BIGINTs a HUGEINT). False: Spark makes it."""
+        rows = self.driver.compute(query)
+        if rows is None:
+            return False
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = self.spark.sql(self.render(query)).schema
+        if [c.lower() for c in rows.column_names] != [c.lower() for c in schema.names]:
+            return False   # not expected (the same aliases): Spark makes it as before
+        rows = rows.rename_columns(schema.names).cast(to_arrow_schema(schema))
+        self.register_frame(self.spark.createDataFrame(rows), name)
+        self.driver.keep(name, rows, [f.dataType.simpleString() for f in schema.fields])
+        self.sql.append(self.render(exp.Cache(this=exp.Table(this=ident(name)), expression=query, lazy=False)))
+        return True
+
     def drop_unit(self, names: Any) -> None:
         """Spark has no ``ALTER TABLE … DROP COLUMN`` on a temporary view: the verified release's rows, unit
         included, are checkpointed as the working view ``<release>__units``; the views over the release
@@ -184,6 +208,7 @@ class SparkEngine(Engine):
         other working views (``__source`` holds the raw unit as well)."""
         name = names.table.name
         held = name + UNITS_SUFFIX
+        self.driver.forget(name)
         ownership.check_working_name(self.spark, held)   # never over a view no release of this session made
         rows = self.spark.table(_quoted(name)).localCheckpoint(eager=True)
         self.drop(held)   # an earlier release's of this name: its release and views are replaced by now
@@ -240,7 +265,7 @@ class SparkEngine(Engine):
     def fetch_checks(self, compiled: Any) -> pd.DataFrame | None:
         """A counted-rows release's checks computed on the driver over the fetched counted rows (one Spark job
         instead of one per shuffle of the checks view: :mod:`.driver_checks`)."""
-        return driver_checks.checks_on_driver(self.spark, compiled)
+        return driver_checks.checks_on_driver(compiled, self.driver)
 
     def put_frame(self, frame: pd.DataFrame, name: str) -> exp.Table:
         """A pandas frame as a cached temporary view through Arrow, its types as pandas has them (a column of no
@@ -296,12 +321,14 @@ class SparkEngine(Engine):
         kept = self.spark.table(_quoted(name)).where(~F.col(_quoted(EC_ID)).isin(ids)).localCheckpoint(eager=True)
         # replaced in place: the name keeps its place in ``created``, so a rollback still drops the views over it first
         self.spark.sql(render(exp.Uncache(this=exp.Table(this=ident(name)), exists=True), "spark"))
+        self.driver.forget(name)   # the driver's copy (if any) still holds the deleted classes
         kept.createOrReplaceTempView(name)
         self.spark.sql(render(exp.Cache(this=exp.Table(this=ident(name)), lazy=False), "spark"))
         return len(ids)
 
     def drop(self, name: str | exp.Table) -> None:
         name = name.name if isinstance(name, exp.Table) else name
+        self.driver.forget(name)
         if table_exists(self.spark, name):
             from pyspark.errors import AnalysisException
 
@@ -327,14 +354,17 @@ class SparkEngine(Engine):
                 except AnalysisException:   # a view over a since-replaced one: nothing cached through it
                     pass
         self.scratch.clear()
+        self.driver.close()
         super().commit()
 
     def rollback(self) -> None:
         self.scratch.clear()
+        self.driver.close()
         super().rollback()
 
     def cleanup(self) -> None:
         self.maps.clear()   # the map views go with everything else the release created
+        self.driver.close()
         super().cleanup()
 
     def script(self, compiled: Any) -> list[str]:
