@@ -199,6 +199,34 @@ def test_timestamps_are_never_copied(spark):
         spark.catalog.dropTempView("drv_plain")
 
 
+def test_types_cast_to_text_on_the_driver_print_as_in_spark(spark):
+    """The types a statement may cast to text on the driver (driver_tables._SAME_TEXT) print alike in both engines:
+    extremes, zero with a scale, negative decimals, dates at both ends, non-ASCII and empty text, NULLs."""
+    from sqlglot import exp, parse_one
+
+    spark.sql("""SELECT * FROM VALUES
+        (CAST(-128 AS TINYINT), CAST(-32768 AS SMALLINT), -2147483648, -9223372036854775808L, true,
+         DATE '0001-01-01', CAST(0 AS DECIMAL(20, 10)), CAST(-1.5 AS DECIMAL(5, 2)), 'ü x', CAST('ab' AS CHAR(3))),
+        (CAST(127 AS TINYINT), CAST(32767 AS SMALLINT), 2147483647, 9223372036854775807L, false,
+         DATE '9999-12-31', CAST(12345678.9 AS DECIMAL(20, 10)), CAST(0.01 AS DECIMAL(5, 2)), '', 'a'),
+        (NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+        AS t(a, b, c, d, e, f, g, h, i, j)""").createOrReplaceTempView("drv_types")
+    columns = list("abcdefghij")
+    query = exp.select(*[exp.cast(exp.column(c), "VARCHAR").as_(c) for c in columns]).from_("drv_types")
+    types = [f.dataType.simpleString().split("(")[0] for f in spark.table("drv_types").schema.fields]
+    assert set(types) <= set(driver_tables._SAME_TEXT)
+    tables = driver_tables.DriverTables(spark)
+    try:
+        tables.offer("drv_types")
+        on_driver = tables.compute_frame(query)
+        assert on_driver is not None
+        in_spark = spark.sql(parse_one(query.sql("duckdb"), read="duckdb").sql("spark")).toPandas()
+        assert _text(on_driver) == _text(in_spark)
+    finally:
+        tables.close()
+        spark.catalog.dropTempView("drv_types")
+
+
 def test_value_counts_from_the_driver_equal_sparks(spark):
     """The reader's per-column value counts (the taxonomy coverage check) answered by the driver copy of the base
     counts equal the same query run by Spark."""

@@ -47,7 +47,7 @@ class DriverTables:
         self._duck: duckdb.DuckDBPyConnection | None = None
         self._offered: set[str] = set()
         self._kept: set[str] = set()
-        self._too_big: set[str] = set()   # offered tables left to Spark (too many rows, or a type)
+        self._declined: set[str] = set()   # offered tables left to Spark (too many rows, or a type)
         self._types: dict[str, list[str]] = {}   # a kept table's Spark column types (simpleString)
         self._macros = False
 
@@ -74,7 +74,7 @@ class DriverTables:
     def covers(self, query: exp.Expression) -> bool:
         """Whether every table ``query`` reads is kept here or may be copied."""
         reads = _reads(query)
-        return bool(reads) and reads <= (self._kept | self._offered) - self._too_big
+        return bool(reads) and reads <= (self._kept | self._offered) - self._declined
 
     def compute(self, query: exp.Expression) -> Any | None:
         """``query``'s rows computed on the driver (an Arrow table), or None: Spark computes it (a table it reads is
@@ -123,7 +123,7 @@ class DriverTables:
         self._duck = None
         self._offered.clear()
         self._kept.clear()
-        self._too_big.clear()
+        self._declined.clear()
         self._types.clear()
         self._macros = False
 
@@ -132,16 +132,16 @@ class DriverTables:
         when it is bigger, or holds a type the driver leaves to Spark."""
         if name in self._kept:
             return True
-        if name not in self._offered or name in self._too_big:
+        if name not in self._offered or name in self._declined:
             return False
         frame = self.spark.table(_quoted(name))
         types = [f.dataType.simpleString() for f in frame.schema.fields]
         if not all(t.split("(")[0] in _COPIED for t in types):
-            self._too_big.add(name)
+            self._declined.add(name)
             return False
         rows = frame.limit(DRIVER_TABLE_ROWS + 1).toArrow()
         if rows.num_rows > DRIVER_TABLE_ROWS:
-            self._too_big.add(name)
+            self._declined.add(name)
             return False
         self.keep(name, rows, types)
         return True

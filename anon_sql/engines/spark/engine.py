@@ -189,12 +189,16 @@ class SparkEngine(Engine):
         rows = self.driver.compute(query)
         if rows is None:
             return False
+        import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = self.spark.sql(self.render(query)).schema
         if [c.lower() for c in rows.column_names] != [c.lower() for c in schema.names]:
             return False   # not expected (the same aliases): Spark makes it as before
-        rows = rows.rename_columns(schema.names).cast(to_arrow_schema(schema))
+        try:
+            rows = rows.rename_columns(schema.names).cast(to_arrow_schema(schema))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):   # not expected: Spark makes it as before
+            return False
         self.register_frame(self.spark.createDataFrame(rows), name)
         self.driver.keep(name, rows, [f.dataType.simpleString() for f in schema.fields])
         self.sql.append(self.render(exp.Cache(this=exp.Table(this=ident(name)), expression=query, lazy=False)))
