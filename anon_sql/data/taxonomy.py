@@ -136,7 +136,10 @@ class Taxonomy:
         arr = np.asarray(values, dtype=object)    # no Series: a small release checks 8 columns every time
         present = pd.notna(arr)
         bad = np.zeros(len(arr), dtype=bool)
-        bad[present] = ~np.isin(arr[present].astype(str), self.levels["level0"].to_numpy())
+        # both sides as numpy text: text against an object array is a per-pair comparison in np.isin (minutes for
+        # 300,000 distinct values, where text against text sorts: 0.3 s)
+        leaves = self.levels["level0"].dropna().to_numpy(dtype=str)
+        bad[present] = ~np.isin(arr[present].astype(str), leaves)
         if bad.any():     # the common case (every value has a leaf) stays one vectorized membership test
             v = pd.Series(arr, dtype=object)
             n = np.ones(len(v)) if counts is None else pd.Series(counts).to_numpy()

@@ -476,6 +476,17 @@ def test_check_covers_lists_missing_values_with_counts_and_ignores_nulls():
         tax.check_covers(["a", "y", None, "z"], [1, 1, 9, 5], column="c")
 
 
+def test_check_covers_a_large_domain():
+    """300,000 distinct values against as many leaves (an interval QI of an identifier-like number): the membership
+    test is one sort (it compared every pair when the leaves were an object array: minutes), and a missing value is
+    still named."""
+    leaves = [str(i) for i in range(300_000)]
+    tax = from_mapping("big", {v: ["*"] for v in leaves})
+    tax.check_covers(np.arange(300_000))
+    with pytest.raises(anon_sql.TaxonomyError, match=r"1 value\(s\).*300000 \(1 records\)"):
+        tax.check_covers(np.arange(300_001))
+
+
 def test_taxonomy_memo_follows_content_not_name():
     """The per-taxonomy leaf order and label index are memoized by content: a taxonomy replaced under the same name
     (anon-sql taxonomy load again) gets its own."""
