@@ -260,7 +260,7 @@ def test_value_counts_from_the_driver_equal_sparks(spark):
 _texts = st.sampled_from(["a", "b", "ü", "Ab", "", "*", "x y", None])
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 40)), _texts, _texts,
                                st.sampled_from(["p", "q", "r"])), min_size=1, max_size=60),
        levels=st.tuples(st.integers(0, 3), st.integers(0, 1), st.integers(0, 1)),
