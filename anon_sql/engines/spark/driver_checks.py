@@ -7,10 +7,9 @@ Arrow fetch of them: the same SQL over the same rows, so the same checks."""
 from __future__ import annotations
 
 import pandas as pd
-from sqlglot import exp
 
 from ...compiler.views import CompiledRelease
-from .driver_tables import DriverTables
+from .driver_tables import DriverTables, reads
 
 CHECKS_STATEMENT = "checks view"   # the description compiler.views gives the checks view's statement
 
@@ -26,8 +25,7 @@ def checks_on_driver(compiled: CompiledRelease, driver: DriverTables) -> pd.Data
     if view is None:
         return None
     query = view.expression
-    local = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
-    if {t.name for t in query.find_all(exp.Table) if t.name not in local} != {rows.name}:
+    if reads(query) != {rows.name}:
         return None
     driver.offer(rows.name)
     return driver.compute_frame(query)

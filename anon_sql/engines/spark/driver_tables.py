@@ -23,7 +23,8 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
-from ...common.sqlbuild import KernelCall, ident, render
+from ...common.sqlbuild import KernelCall, create_from_frame, ident, render
+from .session import quoted_name
 
 # the most rows a Spark table may have to be copied to the driver (one Arrow table in the driver's memory, and the
 # statement's result uploaded back); a bigger table stays in Spark and so do the statements that read it
@@ -73,8 +74,8 @@ class DriverTables:
 
     def covers(self, query: exp.Expression) -> bool:
         """Whether every table ``query`` reads is kept here or may be copied."""
-        reads = _reads(query)
-        return bool(reads) and reads <= (self._kept | self._offered) - self._declined
+        read = reads(query)
+        return bool(read) and read <= (self._kept | self._offered) - self._declined
 
     def compute(self, query: exp.Expression) -> Any | None:
         """``query``'s rows computed on the driver (an Arrow table), or None: Spark computes it (a table it reads is
@@ -91,10 +92,10 @@ class DriverTables:
         """``query`` as a relation of the driver's DuckDB, or None (see :meth:`compute`)."""
         if not self.covers(query):
             return None
-        for name in sorted(_reads(query) - self._kept):
+        for name in sorted(reads(query) - self._kept):
             if not self.copy(name):
                 return None
-        if _casts_to_text(query) and not all(_same_text(t) for n in _reads(query) for t in self._types[n]):
+        if _casts_to_text(query) and not all(_same_text(t) for n in reads(query) for t in self._types[n]):
             return None
         duck = self._connection()
         if query.find(KernelCall) is not None and not self._macros:
@@ -107,12 +108,8 @@ class DriverTables:
     def keep(self, name: str, rows: Any, spark_types: list[str]) -> None:
         """Keep ``rows`` (Arrow, Spark's types) as the copy of the Spark view ``name``."""
         duck = self._connection()
-        duck.register("__anon_driver_rows", rows)
-        try:
-            duck.execute(render(exp.Create(this=exp.Table(this=ident(name)), kind="TABLE", replace=True,
-                                           expression=exp.select("*").from_("__anon_driver_rows"))))
-        finally:
-            duck.unregister("__anon_driver_rows")
+        create_from_frame(duck, rows, "__anon_driver_rows", lambda view: duck.execute(render(exp.Create(
+            this=exp.Table(this=ident(name)), kind="TABLE", replace=True, expression=exp.select("*").from_(view)))))
         self._kept.add(name)
         self._types[name] = spark_types
 
@@ -134,7 +131,7 @@ class DriverTables:
             return True
         if name not in self._offered or name in self._declined:
             return False
-        frame = self.spark.table(_quoted(name))
+        frame = self.spark.table(quoted_name(name))
         types = [f.dataType.simpleString() for f in frame.schema.fields]
         if not all(t.split("(")[0] in _COPIED for t in types):
             self._declined.add(name)
@@ -152,7 +149,7 @@ class DriverTables:
         return self._duck
 
 
-def _reads(query: exp.Expression) -> set[str]:
+def reads(query: exp.Expression) -> set[str]:
     """The tables and views ``query`` reads (its own common table expressions aside)."""
     local = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
     return {t.name for t in query.find_all(exp.Table) if t.name not in local}
@@ -165,9 +162,6 @@ def _casts_to_text(query: exp.Expression) -> bool:
 def _same_text(spark_type: str) -> bool:
     return spark_type.split("(")[0] in _SAME_TEXT
 
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class DriverFirstSQL:
@@ -205,4 +199,4 @@ class _DriverResult:
         return self.relation.to_arrow_table()
 
 
-__all__ = ["DRIVER_TABLE_ROWS", "DriverFirstSQL", "DriverTables"]
+__all__ = ["DRIVER_TABLE_ROWS", "DriverFirstSQL", "DriverTables", "reads"]

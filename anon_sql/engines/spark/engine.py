@@ -17,7 +17,8 @@ from ...common.sqlbuild import ident, render
 from . import ctes, driver_checks, maps, ownership, planning, udfs
 from .driver_tables import DriverFirstSQL, DriverTables
 from .ownership import UNITS_SUFFIX
-from .session import JobCounter, SparkSQL, require_pyspark, resolve_spark_source, table_exists, temporary_view
+from .session import (JobCounter, SparkSQL, quoted_name, require_pyspark, resolve_spark_source, table_exists,
+                      temporary_view)
 
 
 class SparkEngine(Engine):
@@ -214,7 +215,7 @@ class SparkEngine(Engine):
         held = name + UNITS_SUFFIX
         self.driver.forget(name)
         ownership.check_working_name(self.spark, held)   # never over a view no release of this session made
-        rows = self.spark.table(_quoted(name)).localCheckpoint(eager=True)
+        rows = self.spark.table(quoted_name(name)).localCheckpoint(eager=True)
         self.drop(held)   # an earlier release's of this name: its release and views are replaced by now
         rows.createOrReplaceTempView(held)
         self.created.append(held)
@@ -287,7 +288,7 @@ class SparkEngine(Engine):
         typed as on DuckDB: keys BIGINT, released quasi-identifier values text, other columns their source type."""
         from pyspark.sql import types as T
 
-        source = {f.name: f.dataType for f in self.spark.table(_quoted(names.source.name)).schema.fields}
+        source = {f.name: f.dataType for f in self.spark.table(quoted_name(names.source.name)).schema.fields}
         types = {c: T.LongType() for c in ("ec_id", "__row")}
         types.update({c: T.StringType() for c in quasi})
         assignment = plan.assignment
@@ -322,7 +323,7 @@ class SparkEngine(Engine):
         if not ids:
             return 0
         name = table.name
-        kept = self.spark.table(_quoted(name)).where(~F.col(_quoted(EC_ID)).isin(ids)).localCheckpoint(eager=True)
+        kept = self.spark.table(quoted_name(name)).where(~F.col(quoted_name(EC_ID)).isin(ids)).localCheckpoint(eager=True)
         # replaced in place: the name keeps its place in ``created``, so a rollback still drops the views over it first
         self.spark.sql(render(exp.Uncache(this=exp.Table(this=ident(name)), exists=True), "spark"))
         self.driver.forget(name)   # the driver's copy (if any) still holds the deleted classes
@@ -404,6 +405,3 @@ def _repointed(query: exp.Expression, name: str, to: str) -> exp.Expression:
             t.set("this", ident(to))
     return out
 
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

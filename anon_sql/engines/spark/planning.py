@@ -28,7 +28,7 @@ from ...common.columns import UNIT
 from ...common.sqlbuild import alias, col, ident, record_count, render
 from . import mondrian
 from .local_suppression import plan_local_suppression
-from .session import SparkSQL
+from .session import SparkSQL, quoted_name
 
 BASE_WEIGHT = "__anon_n"
 DRIVER_POPULATION = "__anon_population"   # the population's combinations in the driver's in-memory DuckDB
@@ -118,7 +118,7 @@ def driver_rows(sq: SparkSQL, method: Method, ctx: MethodContext,
                           f"has {ctx.records:,} records (limit {limit:,}: driver memory); release it with the DuckDB "
                           "engine, sample the source, or raise anon_sql.engines.spark.planning.DRIVER_ROWS_LIMIT with a "
                           "bigger spark.driver.memory")
-    arrow = sq.spark.table(_quoted(ctx.source_view)).toArrow()
+    arrow = sq.spark.table(quoted_name(ctx.source_view)).toArrow()
     duck = duckdb.connect()
     try:
         catalog.install(duck)
@@ -131,9 +131,6 @@ def driver_rows(sq: SparkSQL, method: Method, ctx: MethodContext,
         raise
     return duck
 
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def search_base(sq: SparkSQL, method: Any, policy: Policy, source_view: str, models: list,

@@ -117,10 +117,11 @@ def table_exists(spark: Any, name: str, qualified: bool = False) -> bool:
                 return True
         except Exception:  # not a parseable multipart name: fall back to one quoted identifier
             pass
-    return bool(spark.catalog.tableExists(_quoted(name)))
+    return bool(spark.catalog.tableExists(quoted_name(name)))
 
 
-def _quoted(name: str) -> str:
+def quoted_name(name: str) -> str:
+    """A table or view name as Spark reads it in ``spark.table`` / the catalog (backticks, doubled inside)."""
     return "`" + name.replace("`", "``") + "`"
 
 
@@ -161,7 +162,7 @@ def resolve_spark_source(spark: Any, source: Any, view: str) -> Source:
             known = [t.name for t in spark.catalog.listTables()]
             raise SourceError(f"source {source!r} is not a table or view of the Spark session (found: {known[:20]}); "
                               "register it (df.createOrReplaceTempView) or give a .csv/.parquet path")
-        frame = spark.table(source if table_exists(spark, source, qualified=True) else _quoted(source))
+        frame = spark.table(source if table_exists(spark, source, qualified=True) else quoted_name(source))
         schema = frame.schema
         return Source(source, table_relation(source), [f.name for f in schema.fields],
                       {f.name: duck_type(f.dataType.simpleString()) for f in schema.fields})
